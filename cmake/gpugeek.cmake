@@ -1,0 +1,59 @@
+# Helpers every component uses, so each CMakeLists.txt stays a list of files.
+
+set(GPUGEEK_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough)
+if(GPUGEEK_WERROR)
+  list(APPEND GPUGEEK_WARNINGS -Werror)
+endif()
+if(GPUGEEK_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# gpugeek_library(NAME SOURCES ... DEPS ...): the component library gpugeek::NAME.
+function(gpugeek_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(gpugeek_${name} STATIC ${ARG_SOURCES})
+  add_library(gpugeek::${name} ALIAS gpugeek_${name})
+  target_include_directories(gpugeek_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(gpugeek_${name} PRIVATE ${GPUGEEK_WARNINGS})
+  target_link_libraries(gpugeek_${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...]): a GoogleTest binary registered with CTest.
+function(gpugeek_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GPUGEEK_WARNINGS})
+  target_compile_definitions(${name} PRIVATE
+    GPUGEEK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    GPUGEEK_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "unit;${ARG_LABELS}")
+endfunction()
+
+# gpugeek_fuzz(NAME SOURCES ... DEPS ... CORPUS DIR): a libFuzzer target, built only with GPUGEEK_FUZZ.
+# CTest runs it briefly over its seed corpus (label "fuzz").
+function(gpugeek_fuzz name)
+  cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
+  if(NOT GPUGEEK_FUZZ)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
+  target_link_options(${name} PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  add_test(NAME ${name}
+    COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${ARG_CORPUS})
+  set_tests_properties(${name} PROPERTIES LABELS fuzz)
+endfunction()
+
+# gpugeek_bench(NAME SOURCES ... DEPS ...): a Google Benchmark binary (not run by CTest).
+function(gpugeek_bench name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  if(NOT GPUGEEK_BENCH)
+    return()
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${GPUGEEK_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+endfunction()

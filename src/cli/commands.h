@@ -1,0 +1,12 @@
+#pragma once
+// Each subcommand of the `gpugeek` binary registers itself on the root CLI11 app through one
+// function declared here and defined in its own `*_command.cc`. The CLI holds no business logic:
+// it parses flags, calls a component, and renders the result (table on a terminal, or --json).
+
+#include <CLI/CLI.hpp>
+
+namespace gpugeek::cli {
+
+void RegisterCatalogCommand(CLI::App& app);
+
+}  // namespace gpugeek::cli

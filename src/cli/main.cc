@@ -1,0 +1,16 @@
+// The single `gpugeek` binary (ARCHITECTURE.md, layer L4).
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpugeek: one pool of heterogeneous GPUs for AI work", "gpugeek"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gpugeek 0.1.0");
+
+  gpugeek::cli::RegisterCatalogCommand(app);
+
+  CLI11_PARSE(app, argc, argv);
+  return 0;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs the whole test suite, as CI does:
+#   1. install dependencies (Debian 12 packages; no-op when present);
+#   2. formatting check (clang-format, .clang-format);
+#   3. gcc build with warnings as errors, then every unit and integration test (ctest);
+#   4. clang build with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer: every test again,
+#      then each fuzz target briefly over its seed corpus.
+# Usage: scripts/test.sh [--quick]   (--quick skips step 4)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+jobs=$(nproc 2>/dev/null || echo 2)
+
+scripts/install-deps.sh
+
+echo "== format check"
+files=$(git ls-files '*.h' '*.cc' '*.c' 2>/dev/null || find src bench tests -name '*.h' -o -name '*.cc' -o -name '*.c')
+if [ -n "$files" ]; then
+  # shellcheck disable=SC2086
+  clang-format --dry-run --Werror $files
+fi
+
+echo "== build (gcc, -Werror)"
+cmake -S . -B build -G Ninja -DGPUGEEK_WERROR=ON >/dev/null
+ninja -C build -j"$jobs"
+echo "== tests"
+ctest --test-dir build --output-on-failure -j"$jobs" -LE fuzz
+
+if [ "$quick" -eq 0 ]; then
+  echo "== build (clang, ASan + UBSan, libFuzzer)"
+  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DGPUGEEK_WERROR=ON -DGPUGEEK_SANITIZE=ON \
+    -DGPUGEEK_FUZZ=ON -DGPUGEEK_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C build-asan -j"$jobs"
+  echo "== tests under ASan + UBSan, then fuzz targets"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs"
+fi

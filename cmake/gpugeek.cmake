@@ -42,8 +42,12 @@ function(gpugeek_fuzz name)
   target_compile_options(${name} PRIVATE -fsanitize=fuzzer)
   target_link_options(${name} PRIVATE -fsanitize=fuzzer)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  # New inputs go to a scratch corpus in the build tree (libFuzzer writes to its first directory), so the
+  # seed corpus in the source tree stays as committed.
+  set(scratch ${CMAKE_CURRENT_BINARY_DIR}/${name}_corpus)
+  file(MAKE_DIRECTORY ${scratch})
   add_test(NAME ${name}
-    COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${ARG_CORPUS})
+    COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${scratch} ${ARG_CORPUS})
   set_tests_properties(${name} PROPERTIES LABELS fuzz)
 endfunction()
 

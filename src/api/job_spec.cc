@@ -1,0 +1,378 @@
+#include "api/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <initializer_list>
+
+#include <fmt/core.h>
+
+#include "common/absl_fmt.h"
+
+#include "api/quantity.h"
+#include "common/status_macros.h"
+
+namespace gpugeek::api {
+namespace {
+
+constexpr int kMaxNodes = 1024;
+constexpr int kMaxGpusPerNode = 64;
+constexpr int kMaxPriority = 1000;
+
+absl::Status FieldError(const std::string& path, absl::string_view what) {
+  return absl::InvalidArgumentError(fmt::format("{}: {}", path, what));
+}
+
+std::string KindName(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    default:
+      return "empty";
+  }
+}
+
+absl::Status CheckKeys(const YAML::Node& map, const std::string& path,
+                       std::initializer_list<std::string_view> allowed) {
+  for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) return FieldError(path, "keys must be plain strings");
+    const std::string& key = kv.first.Scalar();
+    bool known = false;
+    for (auto a : allowed) known |= (a == key);
+    if (!known) {
+      std::string list;
+      for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      return FieldError(path.empty() ? key : path + "." + key, fmt::format("unknown field; allowed here: {}", list));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Scalar(const YAML::Node& n, const std::string& path) {
+  if (!n.IsScalar()) return FieldError(path, fmt::format("must be a single value, not {}", KindName(n)));
+  return n.Scalar();
+}
+
+absl::StatusOr<int64_t> Integer(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi) {
+  ASSIGN_OR_RETURN(std::string s, Scalar(n, path));
+  bool negative = !s.empty() && s[0] == '-';
+  auto v = ParseCount(negative ? std::string_view(s).substr(1) : std::string_view(s));
+  if (!v.ok()) return FieldError(path, v.status().message());
+  const int64_t value = negative ? -*v : *v;
+  if (value < lo || value > hi) return FieldError(path, fmt::format("= {} must be between {} and {}", value, lo, hi));
+  return value;
+}
+
+absl::StatusOr<bool> Bool(const YAML::Node& n, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string s, Scalar(n, path));
+  if (s == "true" || s == "yes") return true;
+  if (s == "false" || s == "no") return false;
+  return FieldError(path, fmt::format("= '{}' must be true or false", s));
+}
+
+absl::Status CheckName(const std::string& name) {
+  auto alnum = [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+  };
+  bool ok = !name.empty() && name.size() <= 63 && alnum(name.front()) && alnum(name.back());
+  for (char c : name) ok = ok && (alnum(c) || c == '-');
+  if (!ok) {
+    return FieldError("name", fmt::format("= '{}' must be 1-63 lower-case letters, digits or '-', starting and ending "
+                                          "with a letter or digit (e.g. llama2-70b-lora)",
+                                          name));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaskSpec> ParseTask(const YAML::Node& n) {
+  if (!n.IsMap()) return FieldError("task", "must be a mapping like {kind: lora, seq_len: 4096}");
+  RETURN_IF_ERROR(CheckKeys(n, "task", {"kind", "seq_len", "micro_batch", "global_batch", "tokens"}));
+  TaskSpec t;
+  if (!n["kind"]) return FieldError("task.kind", "is required: one of inference, lora, qlora, full, pretrain");
+  ASSIGN_OR_RETURN(std::string kind, Scalar(n["kind"], "task.kind"));
+  bool found = false;
+  for (TaskKind k : {TaskKind::kInference, TaskKind::kLora, TaskKind::kQlora, TaskKind::kFull, TaskKind::kPretrain}) {
+    if (kind == TaskKindName(k)) t.kind = k, found = true;
+  }
+  if (!found)
+    return FieldError("task.kind", fmt::format("= '{}' must be one of inference, lora, qlora, full, pretrain", kind));
+  if (n["seq_len"]) {
+    ASSIGN_OR_RETURN(t.seq_len, Integer(n["seq_len"], "task.seq_len", 1, 10'000'000));
+  }
+  if (n["micro_batch"]) {
+    ASSIGN_OR_RETURN(t.micro_batch, Integer(n["micro_batch"], "task.micro_batch", 1, 1'000'000));
+  }
+  if (n["global_batch"]) {
+    ASSIGN_OR_RETURN(t.global_batch, Integer(n["global_batch"], "task.global_batch", 1, 100'000'000));
+  }
+  if (n["tokens"]) {
+    ASSIGN_OR_RETURN(t.tokens, Integer(n["tokens"], "task.tokens", 1, int64_t{1} << 62));
+  }
+  return t;
+}
+
+absl::StatusOr<CapacityType> ParseCapacity(const std::string& s, const std::string& path) {
+  for (CapacityType c : {CapacityType::kOnDemand, CapacityType::kSpot, CapacityType::kReserved}) {
+    if (s == CapacityTypeName(c)) return c;
+  }
+  return FieldError(path, fmt::format("= '{}' must be one of on-demand, spot, reserved", s));
+}
+
+absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatalog& catalog) {
+  if (!n.IsMap()) return FieldError("resources", "must be a mapping");
+  RETURN_IF_ERROR(CheckKeys(n, "resources", {"accelerators", "spot", "capacity", "cpus", "memory", "regions"}));
+  Resources r;
+  if (const YAML::Node acc = n["accelerators"]) {
+    std::vector<std::pair<YAML::Node, std::string>> items;
+    if (acc.IsScalar()) {
+      items.emplace_back(acc, "resources.accelerators");
+    } else if (acc.IsSequence() && acc.size() > 0) {
+      for (size_t i = 0; i < acc.size(); ++i) items.emplace_back(acc[i], fmt::format("resources.accelerators[{}]", i));
+    } else {
+      return FieldError("resources.accelerators", "must be 'MODEL:COUNT' or a non-empty list of them");
+    }
+    for (const auto& [item, path] : items) {
+      ASSIGN_OR_RETURN(std::string text, Scalar(item, path));
+      auto req = ParseAcceleratorRequest(text, catalog);
+      if (!req.ok()) return FieldError(path, req.status().message());
+      r.any_of.push_back(*req);
+    }
+  }
+  if (n["spot"]) {
+    ASSIGN_OR_RETURN(bool spot, Bool(n["spot"], "resources.spot"));
+    r.capacity = spot ? CapacityType::kSpot : CapacityType::kOnDemand;
+  }
+  if (n["capacity"]) {
+    ASSIGN_OR_RETURN(std::string s, Scalar(n["capacity"], "resources.capacity"));
+    ASSIGN_OR_RETURN(CapacityType c, ParseCapacity(s, "resources.capacity"));
+    if (r.capacity && *r.capacity != c) {
+      return FieldError("resources.capacity", "contradicts resources.spot; give only one of them");
+    }
+    r.capacity = c;
+  }
+  if (n["cpus"]) {
+    ASSIGN_OR_RETURN(std::string s, Scalar(n["cpus"], "resources.cpus"));
+    auto v = ParseMilliCpu(s);
+    if (!v.ok()) return FieldError("resources.cpus", v.status().message());
+    r.cpu_milli = *v;
+  }
+  if (n["memory"]) {
+    ASSIGN_OR_RETURN(std::string s, Scalar(n["memory"], "resources.memory"));
+    auto v = ParseBytes(s);
+    if (!v.ok()) return FieldError("resources.memory", v.status().message());
+    r.memory_bytes = *v;
+  }
+  if (const YAML::Node regions = n["regions"]) {
+    if (!regions.IsSequence()) return FieldError("resources.regions", "must be a list like [us-east-1]");
+    for (size_t i = 0; i < regions.size(); ++i) {
+      ASSIGN_OR_RETURN(std::string region, Scalar(regions[i], fmt::format("resources.regions[{}]", i)));
+      r.regions.push_back(region);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<CheckpointSpec> ParseCheckpoint(const YAML::Node& n) {
+  if (!n.IsMap()) return FieldError("checkpoint", "must be a mapping like {dir: /ckpt/run1, grace: 30s}");
+  RETURN_IF_ERROR(CheckKeys(n, "checkpoint", {"dir", "grace"}));
+  CheckpointSpec c;
+  if (n["dir"]) {
+    ASSIGN_OR_RETURN(c.dir, Scalar(n["dir"], "checkpoint.dir"));
+  }
+  if (n["grace"]) {
+    ASSIGN_OR_RETURN(std::string s, Scalar(n["grace"], "checkpoint.grace"));
+    auto d = ParseDuration(s);
+    if (!d.ok()) return FieldError("checkpoint.grace", d.status().message());
+    if (*d > std::chrono::hours(1)) return FieldError("checkpoint.grace", "must be at most 1h");
+    c.grace = *d;
+  }
+  return c;
+}
+
+absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
+  if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
+  RETURN_IF_ERROR(
+      CheckKeys(doc, "", {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "run"}));
+  JobSpec spec;
+  if (!doc["name"]) return FieldError("name", "is required");
+  ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
+  RETURN_IF_ERROR(CheckName(spec.name));
+  if (!doc["run"]) return FieldError("run", "is required: the command to run on every node");
+  ASSIGN_OR_RETURN(spec.run, Scalar(doc["run"], "run"));
+  if (spec.run.find_first_not_of(" \t\n") == std::string::npos) return FieldError("run", "must not be empty");
+  if (doc["model"]) {
+    ASSIGN_OR_RETURN(spec.model, Scalar(doc["model"], "model"));
+  }
+  if (doc["task"]) {
+    ASSIGN_OR_RETURN(spec.task, ParseTask(doc["task"]));
+  }
+  if (doc["resources"]) {
+    ASSIGN_OR_RETURN(spec.resources, ParseResources(doc["resources"], catalog));
+  }
+  if (doc["num_nodes"]) {
+    ASSIGN_OR_RETURN(int64_t n, Integer(doc["num_nodes"], "num_nodes", 1, kMaxNodes));
+    spec.num_nodes = static_cast<int>(n);
+  }
+  if (doc["priority"]) {
+    ASSIGN_OR_RETURN(int64_t p, Integer(doc["priority"], "priority", -kMaxPriority, kMaxPriority));
+    spec.priority = static_cast<int>(p);
+  }
+  if (doc["checkpoint"]) {
+    ASSIGN_OR_RETURN(spec.checkpoint, ParseCheckpoint(doc["checkpoint"]));
+  }
+  if (const YAML::Node env = doc["env"]) {
+    if (!env.IsMap()) return FieldError("env", "must be a mapping of NAME: value");
+    for (const auto& kv : env) {
+      ASSIGN_OR_RETURN(std::string key, Scalar(kv.first, "env"));
+      const std::string path = "env." + key;
+      bool ok = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0]));
+      for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      if (!ok) return FieldError(path, "names must be letters, digits and '_', not starting with a digit");
+      if (key.starts_with("GPUGEEK_"))
+        return FieldError(path, "GPUGEEK_* variables are set by gpugeek; pick another name");
+      ASSIGN_OR_RETURN(spec.env[key], Scalar(kv.second, path));
+    }
+  }
+  const bool planned = !spec.model.empty() && spec.task.has_value();
+  if (spec.resources.any_of.empty() && !planned) {
+    return FieldError("resources.accelerators",
+                      "is required unless both model and task are given (then the planner chooses the GPUs)");
+  }
+  if (spec.task && spec.model.empty()) return FieldError("model", "is required when task is given");
+  return spec;
+}
+
+void EmitScalarOrQuoted(YAML::Emitter& out, const std::string& s) { out << YAML::DoubleQuoted << s; }
+
+}  // namespace
+
+std::string_view TaskKindName(TaskKind k) {
+  switch (k) {
+    case TaskKind::kInference:
+      return "inference";
+    case TaskKind::kLora:
+      return "lora";
+    case TaskKind::kQlora:
+      return "qlora";
+    case TaskKind::kFull:
+      return "full";
+    case TaskKind::kPretrain:
+      return "pretrain";
+  }
+  return "inference";
+}
+
+std::string_view CapacityTypeName(CapacityType c) {
+  switch (c) {
+    case CapacityType::kOnDemand:
+      return "on-demand";
+    case CapacityType::kSpot:
+      return "spot";
+    case CapacityType::kReserved:
+      return "reserved";
+  }
+  return "on-demand";
+}
+
+absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text, const hw::GpuCatalog& catalog) {
+  const size_t colon = text.rfind(':');
+  const std::string_view name = colon == std::string_view::npos ? text : text.substr(0, colon);
+  if (name.empty())
+    return absl::InvalidArgumentError(fmt::format("'{}' names no GPU model; write MODEL:COUNT like A100-80GB:4", text));
+  AcceleratorRequest req;
+  const hw::GpuModel* model = catalog.Resolve(name);
+  if (model == nullptr) {
+    return absl::InvalidArgumentError(
+        fmt::format("unknown GPU model '{}'; `gpugeek catalog` lists the known ids and names", name));
+  }
+  req.model = model->id;
+  req.count = 1;
+  if (colon != std::string_view::npos) {
+    const std::string_view count = text.substr(colon + 1);
+    if (count.find('.') != std::string_view::npos) {
+      // A fraction of one GPU: "T4:0.5" = 500 milli-GPU on one shared GPU.
+      auto milli = ParseMilliCpu(count);  // same notation: 0.5 -> 500
+      if (!milli.ok() || *milli <= 0 || *milli >= 1000) {
+        return absl::InvalidArgumentError(
+            fmt::format("'{}': a fractional count must be between 0.001 and 0.999 of one GPU", text));
+      }
+      req.milli_per_gpu = *milli;
+    } else {
+      auto n = ParseCount(count);
+      if (!n.ok() || *n < 1 || *n > kMaxGpusPerNode) {
+        return absl::InvalidArgumentError(fmt::format(
+            "'{}': the count after ':' must be a whole number of GPUs per node, 1..{}", text, kMaxGpusPerNode));
+      }
+      req.count = static_cast<int>(*n);
+    }
+  }
+  return req;
+}
+
+absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCatalog& catalog) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        fmt::format("job spec is not valid YAML (line {}, column {}): {}", e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  try {
+    return ParseDocument(doc, catalog);
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp throws on some malformed shapes (e.g. aliases to missing anchors) while reading.
+    return absl::InvalidArgumentError(fmt::format("job spec: {}", e.what()));
+  }
+}
+
+std::string JobSpecToYaml(const JobSpec& spec) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << spec.name;
+  if (!spec.model.empty()) out << YAML::Key << "model" << YAML::Value, EmitScalarOrQuoted(out, spec.model);
+  if (spec.task) {
+    out << YAML::Key << "task" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "kind" << YAML::Value << std::string(TaskKindName(spec.task->kind));
+    if (spec.task->seq_len) out << YAML::Key << "seq_len" << YAML::Value << spec.task->seq_len;
+    if (spec.task->micro_batch) out << YAML::Key << "micro_batch" << YAML::Value << spec.task->micro_batch;
+    if (spec.task->global_batch) out << YAML::Key << "global_batch" << YAML::Value << spec.task->global_batch;
+    if (spec.task->tokens) out << YAML::Key << "tokens" << YAML::Value << spec.task->tokens;
+    out << YAML::EndMap;
+  }
+  const Resources& r = spec.resources;
+  out << YAML::Key << "resources" << YAML::Value << YAML::BeginMap;
+  if (!r.any_of.empty()) {
+    out << YAML::Key << "accelerators" << YAML::Value << YAML::BeginSeq;
+    for (const auto& a : r.any_of) {
+      out << (a.milli_per_gpu < 1000 ? fmt::format("{}:0.{:03d}", a.model, a.milli_per_gpu)
+                                     : fmt::format("{}:{}", a.model, a.count));
+    }
+    out << YAML::EndSeq;
+  }
+  if (r.capacity) out << YAML::Key << "capacity" << YAML::Value << std::string(CapacityTypeName(*r.capacity));
+  if (r.cpu_milli) out << YAML::Key << "cpus" << YAML::Value << fmt::format("{}m", r.cpu_milli);
+  if (r.memory_bytes) out << YAML::Key << "memory" << YAML::Value << std::to_string(r.memory_bytes);
+  if (!r.regions.empty()) out << YAML::Key << "regions" << YAML::Value << YAML::Flow << r.regions;
+  out << YAML::EndMap;
+  out << YAML::Key << "num_nodes" << YAML::Value << spec.num_nodes;
+  out << YAML::Key << "priority" << YAML::Value << spec.priority;
+  out << YAML::Key << "checkpoint" << YAML::Value << YAML::BeginMap;
+  if (!spec.checkpoint.dir.empty())
+    out << YAML::Key << "dir" << YAML::Value, EmitScalarOrQuoted(out, spec.checkpoint.dir);
+  out << YAML::Key << "grace" << YAML::Value << FormatDuration(spec.checkpoint.grace);
+  out << YAML::EndMap;
+  if (!spec.env.empty()) {
+    out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : spec.env) out << YAML::Key << k << YAML::Value, EmitScalarOrQuoted(out, v);
+    out << YAML::EndMap;
+  }
+  out << YAML::Key << "run" << YAML::Value, EmitScalarOrQuoted(out, spec.run);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace gpugeek::api

@@ -1,0 +1,96 @@
+#pragma once
+// JobSpec: what a user submits (YAML, shape of ARCHITECTURE.md "Job spec"; reference in
+// docs/job-spec.md).
+//
+//   name: llama2-70b-lora
+//   model: models/Llama-2-70b-hf.json     # optional: lets the planner size the job
+//   task: {kind: lora, seq_len: 4096, micro_batch: 1, tokens: 2e8}
+//   resources:
+//     accelerators: A100-80GB:4           # or a list: any one of them will do
+//     spot: true                          # or capacity: spot | on-demand | reserved
+//     cpus: 32
+//     memory: 256Gi
+//     regions: [cn-east-1]
+//   num_nodes: 1
+//   priority: 0
+//   checkpoint: {dir: /ckpt/llama2, grace: 30s}
+//   env: {HF_HOME: /cache}
+//   run: torchrun --nproc-per-node $GPUGEEK_GPUS_PER_NODE train.py
+//
+// Parsing is strict: an unknown field, a wrong type or a bad value is InvalidArgument whose message
+// starts with the field's path (e.g. "resources.accelerators[1]: ...") and says how to fix it. GPU
+// model names are resolved through the GPU catalog to catalog ids.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "hw/gpu_catalog.h"
+
+namespace gpugeek::api {
+
+enum class TaskKind { kInference, kLora, kQlora, kFull, kPretrain };
+std::string_view TaskKindName(TaskKind k);  // "inference", "lora", "qlora", "full", "pretrain"
+
+struct TaskSpec {
+  TaskKind kind = TaskKind::kInference;
+  int64_t seq_len = 0;       // tokens per sequence; 0 = planner default
+  int64_t micro_batch = 0;   // sequences per GPU per step; 0 = planner default
+  int64_t global_batch = 0;  // sequences per optimizer step; 0 = planner default
+  int64_t tokens = 0;        // training token budget; 0 = none given
+};
+
+// Capacity types, as clouds sell GPUs: on-demand (never reclaimed), spot (cheap, reclaimable at
+// short notice) and reserved (committed capacity).
+enum class CapacityType { kOnDemand, kSpot, kReserved };
+std::string_view CapacityTypeName(CapacityType c);  // "on-demand", "spot", "reserved"
+
+// One acceptable GPU shape per node: `count` GPUs of `model`, each with `milli_per_gpu` of it
+// (1000 = the whole GPU; < 1000 only with count 1, GPU sharing as in the Alibaba traces).
+struct AcceleratorRequest {
+  std::string model;  // catalog id ("A100-SXM-80GB"), or the raw name when unknown to the catalog
+  int count = 0;
+  int64_t milli_per_gpu = 1000;
+};
+
+struct Resources {
+  std::vector<AcceleratorRequest> any_of;  // alternatives; empty = the planner chooses
+  std::optional<CapacityType> capacity;    // preference; unset = any
+  int64_t cpu_milli = 0;                   // per node; 0 = scheduler default
+  uint64_t memory_bytes = 0;               // per node; 0 = scheduler default
+  std::vector<std::string> regions;        // allowed regions; empty = any
+};
+
+struct CheckpointSpec {
+  std::string dir;                            // empty = no checkpointing
+  Duration grace = std::chrono::seconds(30);  // SIGTERM-to-SIGKILL time to write a checkpoint
+};
+
+struct JobSpec {
+  std::string name;   // DNS label: [a-z0-9-], 1..63 characters, starts and ends alphanumeric
+  std::string model;  // path of a Hugging Face config.json; empty = none
+  std::optional<TaskSpec> task;
+  Resources resources;
+  int num_nodes = 1;  // gang size: all nodes start together or none does
+  int priority = 0;   // higher runs first; -1000..1000
+  CheckpointSpec checkpoint;
+  std::map<std::string, std::string> env;
+  std::string run;  // shell command run on every node
+};
+
+// Parses and validates a job spec from YAML text. `catalog` resolves GPU names.
+absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text,
+                                     const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin());
+
+// Parses one accelerator item: "A100-80GB:4", "H100-SXM-80GB" (count 1), "T4:0.5" (500 milli-GPU).
+absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text, const hw::GpuCatalog& catalog);
+
+// Renders a spec back to YAML that ParseJobSpec accepts and that parses to an equal spec.
+std::string JobSpecToYaml(const JobSpec& spec);
+
+}  // namespace gpugeek::api

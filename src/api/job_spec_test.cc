@@ -1,0 +1,125 @@
+#include "api/job_spec.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+
+namespace gpugeek::api {
+namespace {
+
+constexpr char kArchitectureExample[] = R"(
+name: llama2-70b-lora
+model: llama/Llama-2-70b-hf.json
+task: {kind: lora, seq_len: 4096, micro_batch: 1, tokens: 2e8}
+resources:
+  accelerators: A100-80GB:4
+  spot: true
+  regions: [cn-east-1]
+num_nodes: 1
+checkpoint: {dir: /ckpt/llama2, grace: 30s}
+env: {HF_HOME: /cache}
+run: torchrun --nproc-per-node $GPUGEEK_GPUS_PER_NODE train.py
+)";
+
+TEST(ParseJobSpec, ArchitectureDocumentExample) {
+  auto spec = ParseJobSpec(kArchitectureExample);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name, "llama2-70b-lora");
+  EXPECT_EQ(spec->model, "llama/Llama-2-70b-hf.json");
+  ASSERT_TRUE(spec->task.has_value());
+  EXPECT_EQ(spec->task->kind, TaskKind::kLora);
+  EXPECT_EQ(spec->task->seq_len, 4096);
+  EXPECT_EQ(spec->task->tokens, 200'000'000);
+  ASSERT_EQ(spec->resources.any_of.size(), 1u);
+  EXPECT_EQ(spec->resources.any_of[0].model, "A100-SXM-80GB");  // resolved through the catalog
+  EXPECT_EQ(spec->resources.any_of[0].count, 4);
+  EXPECT_EQ(spec->resources.capacity, CapacityType::kSpot);
+  EXPECT_EQ(spec->resources.regions, std::vector<std::string>{"cn-east-1"});
+  EXPECT_EQ(spec->checkpoint.dir, "/ckpt/llama2");
+  EXPECT_EQ(spec->checkpoint.grace, std::chrono::seconds(30));
+  EXPECT_EQ(spec->env.at("HF_HOME"), "/cache");
+  EXPECT_EQ(spec->num_nodes, 1);
+}
+
+TEST(ParseJobSpec, AlternativesFractionsAndUnits) {
+  auto spec = ParseJobSpec(R"(
+name: serve
+resources:
+  accelerators: [H100-SXM-80GB:2, "NVIDIA H200:1", T4:0.5]
+  capacity: reserved
+  cpus: 500m
+  memory: 64Gi
+run: echo hi
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& a = spec->resources.any_of;
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[1].model, "H200-SXM-141GB");
+  EXPECT_EQ(a[2].model, "T4");
+  EXPECT_EQ(a[2].count, 1);
+  EXPECT_EQ(a[2].milli_per_gpu, 500);
+  EXPECT_EQ(spec->resources.cpu_milli, 500);
+  EXPECT_EQ(spec->resources.memory_bytes, 64ull << 30);
+  EXPECT_EQ(spec->resources.capacity, CapacityType::kReserved);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* expected_prefix;  // the message must start with the field path
+};
+
+TEST(ParseJobSpec, BadInputNamesTheField) {
+  const BadCase cases[] = {
+      {"name: x\nrun: a\nresources: {accelerators: A100-80GB:4}\ncolour: red\n", "colour: unknown field"},
+      {"name: x\nrun: a\nresources: {acelerators: A100-80GB:4}\n", "resources.acelerators: unknown field"},
+      {"name: Bad_Name\nrun: a\nresources: {accelerators: T4:1}\n", "name: = 'Bad_Name'"},
+      {"name: x\nresources: {accelerators: T4:1}\n", "run: is required"},
+      {"name: x\nrun: a\n", "resources.accelerators: is required unless"},
+      {"name: x\nrun: a\nresources: {accelerators: [T4:1, Z80:2]}\n",
+       "resources.accelerators[1]: unknown GPU model 'Z80'"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:0}\n", "resources.accelerators: 'T4:0': the count"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, memory: 12 parsecs}\n", "resources.memory:"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, spot: true, capacity: reserved}\n",
+       "resources.capacity: contradicts"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1}\nnum_nodes: 0\n", "num_nodes: = 0 must be between 1"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1}\ncheckpoint: {grace: soon}\n", "checkpoint.grace:"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1}\nenv: {GPUGEEK_RANK: 3}\n", "env.GPUGEEK_RANK:"},
+      {"name: x\nrun: a\ntask: {kind: lora}\nresources: {accelerators: T4:1}\n", "model: is required when task"},
+      {"name: x\nrun: a\nmodel: m.json\ntask: {kind: dance}\n", "task.kind: = 'dance'"},
+      {"name: [x]\nrun: a\n", "name: must be a single value"},
+      {"- a\n- b\n", "(document): a job spec must be a YAML mapping"},
+      {"name: x\n  run: : :\n\t- [", "job spec is not valid YAML (line"},
+  };
+  for (const BadCase& c : cases) {
+    auto spec = ParseJobSpec(c.yaml);
+    ASSERT_FALSE(spec.ok()) << c.yaml;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(spec.status().message(), c.expected_prefix))
+        << "got: " << spec.status().message() << "\nwant prefix: " << c.expected_prefix;
+  }
+}
+
+TEST(ParseJobSpec, PlannerSizedSpecNeedsNoAccelerators) {
+  auto spec = ParseJobSpec("name: x\nrun: a\nmodel: m.json\ntask: {kind: inference}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->resources.any_of.empty());
+}
+
+TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
+  auto spec = ParseJobSpec(kArchitectureExample);
+  ASSERT_TRUE(spec.ok());
+  spec->resources.any_of.push_back({"T4", 1, 250});
+  spec->resources.memory_bytes = 123456789;
+  spec->resources.cpu_milli = 2500;
+  spec->env["QUOTED"] = "a: b # not a comment";
+  const std::string yaml = JobSpecToYaml(*spec);
+  auto again = ParseJobSpec(yaml);
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
+  EXPECT_EQ(JobSpecToYaml(*again), yaml);
+  EXPECT_EQ(again->resources.any_of[1].milli_per_gpu, 250);
+  EXPECT_EQ(again->env.at("QUOTED"), "a: b # not a comment");
+  EXPECT_EQ(again->run, spec->run);
+}
+
+}  // namespace
+}  // namespace gpugeek::api

@@ -1,0 +1,48 @@
+#pragma once
+// The SQLite schema, as numbered migrations. Never edit a released migration: append a new one.
+// Migration i (1-based) moves the schema from version i-1 to i.
+
+namespace gpugeek::store {
+
+inline constexpr const char* kSqliteMigrations[] = {
+    // 1: jobs, their state-change events, nodes.
+    R"sql(
+CREATE TABLE jobs (
+  id              TEXT PRIMARY KEY,
+  tenant          TEXT NOT NULL,
+  name            TEXT NOT NULL,
+  spec_yaml       TEXT NOT NULL,
+  state           TEXT NOT NULL,
+  priority        INTEGER NOT NULL,
+  plan_json       TEXT NOT NULL,
+  allocation_json TEXT NOT NULL,
+  epoch           INTEGER NOT NULL,
+  restarts        INTEGER NOT NULL,
+  exit_code       INTEGER,
+  reason          TEXT NOT NULL,
+  created_at_ns   INTEGER NOT NULL,
+  updated_at_ns   INTEGER NOT NULL,
+  version         INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_state ON jobs(state, id);
+CREATE INDEX jobs_by_tenant ON jobs(tenant, id);
+CREATE TABLE events (
+  seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id     TEXT NOT NULL REFERENCES jobs(id),
+  time_ns    INTEGER NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state   TEXT NOT NULL,
+  reason     TEXT NOT NULL
+);
+CREATE INDEX events_by_job ON events(job_id, seq);
+CREATE TABLE nodes (
+  id                 TEXT PRIMARY KEY,
+  inventory_json     TEXT NOT NULL,
+  state              TEXT NOT NULL,
+  last_heartbeat_ns  INTEGER NOT NULL,
+  registered_at_ns   INTEGER NOT NULL
+);
+)sql",
+};
+
+}  // namespace gpugeek::store

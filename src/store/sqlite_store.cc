@@ -1,0 +1,358 @@
+#include "store/sqlite_store.h"
+
+#include <sqlite3.h>
+
+#include <fmt/format.h>
+
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+#include "store/sqlite_migrations.h"
+
+namespace gpugeek::store {
+namespace {
+
+constexpr int kMaxListLimit = 10'000;
+
+absl::Status SqliteError(sqlite3* db, std::string_view what) {
+  return absl::InternalError(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
+}
+
+int64_t ToNs(TimePoint t) { return t.time_since_epoch().count(); }
+TimePoint FromNs(int64_t ns) { return TimePoint(Duration(ns)); }
+
+// A prepared statement, finalised on scope exit. Bind indices are 1-based as in SQLite.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  absl::Status status() const { return rc_ == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, "prepare"); }
+  Statement& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& BindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE, or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+  std::string Text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+  }
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { rc_ = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); }
+  ~Transaction() {
+    if (rc_ == SQLITE_OK && !committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  absl::Status status() const { return rc_ == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, "begin"); }
+  absl::Status Commit() {
+    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return SqliteError(db_, "commit");
+    committed_ = true;
+    return absl::OkStatus();
+  }
+
+ private:
+  sqlite3* db_;
+  int rc_;
+  bool committed_ = false;
+};
+
+constexpr char kJobColumns[] =
+    "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
+    "created_at_ns, updated_at_ns, version";
+
+absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
+  JobRecord j;
+  j.id = s.Text(0);
+  j.tenant = s.Text(1);
+  j.name = s.Text(2);
+  j.spec_yaml = s.Text(3);
+  auto state = api::ParseJobState(s.Text(4));
+  // Only this file writes the column, always from api::JobStateName.
+  if (!state) return absl::DataLossError(fmt::format("sqlite: job {} has unknown state '{}'", j.id, s.Text(4)));
+  j.state = *state;
+  j.priority = static_cast<int>(s.Int(5));
+  j.plan_json = s.Text(6);
+  j.allocation_json = s.Text(7);
+  j.epoch = s.Int(8);
+  j.restarts = static_cast<int>(s.Int(9));
+  if (!s.IsNull(10)) j.exit_code = static_cast<int>(s.Int(10));
+  j.reason = s.Text(11);
+  j.created_at = FromNs(s.Int(12));
+  j.updated_at = FromNs(s.Int(13));
+  j.version = s.Int(14);
+  return j;
+}
+
+// Binds a job's columns 1..15 in kJobColumns order.
+void BindJob(Statement& s, const JobRecord& j, int64_t version) {
+  s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name).Bind(4, j.spec_yaml);
+  s.Bind(5, std::string(api::JobStateName(j.state))).Bind(6, int64_t{j.priority});
+  s.Bind(7, j.plan_json).Bind(8, j.allocation_json).Bind(9, j.epoch).Bind(10, int64_t{j.restarts});
+  if (j.exit_code) {
+    s.Bind(11, int64_t{*j.exit_code});
+  } else {
+    s.BindNull(11);
+  }
+  s.Bind(12, j.reason).Bind(13, ToNs(j.created_at)).Bind(14, ToNs(j.updated_at)).Bind(15, version);
+}
+
+absl::Status InsertEvent(sqlite3* db, const std::string& job_id, TimePoint time, api::JobState from, api::JobState to,
+                         const std::string& reason) {
+  Statement s(db, "INSERT INTO events (job_id, time_ns, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, job_id).Bind(2, ToNs(time)).Bind(3, std::string(api::JobStateName(from)));
+  s.Bind(4, std::string(api::JobStateName(to))).Bind(5, reason);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db, "insert event");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStoreOptions& options) {
+  sqlite3* db = nullptr;
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+  if (sqlite3_open_v2(options.path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::UnavailableError(fmt::format("sqlite: cannot open '{}': {}", options.path, msg));
+  }
+  auto store = std::unique_ptr<SqliteStore>(new SqliteStore(db, options.clock ? *options.clock : RealClock()));
+  sqlite3_busy_timeout(db, 5000);
+  // WAL + synchronous=FULL: a commit returns only after its WAL frames are fsync'ed.
+  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
+  RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+
+absl::Status SqliteStore::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return absl::InternalError(fmt::format("sqlite: {}: {}", std::string(sql).substr(0, 60), msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::Migrate() {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(
+      Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at_ns "
+           "INTEGER NOT NULL)"));
+  Statement current(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+  RETURN_IF_ERROR(current.status());
+  if (current.Step() != SQLITE_ROW) return SqliteError(db_, "read schema version");
+  int version = static_cast<int>(current.Int(0));
+  const int known = static_cast<int>(std::size(kSqliteMigrations));
+  if (version > known) {
+    return absl::FailedPreconditionError(fmt::format(
+        "sqlite: database schema version {} is newer than this gpugeek knows ({}); upgrade gpugeek", version, known));
+  }
+  for (; version < known; ++version) {
+    Transaction tx(db_);
+    RETURN_IF_ERROR(tx.status());
+    RETURN_IF_ERROR(Exec(kSqliteMigrations[version]));
+    Statement mark(db_, "INSERT INTO schema_migrations (version, applied_at_ns) VALUES (?, ?)");
+    RETURN_IF_ERROR(mark.status());
+    mark.Bind(1, int64_t{version + 1}).Bind(2, ToNs(clock_.Now()));
+    if (mark.Step() != SQLITE_DONE) return SqliteError(db_, "record migration");
+    RETURN_IF_ERROR(tx.Commit());
+  }
+  schema_version_ = version;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> SqliteStore::CreateJob(const JobRecord& job) {
+  if (job.id.empty()) return absl::InvalidArgumentError("store: job id must not be empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  JobRecord stored = job;
+  stored.version = 1;
+  Statement s(db_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns).c_str());
+  RETURN_IF_ERROR(s.status());
+  BindJob(s, stored, stored.version);
+  if (const int rc = s.Step(); rc != SQLITE_DONE) {
+    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return absl::AlreadyExistsError(fmt::format("store: job '{}' already exists", job.id));
+    }
+    return SqliteError(db_, "insert job");
+  }
+  RETURN_IF_ERROR(InsertEvent(db_, stored.id, stored.created_at, stored.state, stored.state,
+                              stored.reason.empty() ? "submitted" : stored.reason));
+  RETURN_IF_ERROR(tx.Commit());
+  return stored;
+}
+
+absl::StatusOr<JobRecord> SqliteStore::GetJobLocked(const std::string& id) {
+  Statement s(db_, fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns).c_str());
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  const int rc = s.Step();
+  if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no job '{}'", id));
+  if (rc != SQLITE_ROW) return SqliteError(db_, "get job");
+  return ReadJob(s);
+}
+
+absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return GetJobLocked(id);
+}
+
+absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // Every filter is bound (an empty value disables it), so one statement text serves all queries.
+  Statement s(db_, fmt::format("SELECT {} FROM jobs WHERE id > ?1 AND (?2 = '' OR state = ?2) AND (?3 = '' OR "
+                               "tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id LIMIT ?5",
+                               kJobColumns)
+                       .c_str());
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, filter.after_id).Bind(2, filter.state ? std::string(api::JobStateName(*filter.state)) : std::string());
+  s.Bind(3, filter.tenant).Bind(4, filter.name).Bind(5, int64_t{filter.limit});
+  std::vector<JobRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
+    out.push_back(std::move(j));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(db_, "list jobs");
+  return out;
+}
+
+absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  ASSIGN_OR_RETURN(JobRecord current, GetJobLocked(job.id));
+  if (current.version != job.version) {
+    return absl::AbortedError(fmt::format("store: job '{}' changed (version {} != {}); re-read and retry", job.id,
+                                          current.version, job.version));
+  }
+  if (current.state != job.state && !api::CanTransition(current.state, job.state)) {
+    return absl::FailedPreconditionError(fmt::format("store: job '{}' cannot move from {} to {}", job.id,
+                                                     api::JobStateName(current.state), api::JobStateName(job.state)));
+  }
+  JobRecord stored = job;
+  stored.version = current.version + 1;
+  stored.created_at = current.created_at;  // immutable
+  Statement s(db_,
+              "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
+              "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
+              "= ?13, updated_at_ns = ?14, version = ?15 WHERE id = ?1");
+  RETURN_IF_ERROR(s.status());
+  BindJob(s, stored, stored.version);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");
+  if (current.state != stored.state) {
+    RETURN_IF_ERROR(InsertEvent(db_, stored.id, stored.updated_at, current.state, stored.state, stored.reason));
+  }
+  RETURN_IF_ERROR(tx.Commit());
+  return stored;
+}
+
+absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::string& job_id, int64_t after_seq,
+                                                                 int limit) {
+  if (limit < 1 || limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_,
+              "SELECT seq, job_id, time_ns, from_state, to_state, reason FROM events WHERE seq > ?1 AND (?2 = '' OR "
+              "job_id = ?2) ORDER BY seq LIMIT ?3");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, after_seq).Bind(2, job_id).Bind(3, int64_t{limit});
+  std::vector<EventRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    EventRecord e;
+    e.seq = s.Int(0);
+    e.job_id = s.Text(1);
+    e.time = FromNs(s.Int(2));
+    auto from = api::ParseJobState(s.Text(3));
+    auto to = api::ParseJobState(s.Text(4));
+    if (!from || !to) return absl::DataLossError(fmt::format("sqlite: event {} has an unknown state", e.seq));
+    e.from = *from;
+    e.to = *to;
+    e.reason = s.Text(5);
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(db_, "list events");
+  return out;
+}
+
+absl::Status SqliteStore::PutNode(const NodeRecord& node) {
+  if (node.id.empty()) return absl::InvalidArgumentError("store: node id must not be empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_,
+              "INSERT INTO nodes (id, inventory_json, state, last_heartbeat_ns, registered_at_ns) VALUES (?, ?, ?, ?, "
+              "?) ON CONFLICT(id) DO UPDATE SET inventory_json = excluded.inventory_json, state = excluded.state, "
+              "last_heartbeat_ns = excluded.last_heartbeat_ns, registered_at_ns = excluded.registered_at_ns");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, node.id).Bind(2, node.inventory_json).Bind(3, node.state);
+  s.Bind(4, ToNs(node.last_heartbeat)).Bind(5, ToNs(node.registered_at));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put node");
+  return absl::OkStatus();
+}
+
+namespace {
+NodeRecord ReadNode(const Statement& s) {
+  NodeRecord n;
+  n.id = s.Text(0);
+  n.inventory_json = s.Text(1);
+  n.state = s.Text(2);
+  n.last_heartbeat = FromNs(s.Int(3));
+  n.registered_at = FromNs(s.Int(4));
+  return n;
+}
+}  // namespace
+
+absl::StatusOr<NodeRecord> SqliteStore::GetNode(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes WHERE id = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  const int rc = s.Step();
+  if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
+  if (rc != SQLITE_ROW) return SqliteError(db_, "get node");
+  return ReadNode(s);
+}
+
+absl::StatusOr<std::vector<NodeRecord>> SqliteStore::ListNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes ORDER BY id");
+  RETURN_IF_ERROR(s.status());
+  std::vector<NodeRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadNode(s));
+  if (rc != SQLITE_DONE) return SqliteError(db_, "list nodes");
+  return out;
+}
+
+}  // namespace gpugeek::store

@@ -1,0 +1,58 @@
+#pragma once
+// SqliteStore: the embedded default Store, one SQLite database file.
+//
+// Durability: WAL journal with synchronous=FULL, so each commit is fsync'ed before the call returns
+// (https://www.sqlite.org/pragma.html#pragma_synchronous). Schema changes are numbered migrations
+// (`sqlite_migrations.h`) applied in order at open; a database written by a newer gpugeek (higher
+// schema version than this binary knows) is refused with FailedPrecondition rather than damaged.
+//
+// One connection guarded by a mutex: SQLite serialises writers anyway, and this keeps every
+// compare-and-set simple. Thread-safe.
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "store/store.h"
+
+struct sqlite3;
+
+namespace gpugeek::store {
+
+struct SqliteStoreOptions {
+  std::string path;        // database file; ":memory:" for a private in-memory database (tests only)
+  Clock* clock = nullptr;  // for event and node timestamps the caller leaves unset; nullptr = RealClock()
+};
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating if needed) and migrates the database. Unavailable if the file cannot be opened,
+  // FailedPrecondition if its schema is newer than this binary.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(const SqliteStoreOptions& options);
+  ~SqliteStore() override;
+
+  absl::StatusOr<JobRecord> CreateJob(const JobRecord& job) override;
+  absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) override;
+  absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq, int limit) override;
+  absl::Status PutNode(const NodeRecord& node) override;
+  absl::StatusOr<NodeRecord> GetNode(const std::string& id) override;
+  absl::StatusOr<std::vector<NodeRecord>> ListNodes() override;
+
+  // The schema version after migration.
+  int schema_version() const { return schema_version_; }
+
+ private:
+  SqliteStore(sqlite3* db, Clock& clock) : db_(db), clock_(clock) {}
+  absl::Status Migrate();
+  absl::Status Exec(const char* sql);
+  absl::StatusOr<JobRecord> GetJobLocked(const std::string& id);
+
+  sqlite3* const db_;  // owned; closed in the destructor
+  Clock& clock_;
+  int schema_version_ = 0;
+  std::mutex mu_;  // guards every use of db_ after Open
+};
+
+}  // namespace gpugeek::store

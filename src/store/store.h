@@ -1,0 +1,101 @@
+#pragma once
+// Store: the control plane's durable record of jobs, their events and nodes.
+//
+// Contract ("durable before acknowledged", ARCHITECTURE.md): when a mutating call returns OK the
+// change is committed and synced to stable storage, so the caller may acknowledge it to a client
+// or send it to an agent. A restarted control plane rebuilds all of its state from the store.
+//
+// Every job change is a compare-and-set on the job's `version`, and a state change appends its
+// event in the same transaction, so the event log and the job rows never disagree.
+//
+// Implementations: SqliteStore (embedded default, `sqlite_store.h`); PostgreSQL follows.
+// Thread-safety: every method may be called from any thread.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "api/job_state.h"
+#include "common/clock.h"
+
+namespace gpugeek::store {
+
+struct JobRecord {
+  std::string id;         // unique, chosen by the caller (e.g. "j-000042")
+  std::string tenant;     // owning tenant; "" = default tenant
+  std::string name;       // JobSpec::name, for filtering
+  std::string spec_yaml;  // the submitted spec, as accepted
+  api::JobState state = api::JobState::kPending;
+  int priority = 0;
+  std::string plan_json;        // planner output kept at admission; "" = none
+  std::string allocation_json;  // where it runs; "" while unplaced
+  int64_t epoch = 0;            // fencing token: raised on every new placement
+  int restarts = 0;             // requeues after failures / reclaims
+  std::optional<int> exit_code;
+  std::string reason;  // why the job is in its current state
+  TimePoint created_at;
+  TimePoint updated_at;
+  int64_t version = 0;  // set by the store; bumped on every write
+};
+
+struct EventRecord {
+  int64_t seq = 0;  // global, strictly increasing in commit order
+  std::string job_id;
+  TimePoint time;
+  api::JobState from = api::JobState::kPending;
+  api::JobState to = api::JobState::kPending;
+  std::string reason;
+};
+
+struct NodeRecord {
+  std::string id;              // node name, unique
+  std::string inventory_json;  // hw::NodeInventory as JSON
+  std::string state;           // "ready", "cordoned", "draining", "down"
+  TimePoint last_heartbeat;
+  TimePoint registered_at;
+};
+
+struct JobFilter {
+  std::optional<api::JobState> state;
+  std::string tenant;    // "" = all tenants
+  std::string name;      // "" = any name
+  std::string after_id;  // paging: ids strictly greater than this
+  int limit = 100;       // 1..10000
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Inserts a new job (version becomes 1) and its creation event (from == to == its state).
+  // AlreadyExists if the id is taken. Returns the stored record.
+  virtual absl::StatusOr<JobRecord> CreateJob(const JobRecord& job) = 0;
+
+  // NotFound if absent.
+  virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
+
+  // Jobs matching `filter`, ordered by id. InvalidArgument for a limit outside 1..10000.
+  virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+
+  // Replaces the job's row if its stored version equals `job.version` (compare-and-set), bumping the
+  // version. If the state differs from the stored one, the move must be allowed by
+  // api::CanTransition (else FailedPrecondition) and an event with `job.reason` is appended at
+  // `job.updated_at`. Aborted on a version mismatch: re-read and retry. NotFound if absent.
+  virtual absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) = 0;
+
+  // Events with seq > after_seq, oldest first, at most `limit`; only `job_id`'s when it is not empty.
+  virtual absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq,
+                                                              int limit) = 0;
+
+  // Inserts or replaces a node row.
+  virtual absl::Status PutNode(const NodeRecord& node) = 0;
+  // NotFound if absent.
+  virtual absl::StatusOr<NodeRecord> GetNode(const std::string& id) = 0;
+  // All nodes, ordered by id.
+  virtual absl::StatusOr<std::vector<NodeRecord>> ListNodes() = 0;
+};
+
+}  // namespace gpugeek::store

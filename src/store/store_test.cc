@@ -1,0 +1,206 @@
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "common/fake_clock.h"
+#include "store/sqlite_store.h"
+
+namespace gpugeek::store {
+namespace {
+
+using api::JobState;
+
+class SqliteStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("gpugeek_store_test_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Reopen();
+  }
+  void TearDown() override {
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void Reopen() {
+    store_.reset();
+    auto s = SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_});
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  JobRecord NewJob(const std::string& id, const std::string& tenant = "team-a") {
+    JobRecord j;
+    j.id = id;
+    j.tenant = tenant;
+    j.name = "train-" + id;
+    j.spec_yaml = "name: train\nrun: echo\n";
+    j.priority = 5;
+    j.created_at = j.updated_at = clock_.Now();
+    return j;
+  }
+
+  FakeClock clock_{TimePoint(std::chrono::seconds(1'700'000'000))};
+  std::filesystem::path dir_;
+  std::unique_ptr<SqliteStore> store_;
+};
+
+TEST_F(SqliteStoreTest, CreateThenGetReturnsEveryField) {
+  JobRecord j = NewJob("j-1");
+  j.plan_json = R"({"gpus":4})";
+  j.exit_code = 3;
+  j.reason = "submitted by alice";
+  auto created = store_->CreateJob(j);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->version, 1);
+  auto got = store_->GetJob("j-1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tenant, "team-a");
+  EXPECT_EQ(got->name, "train-j-1");
+  EXPECT_EQ(got->spec_yaml, j.spec_yaml);
+  EXPECT_EQ(got->state, JobState::kPending);
+  EXPECT_EQ(got->priority, 5);
+  EXPECT_EQ(got->plan_json, R"({"gpus":4})");
+  EXPECT_EQ(got->exit_code, 3);
+  EXPECT_EQ(got->created_at, clock_.Now());
+  EXPECT_EQ(got->version, 1);
+  EXPECT_EQ(store_->GetJob("nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SqliteStoreTest, DuplicateIdIsAlreadyExistsAndKeepsTheFirst) {
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-1")).ok());
+  JobRecord other = NewJob("j-1", "team-b");
+  EXPECT_EQ(store_->CreateJob(other).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->GetJob("j-1")->tenant, "team-a");
+}
+
+TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
+  JobRecord j = *store_->CreateJob(NewJob("j-1"));
+  JobRecord stale = j;
+  clock_.Advance(std::chrono::seconds(2));
+  j.state = JobState::kScheduled;
+  j.reason = "placed on node-a";
+  j.epoch = 1;
+  j.updated_at = clock_.Now();
+  auto updated = store_->UpdateJob(j);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->version, 2);
+
+  stale.reason = "lost update";
+  EXPECT_EQ(store_->UpdateJob(stale).status().code(), absl::StatusCode::kAborted);
+
+  JobRecord bad = *updated;
+  bad.state = JobState::kSucceeded;  // SCHEDULED -> SUCCEEDED skips RUNNING
+  EXPECT_EQ(store_->UpdateJob(bad).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kScheduled);
+
+  auto events = store_->ListEvents("j-1", 0, 100);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);  // creation, then PENDING -> SCHEDULED
+  EXPECT_EQ((*events)[1].from, JobState::kPending);
+  EXPECT_EQ((*events)[1].to, JobState::kScheduled);
+  EXPECT_EQ((*events)[1].reason, "placed on node-a");
+  EXPECT_EQ((*events)[1].time - (*events)[0].time, std::chrono::seconds(2));
+}
+
+TEST_F(SqliteStoreTest, ListFiltersAndPages) {
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(store_->CreateJob(NewJob("j-" + std::to_string(i), i % 2 ? "team-b" : "team-a")).ok());
+  }
+  JobRecord j3 = *store_->GetJob("j-3");
+  j3.state = JobState::kCancelled;
+  ASSERT_TRUE(store_->UpdateJob(j3).ok());
+
+  auto b = store_->ListJobs({.tenant = "team-b"});
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->size(), 3u);
+  EXPECT_EQ((*b)[0].id, "j-1");
+  EXPECT_EQ(store_->ListJobs({.state = JobState::kCancelled})->size(), 1u);
+  EXPECT_EQ(store_->ListJobs({.state = JobState::kPending, .tenant = "team-b"})->size(), 2u);
+
+  std::vector<std::string> seen;
+  std::string after;
+  for (;;) {
+    auto page = store_->ListJobs({.after_id = after, .limit = 3});
+    ASSERT_TRUE(page.ok());
+    if (page->empty()) break;
+    for (const auto& j : *page) seen.push_back(j.id);
+    after = page->back().id;
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"j-0", "j-1", "j-2", "j-3", "j-4", "j-5", "j-6"}));
+  EXPECT_EQ(store_->ListJobs({.limit = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
+  JobRecord j = *store_->CreateJob(NewJob("j-1"));
+  j.state = JobState::kScheduled;
+  j.allocation_json = R"({"node":"n1"})";
+  ASSERT_TRUE(store_->UpdateJob(j).ok());
+  ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
+  Reopen();
+  EXPECT_EQ(store_->schema_version(), 1);
+  auto got = store_->GetJob("j-1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->state, JobState::kScheduled);
+  EXPECT_EQ(got->allocation_json, R"({"node":"n1"})");
+  EXPECT_EQ(store_->ListEvents("", 0, 100)->size(), 2u);
+  EXPECT_EQ(store_->GetNode("n1")->state, "ready");
+}
+
+TEST_F(SqliteStoreTest, NodesUpsertAndList) {
+  ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "ready"}).ok());
+  ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
+  ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "cordoned"}).ok());
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].id, "n1");
+  EXPECT_EQ((*nodes)[1].state, "cordoned");
+  EXPECT_EQ(store_->GetNode("n9").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->PutNode({.id = ""}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerSchema) {
+  store_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_ / "gpugeek.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO schema_migrations VALUES (99, 0)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto s = SqliteStore::Open({.path = (dir_ / "gpugeek.db").string()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SqliteStoreTest, UnopenablePathIsUnavailable) {
+  auto s = SqliteStore::Open({.path = (dir_ / "missing-dir" / "x.db").string()});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(SqliteStoreTest, ConcurrentCompareAndSetLosesNoUpdate) {
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-1")).ok());
+  constexpr int kThreads = 4, kIncrements = 25;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kIncrements; ++i) {
+        for (;;) {
+          JobRecord j = *store_->GetJob("j-1");
+          ++j.restarts;
+          auto r = store_->UpdateJob(j);
+          if (r.ok()) break;
+          ASSERT_EQ(r.status().code(), absl::StatusCode::kAborted) << r.status();
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto j = store_->GetJob("j-1");
+  EXPECT_EQ(j->restarts, kThreads * kIncrements);
+  EXPECT_EQ(j->version, 1 + kThreads * kIncrements);
+}
+
+}  // namespace
+}  // namespace gpugeek::store

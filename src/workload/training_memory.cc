@@ -1,0 +1,265 @@
+#include "workload/training_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "workload/inference_memory.h"
+#include "workload/param_count.h"
+
+namespace gpugeek::workload {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Bytes per token of the MLP activations of one layer, averaged over dense and MoE layers.
+double MlpActivationBytesPerToken(const ModelConfig& c) {
+  const double per_width = c.mlp == MlpKind::kGated ? 8 : 4;  // see the header: gate, up, act, down input
+  const double dense = per_width * c.intermediate_size;
+  if (!c.IsMoe()) return dense;
+  const double moe = per_width * (c.moe.experts_per_token * c.moe.intermediate_size +
+                                  c.moe.num_shared_experts * c.moe.shared_expert_intermediate_size);
+  int64_t moe_layers = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) moe_layers += c.IsMoeLayer(i) ? 1 : 0;
+  return (moe * moe_layers + dense * (c.num_layers - moe_layers)) / std::max<int64_t>(c.num_layers, 1);
+}
+
+}  // namespace
+
+std::string_view OptimizerName(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdamW:
+      return "adamw";
+    case Optimizer::kAdamW8bit:
+      return "adamw-8bit";
+    case Optimizer::kSgdMomentum:
+      return "sgd-momentum";
+  }
+  return "?";
+}
+
+std::string_view RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads) {
+  StateBytes b;
+  b.grad = fp32_grads ? 4 : 2;
+  switch (optimizer) {
+    case Optimizer::kAdamW:
+      b.optimizer = 8;  // fp32 momentum + variance
+      break;
+    case Optimizer::kAdamW8bit:
+      b.optimizer = 2;  // bitsandbytes 8-bit blockwise states (Dettmers et al. 2021, arXiv:2110.02861)
+      break;
+    case Optimizer::kSgdMomentum:
+      b.optimizer = 4;  // fp32 momentum
+      break;
+  }
+  return b;
+}
+
+ModelStates ZeroModelStates(double params, const StateBytes& b, int zero_stage, int dp, bool offload_optimizer,
+                            bool offload_params) {
+  const double n = std::max(dp, 1);
+  ModelStates s;
+  s.weights = b.weight * params / (zero_stage >= 3 ? n : 1);
+  s.grads = b.grad * params / (zero_stage >= 2 ? n : 1);
+  s.optimizer = (b.master + b.optimizer) * params / (zero_stage >= 1 ? n : 1);
+  if (offload_optimizer) {
+    s.cpu += s.optimizer;
+    s.optimizer = 0;
+    if (zero_stage >= 2) {  // ZeRO-Offload moves the gradient partition to the host for the update
+      s.cpu += s.grads;
+      s.grads = 0;
+    }
+  }
+  if (offload_params && zero_stage >= 3) {
+    s.cpu += s.weights;
+    s.weights = 0;
+  }
+  return s;
+}
+
+DeepSpeedEstimate DeepSpeedZero2(int64_t total_params, int gpus_per_node, int nodes, bool cpu_offload) {
+  constexpr double kBufferFactor = 1.5;
+  const double p = static_cast<double>(total_params);
+  const int total_gpus = gpus_per_node * nodes;
+  DeepSpeedEstimate e;
+  if (cpu_offload) {
+    e.gpu_bytes = 2 * p;
+    e.cpu_bytes = p * std::max(4 * total_gpus, 16) * kBufferFactor;
+  } else {
+    // "2 = params_16bit, 18 = 2_grads_16bit + 4_grads_32bit + 4_params_32bit + 8_optimizer_states_32bit"
+    e.gpu_bytes = 2 * p + std::floor(18 * p / total_gpus);
+    e.cpu_bytes = p * 4 * gpus_per_node * kBufferFactor;
+  }
+  return e;
+}
+
+DeepSpeedEstimate DeepSpeedZero3(int64_t total_params, int64_t largest_layer_params, int gpus_per_node, int nodes,
+                                 bool cpu_offload, bool cpu_offload_params, bool zero_init) {
+  constexpr double kBufferFactor = 1.5;
+  const double p = static_cast<double>(total_params);
+  const int total_gpus = gpus_per_node * nodes;
+  const double gpus_factor = 1.0 / nodes;
+  const double largest_layer_memory = 4.0 * static_cast<double>(largest_layer_params);
+  DeepSpeedEstimate e;
+  if (cpu_offload) {
+    if (cpu_offload_params) {
+      e.gpu_bytes = largest_layer_memory;
+      e.cpu_bytes = zero_init ? p * 18 * gpus_factor * kBufferFactor
+                              : p * std::max(4.0 * gpus_per_node, 18 * gpus_factor) * kBufferFactor;
+    } else {
+      e.gpu_bytes = largest_layer_memory + std::floor(2 * p / total_gpus);
+      e.cpu_bytes = zero_init ? p * 16 * gpus_factor * kBufferFactor
+                              : p * std::max(4.0 * gpus_per_node, 16 * gpus_factor) * kBufferFactor;
+    }
+  } else {
+    e.gpu_bytes = largest_layer_memory + std::floor(18 * p / total_gpus);
+    e.cpu_bytes = zero_init ? static_cast<double>(largest_layer_params) * 4 * gpus_per_node * kBufferFactor
+                            : p * 4 * gpus_per_node * kBufferFactor;
+  }
+  return e;
+}
+
+double ActivationBytesPerLayer(const ModelConfig& c, const ActivationOptions& o) {
+  const double s = static_cast<double>(o.seq), b = static_cast<double>(o.micro_batch);
+  const double t = std::max(o.tp, 1), h = static_cast<double>(c.hidden_size);
+  const double replicated_div = o.sequence_parallel ? t : 1;
+  if (o.recompute == Recompute::kFull) return 2 * s * b * h / replicated_div;
+  // LayerNorm inputs 4, attention input 2, MLP input 2, two dropout masks 1 each (paper Sec. 4.1).
+  const double replicated = (8 + (o.dropout_masks ? 2 : 0)) * h;
+  double dqk = static_cast<double>(c.head_dim), dv = static_cast<double>(c.head_dim);
+  double n_kv = static_cast<double>(c.num_kv_heads);
+  if (c.use_mla) {
+    dqk = static_cast<double>(c.mla.qk_nope_head_dim + c.mla.qk_rope_head_dim);
+    dv = static_cast<double>(c.mla.v_head_dim);
+    n_kv = static_cast<double>(c.num_heads);
+  }
+  const double n_q = static_cast<double>(c.num_heads);
+  // Q, K (for QK^T), V, and the output projection's input, 2 bytes each.
+  const double attention = 2 * (n_q * dqk + n_kv * dqk + n_kv * dv + n_q * dv);
+  const double sharded = attention + MlpActivationBytesPerToken(c);
+  double per_token = replicated / replicated_div + sharded / t;
+  const bool scores_stored = o.recompute == Recompute::kNone && !o.flash_attention;
+  // Softmax output 2as, dropout mask as, dropout output 2as (the paper's 5as²b).
+  if (scores_stored) per_token += (o.dropout_masks ? 5 : 2) * n_q * s / t;
+  return per_token * s * b;
+}
+
+double LayersOfActivationsInFlight(int64_t layers, int pp, int64_t micro_batches, int virtual_stages) {
+  const int p = std::max(pp, 1);
+  const double per_stage = static_cast<double>(CeilDiv(layers, p));
+  const double in_flight = static_cast<double>(std::min<int64_t>(p, std::max<int64_t>(micro_batches, 1)));
+  const double interleave = virtual_stages > 1 && p > 1 ? 1.0 + (p - 1.0) / (p * virtual_stages) : 1.0;
+  return per_stage * in_flight * interleave;
+}
+
+absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config, const TrainingOptions& o) {
+  const ParallelLayout& l = o.layout;
+  if (o.zero_stage < 0 || o.zero_stage > 3) return absl::InvalidArgumentError("zero_stage must be 0, 1, 2 or 3");
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.ep < 1 || l.virtual_stages < 1) {
+    return absl::InvalidArgumentError("parallel sizes must be at least 1");
+  }
+  if (l.dp % l.ep != 0) return absl::InvalidArgumentError("expert parallel size must divide the data-parallel size");
+  if (o.offload_params && o.zero_stage != 3) {
+    return absl::InvalidArgumentError("parameter offload needs ZeRO stage 3");
+  }
+  if (o.seq < 1 || o.micro_batch < 1) return absl::InvalidArgumentError("seq and micro_batch must be at least 1");
+
+  TrainingMemory r;
+  MemoryBreakdown& m = r.gpu;
+  const std::vector<ParamGroup> inventory = ParamInventory(config);
+  const GpuShard shard = ShardForLayout(config, inventory, l);
+  const double expert = shard.ExpertParams();
+  const double dense = shard.Params() - expert;
+  r.params_on_gpu = shard.Params();
+  const int expert_dp = std::max(l.dp / l.ep, 1);
+
+  if (o.mode == FineTune::kFull) {
+    const StateBytes b = MixedPrecisionStates(o.optimizer, o.fp32_grads);
+    const ModelStates d = ZeroModelStates(dense, b, o.zero_stage, l.dp, o.offload_optimizer, o.offload_params);
+    const ModelStates e = ZeroModelStates(expert, b, o.zero_stage, expert_dp, o.offload_optimizer, o.offload_params);
+    const std::string shard_note = fmt::format("{:.4g} params/GPU (TP {} PP {} EP {}), ZeRO-{} over DP {}",
+                                               r.params_on_gpu, l.tp, l.pp, l.ep, o.zero_stage, l.dp);
+    m.Add("weights", d.weights + e.weights, fmt::format("{} B/param x {}", b.weight, shard_note));
+    m.Add("gradients", d.grads + e.grads, fmt::format("{} B/param x {}", b.grad, shard_note));
+    m.Add("optimizer_states", d.optimizer + e.optimizer,
+          fmt::format("{} master + {} {} B/param x {}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note));
+    r.cpu_offload_bytes = d.cpu + e.cpu;
+    r.trainable_params = static_cast<double>(CountParameters(config).total);
+  } else {
+    const bool qlora = o.mode == FineTune::kQlora;
+    const QuantScheme base = qlora ? QuantScheme{DType::kNf4, 0, true} : QuantScheme{DType::kBf16};
+    const double base_bytes =
+        static_cast<double>(shard.WeightBytes(base, base, QuantScheme{DType::kBf16})) / (o.zero_stage >= 3 ? l.dp : 1);
+    m.Add("weights", base_bytes,
+          fmt::format("frozen base {:.4g} params/GPU at {} ({:.4g} B/param){}", r.params_on_gpu,
+                      qlora ? "nf4+double-quant" : "bf16", base.BytesPerWeight(),
+                      o.zero_stage >= 3 ? fmt::format(", ZeRO-3 over DP {}", l.dp) : ""));
+    auto lora = CountLoraParams(config, o.lora);
+    if (!lora.ok()) return lora.status();
+    r.trainable_params = static_cast<double>(lora->trainable);
+    // Adapters split with their base matrices over TP and PP.
+    double total_linear = 0;
+    for (const ParamGroup& g : inventory) {
+      if (g.kind == TensorKind::kLinear && g.in_layers) total_linear += static_cast<double>(g.Total());
+    }
+    const double linear_here = shard.LinearParams() + expert;
+    const double adapters = total_linear > 0 ? lora->trainable * linear_here / total_linear : 0;
+    StateBytes b{4, 4, 0, MixedPrecisionStates(o.optimizer, false).optimizer};
+    const ModelStates a = ZeroModelStates(adapters, b, o.zero_stage, l.dp, o.offload_optimizer, false);
+    m.Add("gradients", a.grads,
+          fmt::format("fp32 adapter grads: {:.4g} LoRA params/GPU (r={})", adapters, o.lora.rank));
+    m.Add("optimizer_states", a.weights + a.optimizer,
+          fmt::format("fp32 adapter weights 4 + {} {} B/param", OptimizerName(o.optimizer), b.optimizer));
+    r.cpu_offload_bytes = a.cpu;
+    if (qlora) {
+      double largest = 0;
+      for (const ShardedGroup& g : shard.groups) {
+        if (g.group->kind == TensorKind::kLinear) {
+          largest = std::max(largest, static_cast<double>(g.in_features) * g.out_features);
+        }
+      }
+      m.Add("qlora_dequant", 2 * largest, "one bf16 copy of the largest base projection being dequantized");
+    }
+  }
+
+  ActivationOptions a{o.seq, o.micro_batch, l.tp, l.sequence_parallel, o.recompute, o.flash_attention, o.dropout_masks};
+  if (config.kind == ArchitectureKind::kVisionEncoder) a.seq = config.VisionSequenceLength();
+  const double per_layer = ActivationBytesPerLayer(config, a);
+  const double layers = LayersOfActivationsInFlight(config.TotalLayers(), l.pp, o.micro_batches, l.virtual_stages);
+  m.Add("activations", per_layer * layers,
+        fmt::format("{:.4g} B/layer (s={} b={} t={}{} recompute={}{}) x {:.4g} layers in flight", per_layer, a.seq,
+                    a.micro_batch, l.tp, l.sequence_parallel ? " SP" : "", RecomputeName(o.recompute),
+                    o.flash_attention ? " flash" : "", layers));
+  if (o.recompute == Recompute::kFull) {
+    ActivationOptions one = a;
+    one.recompute = Recompute::kNone;
+    m.Add("recompute_workspace", ActivationBytesPerLayer(config, one),
+          "one layer's activations rebuilt during its backward pass");
+  }
+  const double s = static_cast<double>(a.seq), bsz = static_cast<double>(o.micro_batch);
+  const double in_flight = static_cast<double>(std::min<int64_t>(l.pp, std::max<int64_t>(o.micro_batches, 1)));
+  double extra = 2 * s * bsz * config.hidden_size * in_flight / (l.sequence_parallel ? l.tp : 1);
+  std::string extra_formula = fmt::format("embedding output 2 x s x b x h x {} in flight", in_flight);
+  if (l.pp == 1 && config.vocab_size > 0) {
+    extra += 4 * s * bsz * CeilDiv(config.vocab_size, l.tp);
+    extra_formula += fmt::format(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
+  }
+  m.Add("embedding_logits", extra, extra_formula);
+  m.Add("runtime", static_cast<double>(kCudaContextBytes), "CUDA context and kernels (kCudaContextBytes)");
+  return r;
+}
+
+}  // namespace gpugeek::workload

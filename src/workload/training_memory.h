@@ -1,0 +1,125 @@
+#pragma once
+// Training and fine-tuning memory per GPU: model states (weights, gradients, optimizer) under ZeRO
+// and Megatron's distributed optimizer, activations per Korthikanti et al. 2022, and LoRA / QLoRA.
+//
+// Model states (Rajbhandari et al. 2020, arXiv:1910.02054 Sec. 5, Fig. 1), Ψ parameters on the GPU
+// after tensor / pipeline / expert splitting, N_d data-parallel ranks, bytes per parameter w
+// (weights), g (gradients), m (fp32 master copy), o (optimizer moments):
+//   stage 0: (w + g + m + o)Ψ;  stage 1: (w + g)Ψ + (m + o)Ψ/N_d;
+//   stage 2: wΨ + (g + m + o)Ψ/N_d;  stage 3: (w + g + m + o)Ψ/N_d.
+// Megatron's distributed optimizer is stage 1 with g = 4 (fp32 main grads): 6 + 12/DP bytes
+// (Megatron-LM `theoretical_memory_usage.py`). Routed-expert states shard over the expert-data-
+// parallel group (DP / EP), not DP (Megatron-LM#4050).
+//
+// Activations (Korthikanti et al. 2022, arXiv:2205.05198 Table 2), bytes per layer, s sequence,
+// b micro-batch, h hidden, a heads, t TP:
+//   none: sbh(10 + 24/t + 5as/(ht));  selective recompute: sbh(10 + 24/t);
+//   + sequence parallel: the 10 is divided by t too;  full recompute: 2sbh (layer input).
+// Generalised here to the model's shapes: the 24 = Q 2 + K 2 + V 2 + projection input 2 (from head
+// counts and head_dim, so GQA shrinks K and V) + MLP 16 (2 + 2 bytes x I/h for a GELU MLP; 8 x I/h
+// for a gated MLP: gate, up, activation and down input; x experts_per_token for MoE). For a GPT
+// layer (I = 4h, MHA) this is exactly the paper's 34. FlashAttention drops the 5as/(ht) term
+// (Dao et al. 2022, arXiv:2205.14135). Pipeline: the first stage holds L/p layers for min(p, m)
+// micro-batches (1F1B), times 1 + (p − 1)/(p·v) when interleaved with v chunks.
+
+#include <cstdint>
+#include <optional>
+
+#include "workload/dtype.h"
+#include "workload/lora.h"
+#include "workload/memory_breakdown.h"
+#include "workload/model_config.h"
+#include "workload/sharding.h"
+
+namespace gpugeek::workload {
+
+enum class Optimizer { kAdamW, kAdamW8bit, kSgdMomentum };
+enum class Recompute { kNone, kSelective, kFull };
+std::string_view OptimizerName(Optimizer o);
+std::string_view RecomputeName(Recompute r);
+
+// Bytes per parameter of each model-state kind (see the header comment).
+struct StateBytes {
+  double weight = 2;
+  double grad = 2;
+  double master = 4;
+  double optimizer = 8;
+  double Total() const { return weight + grad + master + optimizer; }
+};
+// Mixed-precision states for `optimizer` (EleutherAI Transformer Math 101: AdamW 12 B/param
+// including the fp32 master, 8-bit AdamW 6, SGD with momentum 8). `fp32_grads`: Megatron keeps
+// fp32 main gradients (g = 4) instead of bf16 ones (g = 2, the ZeRO paper's convention).
+StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads);
+
+struct ModelStates {
+  double weights = 0, grads = 0, optimizer = 0;  // GPU bytes (optimizer includes the master copy)
+  double cpu = 0;                                // bytes moved to host memory by offload
+};
+// The ZeRO formulas above for `params` on this GPU. Offload (ZeRO-Offload, arXiv:2101.06840):
+// `offload_optimizer` moves master + moments (and at stage >= 2 the fp32 gradient partition) to the
+// CPU; `offload_params` (ZeRO-Infinity, stage 3 only) moves the weights too.
+ModelStates ZeroModelStates(double params, const StateBytes& b, int zero_stage, int dp, bool offload_optimizer = false,
+                            bool offload_params = false);
+
+// DeepSpeed's own estimators, as its code computes them (deepspeed/runtime/zero/stage_1_and_2.py
+// `estimate_zero2_model_states_mem_needs` since PR #5099; stage3.py
+// `estimate_zero3_model_states_mem_needs`), additional_buffer_factor 1.5.
+struct DeepSpeedEstimate {
+  double gpu_bytes = 0;
+  double cpu_bytes = 0;
+};
+DeepSpeedEstimate DeepSpeedZero2(int64_t total_params, int gpus_per_node, int nodes, bool cpu_offload);
+DeepSpeedEstimate DeepSpeedZero3(int64_t total_params, int64_t largest_layer_params, int gpus_per_node, int nodes,
+                                 bool cpu_offload, bool cpu_offload_params, bool zero_init);
+
+struct ActivationOptions {
+  int64_t seq = 2048;
+  int64_t micro_batch = 1;
+  int tp = 1;
+  bool sequence_parallel = false;
+  Recompute recompute = Recompute::kNone;
+  bool flash_attention = true;
+  bool dropout_masks = true;  // 1-byte masks after attention and MLP, as the paper assumes
+};
+// Activation bytes of one transformer layer for one micro-batch (the generalised Table 2 rows).
+double ActivationBytesPerLayer(const ModelConfig& config, const ActivationOptions& options);
+
+// The pipeline multiplier: layers_on_stage x min(pp, micro_batches) x interleave factor, in layers'
+// worth of activations held by the first (busiest) stage.
+double LayersOfActivationsInFlight(int64_t layers, int pp, int64_t micro_batches, int virtual_stages);
+
+enum class FineTune { kFull, kLora, kQlora };
+
+struct TrainingOptions {
+  ParallelLayout layout;
+  FineTune mode = FineTune::kFull;
+  LoraConfig lora;  // kLora / kQlora
+  Optimizer optimizer = Optimizer::kAdamW;
+  bool fp32_grads = false;  // Megatron main grads
+  int zero_stage = 0;       // 0-3; Megatron distributed optimizer = 1
+  bool offload_optimizer = false;
+  bool offload_params = false;
+  int64_t seq = 4096;
+  int64_t micro_batch = 1;
+  int64_t micro_batches = 1;  // per pipeline per iteration (gradient accumulation steps)
+  Recompute recompute = Recompute::kNone;
+  bool flash_attention = true;
+  bool dropout_masks = true;
+};
+
+// Per-GPU training memory (heaviest pipeline stage). Terms: "weights", "gradients",
+// "optimizer_states" (ZeRO / offload applied; for LoRA: frozen base weights, adapter grads and
+// adapter states), "activations" (per layer x layers in flight), "recompute_workspace" (one layer
+// without recompute, live during its backward under full recompute), "embedding_logits" (input
+// embedding output s·b·h·2 per micro-batch in flight on the first stage; fp32 logits 4·s·b·V/t on
+// the last), "qlora_dequant" (one bf16 copy of the largest base projection), "runtime"
+// (kCudaContextBytes). The CPU bytes of offload are in `cpu_offload_bytes`.
+struct TrainingMemory {
+  MemoryBreakdown gpu;
+  double cpu_offload_bytes = 0;
+  double params_on_gpu = 0;     // before ZeRO-3 sharding
+  double trainable_params = 0;  // whole model
+};
+absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config, const TrainingOptions& options);
+
+}  // namespace gpugeek::workload

@@ -8,5 +8,6 @@
 namespace gpugeek::cli {
 
 void RegisterCatalogCommand(CLI::App& app);
+void RegisterSimCommand(CLI::App& app);
 
 }  // namespace gpugeek::cli

@@ -1,0 +1,62 @@
+#include "sched/filters.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace gpugeek::sched {
+
+void NodeResourcesFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
+  size_t kept = 0;
+  for (NodeIndex n : candidates) {
+    // Branch-free keep: the loop runs over every node for every request.
+    candidates[kept] = n;
+    kept += (cluster.cpu_free(n) >= shape.cpu_milli) & (cluster.memory_free(n) >= shape.memory_bytes);
+  }
+  candidates.resize(kept);
+}
+
+std::string NodeResourcesFit::Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const {
+  if (cluster.cpu_free(n) < shape.cpu_milli) {
+    return fmt::format("insufficient cpu: {} milli free, {} requested", cluster.cpu_free(n), shape.cpu_milli);
+  }
+  if (cluster.memory_free(n) < shape.memory_bytes) {
+    return fmt::format("insufficient memory: {} bytes free, {} requested", cluster.memory_free(n), shape.memory_bytes);
+  }
+  return "";
+}
+
+void GpuShareFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
+  if (!shape.uses_gpu()) return;
+  size_t kept = 0;
+  for (NodeIndex n : candidates) {
+    candidates[kept] = n;
+    kept += GpusFit(shape, cluster, n);
+  }
+  candidates.resize(kept);
+}
+
+std::string GpuShareFit::Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const {
+  if (!shape.uses_gpu()) return "";
+  if (cluster.gpu_count(n) == 0) return "node has no GPU";
+  if (!shape.ModelAllowed(cluster.model_id(n))) {
+    return fmt::format("GPU model {} not allowed", cluster.model_name(cluster.model_id(n)));
+  }
+  if (!GpusFit(shape, cluster, n)) {
+    return fmt::format("insufficient GPU: fewer than {} GPUs with {} milli free", shape.num_gpus, shape.gpu_milli);
+  }
+  return "";
+}
+
+void CapacityTypeFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
+  if (!shape.capacity_type) return;
+  std::erase_if(candidates, [&](NodeIndex n) { return cluster.spec(n).capacity_type != *shape.capacity_type; });
+}
+
+std::string CapacityTypeFit::Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const {
+  if (!shape.capacity_type || cluster.spec(n).capacity_type == *shape.capacity_type) return "";
+  return fmt::format("capacity type {} is not the requested {}", CapacityTypeName(cluster.spec(n).capacity_type),
+                     CapacityTypeName(*shape.capacity_type));
+}
+
+}  // namespace gpugeek::sched

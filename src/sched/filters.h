@@ -1,0 +1,34 @@
+#pragma once
+// Feasibility filters: the default kube-scheduler resource fit (CPU, memory) plus the Open-Gpu-Share
+// filter of the FGD simulator (GPU model allowed; num_gpus GPUs each with gpu_milli free), and a
+// capacity-type filter (on-demand / spot / reserved).
+
+#include "sched/plugin.h"
+
+namespace gpugeek::sched {
+
+// CPU and memory: free >= requested.
+class NodeResourcesFit final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "NodeResourcesFit"; }
+  void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
+  std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
+};
+
+// GPU model and free GPU shares (GpusFit in plugin.h).
+class GpuShareFit final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "GpuShareFit"; }
+  void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
+  std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
+};
+
+// Only nodes of the requested capacity type, when the request names one.
+class CapacityTypeFit final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "CapacityTypeFit"; }
+  void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
+  std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
+};
+
+}  // namespace gpugeek::sched

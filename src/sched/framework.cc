@@ -1,0 +1,147 @@
+#include "sched/framework.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "common/status_macros.h"
+#include "sched/registry.h"
+
+namespace gpugeek::sched {
+
+absl::StatusOr<std::unique_ptr<Framework>> Framework::Create(const FrameworkOptions& options, Cluster* cluster) {
+  const Registry& registry = Registry::Builtin();
+  const PolicySpec* spec = registry.FindPolicy(options.policy);
+  if (spec == nullptr) return absl::NotFoundError(fmt::format("unknown placement policy '{}'", options.policy));
+  if (spec->needs_typical_pods && options.context.typical_pods.empty()) {
+    return absl::InvalidArgumentError(fmt::format("policy '{}' needs the workload's typical pods", spec->name));
+  }
+  std::unique_ptr<Framework> fw(new Framework(cluster, options.seed));
+  fw->policy_ = spec->name;
+  fw->explain_ = options.explain_unschedulable;
+  for (const std::string& name : registry.default_filters()) {
+    ASSIGN_OR_RETURN(auto filter, registry.NewFilter(name));
+    fw->filters_.push_back(std::move(filter));
+  }
+  for (const auto& [name, weight] : spec->scores) {
+    ASSIGN_OR_RETURN(auto plugin, registry.NewScore(name, options.context));
+    fw->scores_.push_back({std::move(plugin), weight});
+  }
+  if (options.topology_weight > 0) {
+    ASSIGN_OR_RETURN(auto plugin, registry.NewScore("NvlinkTopology", options.context));
+    fw->scores_.push_back({std::move(plugin), options.topology_weight});
+  }
+  // Tie order: a seeded permutation of the nodes, drawn first so it depends on the seed alone.
+  const size_t n = cluster->size();
+  std::vector<uint32_t> perm(n);
+  std::iota(perm.begin(), perm.end(), 0u);
+  for (size_t i = n; i > 1; --i) std::swap(perm[i - 1], perm[fw->rng_.Uniform(i)]);
+  fw->rank_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) fw->rank_[perm[i]] = static_cast<uint32_t>(i);
+  fw->candidates_.reserve(n);
+  fw->raw_.reserve(n);
+  fw->total_.reserve(n);
+  return fw;
+}
+
+bool Framework::PlaceOne(const PodShape& shape, Placement* out) {
+  const size_t n = cluster_->size();
+  candidates_.resize(n);
+  std::iota(candidates_.begin(), candidates_.end(), NodeIndex{0});
+  for (const auto& f : filters_) {
+    f->Filter(shape, *cluster_, candidates_);
+    if (candidates_.empty()) return false;
+  }
+  const size_t m = candidates_.size();
+  total_.assign(m, 0);
+  raw_.resize(m);
+  CycleState state{&rng_};
+  for (auto& [plugin, weight] : scores_) {
+    plugin->Score(shape, *cluster_, candidates_, raw_, state);
+    if (plugin->normalize()) {
+      // The FGD simulator's NormalizeScore: integer min-max rescale to [0, 100]; all equal -> 0.
+      const auto [lo_it, hi_it] = std::minmax_element(raw_.begin(), raw_.end());
+      const int64_t lo = *lo_it, range = *hi_it - *lo_it;
+      for (int64_t& s : raw_) s = range == 0 ? kMinNodeScore : (s - lo) * (kMaxNodeScore - kMinNodeScore) / range;
+    }
+    for (size_t i = 0; i < m; ++i) total_[i] += weight * raw_[i];
+  }
+  size_t best = 0;
+  for (size_t i = 1; i < m; ++i) {
+    if (total_[i] > total_[best] || (total_[i] == total_[best] && rank_[candidates_[i]] < rank_[candidates_[best]])) {
+      best = i;
+    }
+  }
+  const NodeIndex node = candidates_[best];
+  GpuChoice gpus;
+  if (shape.uses_gpu()) {
+    gpus = scores_.empty() ? BestFitGpus(shape, *cluster_, node)
+                           : scores_[0].plugin->SelectGpus(shape, *cluster_, node, state);
+  }
+  out->node = node;
+  out->cpu_milli = shape.cpu_milli;
+  out->memory_bytes = shape.memory_bytes;
+  out->gpu_milli = shape.gpu_milli;
+  out->num_gpus = gpus.num;
+  out->gpus = gpus.gpus;
+  // Reserve: the snapshot takes the placement now, so later gang members and requests see it.
+  cluster_->Bind(*out);
+  return true;
+}
+
+void Framework::Explain(const PodShape& shape, std::vector<NodeReason>* reasons) const {
+  reasons->clear();
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    const auto node = static_cast<NodeIndex>(i);
+    for (const auto& f : filters_) {
+      std::string why = f->Explain(shape, *cluster_, node);
+      if (!why.empty()) {
+        reasons->push_back({node, std::string(f->name()), std::move(why)});
+        break;
+      }
+    }
+  }
+}
+
+absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& binder) {
+  RETURN_IF_ERROR(Validate(request));
+  Decision d;
+  for (size_t a = 0; a < request.alternatives.size(); ++a) {
+    const PodShape shape = Compile(request.alternatives[a], *cluster_, request.capacity_type);
+    d.placements.clear();
+    bool all = true;
+    for (int32_t member = 0; member < request.gang_size; ++member) {
+      Placement p;
+      if (!PlaceOne(shape, &p)) {
+        all = false;
+        break;
+      }
+      d.placements.push_back(p);
+    }
+    if (!all) {
+      // Explain with the reserved members still in place (why the next member did not fit), then
+      // unreserve them: a gang is all or nothing.
+      if (explain_) Explain(shape, &d.reasons);
+      Release(d.placements);
+      d.placements.clear();
+      continue;
+    }
+    // Permit: the whole gang is reserved. Bind.
+    if (absl::Status s = binder.Bind(request, d.placements); !s.ok()) {
+      Release(d.placements);
+      return s;
+    }
+    d.scheduled = true;
+    d.alternative = static_cast<int>(a);
+    d.reasons.clear();
+    return d;
+  }
+  return d;
+}
+
+void Framework::Release(std::span<const Placement> placements) {
+  for (const Placement& p : placements) cluster_->Release(p);
+}
+
+}  // namespace gpugeek::sched

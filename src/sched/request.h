@@ -1,0 +1,62 @@
+#pragma once
+// Request: what a job asks the scheduler for, and PodShape, the form plugins read on the hot path.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sched/cluster.h"
+
+namespace gpugeek::sched {
+
+// The resources of one member (one pod) of a request.
+struct ResourceShape {
+  int64_t cpu_milli = 0;  // >= 0
+  uint64_t memory_bytes = 0;
+  int32_t num_gpus = 0;   // 0..kMaxGpusPerNode
+  int32_t gpu_milli = 0;  // per GPU: 1..1000 when num_gpus > 0 (< 1000 only with num_gpus == 1), else 0
+  std::vector<std::string> allowed_models;  // empty: any model
+};
+
+// A request: one or more alternative shapes (e.g. from the planner: 4 x A100 or 2 x H200), tried in
+// order, the first that fits wins; a gang of gang_size identical members placed all or nothing.
+struct Request {
+  std::string id;
+  std::vector<ResourceShape> alternatives;    // at least one
+  int32_t gang_size = 1;                      // >= 1
+  int32_t priority = 0;                       // higher first; used by queues, not by placement
+  std::optional<CapacityType> capacity_type;  // when set, only nodes of this capacity type
+};
+
+// Errors: InvalidArgument naming the bad field (no alternatives, gang_size < 1, negative CPU,
+// gpu_milli outside 1..1000 with GPUs, a share (< 1000) of more than one GPU, too many GPUs).
+absl::Status Validate(const Request& r);
+
+// A ResourceShape resolved against one cluster: allowed models as a bit mask over the cluster's
+// interned model ids. Plugins read only this.
+struct PodShape {
+  int64_t cpu_milli = 0;
+  uint64_t memory_bytes = 0;
+  int32_t num_gpus = 0;
+  int32_t gpu_milli = 0;
+  bool any_model = true;    // no model constraint
+  uint64_t model_mask = 0;  // when !any_model: bit i set = cluster model id i allowed
+  std::optional<CapacityType> capacity_type;
+
+  bool uses_gpu() const { return num_gpus > 0 && gpu_milli > 0; }
+  bool is_share() const { return num_gpus == 1 && gpu_milli < kMilliPerGpu; }
+  int64_t total_gpu_milli() const { return int64_t{num_gpus} * gpu_milli; }
+  // True when a node of model id `model` (-1 = CPU-only) may host this shape's GPUs.
+  bool ModelAllowed(int model) const {
+    if (any_model) return true;
+    return model >= 0 && (model_mask >> model & 1u);
+  }
+};
+
+// Resolves a shape against `cluster`'s models. A model no node has simply matches nothing.
+PodShape Compile(const ResourceShape& s, const Cluster& cluster,
+                 std::optional<CapacityType> capacity_type = std::nullopt);
+
+}  // namespace gpugeek::sched

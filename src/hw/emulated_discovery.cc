@@ -115,7 +115,10 @@ uint64_t Fnv1a(const std::string& text) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
-  return h;
+  // splitmix64's finaliser, so ids of neighbouring devices do not share most of their digits.
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
 }
 
 GpuSample IdleSample(const GpuModel& m) {

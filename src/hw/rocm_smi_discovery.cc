@@ -8,6 +8,7 @@
 
 #include "common/absl_fmt.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "hw/dynamic_library.h"
 #include "hw/topology.h"
 
@@ -189,7 +190,7 @@ absl::StatusOr<NodeInventory> RocmSmiDiscovery::Discover() {
       // ROCm installs outside the loader's default path, so try its lib folder too.
       candidates = {kRocmSmiDefaultLibrary, "librocm_smi64.so", s.options.rocm_root + "/lib/" + kRocmSmiDefaultLibrary};
     }
-    absl::Status last;
+    absl::Status first;
     for (const std::string& path : candidates) {
       auto lib = DynamicLibrary::Open(path);
       if (lib.ok()) {
@@ -197,10 +198,13 @@ absl::StatusOr<NodeInventory> RocmSmiDiscovery::Discover() {
         s.library = *std::move(lib);
         break;
       }
-      last = lib.status();
+      if (first.ok()) first = lib.status();
     }
     if (s.library == nullptr) {
-      return absl::NotFoundError(fmt::format("{} (no ROCm on this host?)", last.message()));
+      std::string tried = candidates.size() > 1 ? fmt::format("; also tried {}",
+                                                              fmt::join(candidates.begin() + 1, candidates.end(), ", "))
+                                                : "";
+      return absl::NotFoundError(fmt::format("{}{} (no ROCm on this host?)", first.message(), tried));
     }
   }
   if (!s.initialized) {

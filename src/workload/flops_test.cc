@@ -1,0 +1,127 @@
+// FLOPs and step time: Megatron's FLOP formula, 6N / 2N, and Megatron-LM SC'21 Table 1 throughput.
+
+#include "workload/flops.h"
+
+#include <gtest/gtest.h>
+
+#include "workload/param_count.h"
+
+namespace gpugeek::workload {
+namespace {
+
+const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
+
+// The GPT models of Narayanan et al. SC'21 Table 1: vocab 51,200, MHA, GELU 4h, seq 2048.
+ModelConfig MegatronGpt(int64_t h, int64_t layers, int64_t heads) {
+  ModelConfig c;
+  c.model_type = "gpt";
+  c.hidden_size = h;
+  c.num_layers = layers;
+  c.num_heads = c.num_kv_heads = heads;
+  c.head_dim = h / heads;
+  c.intermediate_size = 4 * h;
+  c.mlp = MlpKind::kPlain;
+  c.norm = NormKind::kLayerNorm;
+  c.vocab_size = 51200;
+  c.tie_word_embeddings = true;
+  c.learned_positions = 2048;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  return c;
+}
+
+// Narayanan et al. SC'21 (arXiv:2104.04473) Sec. 5.1: F = 96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))
+// per iteration with full recomputation; per token, F / (B·s). Our count adds nothing for norms
+// and biases here (the GPT above has none).
+TEST(FlopsTest, MegatronFormulaWithRecompute) {
+  const ModelConfig c = MegatronGpt(12288, 96, 96);
+  const double s = 2048, h = 12288, L = 96, V = 51200;
+  const double megatron = 96 * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)) / s;
+  EXPECT_NEAR(ComputeFlopsPerToken(c, 2048, Recompute::kFull).hardware / megatron, 1.0, 1e-9);
+  // Without recompute: 72 instead of 96 on the layer terms.
+  const double no_recompute = 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h)) / s;
+  EXPECT_NEAR(ComputeFlopsPerToken(c, 2048, Recompute::kNone).training / no_recompute, 1.0, 1e-9);
+}
+
+// Kaplan et al. 2020: training ≈ 6N per token, inference ≈ 2N, N the non-embedding parameters,
+// plus the attention term. Llama-3.1-8B at s = 1: attention negligible; the head is in N.
+TEST(FlopsTest, SixNAndTwoN) {
+  auto llama = LoadModelConfig(kModels + "llama/Meta-Llama-3.1-8B.json");
+  ASSERT_TRUE(llama.ok());
+  const ParamCounts n = CountParameters(*llama);
+  const FlopsPerToken f = ComputeFlopsPerToken(*llama, 1, Recompute::kNone);
+  const double matmul = static_cast<double>(n.total - n.embedding);  // norms are < 0.01 %
+  EXPECT_NEAR(f.forward / (2 * matmul), 1.0, 1e-4);
+  EXPECT_NEAR(f.training / (6 * matmul), 1.0, 1e-4);
+  // MoE: only active experts count. Mixtral-8x7B active 12.88B (INDEX.md).
+  auto mixtral = LoadModelConfig(kModels + "mistral/Mixtral-8x7B-v0.1.json");
+  ASSERT_TRUE(mixtral.ok());
+  const ParamCounts mn = CountParameters(*mixtral);
+  EXPECT_NEAR(ComputeFlopsPerToken(*mixtral, 1, Recompute::kNone).forward / (2.0 * (mn.active - mn.embedding)), 1.0,
+              1e-3);
+}
+
+TEST(FlopsTest, DomainsFromCatalog) {
+  const hw::GpuCatalog& cat = hw::GpuCatalog::Builtin();
+  EXPECT_EQ(NvlinkDomainSize(*cat.Resolve("A100-SXM-80GB")), 8);
+  EXPECT_EQ(NvlinkDomainSize(*cat.Resolve("H100-SXM-80GB")), 8);
+  EXPECT_EQ(NvlinkDomainSize(*cat.Resolve("MI300X")), 8);
+  EXPECT_EQ(NvlinkDomainSize(*cat.Resolve("H100-NVL-94GB")), 2);  // bridged PCIe pair
+  EXPECT_EQ(NvlinkDomainSize(*cat.Resolve("L40S")), 1);
+  EXPECT_EQ(NvlinkDomainSize(*cat.Resolve("RTX-4090")), 1);
+  EXPECT_DOUBLE_EQ(IntraDomainBytesPerSecond(*cat.Resolve("A100-SXM-80GB")), 300e9);
+  EXPECT_DOUBLE_EQ(PeakFlops(*cat.Resolve("A100-SXM-80GB")), 312e12);
+}
+
+struct Table1Row {
+  double params_b;
+  int64_t heads, hidden, layers;
+  int tp, pp, gpus;
+  int64_t batch;
+  double tflops;
+};
+// Narayanan et al. SC'21 Table 1 (anchors/planner.md §4.1), A100, seq 2048, full recompute.
+const Table1Row kTable1[] = {
+    {1.7, 24, 2304, 24, 1, 1, 32, 512, 137},          {3.6, 32, 3072, 30, 2, 1, 64, 512, 138},
+    {7.5, 32, 4096, 36, 4, 1, 128, 512, 142},         {18.4, 48, 6144, 40, 8, 1, 256, 1024, 135},
+    {39.1, 64, 8192, 48, 8, 2, 512, 1536, 138},       {76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140},
+    {145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148},    {310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155},
+    {529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163}, {1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163},
+};
+
+// The time model at the paper's own layouts (micro-batch 1, full recompute) predicts each row's
+// TFLOP/s per GPU (Megatron's hardware-FLOP count) within 15 %.
+TEST(StepTimeTest, MegatronTable1AtPaperLayouts) {
+  const hw::GpuModel& a100 = *hw::GpuCatalog::Builtin().Resolve("A100-SXM-80GB");
+  for (const Table1Row& r : kTable1) {
+    SCOPED_TRACE(r.params_b);
+    const ModelConfig c = MegatronGpt(r.hidden, r.layers, r.heads);
+    TrainingOptions o;
+    o.layout = ParallelLayout{r.tp, r.pp, r.gpus / (r.tp * r.pp), 1, 1, false};
+    o.seq = 2048;
+    o.micro_batch = 1;
+    o.recompute = Recompute::kFull;
+    o.zero_stage = 0;
+    const StepTime t = EstimateStepTime(c, o, r.batch, a100);
+    EXPECT_NEAR(t.hardware_flops_per_gpu / 1e12, r.tflops, 0.15 * r.tflops);
+    // Parameters: the paper's P = 12lh²(1 + 13/(12h) + (V + s)/(12lh)) exactly (within 0.01 %,
+    // LayerNorm placement aside), and its rounded "Params (B)" column (1.65 printed as 1.7) within 3 %.
+    const double l = static_cast<double>(r.layers), h = static_cast<double>(r.hidden);
+    const double paper = 12 * l * h * h * (1 + 13 / (12 * h) + (51200 + 2048) / (12 * l * h));
+    EXPECT_NEAR(CountParameters(c).total / paper, 1.0, 1e-4);
+    EXPECT_NEAR(CountParameters(c).total / 1e9, r.params_b, 0.03 * r.params_b);
+  }
+}
+
+TEST(StepTimeTest, DecodeIsBandwidthBound) {
+  const hw::GpuModel& h100 = *hw::GpuCatalog::Builtin().Resolve("H100-SXM-80GB");
+  auto llama = LoadModelConfig(kModels + "llama/Meta-Llama-3.1-8B.json");
+  ASSERT_TRUE(llama.ok());
+  const uint64_t weights = 2 * static_cast<uint64_t>(CountParameters(*llama).total);
+  // Batch 1: one read of 16 GB at 3.35 TB/s -> ~209 tokens/s.
+  const double one = DecodeTokensPerSecond(*llama, weights, 0, 1, 1, h100);
+  EXPECT_NEAR(one, static_cast<double>(h100.memory_bandwidth_bytes_per_second) / weights, 1e-6);
+  EXPECT_GT(DecodeTokensPerSecond(*llama, weights, 0, 64, 1, h100), 30 * one);
+}
+
+}  // namespace
+}  // namespace gpugeek::workload

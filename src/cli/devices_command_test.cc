@@ -1,6 +1,7 @@
 // End-to-end tests of `gpugeek devices`: run the built binary and read what it prints.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -21,7 +22,9 @@ struct Result {
 
 // Runs `env gpugeek args` through the shell, capturing stdout and stderr.
 Result RunGpugeek(const std::string& env, const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "gpugeek_devices_stderr.txt";
+  static int calls = 0;
+  const std::string err_path =
+      ::testing::TempDir() + "gpugeek_devices_stderr_" + std::to_string(getpid()) + "_" + std::to_string(calls++);
   std::string cmd = env + " " + GPUGEEK_BINARY + " " + args + " 2>" + err_path;
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -35,6 +38,7 @@ Result RunGpugeek(const std::string& env, const std::string& args) {
   std::stringstream ss;
   ss << in.rdbuf();
   r.err = ss.str();
+  std::remove(err_path.c_str());
   return r;
 }
 
@@ -89,7 +93,7 @@ TEST(DevicesCommand, HostWithoutGpusSaysSoAndSucceeds) {
 }
 
 TEST(DevicesCommand, RealDiscoveryThroughTheNvmlLoader) {
-  const std::string script = ::testing::TempDir() + "gpugeek_devices_nvml_script.txt";
+  const std::string script = ::testing::TempDir() + "gpugeek_devices_nvml_script_" + std::to_string(getpid());
   std::ofstream(script)
       << "driver version=550.54.15 cuda=12040\n"
          "gpu name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-11111111-2222-3333-4444-555555555555 "

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "common/units.h"
 
 namespace gpugeek::hw {
@@ -12,7 +14,7 @@ namespace {
 
 TEST(HostInfo, ReadsAFakeProcAndSysTree) {
   namespace fs = std::filesystem;
-  const std::string root = ::testing::TempDir() + "gpugeek_host_info";
+  const std::string root = ::testing::TempDir() + "gpugeek_host_info_" + std::to_string(getpid());
   fs::remove_all(root);
   fs::create_directories(root + "/proc");
   fs::create_directories(root + "/sys/devices/system/node/node0");

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "common/units.h"
 #include "hw/testing/script_file.h"
 #include "hw/topology.h"
@@ -151,7 +153,7 @@ TEST(RocmSmiDiscovery, InitFailureAndMissingLibrary) {
 }
 
 TEST(RocmSmiDiscovery, RuntimeVersionIsTheRocmRelease) {
-  std::string root = ::testing::TempDir() + "gpugeek_fake_rocm_root";
+  std::string root = ::testing::TempDir() + "gpugeek_fake_rocm_root_" + std::to_string(getpid());
   std::filesystem::create_directories(root + "/.info");
   std::ofstream(root + "/.info/version") << "6.2.4-120\n";
   ScriptFile script(kScriptEnv, "gpu name=\"AMD Instinct MI300X\" unique_id=0x1 bdf=0000:0c:00.0 vram_total=1\n");

@@ -1,0 +1,264 @@
+#include "agent/cgroup.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include <fmt/format.h>
+#include "agent/executor.h"
+
+#include "agent/executor_test_util.h"
+#include "common/fake_clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpugeek::agent {
+namespace {
+
+using ::gpugeek::agent::testing::BaseEnv;
+using ::gpugeek::agent::testing::ReadAll;
+using ::gpugeek::agent::testing::TempDir;
+using ::gpugeek::agent::testing::WaitForExit;
+using ::gpugeek::agent::testing::WaitForFile;
+using ::gpugeek::agent::testing::WriteAll;
+using ::testing::HasSubstr;
+
+// A plain directory tree shaped like a v1 host: memory and cpu hierarchies.
+void MakeV1Tree(const TempDir& dir) {
+  WriteAll(dir / "memory/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteAll(dir / "cpu/cpu.cfs_quota_us", "-1\n");
+}
+
+TEST(CgroupManagerTest, V1TreeGetsLimitsInItsFiles) {
+  TempDir dir;
+  MakeV1Tree(dir);
+  auto manager = CgroupManager::Create({.root = dir.path()});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  EXPECT_EQ((*manager)->mode(), CgroupMode::kV1);
+  EXPECT_EQ((*manager)->Describe(), "cgroup v1");
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "memory/gpugeek"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "cpu/gpugeek"));
+
+  const auto group = (*manager)->CreateGroup("job-1.r0", {.cpu_millis = 1500, .memory_bytes = 1ull << 30});
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(group->dirs, (std::vector<std::string>{dir / "memory/gpugeek/job-1.r0", dir / "cpu/gpugeek/job-1.r0"}));
+  EXPECT_EQ(group->procs_files, (std::vector<std::string>{dir / "memory/gpugeek/job-1.r0/cgroup.procs",
+                                                          dir / "cpu/gpugeek/job-1.r0/cgroup.procs"}));
+  EXPECT_EQ(ReadAll(dir / "memory/gpugeek/job-1.r0/memory.limit_in_bytes"), "1073741824");
+  EXPECT_EQ(ReadAll(dir / "cpu/gpugeek/job-1.r0/cpu.cfs_period_us"), "100000");
+  EXPECT_EQ(ReadAll(dir / "cpu/gpugeek/job-1.r0/cpu.cfs_quota_us"), "150000");
+
+  EXPECT_EQ((*manager)->CreateGroup("job-1.r0", {}).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE((*manager)->Remove(*group).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "memory/gpugeek/job-1.r0"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "cpu/gpugeek/job-1.r0"));
+  EXPECT_TRUE((*manager)->Remove(*group).ok()) << "removing a removed group is fine";
+}
+
+TEST(CgroupManagerTest, TinyCpuShareIsRaisedToTheKernelMinimumQuotaAndZeroMeansNoLimit) {
+  TempDir dir;
+  MakeV1Tree(dir);
+  auto manager = CgroupManager::Create(
+      {.root = dir.path(), .parent = "agents/gpugeek", .cpu_period = std::chrono::milliseconds(50)});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  auto group = (*manager)->CreateGroup("tiny", {.cpu_millis = 1});
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(ReadAll(dir / "cpu/agents/gpugeek/tiny/cpu.cfs_period_us"), "50000");
+  EXPECT_EQ(ReadAll(dir / "cpu/agents/gpugeek/tiny/cpu.cfs_quota_us"), "1000");
+  EXPECT_FALSE(std::filesystem::exists(dir / "memory/agents/gpugeek/tiny/memory.limit_in_bytes"));
+}
+
+TEST(CgroupManagerTest, V2TreeEnablesControllersAndWritesMaxFiles) {
+  TempDir dir;
+  WriteAll(dir / "cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma misc\n");
+  auto manager = CgroupManager::Create({.root = dir.path()});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  EXPECT_EQ((*manager)->mode(), CgroupMode::kV2);
+  EXPECT_EQ((*manager)->Describe(), "cgroup v2");
+  EXPECT_EQ(ReadAll(dir / "cgroup.subtree_control"), "+memory +cpu");
+  EXPECT_EQ(ReadAll(dir / "gpugeek/cgroup.subtree_control"), "+memory +cpu");
+
+  const auto group = (*manager)->CreateGroup("w", {.cpu_millis = 500, .memory_bytes = 64ull << 20});
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(group->dirs, std::vector<std::string>{dir / "gpugeek/w"});
+  EXPECT_EQ(ReadAll(dir / "gpugeek/w/memory.max"), "67108864");
+  EXPECT_EQ(ReadAll(dir / "gpugeek/w/cpu.max"), "50000 100000");
+  WriteAll(dir / "gpugeek/w/memory.events", "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\n");
+  EXPECT_EQ((*manager)->OomKills(*group), 2u);
+  ASSERT_TRUE((*manager)->Remove(*group).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "gpugeek/w"));
+}
+
+TEST(CgroupManagerTest, HybridHostWithoutV2ControllersFallsBackToV1) {
+  TempDir dir;
+  WriteAll(dir / "unified/cgroup.controllers", "\n");
+  MakeV1Tree(dir);
+  auto manager = CgroupManager::Create({.root = dir.path()});
+  ASSERT_TRUE(manager.ok());
+  EXPECT_EQ((*manager)->mode(), CgroupMode::kV1);
+}
+
+TEST(CgroupManagerTest, NoUsableHierarchySaysWhy) {
+  TempDir dir;
+  WriteAll(dir / "unified/cgroup.controllers", "pids\n");
+  auto manager = CgroupManager::Create({.root = dir.path()});
+  ASSERT_TRUE(manager.ok());
+  EXPECT_EQ((*manager)->mode(), CgroupMode::kNone);
+  const std::string why = (*manager)->Describe();
+  EXPECT_THAT(why, HasSubstr("none: cgroup v2 at " + (dir / "unified") + " lacks the memory, cpu controllers"));
+  EXPECT_THAT(why, HasSubstr("no cgroup v1 memory hierarchy at " + (dir / "memory")));
+
+  const auto limited = (*manager)->CreateGroup("w", {.memory_bytes = 1 << 20});
+  EXPECT_EQ(limited.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(limited.status().message()), HasSubstr("offers no cgroups"));
+  const auto unlimited = (*manager)->CreateGroup("w", {});
+  ASSERT_TRUE(unlimited.ok());
+  EXPECT_TRUE(unlimited->dirs.empty());
+  EXPECT_TRUE((*manager)->Remove(*unlimited).ok());
+  EXPECT_EQ((*manager)->KillAll(*unlimited), 0);
+}
+
+TEST(CgroupManagerTest, BadOptionsAndIdsAreInvalidArguments) {
+  TempDir dir;
+  MakeV1Tree(dir);
+  for (const std::string parent : {"", "/abs", "a/../b", "a//b"}) {
+    EXPECT_EQ(CgroupManager::Create({.root = dir.path(), .parent = parent}).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << parent;
+  }
+  EXPECT_EQ(CgroupManager::Create({.root = "relative"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CgroupManager::Create({.root = dir.path(), .cpu_period = std::chrono::seconds(2)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto manager = CgroupManager::Create({.root = dir.path()});
+  ASSERT_TRUE(manager.ok());
+  for (const std::string& id : std::vector<std::string>{"", "..", ".hidden", "a/b", "sp ace", std::string(129, 'x')}) {
+    EXPECT_EQ((*manager)->CreateGroup(id, {}).status().code(), absl::StatusCode::kInvalidArgument) << id;
+  }
+}
+
+// The real host: needs root and a cgroup hierarchy with the memory and cpu controllers.
+class RealCgroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create cgroups (euid " << ::geteuid() << ")";
+    parent_ = fmt::format("gpugeek-test-{}", ::getpid());
+    auto manager = CgroupManager::Create({.parent = parent_});
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    manager_ = std::move(*manager);
+    if (manager_->mode() == CgroupMode::kNone) GTEST_SKIP() << "no cgroup controllers: " << manager_->Describe();
+    auto executor = Executor::Create({.log_dir = dir_ / "logs", .clock = &clock_, .cgroups = manager_.get()});
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    executor_ = std::move(*executor);
+  }
+  void TearDown() override {
+    executor_.reset();
+    if (manager_ == nullptr) return;
+    for (const char* sub :
+         {"/sys/fs/cgroup/memory/", "/sys/fs/cgroup/cpu/", "/sys/fs/cgroup/", "/sys/fs/cgroup/unified/"}) {
+      ::rmdir((std::string(sub) + parent_).c_str());
+    }
+  }
+
+  // The directory of workload `id`'s group in the hierarchy holding `controller` ("memory" or "cpu").
+  std::string GroupDir(const std::string& controller, const std::string& id) const {
+    if (manager_->mode() == CgroupMode::kV1) return fmt::format("/sys/fs/cgroup/{}/{}/{}", controller, parent_, id);
+    const std::string root =
+        std::filesystem::exists("/sys/fs/cgroup/cgroup.controllers") ? "/sys/fs/cgroup" : "/sys/fs/cgroup/unified";
+    return fmt::format("{}/{}/{}", root, parent_, id);
+  }
+
+  LaunchRequest Request(const std::string& id, const std::string& command, ResourceLimits limits) {
+    return {.id = id, .command = command, .working_dir = dir_.path(), .env = BaseEnv(), .limits = limits};
+  }
+
+  TempDir dir_;
+  FakeClock clock_;
+  std::string parent_;
+  std::unique_ptr<CgroupManager> manager_;
+  std::unique_ptr<Executor> executor_;
+};
+
+TEST_F(RealCgroupTest, WorkloadRunsInsideItsGroupWhichIsRemovedAfterwards) {
+  const auto pid = executor_->Start(Request("inside", "cat /proc/self/cgroup > cgroup.txt; exec sleep 1000",
+                                            {.cpu_millis = 500, .memory_bytes = 256ull << 20}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_TRUE(WaitForFile(dir_ / "cgroup.txt"));
+  const std::string cgroups = ReadAll(dir_ / "cgroup.txt");
+  if (manager_->mode() == CgroupMode::kV1) {
+    EXPECT_THAT(cgroups, HasSubstr(fmt::format(":memory:/{}/inside\n", parent_)));
+    EXPECT_THAT(cgroups, HasSubstr(fmt::format(":cpu:/{}/inside\n", parent_)));
+    EXPECT_EQ(ReadAll(GroupDir("memory", "inside") + "/memory.limit_in_bytes"), "268435456\n");
+    EXPECT_EQ(ReadAll(GroupDir("cpu", "inside") + "/cpu.cfs_quota_us"), "50000\n");
+  } else {
+    EXPECT_THAT(cgroups, HasSubstr(fmt::format("0::/{}/inside\n", parent_)));
+  }
+  ASSERT_TRUE(executor_->Cancel("inside").ok());
+  ASSERT_TRUE(WaitForExit(*executor_, "inside").has_value());
+  // Removal may need a Poll or two while the killed processes leave the group.
+  for (int i = 0; i < 100 && std::filesystem::exists(GroupDir("memory", "inside")); ++i) {
+    executor_->Poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(std::filesystem::exists(GroupDir("memory", "inside")));
+  EXPECT_FALSE(std::filesystem::exists(GroupDir("cpu", "inside")));
+}
+
+TEST_F(RealCgroupTest, MemoryLimitIsEnforced) {
+  constexpr uint64_t kLimit = 64ull << 20;
+  // dd allocates a buffer of `bs` bytes and fills it from /dev/zero, so it touches all of it.
+  ASSERT_TRUE(
+      executor_
+          ->Start(Request("under", "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null", {.memory_bytes = kLimit}))
+          .ok());
+  ASSERT_TRUE(
+      executor_
+          ->Start(Request("over", "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null", {.memory_bytes = kLimit}))
+          .ok());
+  const auto under = WaitForExit(*executor_, "under", std::chrono::seconds(30));
+  const auto over = WaitForExit(*executor_, "over", std::chrono::seconds(30));
+  ASSERT_TRUE(under.has_value());
+  ASSERT_TRUE(over.has_value());
+  EXPECT_TRUE(under->succeeded()) << under->Describe();
+  EXPECT_EQ(under->oom_kills, 0u);
+  // The OOM killer SIGKILLs dd: the shell either was dd (exec of its last command) or reports 128 + 9.
+  EXPECT_TRUE(over->term_signal == SIGKILL || over->exit_code == 128 + SIGKILL) << over->Describe();
+  EXPECT_GE(over->oom_kills, 1u) << over->Describe();
+  EXPECT_THAT(over->Describe(), HasSubstr("out of memory"));
+}
+
+TEST_F(RealCgroupTest, CpuLimitThrottles) {
+  ASSERT_TRUE(executor_->Start(Request("spin", "echo 1 > spinning; while :; do :; done", {.cpu_millis = 100})).ok());
+  ASSERT_TRUE(WaitForFile(dir_ / "spinning"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // 100 milli-CPU is 10 ms per 100 ms period: a busy loop exhausts the quota in every period.
+  const std::string stat = ReadAll(GroupDir("cpu", "spin") + "/cpu.stat");
+  std::stringstream in(stat);
+  std::string key;
+  uint64_t value = 0, throttled = 0, periods = 0;
+  while (in >> key >> value) {
+    if (key == "nr_throttled") throttled = value;
+    if (key == "nr_periods") periods = value;
+  }
+  EXPECT_GE(periods, 3u) << stat;
+  EXPECT_GE(throttled, 1u) << stat;  // unlimited, a busy loop is never throttled
+  ASSERT_TRUE(executor_->Cancel("spin", Duration::zero()).ok());
+  ASSERT_TRUE(WaitForExit(*executor_, "spin").has_value());
+}
+
+TEST_F(RealCgroupTest, KillAllReachesProcessesThatLeftTheProcessGroup) {
+  // setsid puts the sleeper in a new session and group: only the cgroup still holds it.
+  const auto pid = executor_->Start(
+      Request("escape", "setsid sh -c 'echo $$ > escaped.pid; exec sleep 1000' & wait", {.memory_bytes = 1ull << 30}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_TRUE(WaitForFile(dir_ / "escaped.pid"));
+  const pid_t escaped = std::stoi(ReadAll(dir_ / "escaped.pid"));
+  EXPECT_NE(::getpgid(escaped), *pid);
+  ASSERT_TRUE(executor_->Cancel("escape", Duration::zero()).ok());
+  ASSERT_TRUE(WaitForExit(*executor_, "escape").has_value());
+  EXPECT_TRUE(testing::WaitForDeath(escaped));
+}
+
+}  // namespace
+}  // namespace gpugeek::agent

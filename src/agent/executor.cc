@@ -1,0 +1,490 @@
+#include "agent/executor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_join.h"
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+
+namespace gpugeek::agent {
+namespace {
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Closes the file descriptors it holds when it goes out of scope.
+class FdList {
+ public:
+  FdList() = default;
+  FdList(const FdList&) = delete;
+  FdList& operator=(const FdList&) = delete;
+  ~FdList() {
+    for (int fd : fds_) ::close(fd);
+  }
+  int Add(int fd) {
+    fds_.push_back(fd);
+    return fd;
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Returns a close-on-exec duplicate of `fd` numbered 3 or above and closes `fd`. The child dup2()s its
+// log and /dev/null onto 0-2; a descriptor it still needs must not be among them (an agent started
+// with stdin closed gets fd 0 from its first open()).
+int MoveAbove2(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  const int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  return moved;
+}
+
+absl::Status MakeDirs(const std::string& path) {
+  std::string prefix;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    prefix = path.substr(0, pos);
+    if (prefix.empty()) continue;
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(fmt::format("cannot create directory {}: {}", prefix, ErrnoText(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The step of the child's setup that failed, sent back over the status pipe with its errno.
+enum class ChildStep : int { kSetsid = 1, kCgroup, kChdir, kRedirect, kExec };
+struct ChildError {
+  ChildStep step;
+  int err;
+};
+
+const char* ChildStepName(ChildStep step) {
+  switch (step) {
+    case ChildStep::kSetsid:
+      return "setsid";
+    case ChildStep::kCgroup:
+      return "joining the workload's cgroup";
+    case ChildStep::kChdir:
+      return "chdir to the working directory";
+    case ChildStep::kRedirect:
+      return "redirecting stdin/stdout/stderr";
+    case ChildStep::kExec:
+      return "exec of the shell";
+  }
+  return "setup";
+}
+
+// Runs in the forked child of a possibly multi-threaded parent: only async-signal-safe calls, no
+// allocation, no locks. Never returns.
+[[noreturn]] void RunChild(int status_fd, const std::vector<int>& procs_fds, const char* working_dir, int stdin_fd,
+                           int log_fd, const char* shell, char* const argv[], char* const envp[]) {
+  auto fail = [status_fd](ChildStep step) {
+    const ChildError e{step, errno};
+    ssize_t unused = ::write(status_fd, &e, sizeof(e));
+    (void)unused;
+    ::_exit(127);
+  };
+  if (::setsid() < 0) fail(ChildStep::kSetsid);
+
+  // The agent may block or ignore signals (SIGPIPE, SIGCHLD for a signalfd); a workload starts clean.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof(dfl));
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);  // EINVAL for libc-reserved ones
+  }
+
+  // Join the cgroups before anything of the workload runs. The pid as decimal text, without snprintf.
+  char digits[16];
+  char* p = digits + sizeof(digits);
+  unsigned long pid = static_cast<unsigned long>(::getpid());
+  do {
+    *--p = static_cast<char>('0' + pid % 10);
+    pid /= 10;
+  } while (pid != 0);
+  const size_t len = static_cast<size_t>(digits + sizeof(digits) - p);
+  for (int fd : procs_fds) {
+    if (::write(fd, p, len) != static_cast<ssize_t>(len)) fail(ChildStep::kCgroup);
+  }
+
+  if (::chdir(working_dir) != 0) fail(ChildStep::kChdir);
+  if (::dup2(stdin_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) fail(ChildStep::kRedirect);
+  // Descriptors the agent opened without O_CLOEXEC (another thread, a library) must not leak into the
+  // workload. Best effort: close_range needs Linux 5.11.
+  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  ::execve(shell, argv, envp);
+  fail(ChildStep::kExec);
+  ::_exit(127);  // not reached: fail() exits
+}
+
+std::string Join(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
+
+}  // namespace
+
+EnvMap BuildWorkloadEnv(const WorkloadSpec& spec) {
+  EnvMap env;
+  const size_t gpus = spec.gpu_indices.size();
+  env["GPUGEEK_JOB_ID"] = spec.job_id;
+  env["GPUGEEK_NODE_RANK"] = std::to_string(spec.node_rank);
+  env["GPUGEEK_NUM_NODES"] = std::to_string(spec.num_nodes);
+  env["GPUGEEK_GPUS_PER_NODE"] = std::to_string(gpus);
+  env["GPUGEEK_WORLD_SIZE"] = std::to_string(static_cast<uint64_t>(spec.num_nodes) * std::max<size_t>(1, gpus));
+  env["GPUGEEK_MASTER_ADDR"] = spec.master_addr.empty() ? "127.0.0.1" : spec.master_addr;
+  env["GPUGEEK_MASTER_PORT"] = std::to_string(spec.master_port == 0 ? 29500 : spec.master_port);
+  env["GPUGEEK_RESTART_COUNT"] = std::to_string(spec.restart_count);
+  if (!spec.checkpoint_dir.empty()) env["GPUGEEK_CHECKPOINT_DIR"] = spec.checkpoint_dir;
+  if (gpus == 0) {
+    env["CUDA_VISIBLE_DEVICES"] = "";
+    env["HIP_VISIBLE_DEVICES"] = "";
+    return env;
+  }
+  if (spec.vendor == hw::Vendor::kAmd) {
+    std::vector<int> relative(gpus);
+    for (size_t i = 0; i < gpus; ++i) relative[i] = static_cast<int>(i);
+    env["ROCR_VISIBLE_DEVICES"] = Join(spec.gpu_indices);
+    env["HIP_VISIBLE_DEVICES"] = Join(relative);
+  } else {
+    env["CUDA_VISIBLE_DEVICES"] = Join(spec.gpu_indices);
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  }
+  return env;
+}
+
+std::string WorkloadExit::Describe() const {
+  std::string text;
+  if (exit_code.has_value()) {
+    text = fmt::format("exited with code {}", *exit_code);
+    if (cancelled) text += " after cancel";
+  } else if (term_signal != 0) {
+    const char* abbrev = ::sigabbrev_np(term_signal);
+    text = fmt::format("killed by signal {} (SIG{})", term_signal, abbrev != nullptr ? abbrev : "?");
+    if (core_dumped) text += ", core dumped";
+    if (killed_after_grace) {
+      text += " after the cancel grace period";
+    } else if (cancelled) {
+      text += " on cancel";
+    }
+  } else {
+    text = "ended with an unknown status (reaped by someone else)";
+  }
+  if (oom_kills > 0) text += fmt::format("; out of memory: the cgroup limit was hit ({} OOM kills)", oom_kills);
+  return text;
+}
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions options) {
+  if (options.log_dir.empty()) return absl::InvalidArgumentError("ExecutorOptions.log_dir must be set");
+  if (options.clock == nullptr) return absl::InvalidArgumentError("ExecutorOptions.clock must not be null");
+  if (options.shell.empty() || options.shell[0] != '/') {
+    return absl::InvalidArgumentError(fmt::format("shell \"{}\" must be an absolute path", options.shell));
+  }
+  if (::access(options.shell.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        fmt::format("shell {} is not executable: {}", options.shell, ErrnoText(errno)));
+  }
+  if (options.default_grace < Duration::zero()) return absl::InvalidArgumentError("default_grace must be >= 0");
+  RETURN_IF_ERROR(MakeDirs(options.log_dir));
+  return std::unique_ptr<Executor>(new Executor(std::move(options)));
+}
+
+Executor::~Executor() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, w] : running_) {
+    SignalGroupLocked(w, SIGKILL);
+    int status;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    RemoveCgroupLocked(w.cgroup);
+  }
+  running_.clear();
+  // Killed processes leave their cgroup a moment after the signal; give them up to a second.
+  for (int attempt = 0; attempt < 100 && !pending_removals_.empty(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::vector<CgroupGroup> busy;
+    for (const CgroupGroup& g : pending_removals_) {
+      if (absl::IsUnavailable(options_.cgroups->Remove(g))) busy.push_back(g);
+    }
+    pending_removals_ = std::move(busy);
+  }
+  for (const CgroupGroup& g : pending_removals_) {
+    spdlog::warn("executor: cgroup of workload {} still busy at shutdown; left in place", g.id);
+  }
+}
+
+std::string Executor::LogPath(const std::string& id) const { return options_.log_dir + "/" + id + ".log"; }
+
+std::string Executor::CgroupDescription() const {
+  return options_.cgroups != nullptr ? options_.cgroups->Describe() : "none: no cgroup manager configured";
+}
+
+absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
+  RETURN_IF_ERROR(ValidateWorkloadId(request.id));
+  if (request.command.empty()) {
+    return absl::InvalidArgumentError(fmt::format("workload {}: the command is empty", request.id));
+  }
+  std::vector<std::string> env_strings;
+  env_strings.reserve(request.env.size());
+  for (const auto& [name, value] : request.env) {
+    if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          fmt::format("workload {}: environment variable name \"{}\" is empty or has '=' or NUL", request.id, name));
+    }
+    if (value.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          fmt::format("workload {}: environment variable {} has a NUL in its value", request.id, name));
+    }
+    env_strings.push_back(name + "=" + value);
+  }
+  struct stat st;
+  if (::stat(request.working_dir.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return absl::NotFoundError(
+          fmt::format("workload {}: working directory {} does not exist", request.id, request.working_dir));
+    }
+    return absl::InternalError(fmt::format("workload {}: cannot stat working directory {}: {}", request.id,
+                                           request.working_dir, ErrnoText(err)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        fmt::format("workload {}: working directory {} is not a directory", request.id, request.working_dir));
+  }
+  const bool wants_limits = request.limits.cpu_millis != 0 || request.limits.memory_bytes != 0;
+  if (wants_limits && options_.cgroups == nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("workload {} asks for CPU/memory limits but the executor has no cgroup manager", request.id));
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_.contains(request.id)) {
+    return absl::AlreadyExistsError(fmt::format("workload {} is already running", request.id));
+  }
+
+  FdList fds;
+  const std::string log_path = LogPath(request.id);
+  const int log_fd = MoveAbove2(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (log_fd < 0) {
+    return absl::InternalError(
+        fmt::format("workload {}: cannot open log {}: {}", request.id, log_path, ErrnoText(errno)));
+  }
+  fds.Add(log_fd);
+  const int null_fd = MoveAbove2(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (null_fd < 0) return absl::InternalError(fmt::format("cannot open /dev/null: {}", ErrnoText(errno)));
+  fds.Add(null_fd);
+
+  // A group left over from an earlier run of this id whose processes were slow to leave.
+  for (auto it = pending_removals_.begin(); it != pending_removals_.end();) {
+    if (it->id == request.id && options_.cgroups->Remove(*it).ok()) {
+      it = pending_removals_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  CgroupGroup group{.id = request.id};
+  if (options_.cgroups != nullptr) {
+    ASSIGN_OR_RETURN(group, options_.cgroups->CreateGroup(request.id, request.limits));
+  }
+  // From here on, every error path removes the group.
+  auto fail = [&](absl::Status status) {
+    RemoveCgroupLocked(group);
+    return status;
+  };
+  std::vector<int> procs_fds;
+  for (const std::string& path : group.procs_files) {
+    // O_APPEND|O_CREAT: harmless on cgroupfs, and lets a test's plain directory tree record the pid.
+    const int fd = MoveAbove2(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+    if (fd < 0) return fail(absl::InternalError(fmt::format("cannot open {}: {}", path, ErrnoText(errno))));
+    procs_fds.push_back(fds.Add(fd));
+  }
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    return fail(absl::InternalError(fmt::format("pipe2: {}", ErrnoText(errno))));
+  }
+  const int status_read = MoveAbove2(pipe_fds[0]);
+  const int status_write = MoveAbove2(pipe_fds[1]);
+  fds.Add(status_read);
+  if (status_read < 0 || status_write < 0) {
+    if (status_write >= 0) ::close(status_write);
+    return fail(absl::InternalError(fmt::format("fcntl: {}", ErrnoText(errno))));
+  }
+
+  // Everything the child needs, prepared before fork: the child must not allocate.
+  std::string arg0 = options_.shell, arg1 = "-c", arg2 = request.command;
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(status_write);
+    return fail(absl::InternalError(fmt::format("workload {}: fork failed: {}", request.id, ErrnoText(err))));
+  }
+  if (pid == 0) {
+    RunChild(status_write, procs_fds, request.working_dir.c_str(), null_fd, log_fd, options_.shell.c_str(), argv,
+             envp.data());
+  }
+  ::close(status_write);
+
+  // EOF means the exec happened (the pipe is close-on-exec); a record means a step failed.
+  ChildError child_error{};
+  ssize_t n;
+  do {
+    n = ::read(status_read, &child_error, sizeof(child_error));
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    int ignored;
+    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    const std::string what = fmt::format("workload {}: {} ({}) failed: {}", request.id, ChildStepName(child_error.step),
+                                         child_error.step == ChildStep::kExec ? options_.shell : request.working_dir,
+                                         ErrnoText(child_error.err));
+    if (child_error.step == ChildStep::kChdir && child_error.err == ENOENT) return fail(absl::NotFoundError(what));
+    return fail(absl::InternalError(what));
+  }
+
+  Workload& w = running_[request.id];
+  w.id = request.id;
+  w.pid = pid;
+  w.cgroup = std::move(group);
+  w.started = options_.clock->Now();
+  return pid;
+}
+
+void Executor::SignalGroupLocked(const Workload& w, int sig) {
+  // The leader is our unreaped child, so its pid (the group id) cannot have been reused.
+  ::kill(-w.pid, sig);
+  if (sig == SIGKILL && options_.cgroups != nullptr) options_.cgroups->KillAll(w.cgroup);
+}
+
+absl::Status Executor::Cancel(const std::string& id, std::optional<Duration> grace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = running_.find(id);
+  if (it == running_.end()) return absl::NotFoundError(fmt::format("no running workload {}", id));
+  Workload& w = it->second;
+  const Duration g = std::max(Duration::zero(), grace.value_or(options_.default_grace));
+  const TimePoint deadline = options_.clock->Now() + g;
+  const bool first = !w.cancelled;
+  w.cancelled = true;
+  if (!w.kill_deadline.has_value() || deadline < *w.kill_deadline) w.kill_deadline = deadline;
+  if (g == Duration::zero()) {
+    if (!w.killed_after_grace) {
+      SignalGroupLocked(w, SIGKILL);
+      w.killed_after_grace = true;
+    }
+  } else if (first) {
+    SignalGroupLocked(w, SIGTERM);
+  }
+  return absl::OkStatus();
+}
+
+bool Executor::TryReapLocked(Workload& w, WorkloadExit& exit) {
+  siginfo_t info;
+  std::memset(&info, 0, sizeof(info));
+  int r;
+  do {
+    r = ::waitid(P_PID, static_cast<id_t>(w.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (r < 0 && errno == EINTR);
+  exit.id = w.id;
+  exit.pid = w.pid;
+  exit.cancelled = w.cancelled;
+  exit.killed_after_grace = w.killed_after_grace;
+  exit.started = w.started;
+  if (r < 0) {
+    // ECHILD: someone else reaped it (SIGCHLD set to SIG_IGN, or a waitpid(-1) elsewhere in the agent).
+    spdlog::warn("executor: workload {} (pid {}) was reaped elsewhere: {}", w.id, w.pid, ErrnoText(errno));
+    if (options_.cgroups != nullptr) options_.cgroups->KillAll(w.cgroup);
+    RemoveCgroupLocked(w.cgroup);
+    return true;
+  }
+  if (info.si_pid == 0) return false;
+  // The leader is a zombie, which keeps its pid and group id reserved: clean up what it left behind in
+  // its group and cgroup, then reap it.
+  SignalGroupLocked(w, SIGKILL);
+  int status = 0;
+  while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) {
+    exit.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    exit.term_signal = WTERMSIG(status);
+    exit.core_dumped = WCOREDUMP(status);
+  }
+  if (options_.cgroups != nullptr) exit.oom_kills = options_.cgroups->OomKills(w.cgroup);
+  RemoveCgroupLocked(w.cgroup);
+  return true;
+}
+
+void Executor::RemoveCgroupLocked(const CgroupGroup& group) {
+  if (options_.cgroups == nullptr || group.dirs.empty()) return;
+  const absl::Status status = options_.cgroups->Remove(group);
+  if (absl::IsUnavailable(status)) {
+    pending_removals_.push_back(group);
+  } else if (!status.ok()) {
+    spdlog::warn("executor: {}", status);
+  }
+}
+
+std::vector<WorkloadExit> Executor::Poll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkloadExit> done;
+  const TimePoint now = options_.clock->Now();
+  for (auto it = running_.begin(); it != running_.end();) {
+    Workload& w = it->second;
+    WorkloadExit exit;
+    if (TryReapLocked(w, exit)) {
+      exit.finished = now;
+      done.push_back(std::move(exit));
+      it = running_.erase(it);
+      continue;
+    }
+    if (w.kill_deadline.has_value() && now >= *w.kill_deadline && !w.killed_after_grace) {
+      SignalGroupLocked(w, SIGKILL);
+      w.killed_after_grace = true;
+    }
+    ++it;
+  }
+  std::vector<CgroupGroup> busy;
+  for (const CgroupGroup& g : pending_removals_) {
+    const absl::Status status = options_.cgroups->Remove(g);
+    if (absl::IsUnavailable(status)) {
+      busy.push_back(g);
+    } else if (!status.ok()) {
+      spdlog::warn("executor: {}", status);
+    }
+  }
+  pending_removals_ = std::move(busy);
+  return done;
+}
+
+bool Executor::IsRunning(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_.contains(id);
+}
+
+size_t Executor::running_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return running_.size();
+}
+
+}  // namespace gpugeek::agent

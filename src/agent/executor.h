@@ -1,0 +1,184 @@
+#pragma once
+// Executor: runs the agent's workloads as local processes, one process group each.
+//
+// The problem: a workload is a user's shell command (`torchrun ... train.py`) that forks helpers of its
+// own. The agent must start it with exactly the environment and GPUs it was assigned, inside its CPU and
+// memory limits, capture its output for the server to stream, learn how it ended, and on cancel stop
+// every process it started, politely first (SIGTERM, so it can checkpoint) and then for certain (SIGKILL).
+//
+// Mechanics. Start() forks a child that becomes the leader of a new session and process group (setsid),
+// joins the workload's cgroups (writing its own pid to each `cgroup.procs`, so no instruction runs outside
+// the limits), resets signal dispositions and mask, changes to the working directory, points stdin at
+// /dev/null and both stdout and stderr at ONE log file, `<log_dir>/<id>.log`, opened with O_APPEND (so a
+// restarted workload appends, and the two streams interleave in the order they were written, as a
+// terminal would show them), and execs `/bin/sh -c RUN` with the given environment and nothing else.
+// Start() returns once the exec has happened (or reports why it could not: a close-on-exec pipe carries
+// the failing step and errno back), so a Cancel() right after Start() always reaches the whole group.
+//
+// Poll() reaps without blocking (waitid WNOHANG) and returns the workloads that ended since the last call.
+// When a group's leader (the shell) has exited, processes it left behind in its group and cgroup are
+// SIGKILLed before the leader is reaped (its pid, and so the group id, cannot be reused until then), and
+// the cgroups are removed. Cancel() sends SIGTERM to the group and sets a deadline of now + grace on the
+// injected Clock; the first Poll() at or after the deadline SIGKILLs the group (and its cgroup). The agent
+// calls Poll() periodically (every 100 ms or so); nothing happens between calls.
+//
+// Thread-safety: all methods may be called from any thread; one mutex serializes them. Start() holds it
+// across fork+exec (a few milliseconds).
+//
+// Process-wide requirements: the executor reaps its children itself, so the agent must not set SIGCHLD to
+// SIG_IGN nor call wait()/waitpid(-1) anywhere (a workload reaped elsewhere is reported with an unknown
+// status). Several Executors may coexist in one process.
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "agent/cgroup.h"
+#include "common/clock.h"
+#include "hw/gpu_catalog.h"
+
+namespace gpugeek::agent {
+
+// A process environment: variable name -> value.
+using EnvMap = std::map<std::string, std::string>;
+
+// What the agent knows about one workload's place in its job; input to BuildWorkloadEnv.
+struct WorkloadSpec {
+  std::string job_id;
+  int node_rank = 0;             // 0 .. num_nodes-1
+  int num_nodes = 1;             // nodes in the gang
+  std::vector<int> gpu_indices;  // physical device indices on this node (driver order), may be empty
+  hw::Vendor vendor = hw::Vendor::kNvidia;
+  std::string master_addr;     // host of rank 0 (gangs); empty: "127.0.0.1"
+  int master_port = 0;         // rendezvous port on master_addr; 0: 29500 (torchrun's default)
+  std::string checkpoint_dir;  // empty: not set
+  int restart_count = 0;       // how many times this job was restarted before this run
+};
+
+// The variables gpugeek gives a workload (merge them over the base environment the caller chooses):
+//   GPUGEEK_JOB_ID, GPUGEEK_NODE_RANK, GPUGEEK_NUM_NODES, GPUGEEK_GPUS_PER_NODE (= gpu_indices.size()),
+//   GPUGEEK_WORLD_SIZE (= num_nodes * max(1, gpus_per_node): one process per GPU, or one per node for a
+//   CPU-only job), GPUGEEK_MASTER_ADDR, GPUGEEK_MASTER_PORT, GPUGEEK_RESTART_COUNT, and
+//   GPUGEEK_CHECKPOINT_DIR when checkpoint_dir is set;
+// and the devices:
+//   NVIDIA (and kUndisclosed): CUDA_VISIBLE_DEVICES = the indices ("0,3"), CUDA_DEVICE_ORDER = PCI_BUS_ID
+//     (so CUDA numbers devices as NVML and nvidia-smi do; CUDA's default puts the fastest first).
+//   AMD: ROCR_VISIBLE_DEVICES = the indices (the ROCm runtime's filter, recommended on Linux) and
+//     HIP_VISIBLE_DEVICES = 0..n-1: HIP numbers the devices ROCR left visible, so repeating the physical
+//     indices there would hide them (ROCR_VISIBLE_DEVICES=2,3 HIP_VISIBLE_DEVICES=2,3 shows no GPU).
+//   No GPUs: CUDA_VISIBLE_DEVICES="" and HIP_VISIBLE_DEVICES="", which hide every GPU from a CPU-only
+//     workload whatever the vendor.
+EnvMap BuildWorkloadEnv(const WorkloadSpec& spec);
+
+// One workload to start.
+struct LaunchRequest {
+  std::string id;           // unique among running workloads; see ValidateWorkloadId (cgroup.h)
+  std::string command;      // run as `/bin/sh -c command`; must not be empty
+  std::string working_dir;  // must exist and be a directory
+  EnvMap env;               // the complete environment (nothing is inherited from the agent)
+  ResourceLimits limits;    // enforced through the executor's CgroupManager; zero fields: no limit
+};
+
+// How a workload ended.
+struct WorkloadExit {
+  std::string id;
+  pid_t pid = 0;                 // the leader's pid (and process group id) while it ran
+  std::optional<int> exit_code;  // 0-255 when the shell exited
+  int term_signal = 0;           // the signal that killed the shell, 0 when it exited
+  bool core_dumped = false;
+  bool cancelled = false;           // Cancel() was called
+  bool killed_after_grace = false;  // Cancel()'s grace ran out and the group was SIGKILLed
+  uint64_t oom_kills = 0;           // OOM kills in its memory cgroup (the memory limit was hit)
+  TimePoint started;                // Clock time Start() ran the process
+  TimePoint finished;               // Clock time Poll() reaped it
+  // 0 for a clean exit, false otherwise.
+  bool succeeded() const { return exit_code.has_value() && *exit_code == 0; }
+  // "exited with code 3", "killed by signal 9 (SIGKILL) after the cancel grace period",
+  // "killed by signal 9 (SIGKILL): out of memory (cgroup limit)", ...
+  std::string Describe() const;
+};
+
+struct ExecutorOptions {
+  std::string log_dir;                                // created if missing
+  Duration default_grace = std::chrono::seconds(30);  // SIGTERM -> SIGKILL, when Cancel names none
+  const Clock* clock = &RealClock();                  // borrowed; must outlive the Executor
+  // Borrowed; must outlive the Executor. Null: no cgroups, and a request with limits is refused.
+  const CgroupManager* cgroups = nullptr;
+  std::string shell = "/bin/sh";  // run as `<shell> -c <command>`
+};
+
+class Executor {
+ public:
+  // Errors: InvalidArgument for an empty log_dir, a null clock or a shell that is not an absolute path;
+  // Internal when log_dir cannot be created.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(ExecutorOptions options);
+
+  // SIGKILLs every workload still running (no grace: a graceful shutdown Cancel()s them and Poll()s until
+  // running_count() is 0 first), reaps them and removes their cgroups.
+  ~Executor();
+
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Starts a workload; returns its pid (also its process group id) once the command is exec'd.
+  // Errors: InvalidArgument (bad id, empty command, an environment name that is empty or has '=', a value
+  // with a NUL); AlreadyExists (that id is running); NotFound (working_dir missing); FailedPrecondition
+  // (working_dir not a directory, limits without cgroups); Internal (log file, cgroup, fork or exec
+  // failed, with the step and errno text). On error nothing keeps running and no cgroup is left.
+  absl::StatusOr<pid_t> Start(const LaunchRequest& request);
+
+  // Sends SIGTERM to the workload's process group and arms a SIGKILL for `grace` (default: the options')
+  // later, which Poll() delivers. A grace of zero SIGKILLs now. Cancelling a workload already cancelled
+  // keeps the earlier deadline unless the new one is sooner. Errors: NotFound (no running workload `id`).
+  absl::Status Cancel(const std::string& id, std::optional<Duration> grace = std::nullopt);
+
+  // Reaps finished workloads without blocking, delivers due SIGKILLs, retries cgroup removals that found
+  // the group busy, and returns the workloads that ended since the last call (each exactly once).
+  std::vector<WorkloadExit> Poll();
+
+  // Whether `id` has been started and not yet returned by Poll().
+  bool IsRunning(const std::string& id) const;
+  size_t running_count() const;
+
+  // `<log_dir>/<id>.log`: the workload's combined stdout and stderr. The file exists once Start() began.
+  std::string LogPath(const std::string& id) const;
+
+  // "cgroup v2", "cgroup v1" or "none: ..." (the CgroupManager's description, or "none: no cgroup
+  // manager configured").
+  std::string CgroupDescription() const;
+
+ private:
+  struct Workload {
+    std::string id;
+    pid_t pid = 0;
+    CgroupGroup cgroup;
+    TimePoint started;
+    bool cancelled = false;
+    std::optional<TimePoint> kill_deadline;
+    bool killed_after_grace = false;
+  };
+
+  explicit Executor(ExecutorOptions options) : options_(std::move(options)) {}
+
+  // Signals the group (and, for SIGKILL, every process in the cgroup). Requires mu_.
+  void SignalGroupLocked(const Workload& w, int sig);
+  // Reaps `w` if it has exited; fills `exit` and returns true then. Requires mu_.
+  bool TryReapLocked(Workload& w, WorkloadExit& exit);
+  void RemoveCgroupLocked(const CgroupGroup& group);
+
+  // Constant after construction.
+  const ExecutorOptions options_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, Workload> running_;    // guarded by mu_
+  std::vector<CgroupGroup> pending_removals_;  // guarded by mu_: groups that were busy when removed
+};
+
+}  // namespace gpugeek::agent

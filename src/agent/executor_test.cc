@@ -1,0 +1,376 @@
+#include "agent/executor.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent/executor_test_util.h"
+#include "common/fake_clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpugeek::agent {
+namespace {
+
+using ::gpugeek::agent::testing::BaseEnv;
+using ::gpugeek::agent::testing::ProcessAlive;
+using ::gpugeek::agent::testing::ReadAll;
+using ::gpugeek::agent::testing::TempDir;
+using ::gpugeek::agent::testing::WaitForDeath;
+using ::gpugeek::agent::testing::WaitForExit;
+using ::gpugeek::agent::testing::WaitForFile;
+using ::gpugeek::agent::testing::WriteAll;
+using ::testing::HasSubstr;
+
+std::map<std::string, std::string> ParseEnvFile(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::stringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+TEST(BuildWorkloadEnvTest, NvidiaGangMember) {
+  const EnvMap env = BuildWorkloadEnv({.job_id = "job-7",
+                                       .node_rank = 1,
+                                       .num_nodes = 2,
+                                       .gpu_indices = {0, 3, 5, 6},
+                                       .vendor = hw::Vendor::kNvidia,
+                                       .master_addr = "10.0.0.4",
+                                       .master_port = 29400,
+                                       .checkpoint_dir = "/ckpt/job-7",
+                                       .restart_count = 2});
+  EXPECT_EQ(env.at("GPUGEEK_JOB_ID"), "job-7");
+  EXPECT_EQ(env.at("GPUGEEK_NODE_RANK"), "1");
+  EXPECT_EQ(env.at("GPUGEEK_NUM_NODES"), "2");
+  EXPECT_EQ(env.at("GPUGEEK_GPUS_PER_NODE"), "4");
+  EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "8");
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_ADDR"), "10.0.0.4");
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_PORT"), "29400");
+  EXPECT_EQ(env.at("GPUGEEK_CHECKPOINT_DIR"), "/ckpt/job-7");
+  EXPECT_EQ(env.at("GPUGEEK_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "0,3,5,6");
+  EXPECT_EQ(env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+  EXPECT_FALSE(env.contains("HIP_VISIBLE_DEVICES"));
+  EXPECT_FALSE(env.contains("ROCR_VISIBLE_DEVICES"));
+}
+
+TEST(BuildWorkloadEnvTest, AmdUsesRocrForPhysicalAndHipForRelativeIndices) {
+  const EnvMap env = BuildWorkloadEnv({.job_id = "j", .gpu_indices = {2, 3}, .vendor = hw::Vendor::kAmd});
+  EXPECT_EQ(env.at("ROCR_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "0,1");
+  EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
+  EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "2");
+  // Defaults for a single-node job.
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_ADDR"), "127.0.0.1");
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_PORT"), "29500");
+  EXPECT_FALSE(env.contains("GPUGEEK_CHECKPOINT_DIR"));
+}
+
+TEST(BuildWorkloadEnvTest, CpuOnlyJobSeesNoGpu) {
+  const EnvMap env = BuildWorkloadEnv({.job_id = "cpu", .num_nodes = 3});
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(env.at("GPUGEEK_GPUS_PER_NODE"), "0");
+  EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "3");
+}
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    work_dir_ = dir_ / "work";
+    std::filesystem::create_directories(work_dir_);
+    auto executor =
+        Executor::Create({.log_dir = dir_ / "logs", .default_grace = std::chrono::seconds(30), .clock = &clock_});
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    executor_ = std::move(*executor);
+  }
+
+  LaunchRequest Request(const std::string& id, const std::string& command) {
+    return {.id = id, .command = command, .working_dir = work_dir_, .env = BaseEnv()};
+  }
+
+  TempDir dir_;
+  std::string work_dir_;
+  FakeClock clock_{TimePoint(std::chrono::seconds(1000))};
+  std::unique_ptr<Executor> executor_;
+};
+
+TEST_F(ExecutorTest, EnvironmentVisibleDevicesAndWorkingDirReachTheProcess) {
+  ::setenv("GPUGEEK_TEST_AGENT_ONLY", "leak", 1);  // must not be inherited
+  LaunchRequest req = Request("envtest", "env > env.txt; pwd > pwd.txt");
+  const EnvMap gg = BuildWorkloadEnv(
+      {.job_id = "job-1", .node_rank = 0, .num_nodes = 2, .gpu_indices = {1, 2}, .master_addr = "node-a"});
+  req.env.insert(gg.begin(), gg.end());
+  req.env["HF_HOME"] = "/cache with spaces";
+  ASSERT_TRUE(executor_->Start(req).ok());
+  const auto exit = WaitForExit(*executor_, "envtest");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->succeeded()) << exit->Describe();
+  const auto env = ParseEnvFile(ReadAll(work_dir_ + "/env.txt"));
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "1,2");
+  EXPECT_EQ(env.at("GPUGEEK_JOB_ID"), "job-1");
+  EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "4");
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_ADDR"), "node-a");
+  EXPECT_EQ(env.at("HF_HOME"), "/cache with spaces");
+  EXPECT_FALSE(env.contains("GPUGEEK_TEST_AGENT_ONLY"));
+  EXPECT_EQ(ReadAll(work_dir_ + "/pwd.txt"), std::filesystem::canonical(work_dir_).string() + "\n");
+  ::unsetenv("GPUGEEK_TEST_AGENT_ONLY");
+}
+
+TEST_F(ExecutorTest, StdoutAndStderrGoToOneLogInOrderAndRestartsAppend) {
+  ASSERT_TRUE(executor_->Start(Request("logs", "echo first; echo second >&2; cat; echo third")).ok());
+  auto exit = WaitForExit(*executor_, "logs");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->succeeded()) << exit->Describe();  // `cat` read /dev/null and did not hang
+  EXPECT_EQ(ReadAll(executor_->LogPath("logs")), "first\nsecond\nthird\n");
+  EXPECT_EQ(executor_->LogPath("logs"), dir_ / "logs/logs.log");
+
+  ASSERT_TRUE(executor_->Start(Request("logs", "echo again")).ok());
+  exit = WaitForExit(*executor_, "logs");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(ReadAll(executor_->LogPath("logs")), "first\nsecond\nthird\nagain\n");
+}
+
+TEST_F(ExecutorTest, ExitCodeReported) {
+  clock_.Set(TimePoint(std::chrono::seconds(2000)));
+  ASSERT_TRUE(executor_->Start(Request("exit3", "exit 3")).ok());
+  clock_.Advance(std::chrono::seconds(5));
+  const auto exit = WaitForExit(*executor_, "exit3");
+  ASSERT_TRUE(exit.has_value());
+  ASSERT_TRUE(exit->exit_code.has_value());
+  EXPECT_EQ(*exit->exit_code, 3);
+  EXPECT_EQ(exit->term_signal, 0);
+  EXPECT_FALSE(exit->succeeded());
+  EXPECT_FALSE(exit->cancelled);
+  EXPECT_EQ(exit->Describe(), "exited with code 3");
+  EXPECT_EQ(exit->started, TimePoint(std::chrono::seconds(2000)));
+  EXPECT_EQ(exit->finished, TimePoint(std::chrono::seconds(2005)));
+  EXPECT_FALSE(executor_->IsRunning("exit3"));
+}
+
+TEST_F(ExecutorTest, SignalDeathReported) {
+  ASSERT_TRUE(executor_->Start(Request("sig", "kill -USR1 $$; sleep 5")).ok());
+  const auto exit = WaitForExit(*executor_, "sig");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_FALSE(exit->exit_code.has_value());
+  EXPECT_EQ(exit->term_signal, SIGUSR1);
+  EXPECT_THAT(exit->Describe(), HasSubstr("killed by signal 10 (SIGUSR1)"));
+}
+
+TEST_F(ExecutorTest, CancelKillsTheWholeGroupIncludingAGrandchild) {
+  const auto pid = executor_->Start(Request("tree", "sleep 1000 & echo $! > grandchild.pid; sleep 1000"));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_TRUE(WaitForFile(work_dir_ + "/grandchild.pid"));
+  const pid_t grandchild = std::stoi(ReadAll(work_dir_ + "/grandchild.pid"));
+  ASSERT_TRUE(ProcessAlive(grandchild));
+  EXPECT_EQ(::getpgid(grandchild), *pid) << "the grandchild is in the workload's process group";
+
+  ASSERT_TRUE(executor_->Cancel("tree").ok());
+  const auto exit = WaitForExit(*executor_, "tree");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->cancelled);
+  EXPECT_FALSE(exit->killed_after_grace);
+  EXPECT_EQ(exit->term_signal, SIGTERM);
+  EXPECT_TRUE(WaitForDeath(grandchild));
+}
+
+TEST_F(ExecutorTest, BackgroundProcessesLeftByAnExitedShellAreKilled) {
+  ASSERT_TRUE(executor_->Start(Request("orphan", "sleep 1000 & echo $! > orphan.pid; exit 0")).ok());
+  const auto exit = WaitForExit(*executor_, "orphan");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->succeeded());
+  const pid_t orphan = std::stoi(ReadAll(work_dir_ + "/orphan.pid"));
+  EXPECT_TRUE(WaitForDeath(orphan));
+}
+
+TEST_F(ExecutorTest, TermTrappedAndHandledWithinGraceGetsNoSigkill) {
+  ASSERT_TRUE(executor_
+                  ->Start(Request("polite",
+                                  "trap 'echo checkpointing; exit 0' TERM; echo 1 > ready; "
+                                  "while :; do sleep 0.05; done"))
+                  .ok());
+  ASSERT_TRUE(WaitForFile(work_dir_ + "/ready"));
+  ASSERT_TRUE(executor_->Cancel("polite", std::chrono::seconds(20)).ok());
+  // The fake clock never reaches the deadline: only the workload itself can end it.
+  const auto exit = WaitForExit(*executor_, "polite");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->cancelled);
+  EXPECT_FALSE(exit->killed_after_grace);
+  ASSERT_TRUE(exit->exit_code.has_value()) << exit->Describe();
+  EXPECT_EQ(*exit->exit_code, 0);
+  EXPECT_EQ(exit->Describe(), "exited with code 0 after cancel");
+  EXPECT_THAT(ReadAll(executor_->LogPath("polite")), HasSubstr("checkpointing"));
+}
+
+TEST_F(ExecutorTest, TermIgnoredIsKilledOnlyAfterTheGrace) {
+  ASSERT_TRUE(executor_->Start(Request("stubborn", "trap '' TERM; echo 1 > ready; while :; do sleep 0.05; done")).ok());
+  ASSERT_TRUE(WaitForFile(work_dir_ + "/ready"));
+  ASSERT_TRUE(executor_->Cancel("stubborn", std::chrono::seconds(10)).ok());
+  // Within the grace (clock not advanced): still running after SIGTERM, however often Poll runs.
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_TRUE(executor_->Poll().empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(executor_->IsRunning("stubborn"));
+  clock_.Advance(std::chrono::seconds(9));
+  EXPECT_TRUE(executor_->Poll().empty());
+  clock_.Advance(std::chrono::seconds(1));
+  const auto exit = WaitForExit(*executor_, "stubborn");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->killed_after_grace);
+  EXPECT_EQ(exit->term_signal, SIGKILL);
+  EXPECT_EQ(exit->Describe(), "killed by signal 9 (SIGKILL) after the cancel grace period");
+}
+
+TEST_F(ExecutorTest, ZeroGraceKillsAtOnce) {
+  ASSERT_TRUE(executor_->Start(Request("now", "trap '' TERM; while :; do sleep 0.05; done")).ok());
+  ASSERT_TRUE(executor_->Cancel("now", Duration::zero()).ok());
+  const auto exit = WaitForExit(*executor_, "now");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->term_signal, SIGKILL);
+  EXPECT_TRUE(exit->killed_after_grace);
+}
+
+TEST_F(ExecutorTest, MissingWorkingDirectoryIsNotFound) {
+  LaunchRequest req = Request("nodir", "true");
+  req.working_dir = dir_ / "does/not/exist";
+  const auto pid = executor_->Start(req);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_EQ(pid.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(pid.status().message()), HasSubstr("working directory " + (dir_ / "does/not/exist")));
+  EXPECT_FALSE(executor_->IsRunning("nodir"));
+}
+
+TEST_F(ExecutorTest, WorkingDirectoryThatIsAFileIsRefused) {
+  WriteAll(dir_ / "plain", "x");
+  LaunchRequest req = Request("filedir", "true");
+  req.working_dir = dir_ / "plain";
+  EXPECT_EQ(executor_->Start(req).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ExecutorTest, BadRequestsAreInvalidArguments) {
+  EXPECT_EQ(executor_->Start(Request("bad/id", "true")).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(executor_->Start(Request("", "true")).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(executor_->Start(Request("empty", "")).status().code(), absl::StatusCode::kInvalidArgument);
+  LaunchRequest req = Request("badenv", "true");
+  req.env["A=B"] = "x";
+  EXPECT_EQ(executor_->Start(req).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ExecutorTest, LimitsWithoutCgroupManagerAreRefused) {
+  LaunchRequest req = Request("limited", "true");
+  req.limits.memory_bytes = 1 << 30;
+  EXPECT_EQ(executor_->Start(req).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(executor_->CgroupDescription(), "none: no cgroup manager configured");
+}
+
+TEST_F(ExecutorTest, DuplicateRunningIdIsRefusedAndCancelOfUnknownIsNotFound) {
+  ASSERT_TRUE(executor_->Start(Request("dup", "sleep 1000")).ok());
+  EXPECT_EQ(executor_->Start(Request("dup", "true")).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(executor_->Cancel("nope").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(executor_->running_count(), 1u);
+  ASSERT_TRUE(executor_->Cancel("dup", Duration::zero()).ok());
+  ASSERT_TRUE(WaitForExit(*executor_, "dup").has_value());
+  EXPECT_EQ(executor_->running_count(), 0u);
+}
+
+TEST_F(ExecutorTest, DestructionKillsWhatStillRuns) {
+  const auto pid = executor_->Start(Request("left", "sleep 1000"));
+  ASSERT_TRUE(pid.ok());
+  executor_.reset();
+  EXPECT_FALSE(ProcessAlive(*pid));
+}
+
+TEST_F(ExecutorTest, FiftyConcurrentWorkloadsFromSeveralThreadsAreAllReaped) {
+  constexpr int kThreads = 5;
+  constexpr int kPerThread = 10;
+  std::atomic<bool> starting{true};
+  std::map<std::string, WorkloadExit> exits;
+  std::mutex exits_mu;
+  // One thread polls while the others start, as the agent's loop would.
+  std::thread poller([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::vector<WorkloadExit> done = executor_->Poll();
+      std::lock_guard<std::mutex> lock(exits_mu);
+      for (WorkloadExit& e : done) exits[e.id] = std::move(e);
+      if (!starting && exits.size() == kThreads * kPerThread) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  std::vector<std::thread> starters;
+  for (int t = 0; t < kThreads; ++t) {
+    starters.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int n = t * kPerThread + i;
+        const auto pid = executor_->Start(Request(fmt::format("w{}", n), fmt::format("echo {}; exit {}", n, n % 7)));
+        EXPECT_TRUE(pid.ok()) << pid.status();
+      }
+    });
+  }
+  for (std::thread& s : starters) s.join();
+  starting = false;
+  poller.join();
+  ASSERT_EQ(exits.size(), static_cast<size_t>(kThreads * kPerThread));
+  for (int n = 0; n < kThreads * kPerThread; ++n) {
+    const WorkloadExit& e = exits.at(fmt::format("w{}", n));
+    ASSERT_TRUE(e.exit_code.has_value());
+    EXPECT_EQ(*e.exit_code, n % 7);
+    EXPECT_EQ(ReadAll(executor_->LogPath(e.id)), fmt::format("{}\n", n));
+  }
+  EXPECT_EQ(executor_->running_count(), 0u);
+}
+
+TEST(ExecutorCreateTest, RejectsBadOptions) {
+  TempDir dir;
+  EXPECT_EQ(Executor::Create({.log_dir = ""}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .shell = "sh"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .shell = "/nonexistent/sh"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Executor::Create({.log_dir = dir / "deep/er/logs"}).ok());
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "deep/er/logs"));
+}
+
+// With a cgroup manager over a plain directory tree, the child writes its own pid into each group's
+// cgroup.procs before it execs, the limits land in the files, and the groups go when it ends.
+TEST(ExecutorCgroupTreeTest, ChildJoinsItsGroupsAndTheyAreRemovedAfterwards) {
+  TempDir dir;
+  WriteAll(dir / "cg/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteAll(dir / "cg/cpu/cpu.cfs_quota_us", "-1\n");
+  auto cgroups = CgroupManager::Create({.root = dir / "cg"});
+  ASSERT_TRUE(cgroups.ok()) << cgroups.status();
+  ASSERT_EQ((*cgroups)->mode(), CgroupMode::kV1);
+  FakeClock clock;
+  auto executor = Executor::Create({.log_dir = dir / "logs", .clock = &clock, .cgroups = cgroups->get()});
+  ASSERT_TRUE(executor.ok());
+  EXPECT_EQ((*executor)->CgroupDescription(), "cgroup v1");
+  const auto pid = (*executor)->Start({.id = "limited",
+                                       .command = "sleep 1000",
+                                       .working_dir = dir.path(),
+                                       .env = BaseEnv(),
+                                       .limits = {.cpu_millis = 2500, .memory_bytes = 3ull << 30}});
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_EQ(ReadAll(dir / "cg/memory/gpugeek/limited/cgroup.procs"), std::to_string(*pid));
+  EXPECT_EQ(ReadAll(dir / "cg/cpu/gpugeek/limited/cgroup.procs"), std::to_string(*pid));
+  EXPECT_EQ(ReadAll(dir / "cg/memory/gpugeek/limited/memory.limit_in_bytes"), "3221225472");
+  EXPECT_EQ(ReadAll(dir / "cg/cpu/gpugeek/limited/cpu.cfs_quota_us"), "250000");
+  ASSERT_TRUE((*executor)->Cancel("limited").ok());
+  ASSERT_TRUE(WaitForExit(**executor, "limited").has_value());
+  EXPECT_FALSE(std::filesystem::exists(dir / "cg/memory/gpugeek/limited"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "cg/cpu/gpugeek/limited"));
+}
+
+}  // namespace
+}  // namespace gpugeek::agent

@@ -70,7 +70,8 @@ double PeakFlops(const hw::GpuModel& gpu) {
 }
 
 StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, int64_t global_batch,
-                          const hw::GpuModel& gpu, const TimeModel& model) {
+                          const hw::GpuModel& gpu, const TimeModel& model, const GpuShard* given_shard,
+                          const FlopsPerToken* given_flops) {
   StepTime t;
   const ParallelLayout& l = o.layout;
   const int gpus = l.Gpus();
@@ -78,7 +79,7 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   if (peak <= 0 || gpus <= 0) return t;
   const int64_t seq = config.kind == ArchitectureKind::kVisionEncoder ? config.VisionSequenceLength() : o.seq;
   const double m = std::max<double>(1, std::floor(static_cast<double>(global_batch) / (o.micro_batch * l.dp)));
-  const FlopsPerToken f = ComputeFlopsPerToken(config, seq, o.recompute);
+  const FlopsPerToken f = given_flops != nullptr ? *given_flops : ComputeFlopsPerToken(config, seq, o.recompute);
   const double h = static_cast<double>(config.hidden_size);
   const double eff = model.max_matmul_efficiency * h / (h + model.half_efficiency_hidden);
   const double tokens_mb = static_cast<double>(seq) * o.micro_batch;
@@ -105,8 +106,13 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
 
   // Gradients: all-reduce (ZeRO 0-1) or reduce-scatter (ZeRO 2-3, half the traffic) of the trainable
   // state on this GPU, overlapped with the last micro-batch's backward (two thirds of its compute).
-  const std::vector<ParamGroup> inventory = ParamInventory(config);
-  const GpuShard shard = ShardForLayout(config, inventory, l);
+  std::vector<ParamGroup> inventory;
+  GpuShard own_shard;
+  if (given_shard == nullptr) {
+    inventory = ParamInventory(config);
+    own_shard = ShardForLayout(config, inventory, l);
+  }
+  const GpuShard& shard = given_shard != nullptr ? *given_shard : own_shard;
   const double trainable_fraction =
       o.mode == FineTune::kFull ? 1.0 : std::min(1.0, 0.01);  // adapters are ~1 % of the weights at most
   const double grad_bytes = shard.Params() * trainable_fraction * (o.fp32_grads ? 4 : 2);

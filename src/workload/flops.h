@@ -40,9 +40,9 @@ inline constexpr double kDefaultInterNodeBytesPerSecond = 25e9;
 // NVLink line rate on DGX A100; the 0.7 is our conservative default).
 inline constexpr double kDefaultCollectiveEfficiency = 0.7;
 // Matmul efficiency: eff(h) = kMaxMatmulEfficiency x h / (h + kHalfEfficiencyHidden), h the model's
-// hidden size. Calibrated on Megatron SC'21 Table 1 (A100, bf16): 0.63 x 2304/(2304+700) = 0.48 of
-// peak for the 1.7B model, 0.61 for 1T; flops_test.cc checks all ten rows within 15 %.
-inline constexpr double kMaxMatmulEfficiency = 0.63;
+// hidden size. Calibrated on Megatron SC'21 Table 1 (A100, bf16): 0.62 x 2304/(2304+700) = 0.48 of
+// peak for the 1.7B model, 0.60 for 1T; flops_test.cc checks all ten rows within 15 %.
+inline constexpr double kMaxMatmulEfficiency = 0.62;
 inline constexpr double kHalfEfficiencyHidden = 700;
 
 struct TimeModel {
@@ -76,8 +76,11 @@ struct StepTime {
 
 // One optimizer step of `global_batch` sequences with `options` (layout, seq, micro_batch,
 // recompute; options.micro_batches is recomputed as global_batch / (micro_batch x dp)).
+// `shard` and `flops` may carry precomputed ShardForLayout(options.layout) and
+// ComputeFlopsPerToken(seq, options.recompute) (the planner's fast path); null: computed here.
 StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& options, int64_t global_batch,
-                          const hw::GpuModel& gpu, const TimeModel& model = {});
+                          const hw::GpuModel& gpu, const TimeModel& model = {}, const GpuShard* shard = nullptr,
+                          const FlopsPerToken* flops = nullptr);
 
 // Decode throughput upper bound for serving: every step reads the weight shard and the KV of the
 // batch from HBM, so tokens/s per replica ≈ batch / max(bytes / HBM bandwidth, FLOPs / peak).

@@ -165,7 +165,12 @@ double LayersOfActivationsInFlight(int64_t layers, int pp, int64_t micro_batches
   return per_stage * in_flight * interleave;
 }
 
-absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config, const TrainingOptions& o) {
+absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config, const TrainingOptions& o,
+                                                      const MemoryContext& ctx) {
+  // Formulas are built only when asked for: the planner evaluates thousands of layouts.
+  auto F = [&ctx](std::string_view f, const auto&... a) -> std::string {
+    return ctx.formulas ? fmt::vformat(f, fmt::make_format_args(a...)) : std::string();
+  };
   const ParallelLayout& l = o.layout;
   if (o.zero_stage < 0 || o.zero_stage > 3) return absl::InvalidArgumentError("zero_stage must be 0, 1, 2 or 3");
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.ep < 1 || l.virtual_stages < 1) {
@@ -179,8 +184,12 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
 
   TrainingMemory r;
   MemoryBreakdown& m = r.gpu;
-  const std::vector<ParamGroup> inventory = ParamInventory(config);
-  const GpuShard shard = ShardForLayout(config, inventory, l);
+  std::vector<ParamGroup> own_inventory;
+  if (ctx.inventory == nullptr) own_inventory = ParamInventory(config);
+  const std::vector<ParamGroup>& inventory = ctx.inventory != nullptr ? *ctx.inventory : own_inventory;
+  GpuShard own_shard;
+  if (ctx.shard == nullptr) own_shard = ShardForLayout(config, inventory, l);
+  const GpuShard& shard = ctx.shard != nullptr ? *ctx.shard : own_shard;
   const double expert = shard.ExpertParams();
   const double dense = shard.Params() - expert;
   r.params_on_gpu = shard.Params();
@@ -190,24 +199,24 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     const StateBytes b = MixedPrecisionStates(o.optimizer, o.fp32_grads);
     const ModelStates d = ZeroModelStates(dense, b, o.zero_stage, l.dp, o.offload_optimizer, o.offload_params);
     const ModelStates e = ZeroModelStates(expert, b, o.zero_stage, expert_dp, o.offload_optimizer, o.offload_params);
-    const std::string shard_note = fmt::format("{:.4g} params/GPU (TP {} PP {} EP {}), ZeRO-{} over DP {}",
-                                               r.params_on_gpu, l.tp, l.pp, l.ep, o.zero_stage, l.dp);
-    m.Add("weights", d.weights + e.weights, fmt::format("{} B/param x {}", b.weight, shard_note));
-    m.Add("gradients", d.grads + e.grads, fmt::format("{} B/param x {}", b.grad, shard_note));
+    const std::string shard_note = F("{:.4g} params/GPU (TP {} PP {} EP {}), ZeRO-{} over DP {}", r.params_on_gpu, l.tp,
+                                     l.pp, l.ep, o.zero_stage, l.dp);
+    m.Add("weights", d.weights + e.weights, F("{} B/param x {}", b.weight, shard_note));
+    m.Add("gradients", d.grads + e.grads, F("{} B/param x {}", b.grad, shard_note));
     m.Add("optimizer_states", d.optimizer + e.optimizer,
-          fmt::format("{} master + {} {} B/param x {}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note));
+          F("{} master + {} {} B/param x {}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note));
     r.cpu_offload_bytes = d.cpu + e.cpu;
-    r.trainable_params = static_cast<double>(CountParameters(config).total);
+    for (const ParamGroup& g : inventory) r.trainable_params += static_cast<double>(g.Total());
   } else {
     const bool qlora = o.mode == FineTune::kQlora;
     const QuantScheme base = qlora ? QuantScheme{DType::kNf4, 0, true} : QuantScheme{DType::kBf16};
     const double base_bytes =
         static_cast<double>(shard.WeightBytes(base, base, QuantScheme{DType::kBf16})) / (o.zero_stage >= 3 ? l.dp : 1);
     m.Add("weights", base_bytes,
-          fmt::format("frozen base {:.4g} params/GPU at {} ({:.4g} B/param){}", r.params_on_gpu,
-                      qlora ? "nf4+double-quant" : "bf16", base.BytesPerWeight(),
-                      o.zero_stage >= 3 ? fmt::format(", ZeRO-3 over DP {}", l.dp) : ""));
-    auto lora = CountLoraParams(config, o.lora);
+          F("frozen base {:.4g} params/GPU at {} ({:.4g} B/param){}", r.params_on_gpu,
+            qlora ? "nf4+double-quant" : "bf16", base.BytesPerWeight(),
+            o.zero_stage >= 3 ? F(", ZeRO-3 over DP {}", l.dp) : std::string()));
+    absl::StatusOr<LoraParams> lora = ctx.lora != nullptr ? *ctx.lora : CountLoraParams(config, o.lora);
     if (!lora.ok()) return lora.status();
     r.trainable_params = static_cast<double>(lora->trainable);
     // Adapters split with their base matrices over TP and PP.
@@ -219,10 +228,9 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     const double adapters = total_linear > 0 ? lora->trainable * linear_here / total_linear : 0;
     StateBytes b{4, 4, 0, MixedPrecisionStates(o.optimizer, false).optimizer};
     const ModelStates a = ZeroModelStates(adapters, b, o.zero_stage, l.dp, o.offload_optimizer, false);
-    m.Add("gradients", a.grads,
-          fmt::format("fp32 adapter grads: {:.4g} LoRA params/GPU (r={})", adapters, o.lora.rank));
+    m.Add("gradients", a.grads, F("fp32 adapter grads: {:.4g} LoRA params/GPU (r={})", adapters, o.lora.rank));
     m.Add("optimizer_states", a.weights + a.optimizer,
-          fmt::format("fp32 adapter weights 4 + {} {} B/param", OptimizerName(o.optimizer), b.optimizer));
+          F("fp32 adapter weights 4 + {} {} B/param", OptimizerName(o.optimizer), b.optimizer));
     r.cpu_offload_bytes = a.cpu;
     if (qlora) {
       double largest = 0;
@@ -239,10 +247,10 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   if (config.kind == ArchitectureKind::kVisionEncoder) a.seq = config.VisionSequenceLength();
   const double per_layer = ActivationBytesPerLayer(config, a);
   const double layers = LayersOfActivationsInFlight(config.TotalLayers(), l.pp, o.micro_batches, l.virtual_stages);
-  m.Add("activations", per_layer * layers,
-        fmt::format("{:.4g} B/layer (s={} b={} t={}{} recompute={}{}) x {:.4g} layers in flight", per_layer, a.seq,
-                    a.micro_batch, l.tp, l.sequence_parallel ? " SP" : "", RecomputeName(o.recompute),
-                    o.flash_attention ? " flash" : "", layers));
+  m.Add(
+      "activations", per_layer * layers,
+      F("{:.4g} B/layer (s={} b={} t={}{} recompute={}{}) x {:.4g} layers in flight", per_layer, a.seq, a.micro_batch,
+        l.tp, l.sequence_parallel ? " SP" : "", RecomputeName(o.recompute), o.flash_attention ? " flash" : "", layers));
   if (o.recompute == Recompute::kFull) {
     ActivationOptions one = a;
     one.recompute = Recompute::kNone;
@@ -252,10 +260,10 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   const double s = static_cast<double>(a.seq), bsz = static_cast<double>(o.micro_batch);
   const double in_flight = static_cast<double>(std::min<int64_t>(l.pp, std::max<int64_t>(o.micro_batches, 1)));
   double extra = 2 * s * bsz * config.hidden_size * in_flight / (l.sequence_parallel ? l.tp : 1);
-  std::string extra_formula = fmt::format("embedding output 2 x s x b x h x {} in flight", in_flight);
+  std::string extra_formula = F("embedding output 2 x s x b x h x {} in flight", in_flight);
   if (l.pp == 1 && config.vocab_size > 0) {
     extra += 4 * s * bsz * CeilDiv(config.vocab_size, l.tp);
-    extra_formula += fmt::format(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
+    extra_formula += F(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
   }
   m.Add("embedding_logits", extra, extra_formula);
   m.Add("runtime", static_cast<double>(kCudaContextBytes), "CUDA context and kernels (kCudaContextBytes)");

@@ -120,6 +120,15 @@ struct TrainingMemory {
   double params_on_gpu = 0;     // before ZeRO-3 sharding
   double trainable_params = 0;  // whole model
 };
-absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config, const TrainingOptions& options);
+// Precomputed inputs for repeated estimates of one model (the planner). Each is optional; a
+// given shard must be ShardForLayout(config, *inventory, options.layout).
+struct MemoryContext {
+  const std::vector<ParamGroup>* inventory = nullptr;
+  const GpuShard* shard = nullptr;
+  const LoraParams* lora = nullptr;
+  bool formulas = true;  // false: leave MemoryTerm::formula empty (the planner's fast path)
+};
+absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config, const TrainingOptions& options,
+                                                      const MemoryContext& context = {});
 
 }  // namespace gpugeek::workload

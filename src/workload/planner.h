@@ -1,0 +1,131 @@
+#pragma once
+// The workload planner: model + task + GPU pool -> ranked parallel plans that fit.
+//
+// For every GPU model in the pool and every GPU count up to what the pool holds, the planner
+// enumerates tensor (TP), pipeline (PP, with interleaving for pre-training) and data (DP)
+// parallel sizes, expert parallelism for MoE, the ZeRO stage, micro-batch size and recomputation;
+// keeps those that pass the validity rules and fit in memory with a safety margin; estimates their
+// speed (flops.h) and cost; and returns the best k by the objective, one per (GPU model, count),
+// each with its memory breakdown and a line on why the next smaller count fails.
+//
+// Validity rules (anchors/planner.md §4.4): attention heads divisible by TP, KV heads divisible by TP
+// or TP by KV heads (replicated); the vocabulary is padded to a multiple of TP (never a reason to
+// refuse); layers divisible by PP (and by PP x v when interleaved); TP no larger than the GPU's
+// NVLink / XGMI domain (flops.h NvlinkDomainSize); PP only once TP fills the domain (Narayanan et
+// al. SC'21 takeaway 1); ZeRO-2/3 only without PP (DeepSpeed refuses the combination); EP divides
+// DP and the expert count.
+//
+// Thread-safety: Plan() is a pure function of its inputs.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "hw/gpu_catalog.h"
+#include "workload/dtype.h"
+#include "workload/flops.h"
+#include "workload/lora.h"
+#include "workload/memory_breakdown.h"
+#include "workload/model_config.h"
+#include "workload/sharding.h"
+#include "workload/training_memory.h"
+
+namespace gpugeek::workload {
+
+enum class TaskKind { kInference, kLora, kQlora, kFull, kPretrain };
+std::string_view TaskKindName(TaskKind k);
+absl::StatusOr<TaskKind> ParseTaskKind(std::string_view name);  // "inference", "lora", ...
+
+struct Task {
+  TaskKind kind = TaskKind::kLora;
+  int64_t seq = 4096;  // tokens per sequence (context length for inference)
+  // Training: global batch in sequences per optimizer step. Inference: concurrent sequences.
+  int64_t batch = 1;
+  double tokens = 0;  // token budget (trained or generated); 0: report one step's time
+  LoraConfig lora{16, {"all-linear"}};
+  DType inference_dtype = DType::kBf16;  // weights when serving
+  DType kv_dtype = DType::kBf16;
+};
+
+struct PoolEntry {
+  const hw::GpuModel* gpu = nullptr;  // borrowed from a catalog that outlives the plan
+  int count = 0;
+  int64_t price_micros_per_gpu_hour = 0;  // integer micro-units of a currency
+};
+
+enum class Objective { kTime, kCost, kGpus };
+absl::StatusOr<Objective> ParseObjective(std::string_view name);  // "time", "cost", "gpus"
+
+struct PlannerOptions {
+  Objective objective = Objective::kTime;
+  int top_k = 5;
+  // Fraction of GPU memory kept free for fragmentation and what the model leaves out
+  // (allocator caching, NCCL buffers, framework workspaces).
+  double safety_margin = 0.10;
+  std::optional<int> exact_gpus;  // only plans with exactly this many GPUs
+  std::vector<Recompute> recompute_modes = {Recompute::kNone, Recompute::kFull};
+  std::vector<int64_t> micro_batches = {1, 2, 4, 8};
+  // Restrictions (empty: any valid size): the ZeRO stages the training framework offers, and
+  // fixed TP / PP sizes (to price a given layout, or to mirror software without ZeRO).
+  std::vector<int> zero_stages = {0, 1, 2, 3};
+  std::vector<int> allowed_tp;
+  std::vector<int> allowed_pp;
+  TimeModel time_model;
+};
+
+struct PlanCandidate {
+  const hw::GpuModel* gpu = nullptr;
+  int gpus = 0;
+  ParallelLayout layout;
+  int zero_stage = 0;
+  int64_t micro_batch = 1;
+  Recompute recompute = Recompute::kNone;
+  MemoryBreakdown memory;     // per GPU, with formulas
+  uint64_t usable_bytes = 0;  // GPU memory x (1 − safety margin)
+  double cpu_offload_bytes = 0;
+  double step_seconds = 0;  // one optimizer step (training) or one decode step (inference)
+  double tokens_per_second = 0;
+  double mfu = 0;            // training only
+  double seconds = 0;        // for the token budget (or one step when the budget is 0)
+  int64_t cost_micros = 0;   // gpus x price x seconds / 3600, rounded
+  std::string next_smaller;  // why the next smaller GPU count of this model does not do better
+
+  std::string Summary() const;  // e.g. "4 x A100-SXM-80GB TP4 PP1 DP1 ZeRO-0 mb1 recompute=full"
+};
+
+struct Plan {
+  std::vector<PlanCandidate> candidates;  // best first
+  // One line per GPU model in the pool that yields no plan, saying why (smallest need vs capacity).
+  std::vector<std::string> rejected;
+  int64_t layouts_evaluated = 0;
+};
+
+// Plans `task` for `config` over `pool`. InvalidArgument for an empty pool, a non-positive count,
+// seq or batch, an unknown LoRA target, or a task the architecture cannot do (inference on a
+// vision encoder is allowed; LoRA on a model without projections is not). A pool where nothing
+// fits is not an error: `candidates` is empty and `rejected` says why.
+absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const std::vector<PoolEntry>& pool,
+                              const PlannerOptions& options = {});
+
+// The plan as the scheduler consumes it: a gang resource request with alternatives, best first.
+struct ResourceRequest {
+  struct Alternative {
+    std::string gpu_model;  // catalog id
+    int gpus = 0;
+    int gpus_per_node = 0;  // the NVLink domain the plan assumes (TP stays inside it)
+    int tp = 1, pp = 1, dp = 1;
+    uint64_t memory_per_gpu_bytes = 0;  // the plan's peak, margin excluded
+    int64_t est_seconds = 0;
+    int64_t est_cost_micros = 0;
+  };
+  std::vector<Alternative> alternatives;
+};
+ResourceRequest ToResourceRequest(const Plan& plan);
+
+// A default pool when the user gives none: common data-center and workstation GPUs, eight each,
+// with illustrative on-demand prices (micro-USD per GPU-hour; override them with --gpus).
+std::vector<PoolEntry> DefaultPool(const hw::GpuCatalog& catalog);
+
+}  // namespace gpugeek::workload

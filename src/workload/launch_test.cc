@@ -1,0 +1,106 @@
+// Launch rendering on real plans from the planner.
+
+#include "workload/launch.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace gpugeek::workload {
+namespace {
+
+using testing::Contains;
+using testing::ElementsAre;
+
+const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
+
+ModelConfig Load(const std::string& file) {
+  auto c = LoadModelConfig(kModels + file);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ModelConfig{};
+}
+
+PlanCandidate Best(const ModelConfig& c, const Task& t, const char* gpu, int count, std::optional<int> exact = {}) {
+  PlannerOptions o;
+  o.exact_gpus = exact;
+  auto p = MakePlan(c, t, {PoolEntry{hw::GpuCatalog::Builtin().Resolve(gpu), count, 1'000'000}}, o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  EXPECT_FALSE(p->candidates.empty());
+  return p->candidates.empty() ? PlanCandidate{} : p->candidates[0];
+}
+
+// Returns the value after `flag`, or "" when absent.
+std::string Flag(const std::vector<std::string>& args, const std::string& flag) {
+  auto it = std::find(args.begin(), args.end(), flag);
+  return it == args.end() || it + 1 == args.end() ? "" : *(it + 1);
+}
+
+TEST(LaunchTest, TorchrunAndDeepSpeedForLlama70bLora) {
+  const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
+  const Task task{TaskKind::kLora, 4096, 8};
+  const PlanCandidate plan = Best(llama, task, "A100-80GB", 4, 4);
+  EXPECT_THAT(TorchrunArgs(plan),
+              ElementsAre("torchrun", "--nnodes", "1", "--nproc-per-node", "4", "--standalone", "train.py"));
+  auto ds = DeepSpeedConfig(plan, task);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const nlohmann::json& j = *ds;
+  // DeepSpeed's identity: train_batch_size = micro x accumulation x DP.
+  EXPECT_EQ(j["train_batch_size"].get<int64_t>(), j["train_micro_batch_size_per_gpu"].get<int64_t>() *
+                                                      j["gradient_accumulation_steps"].get<int64_t>() * plan.layout.dp);
+  EXPECT_EQ(j["train_batch_size"].get<int64_t>(), 8);
+  EXPECT_EQ(j["zero_optimization"]["stage"].get<int>(), plan.zero_stage);
+  EXPECT_TRUE(j["bf16"]["enabled"].get<bool>());
+  EXPECT_FALSE(VllmServeArgs(llama, plan, task).ok());
+}
+
+TEST(LaunchTest, TorchrunMultiNode) {
+  PlanCandidate plan;
+  plan.gpu = hw::GpuCatalog::Builtin().Resolve("H100-SXM-80GB");
+  plan.gpus = 32;
+  auto a = TorchrunArgs(plan, LaunchOptions{"pretrain_gpt.py", "m", "10.0.0.1", "29500"});
+  EXPECT_EQ(Flag(a, "--nnodes"), "4");
+  EXPECT_EQ(Flag(a, "--nproc-per-node"), "8");
+  EXPECT_EQ(Flag(a, "--rdzv-endpoint"), "10.0.0.1:29500");
+}
+
+TEST(LaunchTest, MegatronForPretrainPlan) {
+  const ModelConfig llama = Load("llama/Meta-Llama-3.1-70B.json");
+  const Task task{TaskKind::kPretrain, 8192, 256};
+  const PlanCandidate plan = Best(llama, task, "H100-SXM-80GB", 64, 64);
+  auto args = MegatronArgs(llama, plan, task);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(Flag(*args, "--tensor-model-parallel-size"), std::to_string(plan.layout.tp));
+  EXPECT_EQ(Flag(*args, "--pipeline-model-parallel-size"), std::to_string(plan.layout.pp));
+  EXPECT_EQ(Flag(*args, "--global-batch-size"), "256");
+  EXPECT_EQ(Flag(*args, "--num-query-groups"), "8");
+  EXPECT_EQ(Flag(*args, "--num-layers"), "80");
+  EXPECT_EQ(Flag(*args, "--ffn-hidden-size"), "28672");
+  EXPECT_THAT(*args, Contains("--swiglu"));
+  EXPECT_THAT(*args, Contains("--untie-embeddings-and-output-weights"));
+  EXPECT_EQ(plan.layout.tp * plan.layout.pp * plan.layout.dp, 64);
+  if (plan.layout.pp > 1) {
+    EXPECT_FALSE(DeepSpeedConfig(plan, task).ok());
+  }
+  EXPECT_FALSE(MegatronArgs(Load("t5/t5-v1_1-base.json"), plan, task).ok());
+}
+
+TEST(LaunchTest, VllmServeForInferencePlan) {
+  const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
+  Task task{TaskKind::kInference, 4096, 32};
+  task.kv_dtype = DType::kFp8;
+  const PlanCandidate plan = Best(llama, task, "H200", 8);
+  auto args = VllmServeArgs(llama, plan, task, LaunchOptions{"", "meta-llama/Llama-2-70b-hf", "", ""});
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ((*args)[0], "vllm");
+  EXPECT_EQ((*args)[2], "meta-llama/Llama-2-70b-hf");
+  EXPECT_EQ(Flag(*args, "--tensor-parallel-size"), std::to_string(plan.layout.tp));
+  EXPECT_EQ(Flag(*args, "--max-model-len"), "4096");
+  EXPECT_EQ(Flag(*args, "--kv-cache-dtype"), "fp8");
+  EXPECT_EQ(Flag(*args, "--dtype"), "float16");  // the checkpoint's torch_dtype
+  EXPECT_FALSE(MegatronArgs(llama, plan, task).ok());
+  EXPECT_EQ(ShellJoin({"a", "b c", "it's"}), "a 'b c' 'it'\\''s'");
+}
+
+}  // namespace
+}  // namespace gpugeek::workload

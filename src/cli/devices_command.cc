@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/commands.h"
 #include "common/table.h"
@@ -22,9 +23,10 @@ namespace {
   throw CLI::RuntimeError(code);
 }
 
+// "-" for a value the library did not report, else the value and its unit.
 template <typename T>
-std::string OrDash(const std::optional<T>& v, const char* format) {
-  return v.has_value() ? absl::StrFormat(format, *v) : "-";
+std::string OrDash(const std::optional<T>& v, const char* unit) {
+  return v.has_value() ? absl::StrCat(*v, unit) : "-";
 }
 
 void PrintTable(const hw::NodeInventory& inv) {
@@ -44,8 +46,8 @@ void PrintTable(const hw::NodeInventory& inv) {
       t.AddRow({absl::StrFormat("%d", d.index), std::string(hw::VendorName(d.vendor)),
                 d.model_id.empty() ? "unknown: " + d.name : d.model_id, FormatBytes(d.memory_total_bytes),
                 tm.memory_used_bytes ? FormatBytes(*tm.memory_used_bytes) : "-", d.uuid, d.pci_bus_id,
-                d.numa_node < 0 ? "N/A" : absl::StrFormat("%d", d.numa_node), OrDash(tm.utilization_percent, "%d%%"),
-                OrDash(tm.temperature_celsius, "%d C"),
+                d.numa_node < 0 ? "N/A" : absl::StrFormat("%d", d.numa_node), OrDash(tm.utilization_percent, "%"),
+                OrDash(tm.temperature_celsius, " C"),
                 tm.power_milliwatts ? absl::StrFormat("%.0f W", *tm.power_milliwatts / 1000.0) : "-",
                 d.health.Summary()});
     }

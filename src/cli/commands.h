@@ -8,6 +8,7 @@
 namespace gpugeek::cli {
 
 void RegisterCatalogCommand(CLI::App& app);
+void RegisterPlanCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
 void RegisterSimCommand(CLI::App& app);
 

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gpugeek 0.1.0");
 
   gpugeek::cli::RegisterCatalogCommand(app);
+  gpugeek::cli::RegisterPlanCommand(app);
   gpugeek::cli::RegisterDevicesCommand(app);
   gpugeek::cli::RegisterSimCommand(app);
 

@@ -1,0 +1,346 @@
+// `gpugeek plan MODEL.json --task lora [--seq 4096 --batch 1] [--gpus A100-80GB:8,H100-SXM-80GB:16@2.5]
+//  [--objective time|cost|gpus] [--top 5] [--json] [--svg FILE]`: sizes a job from its model's
+// config.json and ranks the GPU combinations that fit (src/workload/planner.h).
+
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "cli/commands.h"
+#include "common/table.h"
+#include "common/units.h"
+#include "hw/gpu_catalog.h"
+#include "workload/launch.h"
+#include "workload/param_count.h"
+#include "workload/planner.h"
+
+namespace gpugeek::cli {
+namespace {
+
+using workload::PlanCandidate;
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::cerr << "gpugeek plan: " << message << "\n";
+  throw CLI::RuntimeError(2);
+}
+
+// "1.79" -> 1'790'000 micro-units, without floating point. Up to six decimals.
+bool ParseMicros(const std::string& s, int64_t* out) {
+  const size_t dot = s.find('.');
+  std::string whole = s.substr(0, dot), frac = dot == std::string::npos ? "" : s.substr(dot + 1);
+  if (frac.size() > 6) return false;
+  frac.resize(6, '0');
+  int64_t w = 0, f = 0;
+  if (!absl::SimpleAtoi(whole.empty() ? "0" : whole, &w) || !absl::SimpleAtoi(frac, &f) || w < 0 || f < 0) {
+    return false;
+  }
+  *out = w * 1'000'000 + f;
+  return true;
+}
+
+// "A100-80GB:8,H100-SXM-80GB:16@2.50": model, count, optional price per GPU-hour.
+std::vector<workload::PoolEntry> ParsePool(const std::string& spec, const hw::GpuCatalog& catalog) {
+  const std::vector<workload::PoolEntry> defaults = workload::DefaultPool(catalog);
+  std::vector<workload::PoolEntry> pool;
+  for (const std::string& item : std::vector<std::string>(absl::StrSplit(spec, ',', absl::SkipEmpty()))) {
+    std::vector<std::string> at = absl::StrSplit(item, '@');
+    std::vector<std::string> parts = absl::StrSplit(at[0], ':');
+    if (parts.size() != 2 || at.size() > 2) Fail(fmt::format("--gpus entry '{}' is not NAME:COUNT[@PRICE]", item));
+    const hw::GpuModel* m = catalog.Resolve(parts[0]);
+    if (m == nullptr) Fail(fmt::format("unknown GPU model '{}' (see `gpugeek catalog`)", parts[0]));
+    int count = 0;
+    if (!absl::SimpleAtoi(parts[1], &count) || count < 1) Fail(fmt::format("bad GPU count in '{}'", item));
+    int64_t price = 2'000'000;  // when unpriced and not in the default pool
+    for (const auto& d : defaults) {
+      if (d.gpu == m) price = d.price_micros_per_gpu_hour;
+    }
+    if (at.size() == 2 && !ParseMicros(at[1], &price)) Fail(fmt::format("bad price in '{}'", item));
+    pool.push_back(workload::PoolEntry{m, count, price});
+  }
+  return pool;
+}
+
+std::string Duration(double s) {
+  if (s < 120) return fmt::format("{:.1f} s", s);
+  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+  if (s < 172800) return fmt::format("{:.1f} h", s / 3600);
+  return fmt::format("{:.1f} d", s / 86400);
+}
+
+// Micro-units as a decimal amount: cents above one unit, four decimals below.
+std::string Money(int64_t micros) {
+  if (micros >= 1'000'000) return fmt::format("{}.{:02d}", micros / 1'000'000, (micros % 1'000'000) / 10'000);
+  return fmt::format("0.{:04d}", micros / 100);
+}
+
+// A terminal bar of the breakdown against the usable memory: one letter per term.
+std::string MemoryBar(const PlanCandidate& c, int width = 60) {
+  const double scale = static_cast<double>(std::max<uint64_t>(c.usable_bytes, c.memory.Total())) / width;
+  std::string bar, legend;
+  const std::pair<const char*, char> kLetters[] = {
+      {"weights", 'W'},  {"gradients", 'G'},     {"optimizer_states", 'O'},    {"activations", 'A'},
+      {"kv_cache", 'K'}, {"qlora_dequant", 'Q'}, {"recompute_workspace", 'C'}, {"embedding_logits", 'L'},
+      {"runtime", 'R'}};
+  for (const auto& t : c.memory.terms) {
+    char letter = '#';
+    for (const auto& [label, l] : kLetters) {
+      if (t.label == label) letter = l;
+    }
+    const int n = static_cast<int>(static_cast<double>(t.bytes) / scale + 0.5);
+    bar += std::string(n, letter);
+    legend += fmt::format("  {} {:<20} {:>10}  {}\n", letter, t.label, FormatBytes(t.bytes), t.formula);
+  }
+  const int usable_at = static_cast<int>(static_cast<double>(c.usable_bytes) / scale);
+  if (static_cast<int>(bar.size()) < usable_at) bar += std::string(usable_at - bar.size(), '.');
+  return fmt::format("  [{}] {} of {} usable (GiB = 2^30 B)\n{}", bar, FormatBytes(c.memory.Total()),
+                     FormatBytes(c.usable_bytes), legend);
+}
+
+nlohmann::json CandidateJson(const PlanCandidate& c) {
+  nlohmann::json terms = nlohmann::json::array();
+  for (const auto& t : c.memory.terms)
+    terms.push_back({{"label", t.label}, {"bytes", t.bytes}, {"formula", t.formula}});
+  return {{"summary", c.Summary()},
+          {"gpu_model", c.gpu->id},
+          {"gpus", c.gpus},
+          {"tp", c.layout.tp},
+          {"pp", c.layout.pp},
+          {"dp", c.layout.dp},
+          {"ep", c.layout.ep},
+          {"virtual_stages", c.layout.virtual_stages},
+          {"sequence_parallel", c.layout.sequence_parallel},
+          {"zero_stage", c.zero_stage},
+          {"micro_batch", c.micro_batch},
+          {"recompute", std::string(workload::RecomputeName(c.recompute))},
+          {"memory_per_gpu_bytes", c.memory.Total()},
+          {"usable_bytes", c.usable_bytes},
+          {"memory", terms},
+          {"cpu_offload_bytes", c.cpu_offload_bytes},
+          {"step_seconds", c.step_seconds},
+          {"tokens_per_second", c.tokens_per_second},
+          {"mfu", c.mfu},
+          {"seconds", c.seconds},
+          {"cost_micros", c.cost_micros},
+          {"next_smaller", c.next_smaller}};
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      default:
+        o += ch;
+    }
+  }
+  return o;
+}
+
+// A horizontal stacked bar per candidate: memory terms per GPU against the usable line.
+std::string Svg(const std::vector<PlanCandidate>& cands, const std::string& title) {
+  const char* colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  const int row_h = 34, left = 330, width = 520, top = 50;
+  double max_bytes = 1;
+  for (const auto& c : cands) max_bytes = std::max({max_bytes, double(c.memory.Total()), double(c.usable_bytes)});
+  const int height = top + row_h * static_cast<int>(cands.size()) + 70;
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n<text x=\"10\" y=\"22\" font-size=\"15\">{}</text>\n",
+      left + width + 40, height, XmlEscape(title));
+  std::vector<std::string> labels;
+  for (size_t r = 0; r < cands.size(); ++r) {
+    const PlanCandidate& c = cands[r];
+    const int y = top + static_cast<int>(r) * row_h;
+    s += fmt::format("<text x=\"10\" y=\"{}\">{}</text>\n", y + 17, XmlEscape(c.Summary()));
+    double x = left;
+    for (const auto& t : c.memory.terms) {
+      auto it = std::find(labels.begin(), labels.end(), t.label);
+      if (it == labels.end()) {
+        labels.push_back(t.label);
+        it = labels.end() - 1;
+      }
+      const double w = width * static_cast<double>(t.bytes) / max_bytes;
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"22\" fill=\"{}\"><title>{}: {}</title></rect>\n", x,
+          y + 4, w, colors[(it - labels.begin()) % 10], XmlEscape(t.label), FormatBytes(t.bytes));
+      x += w;
+    }
+    const double ux = left + width * static_cast<double>(c.usable_bytes) / max_bytes;
+    s +=
+        fmt::format("<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"black\" stroke-dasharray=\"4\"/>\n",
+                    ux, y, ux, y + 30);
+  }
+  const int ly = top + row_h * static_cast<int>(cands.size()) + 20;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const int lx = 10 + static_cast<int>(i % 5) * 160, yy = ly + static_cast<int>(i / 5) * 18;
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n", lx, yy,
+        colors[i % 10], lx + 16, yy + 11, XmlEscape(labels[i]));
+  }
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" fill=\"#555\">dashed: usable memory per GPU after the safety margin</text>\n", 10,
+      height - 8);
+  return s + "</svg>\n";
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CLI::App& app) {
+  struct Options {
+    std::string model;
+    std::string task = "lora";
+    int64_t seq = 4096;
+    int64_t batch = 1;
+    double tokens = 0;
+    std::string gpus;
+    std::string objective = "time";
+    int top = 5;
+    double margin = 0.10;
+    int64_t lora_rank = 16;
+    std::string lora_targets = "all-linear";
+    std::string dtype = "bf16";
+    std::string kv_dtype = "bf16";
+    bool json = false;
+    std::string svg;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("plan", "Size a job from its model's config.json and rank the GPU plans that fit");
+  sub->add_option("model", o->model, "Hugging Face config.json of the model")->required();
+  sub->add_option("--task", o->task, "inference | lora | qlora | full | pretrain")->capture_default_str();
+  sub->add_option("--seq", o->seq, "Sequence length (context for inference)")->capture_default_str();
+  sub->add_option("--batch", o->batch, "Global batch in sequences (concurrent sequences for inference)")
+      ->capture_default_str();
+  sub->add_option("--tokens", o->tokens, "Token budget to train or generate (0: one step)")->capture_default_str();
+  sub->add_option("--gpus", o->gpus, "Pool: NAME:COUNT[@PRICE_PER_GPU_HOUR],... (default: a catalog mix)");
+  sub->add_option("--objective", o->objective, "time | cost | gpus")->capture_default_str();
+  sub->add_option("--top", o->top, "How many plans to show")->capture_default_str();
+  sub->add_option("--margin", o->margin, "Fraction of GPU memory kept free")->capture_default_str();
+  sub->add_option("--lora-rank", o->lora_rank, "LoRA rank")->capture_default_str();
+  sub->add_option("--lora-targets", o->lora_targets, "LoRA target modules, comma-separated, or all-linear")
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "Serving weight format: bf16 fp16 fp8 int8 int4 nf4")->capture_default_str();
+  sub->add_option("--kv-dtype", o->kv_dtype, "KV cache format: bf16 fp8")->capture_default_str();
+  sub->add_flag("--json", o->json, "Print JSON instead of a table");
+  sub->add_option("--svg", o->svg, "Write an SVG chart of the memory breakdowns to FILE");
+  sub->callback([o] {
+    auto config = workload::LoadModelConfig(o->model);
+    if (!config.ok()) Fail(std::string(config.status().message()));
+    auto kind = workload::ParseTaskKind(o->task);
+    if (!kind.ok()) Fail(std::string(kind.status().message()));
+    auto objective = workload::ParseObjective(o->objective);
+    if (!objective.ok()) Fail(std::string(objective.status().message()));
+    auto dtype = workload::ParseDType(o->dtype);
+    auto kv = workload::ParseDType(o->kv_dtype);
+    if (!dtype.ok() || !kv.ok()) Fail(std::string((!dtype.ok() ? dtype : kv).status().message()));
+
+    const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin();
+    const std::vector<workload::PoolEntry> pool =
+        o->gpus.empty() ? workload::DefaultPool(catalog) : ParsePool(o->gpus, catalog);
+    workload::Task task;
+    task.kind = *kind;
+    task.seq = o->seq;
+    task.batch = o->batch;
+    task.tokens = o->tokens;
+    task.lora.rank = o->lora_rank;
+    task.lora.targets = absl::StrSplit(o->lora_targets, ',', absl::SkipEmpty());
+    task.inference_dtype = *dtype;
+    task.kv_dtype = *kv;
+    workload::PlannerOptions po;
+    po.objective = *objective;
+    po.top_k = o->top;
+    po.safety_margin = o->margin;
+    auto plan = workload::MakePlan(*config, task, pool, po);
+    if (!plan.ok()) Fail(std::string(plan.status().message()));
+    const workload::ParamCounts n = workload::CountParameters(*config);
+
+    workload::LaunchOptions launch;
+    launch.model = o->model;
+    nlohmann::json launch_json;
+    std::string launch_text;
+    if (!plan->candidates.empty()) {
+      const PlanCandidate& best = plan->candidates[0];
+      if (task.kind == workload::TaskKind::kInference) {
+        if (auto v = workload::VllmServeArgs(*config, best, task, launch); v.ok()) {
+          launch_json["vllm"] = *v;
+          launch_text += "  " + workload::ShellJoin(*v) + "\n";
+        }
+      } else {
+        const auto t = workload::TorchrunArgs(best, launch);
+        launch_json["torchrun"] = t;
+        launch_text += "  " + workload::ShellJoin(t) + "\n";
+        if (auto ds = workload::DeepSpeedConfig(best, task); ds.ok()) {
+          launch_json["deepspeed"] = *ds;
+          launch_text += "  deepspeed config: " + ds->dump() + "\n";
+        }
+        if (auto m = workload::MegatronArgs(*config, best, task); m.ok()) {
+          launch_json["megatron"] = *m;
+          launch_text += "  megatron: " + workload::ShellJoin(*m) + "\n";
+        }
+      }
+    }
+
+    if (!o->svg.empty()) {
+      std::ofstream out(o->svg);
+      if (!out) Fail(fmt::format("cannot write '{}'", o->svg));
+      out << Svg(plan->candidates, fmt::format("{} {} seq {} batch {}: memory per GPU", config->model_type,
+                                               workload::TaskKindName(task.kind), task.seq, task.batch));
+    }
+    if (o->json) {
+      nlohmann::json j;
+      j["model"] = {{"model_type", config->model_type},
+                    {"parameters", n.total},
+                    {"non_embedding", n.non_embedding},
+                    {"active", n.active}};
+      j["task"] = {{"kind", std::string(workload::TaskKindName(task.kind))},
+                   {"seq", task.seq},
+                   {"batch", task.batch},
+                   {"tokens", task.tokens}};
+      j["candidates"] = nlohmann::json::array();
+      for (const auto& c : plan->candidates) j["candidates"].push_back(CandidateJson(c));
+      j["rejected"] = plan->rejected;
+      j["layouts_evaluated"] = plan->layouts_evaluated;
+      j["launch"] = launch_json;
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    std::cout << fmt::format("{}: {:.4g}B parameters ({:.4g}B active), task {} seq {} batch {}, objective {}\n\n",
+                             config->model_type, n.total / 1e9, n.active / 1e9, workload::TaskKindName(task.kind),
+                             task.seq, task.batch, o->objective);
+    if (plan->candidates.empty()) {
+      std::cout << "No plan fits the pool.\n";
+    } else {
+      TextTable table({"#", "PLAN", "MEM/GPU", "USABLE", "TOKENS/S", "TIME", "COST", "MFU"});
+      for (size_t i : {0, 2, 3, 4, 5, 6, 7}) table.AlignRight(i);
+      int rank = 0;
+      for (const auto& c : plan->candidates) {
+        table.AddRow({std::to_string(++rank), c.Summary(), FormatBytes(c.memory.Total()), FormatBytes(c.usable_bytes),
+                      fmt::format("{:.0f}", c.tokens_per_second), Duration(c.seconds), Money(c.cost_micros),
+                      c.mfu > 0 ? fmt::format("{:.0f}%", 100 * c.mfu) : "-"});
+      }
+      std::cout << table.Render() << "\n";
+      const PlanCandidate& best = plan->candidates[0];
+      std::cout << "Memory per GPU of #1 (" << best.Summary() << "):\n" << MemoryBar(best);
+      std::cout << "Next smaller: " << best.next_smaller << "\n";
+      if (!launch_text.empty()) std::cout << "\nLaunch #1:\n" << launch_text;
+    }
+    for (const auto& r : plan->rejected) std::cout << "Rejected: " << r << "\n";
+    std::cout << fmt::format("({} layouts evaluated; safety margin {:.0f}%)\n", plan->layouts_evaluated,
+                             100 * o->margin);
+  });
+}
+
+}  // namespace gpugeek::cli

@@ -11,7 +11,8 @@ void NodeResourcesFit::Filter(const PodShape& shape, const Cluster& cluster, std
   for (NodeIndex n : candidates) {
     // Branch-free keep: the loop runs over every node for every request.
     candidates[kept] = n;
-    kept += (cluster.cpu_free(n) >= shape.cpu_milli) & (cluster.memory_free(n) >= shape.memory_bytes);
+    kept += static_cast<size_t>(cluster.cpu_free(n) >= shape.cpu_milli) &
+            static_cast<size_t>(cluster.memory_free(n) >= shape.memory_bytes);
   }
   candidates.resize(kept);
 }

@@ -212,7 +212,7 @@ void RegisterPlanCommand(CLI::App& app) {
     double margin = 0.10;
     int64_t lora_rank = 16;
     std::string lora_targets = "all-linear";
-    std::string dtype = "bf16";
+    std::string dtype;  // empty: the checkpoint's format
     std::string kv_dtype = "bf16";
     bool json = false;
     std::string svg;
@@ -232,7 +232,8 @@ void RegisterPlanCommand(CLI::App& app) {
   sub->add_option("--lora-rank", o->lora_rank, "LoRA rank")->capture_default_str();
   sub->add_option("--lora-targets", o->lora_targets, "LoRA target modules, comma-separated, or all-linear")
       ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "Serving weight format: bf16 fp16 fp8 int8 int4 nf4")->capture_default_str();
+  sub->add_option("--dtype", o->dtype,
+                  "Serving weight format: bf16 fp16 fp8 int8 int4 nf4 (default: the checkpoint's)");
   sub->add_option("--kv-dtype", o->kv_dtype, "KV cache format: bf16 fp8")->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON instead of a table");
   sub->add_option("--svg", o->svg, "Write an SVG chart of the memory breakdowns to FILE");
@@ -243,7 +244,7 @@ void RegisterPlanCommand(CLI::App& app) {
     if (!kind.ok()) Fail(std::string(kind.status().message()));
     auto objective = workload::ParseObjective(o->objective);
     if (!objective.ok()) Fail(std::string(objective.status().message()));
-    auto dtype = workload::ParseDType(o->dtype);
+    auto dtype = workload::ParseDType(o->dtype.empty() ? "bf16" : o->dtype);
     auto kv = workload::ParseDType(o->kv_dtype);
     if (!dtype.ok() || !kv.ok()) Fail(std::string((!dtype.ok() ? dtype : kv).status().message()));
 
@@ -257,7 +258,7 @@ void RegisterPlanCommand(CLI::App& app) {
     task.tokens = o->tokens;
     task.lora.rank = o->lora_rank;
     task.lora.targets = absl::StrSplit(o->lora_targets, ',', absl::SkipEmpty());
-    task.inference_dtype = *dtype;
+    if (!o->dtype.empty()) task.inference_dtype = *dtype;
     task.kv_dtype = *kv;
     workload::PlannerOptions po;
     po.objective = *objective;

@@ -140,7 +140,7 @@ absl::StatusOr<std::vector<std::string>> VllmServeArgs(const ModelConfig& c, con
   if (plan.layout.dp > 1) a.insert(a.end(), {"--data-parallel-size", Str(plan.layout.dp)});
   a.insert(a.end(), {"--dtype", c.torch_dtype == "float16" ? "float16" : "bfloat16"});
   if (task.kv_dtype == DType::kFp8) a.insert(a.end(), {"--kv-cache-dtype", "fp8"});
-  switch (task.inference_dtype) {
+  switch (task.inference_dtype.value_or(DType::kBf16)) {
     case DType::kFp8:
       if (c.quant_method.empty()) a.insert(a.end(), {"--quantization", "fp8"});
       break;

@@ -132,9 +132,13 @@ class Planner {
   }
   InferenceOptions InferenceFor(const ParallelLayout& l) const {
     InferenceOptions o;
-    o.weights = o.expert_weights = ServingScheme(task_.inference_dtype);
-    if (c_.quant_method == "mxfp4" && task_.inference_dtype == DType::kBf16) {
-      o.expert_weights = QuantScheme{DType::kMxfp4};  // gpt-oss ships its experts in MXFP4
+    if (task_.inference_dtype) {
+      o.weights = o.expert_weights = ServingScheme(*task_.inference_dtype);
+    } else {
+      const QuantScheme checkpoint = CheckpointScheme(c_.torch_dtype, c_.quant_method, c_.quant_block_size);
+      o.weights = o.expert_weights = checkpoint;
+      // gpt-oss quantizes only its experts (quantization_config.modules_to_not_convert).
+      if (c_.quant_method == "mxfp4") o.weights = QuantScheme{DType::kBf16};
     }
     o.kv_dtype = task_.kv_dtype;
     o.context_tokens = task_.seq;
@@ -180,7 +184,13 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
     tps.push_back(tp);
   }
   if (tps.empty()) tps.push_back(1);
-  const std::vector<int> pps = layered ? DivisorsOf(layers) : std::vector<int>{1};
+  std::vector<int> pps = {1};
+  if (layered && task_.kind == TaskKind::kInference) {
+    pps.clear();
+    for (int pp = 1; pp <= layers && pp <= n; ++pp) pps.push_back(pp);
+  } else if (layered) {
+    pps = DivisorsOf(layers);
+  }
   bool any_valid = false;
   auto allowed = [](const std::vector<int>& list, int v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
@@ -397,7 +407,15 @@ absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const
       all.push_back(std::move(c));
     }
     if (!any && !outcomes.empty()) {
-      const auto& [n, last] = outcomes.back();
+      // Report the largest count that failed on memory (the most telling), else the last reason.
+      size_t pick = outcomes.size() - 1;
+      for (size_t i = outcomes.size(); i-- > 0;) {
+        if (outcomes[i].second.min_need > 0) {
+          pick = i;
+          break;
+        }
+      }
+      const auto& [n, last] = outcomes[pick];
       const double usable = static_cast<double>(e.gpu->memory_bytes) * (1 - options.safety_margin);
       plan.rejected.push_back(last.invalid.empty()
                                   ? fmt::format("{}: even {} GPUs need {} per GPU > {} usable ({}: {})", e.gpu->id, n,

@@ -10,7 +10,8 @@
 //
 // Validity rules (anchors/planner.md §4.4): attention heads divisible by TP, KV heads divisible by TP
 // or TP by KV heads (replicated); the vocabulary is padded to a multiple of TP (never a reason to
-// refuse); layers divisible by PP (and by PP x v when interleaved); TP no larger than the GPU's
+// refuse); for training, layers divisible by PP (and by PP x v when interleaved); for serving any
+// PP up to the layer count (vLLM splits layers unevenly); TP no larger than the GPU's
 // NVLink / XGMI domain (flops.h NvlinkDomainSize); PP only once TP fills the domain (Narayanan et
 // al. SC'21 takeaway 1); ZeRO-2/3 only without PP (DeepSpeed refuses the combination); EP divides
 // DP and the expert count.
@@ -45,7 +46,9 @@ struct Task {
   int64_t batch = 1;
   double tokens = 0;  // token budget (trained or generated); 0: report one step's time
   LoraConfig lora{16, {"all-linear"}};
-  DType inference_dtype = DType::kBf16;  // weights when serving
+  // Weights when serving; unset: the checkpoint's own format (quantization_config, else torch_dtype,
+  // dtype.h CheckpointScheme), e.g. DeepSeek-V3's fp8 blocks or gpt-oss's MXFP4 experts.
+  std::optional<DType> inference_dtype;
   DType kv_dtype = DType::kBf16;
 };
 

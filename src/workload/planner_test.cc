@@ -118,6 +118,23 @@ TEST(PlannerTest, InferenceObjectivesAndResourceRequest) {
   EXPECT_EQ(r.alternatives[0].memory_per_gpu_bytes, p->candidates[0].memory.Total());
 }
 
+// Serving defaults to the checkpoint's format: DeepSeek-V3's fp8 blocks (671B x ~1 B) fit 8 x H200
+// (141 GiB each) with TP 8, while bf16 (1.34 TB) would not.
+TEST(PlannerTest, ServesCheckpointFormat) {
+  const ModelConfig v3 = Load("deepseek/DeepSeek-V3.json");
+  PlannerOptions eight;
+  eight.exact_gpus = 8;
+  auto fp8 = MakePlan(v3, Task{TaskKind::kInference, 8192, 8}, {Gpus("H200", 8)}, eight);
+  ASSERT_TRUE(fp8.ok()) << fp8.status();
+  ASSERT_FALSE(fp8->candidates.empty()) << (fp8->rejected.empty() ? "" : fp8->rejected[0]);
+  EXPECT_NEAR(fp8->candidates[0].memory.Bytes("weights") * 8 / 1e9, 671 + 2 * 0.93, 12);
+  Task bf16{TaskKind::kInference, 8192, 8};
+  bf16.inference_dtype = DType::kBf16;
+  auto big = MakePlan(v3, bf16, {Gpus("H200", 8)}, eight);
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(big->candidates.empty());
+}
+
 TEST(PlannerTest, Errors) {
   const ModelConfig llama = Load("llama/Llama-2-7b-hf.json");
   EXPECT_FALSE(MakePlan(llama, Task{}, {}).ok());

@@ -6,6 +6,10 @@ set(GPUGEEK_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wimpl
 if(GPUGEEK_WERROR)
   list(APPEND GPUGEEK_WARNINGS -Werror)
 endif()
+if(GPUGEEK_FUZZ)
+  # Coverage feedback from every library a fuzz target reaches, not only from its entry file.
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
 if(GPUGEEK_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)

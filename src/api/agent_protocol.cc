@@ -1,0 +1,211 @@
+#include "api/agent_protocol.h"
+
+#include <fmt/format.h>
+
+#include "api/json_reader.h"
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+#include "hw/inventory_json.h"
+
+namespace gpugeek::api {
+namespace {
+
+constexpr int64_t kMaxEpoch = int64_t{1} << 53;  // exact in JSON doubles, for clients that use them
+
+}  // namespace
+
+std::string_view WorkloadPhaseName(WorkloadPhase p) {
+  switch (p) {
+    case WorkloadPhase::kRunning:
+      return "running";
+    case WorkloadPhase::kExited:
+      return "exited";
+    case WorkloadPhase::kFailedToStart:
+      return "failed-to-start";
+  }
+  return "running";
+}
+
+nlohmann::json ToJson(const Registration& r) {
+  return {{"node", r.node},
+          {"address", r.address},
+          {"inventory", hw::InventoryToJson(r.inventory)},
+          {"capacity_type", r.capacity_type},
+          {"region", r.region},
+          {"labels", r.labels}};
+}
+
+nlohmann::json ToJson(const RegistrationReply& r) { return {{"heartbeat_interval_ms", r.heartbeat_interval_ms}}; }
+
+nlohmann::json ToJson(const Assignment& a) {
+  return {{"job_id", a.job_id},
+          {"epoch", a.epoch},
+          {"node_rank", a.node_rank},
+          {"num_nodes", a.num_nodes},
+          {"gpu_indices", a.gpu_indices},
+          {"gpu_milli", a.gpu_milli},
+          {"cpu_milli", a.cpu_milli},
+          {"memory_bytes", a.memory_bytes},
+          {"master_addr", a.master_addr},
+          {"master_port", a.master_port},
+          {"run", a.run},
+          {"env", a.env},
+          {"checkpoint_dir", a.checkpoint_dir},
+          {"grace_ms", a.grace_ms},
+          {"restart_count", a.restart_count},
+          {"cancel", a.cancel}};
+}
+
+nlohmann::json ToJson(const WorkloadReport& w) {
+  nlohmann::json j = {{"job_id", w.job_id},
+                      {"epoch", w.epoch},
+                      {"phase", WorkloadPhaseName(w.phase)},
+                      {"term_signal", w.term_signal},
+                      {"message", w.message}};
+  if (w.exit_code) j["exit_code"] = *w.exit_code;
+  return j;
+}
+
+nlohmann::json ToJson(const Heartbeat& h) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& s : h.samples) samples.push_back(hw::SampleToJson(s));
+  nlohmann::json workloads = nlohmann::json::array();
+  for (const auto& w : h.workloads) workloads.push_back(ToJson(w));
+  nlohmann::json logs = nlohmann::json::array();
+  for (const auto& l : h.logs) {
+    // Log bytes may hold invalid UTF-8; the HTTP layer dumps JSON with U+FFFD replacement.
+    logs.push_back({{"job_id", l.job_id}, {"node_rank", l.node_rank}, {"offset", l.offset}, {"data", l.data}});
+  }
+  return {{"node", h.node}, {"samples", samples}, {"workloads", workloads}, {"logs", logs}};
+}
+
+nlohmann::json ToJson(const HeartbeatReply& r) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& x : r.assignments) a.push_back(ToJson(x));
+  return {{"assignments", a}, {"reregister", r.reregister}};
+}
+
+absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
+  JsonReader r(j, "registration");
+  RETURN_IF_ERROR(r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels"}));
+  Registration out;
+  ASSIGN_OR_RETURN(out.node, r.String("node"));
+  if (out.node.empty()) return r.Error("node", "must not be empty");
+  ASSIGN_OR_RETURN(out.address, r.String("address", std::string()));
+  ASSIGN_OR_RETURN(out.capacity_type, r.String("capacity_type", std::string("on-demand")));
+  if (out.capacity_type != "on-demand" && out.capacity_type != "spot" && out.capacity_type != "reserved") {
+    return r.Error("capacity_type", "must be one of on-demand, spot, reserved");
+  }
+  ASSIGN_OR_RETURN(out.region, r.String("region", std::string()));
+  ASSIGN_OR_RETURN(out.labels, r.StringMap("labels"));
+  ASSIGN_OR_RETURN(const nlohmann::json* inv, r.Raw("inventory"));
+  auto inventory = hw::InventoryFromJson(*inv);
+  if (!inventory.ok()) return r.Error("inventory", std::string(inventory.status().message()));
+  out.inventory = std::move(*inventory);
+  return out;
+}
+
+absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json& j) {
+  JsonReader r(j, "registration_reply");
+  RETURN_IF_ERROR(r.CheckObject({"heartbeat_interval_ms"}));
+  RegistrationReply out;
+  ASSIGN_OR_RETURN(out.heartbeat_interval_ms, r.Int("heartbeat_interval_ms", 1000, 10, 600'000));
+  return out;
+}
+
+absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path) {
+  JsonReader r(j, path);
+  RETURN_IF_ERROR(r.CheckObject({"job_id", "epoch", "node_rank", "num_nodes", "gpu_indices", "gpu_milli", "cpu_milli",
+                                 "memory_bytes", "master_addr", "master_port", "run", "env", "checkpoint_dir",
+                                 "grace_ms", "restart_count", "cancel"}));
+  Assignment a;
+  ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
+  ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
+  ASSIGN_OR_RETURN(int64_t nodes, r.Int("num_nodes", 1, 1, 1024));
+  ASSIGN_OR_RETURN(int64_t rank, r.Int("node_rank", 0, 0, nodes - 1));
+  a.num_nodes = static_cast<int>(nodes);
+  a.node_rank = static_cast<int>(rank);
+  ASSIGN_OR_RETURN(auto gpus, r.IntList("gpu_indices"));
+  for (int64_t g : gpus) {
+    if (g < 0 || g > 255) return r.Error("gpu_indices", "must hold device indices 0..255");
+    a.gpu_indices.push_back(static_cast<int>(g));
+  }
+  ASSIGN_OR_RETURN(a.gpu_milli, r.Int("gpu_milli", 0, 0, 1000));
+  ASSIGN_OR_RETURN(a.cpu_milli, r.Int("cpu_milli", 0, 0, int64_t{1} << 40));
+  ASSIGN_OR_RETURN(int64_t mem, r.Int("memory_bytes", 0, 0, INT64_MAX));
+  a.memory_bytes = static_cast<uint64_t>(mem);
+  ASSIGN_OR_RETURN(a.master_addr, r.String("master_addr", std::string()));
+  ASSIGN_OR_RETURN(int64_t port, r.Int("master_port", 0, 0, 65535));
+  a.master_port = static_cast<int>(port);
+  ASSIGN_OR_RETURN(a.run, r.String("run"));
+  ASSIGN_OR_RETURN(a.env, r.StringMap("env"));
+  ASSIGN_OR_RETURN(a.checkpoint_dir, r.String("checkpoint_dir", std::string()));
+  ASSIGN_OR_RETURN(a.grace_ms, r.Int("grace_ms", 30000, 0, 3'600'000));
+  ASSIGN_OR_RETURN(int64_t restarts, r.Int("restart_count", 0, 0, 1'000'000));
+  a.restart_count = static_cast<int>(restarts);
+  ASSIGN_OR_RETURN(a.cancel, r.Bool("cancel", false));
+  return a;
+}
+
+absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
+  JsonReader r(j, "heartbeat");
+  RETURN_IF_ERROR(r.CheckObject({"node", "samples", "workloads", "logs"}));
+  Heartbeat h;
+  ASSIGN_OR_RETURN(h.node, r.String("node"));
+  ASSIGN_OR_RETURN(auto samples, r.Objects("samples"));
+  for (size_t i = 0; i < samples.size(); ++i) {
+    auto s = hw::SampleFromJson(samples[i].json());
+    if (!s.ok()) return absl::InvalidArgumentError(fmt::format("heartbeat.samples[{}]: {}", i, s.status().message()));
+    h.samples.push_back(std::move(*s));
+  }
+  ASSIGN_OR_RETURN(auto workloads, r.Objects("workloads"));
+  for (const JsonReader& w : workloads) {
+    RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message"}));
+    WorkloadReport report;
+    ASSIGN_OR_RETURN(report.job_id, w.String("job_id"));
+    ASSIGN_OR_RETURN(report.epoch, w.Int("epoch", std::nullopt, 0, kMaxEpoch));
+    ASSIGN_OR_RETURN(std::string phase, w.String("phase"));
+    bool known = false;
+    for (WorkloadPhase p : {WorkloadPhase::kRunning, WorkloadPhase::kExited, WorkloadPhase::kFailedToStart}) {
+      if (phase == WorkloadPhaseName(p)) report.phase = p, known = true;
+    }
+    if (!known) return w.Error("phase", "must be one of running, exited, failed-to-start");
+    if (w.Has("exit_code")) {
+      ASSIGN_OR_RETURN(int64_t code, w.Int("exit_code", std::nullopt, -1, 255));
+      report.exit_code = static_cast<int>(code);
+    }
+    ASSIGN_OR_RETURN(int64_t sig, w.Int("term_signal", 0, 0, 128));
+    report.term_signal = static_cast<int>(sig);
+    ASSIGN_OR_RETURN(report.message, w.String("message", std::string()));
+    h.workloads.push_back(std::move(report));
+  }
+  ASSIGN_OR_RETURN(auto logs, r.Objects("logs"));
+  for (const JsonReader& l : logs) {
+    RETURN_IF_ERROR(l.CheckObject({"job_id", "node_rank", "offset", "data"}));
+    LogChunk chunk;
+    ASSIGN_OR_RETURN(chunk.job_id, l.String("job_id"));
+    ASSIGN_OR_RETURN(int64_t rank, l.Int("node_rank", 0, 0, 1023));
+    chunk.node_rank = static_cast<int>(rank);
+    ASSIGN_OR_RETURN(int64_t offset, l.Int("offset", 0, 0, INT64_MAX));
+    chunk.offset = static_cast<uint64_t>(offset);
+    ASSIGN_OR_RETURN(chunk.data, l.String("data"));
+    h.logs.push_back(std::move(chunk));
+  }
+  return h;
+}
+
+absl::StatusOr<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j) {
+  JsonReader r(j, "heartbeat_reply");
+  RETURN_IF_ERROR(r.CheckObject({"assignments", "reregister"}));
+  HeartbeatReply out;
+  ASSIGN_OR_RETURN(auto list, r.Objects("assignments"));
+  for (size_t i = 0; i < list.size(); ++i) {
+    ASSIGN_OR_RETURN(Assignment a,
+                     AssignmentFromJson(list[i].json(), fmt::format("heartbeat_reply.assignments[{}]", i)));
+    out.assignments.push_back(std::move(a));
+  }
+  ASSIGN_OR_RETURN(out.reregister, r.Bool("reregister", false));
+  return out;
+}
+
+}  // namespace gpugeek::api

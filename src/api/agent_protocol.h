@@ -1,0 +1,113 @@
+#pragma once
+// The wire protocol between the control plane and its agents (JSON over HTTP, under /v1/agents).
+//
+//   POST /v1/agents/register            Registration          -> RegistrationReply
+//   POST /v1/agents/{node}/heartbeat     Heartbeat             -> HeartbeatReply
+//
+// Desired state, not commands: every HeartbeatReply lists ALL assignments the node should hold
+// now. The agent reconciles: it starts a listed assignment it is not running, stops one marked
+// `cancel`, and stops anything it runs that is no longer listed. Replies can be lost or repeated
+// and a restarted server sends the same list, so the agent does nothing twice.
+//
+// Fencing: every assignment carries the job's epoch, raised by the control plane on each new
+// placement. An agent never starts an assignment whose epoch is lower than one it has already seen
+// for that job, so a stale reply (e.g. from before a requeue) cannot run a gang member twice.
+//
+// An agent reports each workload it holds in every heartbeat (running, or exited with its code)
+// until the assignment disappears from the reply, and ships new log bytes with it.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "hw/device.h"
+
+namespace gpugeek::api {
+
+struct Registration {
+  std::string node;     // node name, unique in the pool
+  std::string address;  // how gang peers reach this node (GPUGEEK_MASTER_ADDR), e.g. "10.0.0.7"
+  hw::NodeInventory inventory;
+  std::string capacity_type = "on-demand";  // on-demand | spot | reserved
+  std::string region;
+  std::map<std::string, std::string> labels;
+};
+
+struct RegistrationReply {
+  int64_t heartbeat_interval_ms = 1000;
+};
+
+// One member of a job placed on this node.
+struct Assignment {
+  std::string job_id;
+  int64_t epoch = 0;
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::vector<int> gpu_indices;  // device indices on this node
+  int64_t gpu_milli = 0;         // per GPU (1000 = whole)
+  int64_t cpu_milli = 0;         // limit; 0 = none
+  uint64_t memory_bytes = 0;     // limit; 0 = none
+  std::string master_addr;       // address of rank 0's node
+  int master_port = 0;
+  std::string run;
+  std::map<std::string, std::string> env;
+  std::string checkpoint_dir;
+  int64_t grace_ms = 30000;  // SIGTERM to SIGKILL
+  int restart_count = 0;
+  bool cancel = false;  // stop it: SIGTERM to the group, grace, SIGKILL
+};
+
+enum class WorkloadPhase { kRunning, kExited, kFailedToStart };
+
+struct WorkloadReport {
+  std::string job_id;
+  int64_t epoch = 0;
+  WorkloadPhase phase = WorkloadPhase::kRunning;
+  std::optional<int> exit_code;  // when exited normally
+  int term_signal = 0;           // when killed by a signal
+  std::string message;           // e.g. why it failed to start, "OOM-killed"
+};
+
+struct LogChunk {
+  std::string job_id;
+  int node_rank = 0;
+  uint64_t offset = 0;  // byte offset of `data` in the member's log
+  std::string data;
+};
+
+struct Heartbeat {
+  std::string node;
+  std::vector<hw::GpuSample> samples;  // one per GPU, device index order
+  std::vector<WorkloadReport> workloads;
+  std::vector<LogChunk> logs;
+};
+
+struct HeartbeatReply {
+  std::vector<Assignment> assignments;
+  // NotFound-like signal: the server does not know this node (e.g. its store was wiped); the agent
+  // registers again.
+  bool reregister = false;
+};
+
+nlohmann::json ToJson(const Registration& r);
+nlohmann::json ToJson(const RegistrationReply& r);
+nlohmann::json ToJson(const Assignment& a);
+nlohmann::json ToJson(const WorkloadReport& w);
+nlohmann::json ToJson(const Heartbeat& h);
+nlohmann::json ToJson(const HeartbeatReply& r);
+
+// Decoders: InvalidArgument naming the field ("heartbeat.workloads[2].epoch: must be an integer").
+absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j);
+absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json& j);
+absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path = "assignment");
+absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j);
+absl::StatusOr<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
+
+std::string_view WorkloadPhaseName(WorkloadPhase p);  // "running", "exited", "failed-to-start"
+
+}  // namespace gpugeek::api

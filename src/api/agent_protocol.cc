@@ -74,7 +74,11 @@ nlohmann::json ToJson(const Heartbeat& h) {
   nlohmann::json logs = nlohmann::json::array();
   for (const auto& l : h.logs) {
     // Log bytes may hold invalid UTF-8; the HTTP layer dumps JSON with U+FFFD replacement.
-    logs.push_back({{"job_id", l.job_id}, {"node_rank", l.node_rank}, {"offset", l.offset}, {"data", l.data}});
+    logs.push_back({{"job_id", l.job_id},
+                    {"node_rank", l.node_rank},
+                    {"offset", l.offset},
+                    {"data", l.data},
+                    {"epoch", l.epoch}});
   }
   return {{"node", h.node}, {"samples", samples}, {"workloads", workloads}, {"logs", logs}};
 }
@@ -181,7 +185,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(auto logs, r.Objects("logs"));
   for (const JsonReader& l : logs) {
-    RETURN_IF_ERROR(l.CheckObject({"job_id", "node_rank", "offset", "data"}));
+    RETURN_IF_ERROR(l.CheckObject({"job_id", "node_rank", "offset", "data", "epoch"}));
     LogChunk chunk;
     ASSIGN_OR_RETURN(chunk.job_id, l.String("job_id"));
     ASSIGN_OR_RETURN(int64_t rank, l.Int("node_rank", 0, 0, 1023));
@@ -189,6 +193,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
     ASSIGN_OR_RETURN(int64_t offset, l.Int("offset", 0, 0, INT64_MAX));
     chunk.offset = static_cast<uint64_t>(offset);
     ASSIGN_OR_RETURN(chunk.data, l.String("data"));
+    ASSIGN_OR_RETURN(chunk.epoch, l.Int("epoch", 0, 0, kMaxEpoch));
     h.logs.push_back(std::move(chunk));
   }
   return h;

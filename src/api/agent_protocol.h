@@ -76,8 +76,9 @@ struct WorkloadReport {
 struct LogChunk {
   std::string job_id;
   int node_rank = 0;
-  uint64_t offset = 0;  // byte offset of `data` in the member's log
+  uint64_t offset = 0;  // byte offset of `data` in the member's log for this epoch
   std::string data;
+  int64_t epoch = 0;    // the assignment's epoch: each placement of a job has its own log
 };
 
 struct Heartbeat {

@@ -98,6 +98,6 @@ PLACE(GpuClustering);
 PLACE(GpuPacking);
 PLACE(BestFit);
 PLACE(FGD);
-PLACE(FGDPlus);
+PLACE(FGDFit);
 BENCHMARK(BM_FgdDefault10Seeds)->Arg(2)->Unit(benchmark::kSecond)->Iterations(1);
 BENCHMARK_MAIN();

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "sched/best_fit_policy.h"
 #include "sched/dot_product_policy.h"
-#include "sched/fgd_plus_policy.h"
+#include "sched/fgd_fit_policy.h"
 #include "sched/fgd_policy.h"
 #include "sched/filters.h"
 #include "sched/gpu_clustering_policy.h"
@@ -31,7 +31,7 @@ Registry::Registry() {
       {"GpuPackingScore", [](const PluginContext&) { return std::make_unique<GpuPackingScore>(); }},
       {"BestFitScore", [](const PluginContext&) { return std::make_unique<BestFitScore>(); }},
       {"FGDScore", [](const PluginContext& c) { return std::make_unique<FgdScore>(c.typical_pods); }},
-      {"FGDPlusScore", [](const PluginContext& c) { return std::make_unique<FgdPlusScore>(c.typical_pods); }},
+      {"FGDFitScore", [](const PluginContext& c) { return std::make_unique<FgdFitScore>(c.typical_pods); }},
       {"NvlinkTopology", [](const PluginContext&) { return std::make_unique<NvlinkTopologyScore>(); }},
   };
   // Weight 1000 for the single score plugin, as the FGD experiments configure kube-scheduler.
@@ -42,7 +42,10 @@ Registry::Registry() {
       {"GpuPacking", "partially used GPUs first, then used nodes, then idle nodes", {{"GpuPackingScore", 1000}}, false},
       {"BestFit", "least CPU+GPU leftover", {{"BestFitScore", 1000}}, false},
       {"FGD", "fragmentation gradient descent (ATC'23)", {{"FGDScore", 1000}}, true},
-      {"FGDPlus", "ours: FGD on a coarser gradient scale, best fit among equals", {{"FGDPlusScore", 1}}, true},
+      {"FGDFit",
+       "ours: FGD on 50 levels, best fit among equal gradients off constrained models, shares as FGD",
+       {{"FGDFitScore", 1}},
+       true},
   };
 }
 

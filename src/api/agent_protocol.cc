@@ -61,7 +61,8 @@ nlohmann::json ToJson(const WorkloadReport& w) {
                       {"epoch", w.epoch},
                       {"phase", WorkloadPhaseName(w.phase)},
                       {"term_signal", w.term_signal},
-                      {"message", w.message}};
+                      {"message", w.message},
+                      {"node_rank", w.node_rank}};
   if (w.exit_code) j["exit_code"] = *w.exit_code;
   return j;
 }
@@ -164,7 +165,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(auto workloads, r.Objects("workloads"));
   for (const JsonReader& w : workloads) {
-    RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message"}));
+    RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank"}));
     WorkloadReport report;
     ASSIGN_OR_RETURN(report.job_id, w.String("job_id"));
     ASSIGN_OR_RETURN(report.epoch, w.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -181,6 +182,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
     ASSIGN_OR_RETURN(int64_t sig, w.Int("term_signal", 0, 0, 128));
     report.term_signal = static_cast<int>(sig);
     ASSIGN_OR_RETURN(report.message, w.String("message", std::string()));
+    ASSIGN_OR_RETURN(int64_t rank, w.Int("node_rank", 0, 0, 1023));
+    report.node_rank = static_cast<int>(rank);
     h.workloads.push_back(std::move(report));
   }
   ASSIGN_OR_RETURN(auto logs, r.Objects("logs"));

@@ -71,6 +71,7 @@ struct WorkloadReport {
   std::optional<int> exit_code;  // when exited normally
   int term_signal = 0;           // when killed by a signal
   std::string message;           // e.g. why it failed to start, "OOM-killed"
+  int node_rank = 0;             // which member (a node may hold several members of one gang)
 };
 
 struct LogChunk {

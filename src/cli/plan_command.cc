@@ -17,6 +17,7 @@
 #include "hw/gpu_catalog.h"
 #include "workload/launch.h"
 #include "workload/param_count.h"
+#include "workload/plan_json.h"
 #include "workload/planner.h"
 
 namespace gpugeek::cli {
@@ -99,34 +100,6 @@ std::string MemoryBar(const PlanCandidate& c, int width = 60) {
   if (static_cast<int>(bar.size()) < usable_at) bar += std::string(usable_at - bar.size(), '.');
   return fmt::format("  [{}] {} of {} usable (GiB = 2^30 B)\n{}", bar, FormatBytes(c.memory.Total()),
                      FormatBytes(c.usable_bytes), legend);
-}
-
-nlohmann::json CandidateJson(const PlanCandidate& c) {
-  nlohmann::json terms = nlohmann::json::array();
-  for (const auto& t : c.memory.terms)
-    terms.push_back({{"label", t.label}, {"bytes", t.bytes}, {"formula", t.formula}});
-  return {{"summary", c.Summary()},
-          {"gpu_model", c.gpu->id},
-          {"gpus", c.gpus},
-          {"tp", c.layout.tp},
-          {"pp", c.layout.pp},
-          {"dp", c.layout.dp},
-          {"ep", c.layout.ep},
-          {"virtual_stages", c.layout.virtual_stages},
-          {"sequence_parallel", c.layout.sequence_parallel},
-          {"zero_stage", c.zero_stage},
-          {"micro_batch", c.micro_batch},
-          {"recompute", std::string(workload::RecomputeName(c.recompute))},
-          {"memory_per_gpu_bytes", c.memory.Total()},
-          {"usable_bytes", c.usable_bytes},
-          {"memory", terms},
-          {"cpu_offload_bytes", c.cpu_offload_bytes},
-          {"step_seconds", c.step_seconds},
-          {"tokens_per_second", c.tokens_per_second},
-          {"mfu", c.mfu},
-          {"seconds", c.seconds},
-          {"cost_micros", c.cost_micros},
-          {"next_smaller", c.next_smaller}};
 }
 
 std::string XmlEscape(const std::string& s) {
@@ -311,7 +284,7 @@ void RegisterPlanCommand(CLI::App& app) {
                    {"batch", task.batch},
                    {"tokens", task.tokens}};
       j["candidates"] = nlohmann::json::array();
-      for (const auto& c : plan->candidates) j["candidates"].push_back(CandidateJson(c));
+      for (const auto& c : plan->candidates) j["candidates"].push_back(workload::PlanCandidateToJson(c));
       j["rejected"] = plan->rejected;
       j["layouts_evaluated"] = plan->layouts_evaluated;
       j["launch"] = launch_json;

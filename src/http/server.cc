@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   const int threads = options.threads;
   server->server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   server->server_->set_payload_max_length(options.max_body_bytes);
-  server->server_->set_keep_alive_timeout(30);
+  // Idle keep-alive connections hold a pool thread and delay Stop() by up to this long.
+  server->server_->set_keep_alive_timeout(5);
   return server;
 }
 

@@ -1,0 +1,69 @@
+#include "controlplane/allocation.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "api/json_reader.h"
+#include "common/status_macros.h"
+
+namespace gpugeek::controlplane {
+
+nlohmann::json ToJson(const Allocation& a) {
+  nlohmann::json members = nlohmann::json::array();
+  for (const auto& m : a.members) {
+    members.push_back({{"rank", m.rank},
+                       {"node", m.node},
+                       {"sched_node", m.sched_node},
+                       {"gpus", m.gpus},
+                       {"gpu_milli", m.gpu_milli},
+                       {"cpu_milli", m.cpu_milli},
+                       {"memory_bytes", m.memory_bytes}});
+  }
+  return {{"members", members},
+          {"gpu_model", a.gpu_model},
+          {"master_addr", a.master_addr},
+          {"master_port", a.master_port},
+          {"released", a.released}};
+}
+
+absl::StatusOr<Allocation> ParseAllocation(const std::string& json_text) {
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  api::JsonReader r(j, "allocation");
+  RETURN_IF_ERROR(r.CheckObject({"members", "gpu_model", "master_addr", "master_port", "released"}));
+  Allocation a;
+  ASSIGN_OR_RETURN(a.gpu_model, r.String("gpu_model", std::string()));
+  ASSIGN_OR_RETURN(a.master_addr, r.String("master_addr", std::string()));
+  ASSIGN_OR_RETURN(int64_t port, r.Int("master_port", 0, 0, 65535));
+  a.master_port = static_cast<int>(port);
+  ASSIGN_OR_RETURN(a.released, r.Bool("released", false));
+  ASSIGN_OR_RETURN(auto members, r.Objects("members"));
+  for (const api::JsonReader& m : members) {
+    RETURN_IF_ERROR(m.CheckObject({"rank", "node", "sched_node", "gpus", "gpu_milli", "cpu_milli", "memory_bytes"}));
+    AllocationMember member;
+    ASSIGN_OR_RETURN(int64_t rank, m.Int("rank", std::nullopt, 0, 1023));
+    member.rank = static_cast<int>(rank);
+    ASSIGN_OR_RETURN(member.node, m.String("node"));
+    ASSIGN_OR_RETURN(member.sched_node, m.String("sched_node"));
+    ASSIGN_OR_RETURN(auto gpus, m.IntList("gpus"));
+    for (int64_t g : gpus) member.gpus.push_back(static_cast<int>(g));
+    ASSIGN_OR_RETURN(member.gpu_milli, m.Int("gpu_milli", 0, 0, 1000));
+    ASSIGN_OR_RETURN(member.cpu_milli, m.Int("cpu_milli", 0, 0, INT64_MAX));
+    ASSIGN_OR_RETURN(int64_t mem, m.Int("memory_bytes", 0, 0, INT64_MAX));
+    member.memory_bytes = static_cast<uint64_t>(mem);
+    a.members.push_back(std::move(member));
+  }
+  return a;
+}
+
+std::string Describe(const Allocation& a) {
+  std::string out;
+  for (const auto& m : a.members) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}[{}]", m.node, fmt::join(m.gpus, ","));
+    if (m.gpu_milli > 0 && m.gpu_milli < 1000) out += fmt::format("@{}m", m.gpu_milli);
+  }
+  if (!a.gpu_model.empty()) out += fmt::format(" ({})", a.gpu_model);
+  return out;
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,220 @@
+#include "controlplane/api_routes.h"
+
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "api/json_reader.h"
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+#include "controlplane/api_views.h"
+#include "controlplane/openapi.h"
+#include "workload/plan_json.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using http::Reply;
+using http::Request;
+
+constexpr int kDefaultLimit = 100;
+constexpr int kMaxLimit = 1000;
+constexpr auto kFollowPoll = std::chrono::milliseconds(200);
+
+absl::StatusOr<int> IntQuery(const Request& r, const std::string& name, int fallback, int lo, int hi) {
+  const std::string v = r.query_value(name);
+  if (v.empty()) return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || n < lo || n > hi) {
+    return absl::InvalidArgumentError(
+        fmt::format("query parameter '{}' = '{}' must be an integer {}..{}", name, v, lo, hi));
+  }
+  return static_cast<int>(n);
+}
+
+absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Request& r) {
+  ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+  api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"spec_yaml", "model_config", "tenant"}));
+  SubmitRequest submit;
+  ASSIGN_OR_RETURN(submit.spec_yaml, reader.String("spec_yaml"));
+  ASSIGN_OR_RETURN(submit.tenant, reader.String("tenant", std::string()));
+  if (reader.Has("model_config") && !body["model_config"].is_null()) {
+    if (!body["model_config"].is_object()) return reader.Error("model_config", "must be the config.json object");
+    submit.model_config_json = body["model_config"].dump();
+  }
+  ASSIGN_OR_RETURN(JobView job, cp.Submit(submit));
+  return Reply::Json(JobToJson(job), 201);
+}
+
+absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Request& r) {
+  store::JobFilter filter;
+  if (const std::string s = r.query_value("state"); !s.empty()) {
+    filter.state = api::ParseJobState(s);
+    if (!filter.state) {
+      return absl::InvalidArgumentError(
+          fmt::format("query parameter 'state' = '{}' must be one of PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, "
+                      "CANCELLED",
+                      s));
+    }
+  }
+  filter.tenant = r.query_value("tenant");
+  filter.name = r.query_value("name");
+  filter.after_id = r.query_value("after");
+  ASSIGN_OR_RETURN(filter.limit, IntQuery(r, "limit", kDefaultLimit, 1, kMaxLimit));
+  ASSIGN_OR_RETURN(auto jobs, cp.ListJobs(filter));
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& j : jobs) list.push_back(JobToJson(j));
+  nlohmann::json out = {{"jobs", list}};
+  out["next_after"] =
+      static_cast<int>(jobs.size()) == filter.limit ? nlohmann::json(jobs.back().record.id) : nlohmann::json();
+  return Reply::Json(out);
+}
+
+absl::StatusOr<Reply> Logs(ControlPlane& cp, const Request& r) {
+  const std::string id = r.param("id");
+  ASSIGN_OR_RETURN(int rank, IntQuery(r, "rank", 0, 0, 1023));
+  const std::string follow = r.query_value("follow");
+  ASSIGN_OR_RETURN(std::string text, cp.ReadLog(id, rank));
+  if (follow != "1" && follow != "true") return Reply::Text(std::move(text));
+  Reply reply;
+  reply.content_type = "text/plain; charset=utf-8";
+  reply.stream = [&cp, id, rank, sent = text](const http::ChunkWriter& write) mutable {
+    if (!sent.empty() && !write(sent)) return;
+    // Poll the log until the job ended and its members' logs are complete, then a final read.
+    for (;;) {
+      const bool complete = cp.LogComplete(id);
+      auto now = cp.ReadLog(id, rank);
+      if (!now.ok()) return;
+      if (now->size() > sent.size() && now->compare(0, sent.size(), sent) == 0) {
+        if (!write(now->substr(sent.size()))) return;
+        sent = std::move(*now);
+      }
+      if (complete) return;
+      std::this_thread::sleep_for(kFollowPoll);
+    }
+  };
+  return reply;
+}
+
+absl::StatusOr<Reply> Events(ControlPlane& cp, const Request& r) {
+  ASSIGN_OR_RETURN(int limit, IntQuery(r, "limit", kDefaultLimit, 1, kMaxLimit));
+  const std::string after = r.query_value("after", "0");
+  char* end = nullptr;
+  const long long after_seq = std::strtoll(after.c_str(), &end, 10);
+  if (*end != '\0' || after_seq < 0) {
+    return absl::InvalidArgumentError(fmt::format("query parameter 'after' = '{}' must be an event seq >= 0", after));
+  }
+  ASSIGN_OR_RETURN(auto events, cp.Events(r.query_value("job"), after_seq, limit));
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : events) list.push_back(EventToJson(e));
+  return Reply::Json({{"events", list}});
+}
+
+absl::StatusOr<Reply> Plan(ControlPlane& cp, const Request& r) {
+  ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+  api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"model_config", "task", "objective", "top"}));
+  if (!reader.Has("model_config") || !body["model_config"].is_object()) {
+    return reader.Error("model_config", "is required: the model's config.json object");
+  }
+  ASSIGN_OR_RETURN(const nlohmann::json* task_json, reader.Raw("task"));
+  api::JsonReader t(*task_json, "task");
+  RETURN_IF_ERROR(t.CheckObject({"kind", "seq", "batch", "tokens"}));
+  workload::Task task;
+  ASSIGN_OR_RETURN(std::string kind, t.String("kind"));
+  auto parsed_kind = workload::ParseTaskKind(kind);
+  if (!parsed_kind.ok()) return t.Error("kind", "must be one of inference, lora, qlora, full, pretrain");
+  task.kind = *parsed_kind;
+  ASSIGN_OR_RETURN(task.seq, t.Int("seq", 4096, 1, 10'000'000));
+  ASSIGN_OR_RETURN(task.batch, t.Int("batch", 1, 1, 1'000'000));
+  ASSIGN_OR_RETURN(int64_t tokens, t.Int("tokens", 0, 0, INT64_MAX));
+  task.tokens = static_cast<double>(tokens);
+  workload::PlannerOptions options;
+  ASSIGN_OR_RETURN(std::string objective, reader.String("objective", std::string("time")));
+  auto parsed_objective = workload::ParseObjective(objective);
+  if (!parsed_objective.ok()) return reader.Error("objective", "must be one of time, cost, gpus");
+  options.objective = *parsed_objective;
+  ASSIGN_OR_RETURN(int64_t top, reader.Int("top", 5, 1, 50));
+  options.top_k = static_cast<int>(top);
+  ASSIGN_OR_RETURN(workload::Plan plan, cp.DryRunPlan(body["model_config"].dump(), task, {}, options));
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const auto& c : plan.candidates) candidates.push_back(workload::PlanCandidateToJson(c));
+  return Reply::Json(
+      {{"candidates", candidates}, {"rejected", plan.rejected}, {"layouts_evaluated", plan.layouts_evaluated}});
+}
+
+absl::StatusOr<Reply> NodeAction(ControlPlane& cp, const Request& r, const std::string& action) {
+  const std::string name = r.param("name");
+  if (action == "drain") {
+    RETURN_IF_ERROR(cp.Drain(name));
+  } else {
+    RETURN_IF_ERROR(cp.SetCordoned(name, action == "cordon"));
+  }
+  ASSIGN_OR_RETURN(NodeView node, cp.Node(name));
+  return Reply::Json(NodeToJson(node));
+}
+
+}  // namespace
+
+void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
+  server.Route("GET", "/v1/healthz", [&clock](const Request&) -> absl::StatusOr<Reply> {
+    return Reply::Json({{"status", "ok"}, {"time", FormatTime(clock.Now())}});
+  });
+  server.Route("GET", "/v1/openapi.json",
+               [](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(OpenApiDocument()); });
+  server.Route("POST", "/v1/jobs", [&cp](const Request& r) { return SubmitJob(cp, r); });
+  server.Route("GET", "/v1/jobs", [&cp](const Request& r) { return ListJobs(cp, r); });
+  server.Route("GET", "/v1/jobs/{id}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(JobView job, cp.GetJob(r.param("id")));
+    return Reply::Json(JobToJson(job));
+  });
+  server.Route("POST", "/v1/jobs/{id}/cancel", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+    std::string reason = "cancelled by request";
+    if (!r.body.empty()) {
+      ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+      api::JsonReader reader(body, "");
+      RETURN_IF_ERROR(reader.CheckObject({"reason"}));
+      ASSIGN_OR_RETURN(reason, reader.String("reason", reason));
+    }
+    ASSIGN_OR_RETURN(JobView job, cp.Cancel(r.param("id"), reason));
+    return Reply::Json(JobToJson(job));
+  });
+  server.Route("GET", "/v1/jobs/{id}/logs", [&cp](const Request& r) { return Logs(cp, r); });
+  server.Route("GET", "/v1/events", [&cp](const Request& r) { return Events(cp, r); });
+  server.Route("GET", "/v1/nodes", [&cp](const Request&) -> absl::StatusOr<Reply> {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& n : cp.Nodes()) list.push_back(NodeToJson(n));
+    return Reply::Json({{"nodes", list}});
+  });
+  server.Route("GET", "/v1/nodes/{name}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(NodeView node, cp.Node(r.param("name")));
+    return Reply::Json(NodeToJson(node));
+  });
+  for (const std::string action : {"cordon", "uncordon", "drain"}) {
+    server.Route("POST", "/v1/nodes/{name}/" + action,
+                 [&cp, action](const Request& r) { return NodeAction(cp, r, action); });
+  }
+  server.Route("GET", "/v1/pool",
+               [&cp](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PoolToJson(cp.Pool())); });
+  server.Route("POST", "/v1/plans", [&cp](const Request& r) { return Plan(cp, r); });
+  server.Route("POST", "/v1/agents/register", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+    ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));
+    ASSIGN_OR_RETURN(api::RegistrationReply reply, cp.Register(reg));
+    return Reply::Json(api::ToJson(reply));
+  });
+  server.Route("POST", "/v1/agents/{node}/heartbeat", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+    ASSIGN_OR_RETURN(api::Heartbeat hb, api::HeartbeatFromJson(body));
+    if (hb.node != r.param("node")) {
+      return absl::InvalidArgumentError(
+          fmt::format("heartbeat.node = '{}' does not match the URL's node '{}'", hb.node, r.param("node")));
+    }
+    ASSIGN_OR_RETURN(api::HeartbeatReply reply, cp.Heartbeat(hb));
+    return Reply::Json(api::ToJson(reply));
+  });
+}
+
+}  // namespace gpugeek::controlplane

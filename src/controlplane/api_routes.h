@@ -1,0 +1,28 @@
+#pragma once
+// The REST API under /v1 (OpenAPI 3 document at /v1/openapi.json, see openapi.h).
+//
+//   POST /v1/jobs                      {spec_yaml, model_config?, tenant?} -> 201 job
+//   GET  /v1/jobs?state=&tenant=&name=&after=&limit=                      -> {jobs, next_after}
+//   GET  /v1/jobs/{id}                                                    -> job
+//   POST /v1/jobs/{id}/cancel          {reason?}                          -> job
+//   GET  /v1/jobs/{id}/logs?rank=&follow=                                 -> text (streamed with follow)
+//   GET  /v1/events?job=&after=&limit=                                    -> {events}
+//   GET  /v1/nodes, GET /v1/nodes/{name}                                  -> nodes / node
+//   POST /v1/nodes/{name}/cordon | /uncordon | /drain                     -> node
+//   GET  /v1/pool                                                         -> pool
+//   POST /v1/plans                     {model_config, task, gpus?, objective?, top?} -> plan
+//   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)
+//   GET  /v1/healthz, GET /v1/openapi.json
+//
+// Errors are {code, message, details} with the HTTP status of http/status_http.h; bad input is
+// a 4xx naming the field.
+
+#include "controlplane/control_plane.h"
+#include "http/server.h"
+
+namespace gpugeek::controlplane {
+
+// Registers every route on `server`. Both must outlive the server's serving.
+void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Clock& clock);
+
+}  // namespace gpugeek::controlplane

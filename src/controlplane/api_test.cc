@@ -1,0 +1,180 @@
+// The REST API end to end over loopback: a real ControlPlaneServer (SQLite, HTTP on port 0) and
+// the JSON client.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "controlplane/server.h"
+#include "http/client.h"
+#include "http/status_http.h"
+#include "hw/emulate_spec.h"
+#include "hw/emulated_discovery.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("gpugeek_api_test_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    auto s = ControlPlaneServer::Start({.port = 0, .data_dir = dir_.string()});
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    auto c = http::Client::Create({.base_url = server_->url()});
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+  }
+  void TearDown() override {
+    client_.reset();  // close the keep-alive connection before the server waits for it
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void RegisterNode(const std::string& node, const std::string& spec) {
+    api::Registration r;
+    r.node = node;
+    r.address = "127.0.0.1";
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(spec), node, {node, 32, uint64_t{256} << 30, 1, ""});
+    auto reply = client_->Post("/v1/agents/register", api::ToJson(r));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+  }
+  // Waits (bounded) until the job reaches `state`.
+  bool WaitFor(const std::string& id, const std::string& state) {
+    for (int i = 0; i < 100; ++i) {
+      auto job = client_->Get("/v1/jobs/" + id);
+      if (job.ok() && (*job)["state"] == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ControlPlaneServer> server_;
+  std::unique_ptr<http::Client> client_;
+};
+
+TEST_F(ApiTest, SubmitScheduleHeartbeatAndFinish) {
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  auto job = client_->Post(
+      "/v1/jobs",
+      {{"spec_yaml", "name: t\nresources: {accelerators: H100-SXM-80GB:2}\nrun: echo hi\n"}, {"tenant", "team-a"}});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = (*job)["id"];
+  EXPECT_EQ((*job)["state"], "PENDING");
+  ASSERT_TRUE(WaitFor(id, "SCHEDULED"));
+
+  api::Heartbeat hb;
+  hb.node = "node-a";
+  auto reply = client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  auto parsed = api::HeartbeatReplyFromJson(*reply);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->assignments.size(), 1u);
+  EXPECT_EQ(parsed->assignments[0].gpu_indices.size(), 2u);
+
+  hb.workloads = {{id, 1, api::WorkloadPhase::kExited, 0}};
+  hb.logs = {{id, 0, 0, "hi\n", 1}};
+  ASSERT_TRUE(client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb)).ok());
+  auto done = client_->Get("/v1/jobs/" + id);
+  EXPECT_EQ((*done)["state"], "SUCCEEDED");
+  EXPECT_EQ((*done)["exit_code"], 0);
+
+  // Logs: plain, and follow (ends because the job ended).
+  httplib::Client raw(server_->url());
+  auto log = raw.Get("/v1/jobs/" + id + "/logs");
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->body, "hi\n");
+  std::string followed;
+  ASSERT_TRUE(client_
+                  ->GetStream("/v1/jobs/" + id + "/logs?follow=true",
+                              [&](const std::string& c) {
+                                followed += c;
+                                return true;
+                              })
+                  .ok());
+  EXPECT_EQ(followed, "hi\n");
+
+  auto events = client_->Get("/v1/events?job=" + id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ((*events)["events"].size(), 4u);
+  auto pool = client_->Get("/v1/pool");
+  EXPECT_EQ((*pool)["gpu_milli_total"], 8000);
+  auto nodes = client_->Get("/v1/nodes");
+  EXPECT_EQ((*nodes)["nodes"][0]["name"], "node-a");
+}
+
+TEST_F(ApiTest, BadInputIs4xxNamingTheField) {
+  auto missing = client_->Post("/v1/jobs", {{"spec", "x"}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(missing.status().message(), "spec: is not a known field")) << missing.status();
+
+  auto bad_spec = client_->Post("/v1/jobs", {{"spec_yaml", "name: x\nrun: y\nresources: {accelerators: H100:0}\n"}});
+  EXPECT_TRUE(absl::StartsWith(bad_spec.status().message(), "resources.accelerators:")) << bad_spec.status();
+
+  httplib::Client raw(server_->url());
+  auto not_json = raw.Post("/v1/jobs", "{oops", "application/json");
+  ASSERT_TRUE(not_json);
+  EXPECT_EQ(not_json->status, 400);
+
+  EXPECT_EQ(client_->Get("/v1/jobs/j-99999999").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Get("/v1/jobs?state=sleeping").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Get("/v1/jobs?limit=0").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Post("/v1/nodes/ghost/cordon", nlohmann::json::object()).status().code(),
+            absl::StatusCode::kNotFound);
+
+  api::Heartbeat hb;
+  hb.node = "node-b";
+  auto mismatch = client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad_hb = client_->Post("/v1/agents/node-a/heartbeat", {{"node", "node-a"}, {"workloads", 3}});
+  EXPECT_TRUE(absl::StartsWith(bad_hb.status().message(), "heartbeat.workloads: must be a list")) << bad_hb.status();
+}
+
+TEST_F(ApiTest, CancelAndPaging) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(client_->Post("/v1/jobs", {{"spec_yaml", "name: p\nresources: {accelerators: T4:1}\nrun: x\n"}}).ok());
+  }
+  auto page = client_->Get("/v1/jobs?limit=2");
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ((*page)["jobs"].size(), 2u);
+  EXPECT_EQ((*page)["next_after"], "j-00000002");
+  auto rest = client_->Get("/v1/jobs?after=j-00000002&limit=10");
+  EXPECT_EQ((*rest)["jobs"].size(), 3u);
+  EXPECT_TRUE((*rest)["next_after"].is_null());
+  auto cancelled = client_->Post("/v1/jobs/j-00000001/cancel", {{"reason", "not needed"}});
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ((*cancelled)["state"], "CANCELLED");
+  EXPECT_EQ((*cancelled)["reason"], "not needed");
+  EXPECT_EQ(client_->Post("/v1/jobs/j-00000001/cancel", nlohmann::json::object()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*client_->Get("/v1/jobs?state=CANCELLED"))["jobs"].size(), 1u);
+}
+
+TEST_F(ApiTest, ServesOpenApiAndPlans) {
+  auto doc = client_->Get("/v1/openapi.json");
+  ASSERT_TRUE(doc.ok());
+  EXPECT_EQ((*doc)["openapi"], "3.0.3");
+  EXPECT_TRUE((*doc)["paths"].contains("/v1/jobs/{id}/logs"));
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  nlohmann::json config = {{"model_type", "llama"},        {"hidden_size", 4096},
+                           {"intermediate_size", 11008},   {"num_attention_heads", 32},
+                           {"num_hidden_layers", 32},      {"vocab_size", 32000},
+                           {"num_key_value_heads", 32},    {"max_position_embeddings", 4096},
+                           {"tie_word_embeddings", false}, {"rms_norm_eps", 1e-5},
+                           {"torch_dtype", "float16"}};
+  auto plan = client_->Post("/v1/plans", {{"model_config", config}, {"task", {{"kind", "inference"}, {"seq", 4096}}}});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_FALSE((*plan)["candidates"].empty());
+  EXPECT_EQ((*plan)["candidates"][0]["gpu_model"], "H100-SXM-80GB");
+  auto bad = client_->Post("/v1/plans", {{"model_config", config}, {"task", {{"kind", "dance"}}}});
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "task.kind:")) << bad.status();
+}
+
+}  // namespace
+}  // namespace gpugeek::controlplane

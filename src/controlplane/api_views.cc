@@ -1,0 +1,79 @@
+#include "controlplane/api_views.h"
+
+#include "absl/time/time.h"
+#include "hw/inventory_json.h"
+
+namespace gpugeek::controlplane {
+
+std::string FormatTime(TimePoint t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(t.time_since_epoch().count()),
+                          absl::UTCTimeZone());
+}
+
+nlohmann::json JobToJson(const JobView& job) {
+  const store::JobRecord& r = job.record;
+  nlohmann::json j = {{"id", r.id},
+                      {"name", r.name},
+                      {"tenant", r.tenant},
+                      {"state", api::JobStateName(r.state)},
+                      {"priority", r.priority},
+                      {"reason", r.reason},
+                      {"epoch", r.epoch},
+                      {"restarts", r.restarts},
+                      {"created_at", FormatTime(r.created_at)},
+                      {"updated_at", FormatTime(r.updated_at)},
+                      {"spec_yaml", r.spec_yaml}};
+  j["exit_code"] = r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json();
+  j["plan"] = r.plan_json.empty() ? nlohmann::json() : nlohmann::json::parse(r.plan_json, nullptr, false);
+  j["allocation"] = job.allocation ? ToJson(*job.allocation) : nlohmann::json();
+  if (!job.pending_reason.empty()) j["pending_reason"] = job.pending_reason;
+  return j;
+}
+
+nlohmann::json EventToJson(const store::EventRecord& e) {
+  return {{"seq", e.seq},
+          {"job_id", e.job_id},
+          {"time", FormatTime(e.time)},
+          {"from", api::JobStateName(e.from)},
+          {"to", api::JobStateName(e.to)},
+          {"reason", e.reason}};
+}
+
+nlohmann::json NodeToJson(const NodeView& node) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& s : node.samples) samples.push_back(hw::SampleToJson(s));
+  return {{"name", node.registration.node},
+          {"address", node.registration.address},
+          {"state", node.state},
+          {"capacity_type", node.registration.capacity_type},
+          {"region", node.registration.region},
+          {"labels", node.registration.labels},
+          {"last_heartbeat", FormatTime(node.last_heartbeat)},
+          {"gpu_milli_allocated", node.gpu_milli_allocated},
+          {"jobs", node.jobs},
+          {"inventory", hw::InventoryToJson(node.registration.inventory)},
+          {"samples", samples}};
+}
+
+nlohmann::json PoolToJson(const PoolView& pool) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : pool.rows) {
+    rows.push_back({{"gpu_model", r.gpu_model},
+                    {"capacity_type", r.capacity_type},
+                    {"nodes", r.nodes},
+                    {"gpus", r.gpus},
+                    {"gpu_milli_total", r.gpu_milli_total},
+                    {"gpu_milli_allocated", r.gpu_milli_allocated},
+                    {"gpus_fully_free", r.gpus_fully_free},
+                    {"frag_gpu_milli", r.frag_gpu_milli}});
+  }
+  return {{"rows", rows},
+          {"gpu_milli_total", pool.gpu_milli_total},
+          {"gpu_milli_allocated", pool.gpu_milli_allocated},
+          {"frag_gpu_milli", pool.frag_gpu_milli},
+          {"frag_rate", pool.frag_rate},
+          {"policy", pool.policy},
+          {"pending_jobs", pool.pending_jobs}};
+}
+
+}  // namespace gpugeek::controlplane

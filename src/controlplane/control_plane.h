@@ -1,0 +1,206 @@
+#pragma once
+// ControlPlane: the controllers of `gpugeek server`, without HTTP.
+//
+// It turns submissions into durable jobs (admission, with the planner when the spec names a model
+// and a task but no accelerators), places pending jobs with the SAME sched::Framework the simulator
+// runs (only the clock and the binder differ: here the binder writes the placement to the store),
+// tracks nodes from their heartbeats, and drives each job through the state machine of
+// api/job_state.h from its agents' reports:
+//
+//   submit -> PENDING -> (placed) SCHEDULED -> (every member running) RUNNING
+//          -> (every member exited 0) SUCCEEDED | (a member failed) FAILED | (cancel) CANCELLED
+//   a node silent for `node_timeout` is down: its jobs go back to PENDING (restarts + 1).
+//
+// Durable before acknowledged: every state change is committed to the Store before the call that
+// caused it returns, and before any agent hears of it (assignments are computed from committed
+// records). Create() rebuilds everything from the store, so a restarted server carries on.
+//
+// Time comes from the injected Clock; Reconcile() is one pass of the controllers (node lifecycle,
+// releases, scheduling). The server calls it periodically; tests call it with a FakeClock.
+// Thread-safety: all methods may be called concurrently (one mutex).
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "api/agent_protocol.h"
+#include "api/job_spec.h"
+#include "common/clock.h"
+#include "controlplane/allocation.h"
+#include "controlplane/node_model.h"
+#include "hw/gpu_catalog.h"
+#include "sched/framework.h"
+#include "store/store.h"
+#include "workload/planner.h"
+
+namespace gpugeek::controlplane {
+
+struct ControlPlaneOptions {
+  store::Store* store = nullptr;  // borrowed; must outlive the control plane
+  Clock* clock = nullptr;         // nullptr = RealClock()
+  std::string data_dir;           // job logs under <data_dir>/logs
+  // Placement policy of sched's Registry. FGD-style policies use the typical pods of the jobs seen
+  // so far; until there are any, BestFit places.
+  std::string policy = "FGDFit";
+  uint64_t seed = 42;
+  int64_t topology_weight = 10;  // prefer one NVLink domain for multi-GPU members
+  Duration heartbeat_interval = std::chrono::seconds(1);
+  Duration node_timeout = std::chrono::seconds(5);  // silent this long = down
+  const hw::GpuCatalog* catalog = nullptr;          // nullptr = GpuCatalog::Builtin()
+};
+
+struct SubmitRequest {
+  std::string spec_yaml;
+  std::string model_config_json;  // the config.json the spec's `model` names; "" when none
+  std::string tenant;
+};
+
+// A job as the API shows it.
+struct JobView {
+  store::JobRecord record;
+  std::optional<Allocation> allocation;
+  std::string pending_reason;  // why a PENDING job is not placed yet ("" when unknown)
+};
+
+struct NodeView {
+  api::Registration registration;
+  std::string state;  // ready | cordoned | down
+  TimePoint last_heartbeat;
+  std::vector<hw::GpuSample> samples;
+  int64_t gpu_milli_allocated = 0;
+  std::vector<std::string> jobs;  // live jobs with a member here
+};
+
+struct PoolRow {
+  std::string gpu_model;
+  std::string capacity_type;
+  int nodes = 0;
+  int gpus = 0;
+  int64_t gpu_milli_total = 0;
+  int64_t gpu_milli_allocated = 0;
+  int gpus_fully_free = 0;
+  double frag_gpu_milli = 0;  // FGD fragmentation measure (expected unusable milli-GPU), sched/frag.h
+};
+
+struct PoolView {
+  std::vector<PoolRow> rows;  // by model, then capacity type
+  int64_t gpu_milli_total = 0;
+  int64_t gpu_milli_allocated = 0;
+  double frag_gpu_milli = 0;
+  double frag_rate = 0;  // frag / idle milli-GPU (0 when nothing is idle)
+  std::string policy;    // the policy placing now
+  int pending_jobs = 0;
+};
+
+class ControlPlane {
+ public:
+  // Rebuilds nodes and jobs from the store. InvalidArgument for missing options, NotFound for an
+  // unknown policy.
+  static absl::StatusOr<std::unique_ptr<ControlPlane>> Create(const ControlPlaneOptions& options);
+
+  // Admission: validates the spec (InvalidArgument naming the field), runs the planner when the
+  // spec has model + task and no accelerators (FailedPrecondition when nothing in the pool fits,
+  // saying why), then stores the job PENDING. Returns the stored job.
+  absl::StatusOr<JobView> Submit(const SubmitRequest& request);
+  absl::StatusOr<JobView> GetJob(const std::string& id);
+  absl::StatusOr<std::vector<JobView>> ListJobs(const store::JobFilter& filter);
+  // PENDING jobs end at once; placed ones end CANCELLED and their members are stopped (SIGTERM,
+  // the spec's grace, SIGKILL). FailedPrecondition for a job already ended.
+  absl::StatusOr<JobView> Cancel(const std::string& id, const std::string& reason);
+  absl::StatusOr<std::vector<store::EventRecord>> Events(const std::string& job_id, int64_t after_seq, int limit);
+
+  // The log of one member, all placements in order (each preceded by a "== attempt" line).
+  // NotFound for an unknown job; "" when nothing was logged yet.
+  absl::StatusOr<std::string> ReadLog(const std::string& job_id, int rank);
+  // True when the job ended and every member's log is complete (log followers may stop).
+  bool LogComplete(const std::string& job_id);
+
+  // Agents.
+  absl::StatusOr<api::RegistrationReply> Register(const api::Registration& registration);
+  absl::StatusOr<api::HeartbeatReply> Heartbeat(const api::Heartbeat& heartbeat);
+
+  // Nodes and pool.
+  std::vector<NodeView> Nodes();
+  absl::StatusOr<NodeView> Node(const std::string& name);
+  // cordon: no new placements; uncordon: undo. NotFound for an unknown node.
+  absl::Status SetCordoned(const std::string& name, bool cordoned);
+  // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere.
+  absl::Status Drain(const std::string& name);
+  PoolView Pool();
+
+  // Plans a task without submitting it, over the GPU models registered in the pool (or `pool`
+  // when given).
+  absl::StatusOr<workload::Plan> DryRunPlan(const std::string& model_config_json, const workload::Task& task,
+                                            const std::vector<workload::PoolEntry>& pool,
+                                            const workload::PlannerOptions& options);
+
+  // One pass of the controllers: node lifecycle, then scheduling of pending jobs.
+  void Reconcile();
+
+ private:
+  struct MemberStatus {
+    bool running = false;
+    bool exited = false;
+    bool failed = false;
+    std::string detail;
+  };
+  struct LiveJob {  // a job whose allocation holds resources
+    store::JobRecord record;
+    api::JobSpec spec;
+    Allocation allocation;
+    std::vector<MemberStatus> members;  // by rank
+  };
+  struct NodeState {
+    api::Registration registration;
+    bool down = false;      // silent for longer than node_timeout
+    bool cordoned = false;  // durable: no new placements
+    TimePoint last_heartbeat;
+    std::vector<hw::GpuSample> samples;
+    std::vector<SchedNode> sched_nodes;
+  };
+
+  explicit ControlPlane(const ControlPlaneOptions& options);
+  absl::Status Load();
+  // All *Locked methods require mu_.
+  void RebuildClusterLocked();
+  void ScheduleLocked();
+  void CheckNodesLocked();
+  absl::Status RequeueLocked(LiveJob& live, const std::string& reason);
+  absl::Status ReleaseLocked(LiveJob& live);
+  absl::Status ApplyReportLocked(const std::string& node, const api::WorkloadReport& report);
+  void AppendLogLocked(const api::LogChunk& chunk);
+  std::vector<api::Assignment> AssignmentsForLocked(const std::string& node);
+  absl::StatusOr<JobView> ViewLocked(const store::JobRecord& record);
+  std::vector<workload::PoolEntry> PoolEntriesLocked();
+  std::string LogDir(const std::string& job_id) const;
+
+  friend class StoreBinder;
+
+  // Constant after construction.
+  const ControlPlaneOptions options_;
+  store::Store& store_;
+  Clock& clock_;
+  const hw::GpuCatalog& catalog_;
+
+  std::mutex mu_;  // guards everything below
+  std::map<std::string, NodeState> nodes_;
+  std::map<std::string, LiveJob> live_;                // by job id
+  std::map<std::string, std::string> pending_reason_;  // by job id
+  std::optional<sched::Cluster> cluster_;
+  std::unique_ptr<sched::Framework> framework_;
+  std::string active_policy_;
+  std::vector<sched::TypicalPod> typical_;
+  std::map<std::string, sched::NodeIndex> sched_index_;  // scheduler node name -> index
+  std::vector<const SchedNode*> sched_nodes_;            // by index
+  bool cluster_dirty_ = true;
+  int64_t next_job_number_ = 1;
+};
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,315 @@
+#include "controlplane/control_plane.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "common/fake_clock.h"
+#include "hw/emulate_spec.h"
+#include "hw/emulated_discovery.h"
+#include "store/sqlite_store.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using api::JobState;
+using std::chrono::seconds;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("gpugeek_cp_test_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    Restart();
+  }
+  void TearDown() override {
+    cp_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  // A fresh control plane over the same store and data dir: what a server restart does.
+  void Restart() {
+    cp_.reset();
+    store_.reset();
+    auto store = store::SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_});
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    auto cp = ControlPlane::Create({.store = store_.get(), .clock = &clock_, .data_dir = (dir_ / "data").string()});
+    ASSERT_TRUE(cp.ok()) << cp.status();
+    cp_ = std::move(*cp);
+  }
+  void Register(const std::string& node, const std::string& spec, const std::string& capacity = "on-demand") {
+    auto parsed = hw::ParseEmulateSpec(spec);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    api::Registration r;
+    r.node = node;
+    r.address = "10.0.0." + std::to_string(node.back() - 'a' + 1);
+    r.capacity_type = capacity;
+    r.inventory = hw::BuildEmulatedInventory(*parsed, node, {node, 64, uint64_t{512} << 30, 2, "test"});
+    ASSERT_TRUE(cp_->Register(r).ok());
+  }
+  std::string Submit(const std::string& yaml, const std::string& config = "") {
+    auto job = cp_->Submit({.spec_yaml = yaml, .model_config_json = config, .tenant = "team-a"});
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->record.id : "";
+  }
+  api::HeartbeatReply Beat(const std::string& node, std::vector<api::WorkloadReport> reports = {},
+                           std::vector<api::LogChunk> logs = {}) {
+    api::Heartbeat hb;
+    hb.node = node;
+    hb.workloads = std::move(reports);
+    hb.logs = std::move(logs);
+    auto reply = cp_->Heartbeat(hb);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : api::HeartbeatReply{};
+  }
+  JobState State(const std::string& id) { return cp_->GetJob(id)->record.state; }
+
+  FakeClock clock_{TimePoint(seconds(1'800'000'000))};
+  std::filesystem::path dir_;
+  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<ControlPlane> cp_;
+};
+
+constexpr char kFourH100[] = "name: train\nresources: {accelerators: H100-SXM-80GB:4}\nrun: python train.py\n";
+
+TEST_F(ControlPlaneTest, JobRunsThroughTheWholeLifecycle) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id = Submit(kFourH100);
+  EXPECT_EQ(id, "j-00000001");
+  EXPECT_EQ(State(id), JobState::kPending);
+
+  cp_->Reconcile();
+  auto job = cp_->GetJob(id);
+  ASSERT_EQ(job->record.state, JobState::kScheduled);
+  EXPECT_EQ(job->record.epoch, 1);
+  ASSERT_TRUE(job->allocation.has_value());
+  ASSERT_EQ(job->allocation->members.size(), 1u);
+  EXPECT_EQ(job->allocation->members[0].node, "node-a");
+  EXPECT_EQ(job->allocation->members[0].gpus.size(), 4u);
+  EXPECT_EQ(job->allocation->gpu_model, "H100-SXM-80GB");
+
+  api::HeartbeatReply reply = Beat("node-a");
+  ASSERT_EQ(reply.assignments.size(), 1u);
+  const api::Assignment& a = reply.assignments[0];
+  EXPECT_EQ(a.job_id, id);
+  EXPECT_EQ(a.epoch, 1);
+  EXPECT_EQ(a.run, "python train.py");
+  EXPECT_FALSE(a.cancel);
+
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}});
+  EXPECT_EQ(State(id), JobState::kRunning);
+  reply = Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, 0}}, {{id, 0, 0, "step 1\n", 1}});
+  EXPECT_TRUE(reply.assignments.empty());  // exit recorded: the agent may forget it
+  job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kSucceeded);
+  EXPECT_EQ(job->record.exit_code, 0);
+  EXPECT_TRUE(job->allocation->released);
+  EXPECT_EQ(*cp_->ReadLog(id, 0), "step 1\n");
+  EXPECT_TRUE(cp_->LogComplete(id));
+
+  // Events: created, SCHEDULED, RUNNING, SUCCEEDED — each with time and reason.
+  auto events = cp_->Events(id, 0, 100);
+  ASSERT_EQ(events->size(), 4u);
+  EXPECT_EQ((*events)[1].to, JobState::kScheduled);
+  EXPECT_TRUE(absl::StartsWith((*events)[1].reason, "placed on node-a[")) << (*events)[1].reason;
+  EXPECT_EQ((*events)[3].to, JobState::kSucceeded);
+}
+
+TEST_F(ControlPlaneTest, TwoNodeGangStartsTogetherWithConsistentRanks) {
+  Register("node-a", "8xH100-SXM-80GB");
+  Register("node-b", "8xH100-SXM-80GB");
+  const std::string id =
+      Submit("name: gang\nnum_nodes: 2\nresources: {accelerators: H100-SXM-80GB:8}\nrun: torchrun train.py\n");
+  cp_->Reconcile();
+  auto job = cp_->GetJob(id);
+  ASSERT_EQ(job->record.state, JobState::kScheduled);
+  ASSERT_EQ(job->allocation->members.size(), 2u);
+  const auto ra = Beat("node-a").assignments;
+  const auto rb = Beat("node-b").assignments;
+  ASSERT_EQ(ra.size(), 1u);
+  ASSERT_EQ(rb.size(), 1u);
+  EXPECT_NE(ra[0].node_rank, rb[0].node_rank);
+  EXPECT_EQ(ra[0].num_nodes, 2);
+  EXPECT_EQ(ra[0].master_addr, rb[0].master_addr);
+  EXPECT_EQ(ra[0].master_port, rb[0].master_port);
+  const std::string rank0_node = ra[0].node_rank == 0 ? "node-a" : "node-b";
+  EXPECT_EQ(ra[0].master_addr, rank0_node == "node-a" ? "10.0.0.1" : "10.0.0.2");
+
+  // RUNNING only once both members run.
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning, {}, 0, "", ra[0].node_rank}});
+  EXPECT_EQ(State(id), JobState::kScheduled);
+  Beat("node-b", {{id, 1, api::WorkloadPhase::kRunning, {}, 0, "", rb[0].node_rank}});
+  EXPECT_EQ(State(id), JobState::kRunning);
+
+  // One member fails: the job fails and the survivor is told to stop.
+  Beat("node-b", {{id, 1, api::WorkloadPhase::kExited, 3, 0, "", rb[0].node_rank}});
+  job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_EQ(job->record.exit_code, 3);
+  const auto stop = Beat("node-a").assignments;
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_TRUE(stop[0].cancel);
+  EXPECT_FALSE(cp_->GetJob(id)->allocation->released);  // held until the survivor confirms
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, std::nullopt, 15, "", ra[0].node_rank}});
+  EXPECT_TRUE(cp_->GetJob(id)->allocation->released);
+}
+
+TEST_F(ControlPlaneTest, CancelPendingAndRunningJobs) {
+  const std::string pending = Submit(kFourH100);  // no nodes yet
+  auto cancelled = cp_->Cancel(pending, "user asked");
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->record.state, JobState::kCancelled);
+  EXPECT_EQ(cp_->Cancel(pending, "").status().code(), absl::StatusCode::kFailedPrecondition);
+
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string running = Submit(kFourH100);
+  cp_->Reconcile();
+  Beat("node-a", {{running, 1, api::WorkloadPhase::kRunning}});
+  ASSERT_TRUE(cp_->Cancel(running, "").ok());
+  auto reply = Beat("node-a");
+  ASSERT_EQ(reply.assignments.size(), 1u);
+  EXPECT_TRUE(reply.assignments[0].cancel);
+  EXPECT_EQ(reply.assignments[0].grace_ms, 30000);  // the spec's default grace
+  Beat("node-a", {{running, 1, api::WorkloadPhase::kExited, std::nullopt, 15}});
+  EXPECT_EQ(State(running), JobState::kCancelled);  // stays CANCELLED, not FAILED
+  EXPECT_TRUE(Beat("node-a").assignments.empty());
+}
+
+TEST_F(ControlPlaneTest, LostNodeRequeuesAndFencesTheOldPlacement) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id = Submit(kFourH100);
+  cp_->Reconcile();
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}});
+  Register("node-b", "8xH100-SXM-80GB");
+  for (int i = 0; i < 6; ++i) {  // node-b keeps beating, node-a falls silent
+    clock_.Advance(seconds(1));
+    Beat("node-b");
+  }
+  cp_->Reconcile();  // node-a is down: requeue, then place on node-b
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.restarts, 1);
+  ASSERT_EQ(job->record.state, JobState::kScheduled);
+  EXPECT_EQ(job->record.epoch, 2);
+  EXPECT_EQ(job->allocation->members[0].node, "node-b");
+  // node-a comes back and reports the old placement exiting: fenced out, the job is untouched.
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, 1}});
+  EXPECT_EQ(State(id), JobState::kScheduled);
+  EXPECT_TRUE(Beat("node-a").assignments.empty());
+  auto events = cp_->Events(id, 0, 100);
+  bool requeued = false;
+  for (const auto& e : *events) requeued |= absl::StrContains(e.reason, "node-a stopped heartbeating");
+  EXPECT_TRUE(requeued);
+}
+
+TEST_F(ControlPlaneTest, RestartedServerKeepsEveryJobAndRunningOnesFinish) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string done = Submit(kFourH100);
+  const std::string running = Submit(kFourH100);
+  const std::string waiting = Submit("name: big\nresources: {accelerators: H100-SXM-80GB:8}\nrun: python big.py\n");
+  cp_->Reconcile();
+  Beat("node-a", {{done, 1, api::WorkloadPhase::kExited, 0}, {running, 1, api::WorkloadPhase::kRunning}});
+  ASSERT_EQ(State(done), JobState::kSucceeded);
+
+  Restart();
+  EXPECT_EQ(State(done), JobState::kSucceeded);
+  EXPECT_EQ(State(running), JobState::kRunning);
+  EXPECT_EQ(State(waiting), JobState::kPending);
+  auto reply = Beat("node-a", {{running, 1, api::WorkloadPhase::kRunning}});
+  ASSERT_EQ(reply.assignments.size(), 1u);  // the same placement, same epoch: the agent does nothing
+  EXPECT_EQ(reply.assignments[0].job_id, running);
+  EXPECT_EQ(reply.assignments[0].epoch, 1);
+  cp_->Reconcile();
+  EXPECT_EQ(State(waiting), JobState::kPending);  // 4 of 8 GPUs still held by `running`
+  Beat("node-a", {{running, 1, api::WorkloadPhase::kExited, 0}});
+  EXPECT_EQ(State(running), JobState::kSucceeded);
+  cp_->Reconcile();
+  EXPECT_EQ(State(waiting), JobState::kScheduled);
+  EXPECT_EQ(Submit(kFourH100), "j-00000004");  // ids continue after a restart
+}
+
+TEST_F(ControlPlaneTest, UnschedulableJobSaysWhy) {
+  Register("node-a", "4xA100-PCIe-80GB");
+  const std::string id = Submit("name: huge\nresources: {accelerators: A100-PCIe-80GB:8}\nrun: x\n");
+  cp_->Reconcile();
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kPending);
+  EXPECT_TRUE(absl::StartsWith(job->pending_reason, "no node fits (1 nodes)")) << job->pending_reason;
+}
+
+TEST_F(ControlPlaneTest, PlannerSizesALlama70bLoraOnA100s) {
+  Register("node-a", "8xA100-SXM-80GB");
+  const std::string config = ReadFile(std::string(GPUGEEK_SHARED_DIR) + "/models/llama/Llama-2-70b-hf.json");
+  ASSERT_FALSE(config.empty());
+  auto job = cp_->Submit({.spec_yaml = "name: llama2-70b-lora\nmodel: Llama-2-70b-hf.json\n"
+                                       "task: {kind: lora, seq_len: 4096, micro_batch: 1}\nrun: python train.py\n",
+                          .model_config_json = config});
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_NE(job->record.plan_json.find("A100-SXM-80GB"), std::string::npos) << job->record.plan_json;
+  cp_->Reconcile();
+  job = cp_->GetJob(job->record.id);
+  ASSERT_EQ(job->record.state, JobState::kScheduled) << job->pending_reason;
+  EXPECT_EQ(job->allocation->gpu_model, "A100-SXM-80GB");
+  // A LoRA fine-tune of Llama-2-70B fits 4 x A100-80GB (anchors/planner.md); the planner may pick
+  // more GPUs for speed, never fewer than that.
+  EXPECT_GE(job->allocation->members[0].gpus.size(), 4u);
+
+  // Full fine-tuning needs more than this 8-GPU pool: refused at admission, saying why.
+  auto full = cp_->Submit({.spec_yaml = "name: full\nmodel: Llama-2-70b-hf.json\ntask: {kind: full, seq_len: 4096}\n"
+                                        "run: python train.py\n",
+                           .model_config_json = config});
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "no GPU in the pool fits")) << full.status();
+}
+
+TEST_F(ControlPlaneTest, BadInputIsRefusedNamingTheField) {
+  auto bad = cp_->Submit({.spec_yaml = "name: x\nrun: y\nresources: {accelerators: Z80:1}\n"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "resources.accelerators:")) << bad.status();
+  auto no_config = cp_->Submit({.spec_yaml = "name: x\nrun: y\nmodel: m.json\ntask: {kind: lora}\n"});
+  ASSERT_FALSE(no_config.ok());
+  EXPECT_TRUE(absl::StartsWith(no_config.status().message(), "model_config:")) << no_config.status();
+  EXPECT_EQ(cp_->GetJob("j-404").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Beat("ghost").reregister);
+}
+
+TEST_F(ControlPlaneTest, LogsDeduplicateResentChunks) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id = Submit(kFourH100);
+  cp_->Reconcile();
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}}, {{id, 0, 0, "hello ", 1}});
+  Beat("node-a", {}, {{id, 0, 0, "hello ", 1}, {id, 0, 6, "world\n", 1}});  // a resend, then new bytes
+  Beat("node-a", {}, {{id, 0, 3, "lo world\nbye\n", 1}});                   // overlapping
+  EXPECT_EQ(*cp_->ReadLog(id, 0), "hello world\nbye\n");
+}
+
+TEST_F(ControlPlaneTest, DrainMovesJobsAndPoolCountsGpus) {
+  Register("node-a", "8xH100-SXM-80GB");
+  Register("node-b", "4xA100-PCIe-80GB", "spot");
+  const std::string id = Submit(kFourH100);
+  cp_->Reconcile();
+  PoolView pool = cp_->Pool();
+  ASSERT_EQ(pool.rows.size(), 2u);
+  EXPECT_EQ(pool.gpu_milli_total, 12000);
+  EXPECT_EQ(pool.gpu_milli_allocated, 4000);
+  EXPECT_EQ(pool.rows[0].gpu_model, "A100-PCIe-80GB");
+  EXPECT_EQ(pool.rows[0].capacity_type, "spot");
+  ASSERT_TRUE(cp_->Drain("node-a").ok());
+  EXPECT_EQ(State(id), JobState::kPending);
+  EXPECT_EQ(cp_->Node("node-a")->state, "cordoned");
+  EXPECT_EQ(cp_->SetCordoned("nope", true).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gpugeek::controlplane

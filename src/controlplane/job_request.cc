@@ -1,0 +1,133 @@
+#include "controlplane/job_request.h"
+
+#include <fmt/format.h>
+
+#include "api/json_reader.h"
+#include "common/status_macros.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+sched::CapacityType ToSched(api::CapacityType c) {
+  switch (c) {
+    case api::CapacityType::kSpot:
+      return sched::CapacityType::kSpot;
+    case api::CapacityType::kReserved:
+      return sched::CapacityType::kReserved;
+    case api::CapacityType::kOnDemand:
+      return sched::CapacityType::kOnDemand;
+  }
+  return sched::CapacityType::kOnDemand;
+}
+
+struct Group {
+  int gang = 1;
+  std::vector<sched::ResourceShape> shapes;
+};
+
+void AddShape(std::vector<Group>& groups, int gang, sched::ResourceShape shape) {
+  for (Group& g : groups) {
+    if (g.gang == gang) {
+      g.shapes.push_back(std::move(shape));
+      return;
+    }
+  }
+  groups.push_back({gang, {std::move(shape)}});
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job_id, const api::JobSpec& spec,
+                                                          const workload::ResourceRequest* plan) {
+  std::vector<Group> groups;
+  const api::Resources& r = spec.resources;
+  if (!r.any_of.empty()) {
+    for (const api::AcceleratorRequest& a : r.any_of) {
+      sched::ResourceShape s;
+      s.cpu_milli = r.cpu_milli;
+      s.memory_bytes = r.memory_bytes;
+      s.num_gpus = a.count;
+      s.gpu_milli = static_cast<int32_t>(a.milli_per_gpu);
+      s.allowed_models = {a.model};
+      AddShape(groups, spec.num_nodes, std::move(s));
+    }
+  } else if (plan != nullptr) {
+    for (const auto& alt : plan->alternatives) {
+      const int per_node = std::max(1, std::min(alt.gpus, alt.gpus_per_node > 0 ? alt.gpus_per_node : alt.gpus));
+      if (per_node > sched::kMaxGpusPerNode) continue;
+      const int gang = (alt.gpus + per_node - 1) / per_node;
+      sched::ResourceShape s;
+      s.cpu_milli = r.cpu_milli;
+      s.memory_bytes = r.memory_bytes;
+      s.num_gpus = per_node;
+      s.gpu_milli = 1000;
+      s.allowed_models = {alt.gpu_model};
+      AddShape(groups, gang, std::move(s));
+    }
+  }
+  if (groups.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "job {}: nothing to place: give resources.accelerators, or model and task for the planner", job_id));
+  }
+  std::vector<sched::Request> out;
+  for (const Group& g : groups) {
+    sched::Request req;
+    req.id = job_id;
+    req.alternatives = g.shapes;
+    req.gang_size = g.gang;
+    req.priority = spec.priority;
+    if (r.capacity) {
+      req.capacity_type = ToSched(*r.capacity);
+      out.push_back(req);
+      req.capacity_type.reset();
+    }
+    out.push_back(std::move(req));
+  }
+  return out;
+}
+
+nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary) {
+  nlohmann::json alts = nlohmann::json::array();
+  for (const auto& a : plan.alternatives) {
+    alts.push_back({{"gpu_model", a.gpu_model},
+                    {"gpus", a.gpus},
+                    {"gpus_per_node", a.gpus_per_node},
+                    {"tp", a.tp},
+                    {"pp", a.pp},
+                    {"dp", a.dp},
+                    {"memory_per_gpu_bytes", a.memory_per_gpu_bytes},
+                    {"est_seconds", a.est_seconds},
+                    {"est_cost_micros", a.est_cost_micros}});
+  }
+  return {{"best", best_summary}, {"alternatives", alts}};
+}
+
+absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_text) {
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  api::JsonReader r(j, "plan");
+  RETURN_IF_ERROR(r.CheckObject({"best", "alternatives"}));
+  workload::ResourceRequest out;
+  ASSIGN_OR_RETURN(auto alts, r.Objects("alternatives"));
+  for (const api::JsonReader& a : alts) {
+    workload::ResourceRequest::Alternative alt;
+    ASSIGN_OR_RETURN(alt.gpu_model, a.String("gpu_model"));
+    ASSIGN_OR_RETURN(int64_t gpus, a.Int("gpus", std::nullopt, 1, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t per_node, a.Int("gpus_per_node", 0, 0, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t tp, a.Int("tp", 1, 1, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t pp, a.Int("pp", 1, 1, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t dp, a.Int("dp", 1, 1, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t mem, a.Int("memory_per_gpu_bytes", 0, 0, INT64_MAX));
+    ASSIGN_OR_RETURN(alt.est_seconds, a.Int("est_seconds", 0, 0, INT64_MAX));
+    ASSIGN_OR_RETURN(alt.est_cost_micros, a.Int("est_cost_micros", 0, 0, INT64_MAX));
+    alt.gpus = static_cast<int>(gpus);
+    alt.gpus_per_node = static_cast<int>(per_node);
+    alt.tp = static_cast<int>(tp);
+    alt.pp = static_cast<int>(pp);
+    alt.dp = static_cast<int>(dp);
+    alt.memory_per_gpu_bytes = static_cast<uint64_t>(mem);
+    out.alternatives.push_back(alt);
+  }
+  return out;
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,32 @@
+#pragma once
+// From what a job asks for to what the scheduler places.
+//
+// A job asks either explicitly (JobSpec resources.accelerators: alternatives of MODEL:COUNT per
+// node, for num_nodes nodes) or through the planner (a workload::ResourceRequest whose alternatives
+// may need different node counts, e.g. 4 x A100 on one node or 16 x A100 on two). The scheduler's
+// Request shares one gang size across its alternatives, so alternatives are grouped by gang size,
+// in order. A capacity preference (spot / on-demand / reserved) is tried first restricted to that
+// capacity type, then without the restriction.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "api/job_spec.h"
+#include "sched/request.h"
+#include "workload/planner.h"
+
+namespace gpugeek::controlplane {
+
+// The scheduler requests to try, in order, for one job. InvalidArgument when the job asks for
+// nothing the scheduler can place (no alternatives and no plan).
+absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job_id, const api::JobSpec& spec,
+                                                          const workload::ResourceRequest* plan);
+
+// The planner's request as stored with the job (JobRecord::plan_json) and read back.
+nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary);
+absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_text);
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,170 @@
+#include "controlplane/openapi.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using J = nlohmann::json;
+
+J Ref(const std::string& schema) { return {{"$ref", "#/components/schemas/" + schema}}; }
+
+J JsonResponse(const std::string& description, const J& schema) {
+  return {{"description", description}, {"content", {{"application/json", {{"schema", schema}}}}}};
+}
+
+J Errors() {
+  return {{"400", JsonResponse("invalid input; the message names the field", Ref("Error"))},
+          {"404", JsonResponse("not found", Ref("Error"))},
+          {"409", JsonResponse("the resource's state forbids it", Ref("Error"))}};
+}
+
+J Op(const std::string& summary, const J& ok_response, const std::string& ok_code = "200") {
+  J responses = Errors();
+  responses[ok_code] = ok_response;
+  return {{"summary", summary}, {"responses", responses}};
+}
+
+J PathParam(const std::string& name) {
+  return {{"name", name}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}}}};
+}
+
+J QueryParam(const std::string& name, const std::string& type, const std::string& description) {
+  return {
+      {"name", name}, {"in", "query"}, {"required", false}, {"description", description}, {"schema", {{"type", type}}}};
+}
+
+J Body(const J& schema) { return {{"required", true}, {"content", {{"application/json", {{"schema", schema}}}}}}; }
+
+J Build() {
+  J schemas;
+  schemas["Error"] = {{"type", "object"},
+                      {"required", {"code", "message"}},
+                      {"properties",
+                       {{"code", {{"type", "string"}, {"example", "INVALID_ARGUMENT"}}},
+                        {"message", {{"type", "string"}}},
+                        {"details", {{"type", "object"}}}}}};
+  schemas["Job"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"name", {{"type", "string"}}},
+        {"tenant", {{"type", "string"}}},
+        {"state",
+         {{"type", "string"}, {"enum", {"PENDING", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}}}},
+        {"priority", {{"type", "integer"}}},
+        {"reason", {{"type", "string"}}},
+        {"epoch", {{"type", "integer"}, {"description", "fencing token, raised on every placement"}}},
+        {"restarts", {{"type", "integer"}}},
+        {"exit_code", {{"type", "integer"}, {"nullable", true}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"updated_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"spec_yaml", {{"type", "string"}}},
+        {"plan", {{"type", "object"}, {"nullable", true}}},
+        {"allocation", {{"type", "object"}, {"nullable", true}}},
+        {"pending_reason", {{"type", "string"}}}}}};
+  schemas["SubmitJob"] = {
+      {"type", "object"},
+      {"required", {"spec_yaml"}},
+      {"properties",
+       {{"spec_yaml", {{"type", "string"}, {"description", "a job spec (docs/job-spec.md)"}}},
+        {"model_config", {{"type", "object"}, {"description", "the config.json the spec's model names"}}},
+        {"tenant", {{"type", "string"}}}}}};
+  schemas["Event"] = {{"type", "object"},
+                      {"properties",
+                       {{"seq", {{"type", "integer"}}},
+                        {"job_id", {{"type", "string"}}},
+                        {"time", {{"type", "string"}, {"format", "date-time"}}},
+                        {"from", {{"type", "string"}}},
+                        {"to", {{"type", "string"}}},
+                        {"reason", {{"type", "string"}}}}}};
+  schemas["Node"] = {{"type", "object"},
+                     {"properties",
+                      {{"name", {{"type", "string"}}},
+                       {"state", {{"type", "string"}, {"enum", {"ready", "cordoned", "down"}}}},
+                       {"capacity_type", {{"type", "string"}}},
+                       {"gpu_milli_allocated", {{"type", "integer"}}},
+                       {"inventory", {{"type", "object"}}},
+                       {"jobs", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
+  schemas["Pool"] = {{"type", "object"},
+                     {"properties",
+                      {{"rows", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                       {"gpu_milli_total", {{"type", "integer"}}},
+                       {"gpu_milli_allocated", {{"type", "integer"}}},
+                       {"frag_gpu_milli", {{"type", "number"}}},
+                       {"frag_rate", {{"type", "number"}}},
+                       {"policy", {{"type", "string"}}}}}};
+  schemas["PlanRequest"] = {{"type", "object"},
+                            {"required", {"model_config", "task"}},
+                            {"properties",
+                             {{"model_config", {{"type", "object"}}},
+                              {"task", {{"type", "object"}}},
+                              {"objective", {{"type", "string"}, {"enum", {"time", "cost", "gpus"}}}},
+                              {"top", {{"type", "integer"}}}}}};
+  const J list_of = [](const std::string& key, const std::string& schema) {
+    return J{{"type", "object"}, {"properties", {{key, {{"type", "array"}, {"items", Ref(schema)}}}}}};
+  }("jobs", "Job");
+
+  J paths;
+  paths["/v1/healthz"]["get"] = Op("Liveness", JsonResponse("ok", {{"type", "object"}}));
+  paths["/v1/openapi.json"]["get"] = Op("This document", JsonResponse("OpenAPI 3.0", {{"type", "object"}}));
+  paths["/v1/jobs"]["post"] = Op("Submit a job", JsonResponse("stored (durable)", Ref("Job")), "201");
+  paths["/v1/jobs"]["post"]["requestBody"] = Body(Ref("SubmitJob"));
+  paths["/v1/jobs"]["get"] = Op("List jobs, paged by id", JsonResponse("a page", list_of));
+  paths["/v1/jobs"]["get"]["parameters"] = {QueryParam("state", "string", "PENDING ... CANCELLED"),
+                                            QueryParam("tenant", "string", ""), QueryParam("name", "string", ""),
+                                            QueryParam("after", "string", "ids after this one"),
+                                            QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/jobs/{id}"]["get"] = Op("Get a job", JsonResponse("the job", Ref("Job")));
+  paths["/v1/jobs/{id}"]["parameters"] = {PathParam("id")};
+  paths["/v1/jobs/{id}/cancel"]["post"] = Op("Cancel a job", JsonResponse("the job", Ref("Job")));
+  paths["/v1/jobs/{id}/cancel"]["parameters"] = {PathParam("id")};
+  paths["/v1/jobs/{id}/logs"]["get"] = {
+      {"summary", "A member's log; streamed until the job ends with follow=true"},
+      {"parameters",
+       {PathParam("id"), QueryParam("rank", "integer", "gang rank, default 0"),
+        QueryParam("follow", "boolean", "stream until the job ends")}},
+      {"responses",
+       {{"200", {{"description", "log text"}, {"content", {{"text/plain", {{"schema", {{"type", "string"}}}}}}}}},
+        {"404", JsonResponse("no such job", Ref("Error"))}}}};
+  paths["/v1/events"]["get"] = Op(
+      "Job state transitions, oldest first",
+      JsonResponse("events",
+                   {{"type", "object"}, {"properties", {{"events", {{"type", "array"}, {"items", Ref("Event")}}}}}}));
+  paths["/v1/events"]["get"]["parameters"] = {QueryParam("job", "string", "only this job"),
+                                              QueryParam("after", "integer", "events after this seq"),
+                                              QueryParam("limit", "integer", "1..1000")};
+  paths["/v1/nodes"]["get"] = Op("List nodes", JsonResponse("nodes", {{"type", "object"}}));
+  paths["/v1/nodes/{name}"]["get"] = Op("Get a node", JsonResponse("the node", Ref("Node")));
+  paths["/v1/nodes/{name}"]["parameters"] = {PathParam("name")};
+  for (const std::string action : {"cordon", "uncordon", "drain"}) {
+    const std::string path = "/v1/nodes/{name}/" + action;
+    paths[path]["post"] = Op(action == "drain"    ? "Cordon and move the node's jobs elsewhere"
+                             : action == "cordon" ? "No new placements on the node"
+                                                  : "Allow placements again",
+                             JsonResponse("the node", Ref("Node")));
+    paths[path]["parameters"] = {PathParam("name")};
+  }
+  paths["/v1/pool"]["get"] =
+      Op("GPUs by model and capacity type, allocation and fragmentation", JsonResponse("the pool", Ref("Pool")));
+  paths["/v1/plans"]["post"] =
+      Op("Plan a task over the pool without submitting", JsonResponse("plan", {{"type", "object"}}));
+  paths["/v1/plans"]["post"]["requestBody"] = Body(Ref("PlanRequest"));
+  paths["/v1/agents/register"]["post"] =
+      Op("Agent registration (api/agent_protocol.h)", JsonResponse("ok", {{"type", "object"}}));
+  paths["/v1/agents/{node}/heartbeat"]["post"] =
+      Op("Agent heartbeat: reports in, desired assignments out", JsonResponse("assignments", {{"type", "object"}}));
+  paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
+
+  return {{"openapi", "3.0.3"},
+          {"info", {{"title", "gpugeek control plane"}, {"version", "0.1.0"}}},
+          {"paths", paths},
+          {"components", {{"schemas", schemas}}}};
+}
+
+}  // namespace
+
+const J& OpenApiDocument() {
+  static const J* doc = new J(Build());
+  return *doc;
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,62 @@
+#include "controlplane/server.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/status_macros.h"
+#include "controlplane/api_routes.h"
+
+namespace gpugeek::controlplane {
+
+absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(const ServerOptions& options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("server: --data-dir is required");
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec) return absl::UnavailableError(fmt::format("server: cannot create {}: {}", options.data_dir, ec.message()));
+  auto s = std::unique_ptr<ControlPlaneServer>(new ControlPlaneServer());
+  s->options_ = options;
+  ASSIGN_OR_RETURN(
+      s->store_, store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string()}));
+  ControlPlaneOptions cp;
+  cp.store = s->store_.get();
+  cp.data_dir = options.data_dir;
+  cp.policy = options.policy;
+  cp.heartbeat_interval = options.heartbeat_interval;
+  cp.node_timeout = options.node_timeout;
+  ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
+  http::ServerOptions ho;
+  ho.host = options.host;
+  ho.port = options.port;
+  ASSIGN_OR_RETURN(s->http_, http::Server::Create(ho));
+  RegisterApiRoutes(*s->http_, *s->control_plane_, RealClock());
+  RETURN_IF_ERROR(s->http_->Start());
+  s->loop_ = std::thread([p = s.get()] { p->Loop(); });
+  spdlog::info("gpugeek server listening on {} (data in {})", s->url(), options.data_dir);
+  return s;
+}
+
+ControlPlaneServer::~ControlPlaneServer() { Stop(); }
+
+void ControlPlaneServer::Stop() {
+  if (http_) http_->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (loop_.joinable()) loop_.join();
+}
+
+void ControlPlaneServer::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    control_plane_->Reconcile();
+    lock.lock();
+    wake_.wait_for(lock, options_.reconcile_interval, [this] { return stopping_; });
+  }
+}
+
+}  // namespace gpugeek::controlplane

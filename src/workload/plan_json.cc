@@ -1,0 +1,33 @@
+#include "workload/plan_json.h"
+
+namespace gpugeek::workload {
+
+nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
+  nlohmann::json terms = nlohmann::json::array();
+  for (const auto& t : c.memory.terms)
+    terms.push_back({{"label", t.label}, {"bytes", t.bytes}, {"formula", t.formula}});
+  return {{"summary", c.Summary()},
+          {"gpu_model", c.gpu->id},
+          {"gpus", c.gpus},
+          {"tp", c.layout.tp},
+          {"pp", c.layout.pp},
+          {"dp", c.layout.dp},
+          {"ep", c.layout.ep},
+          {"virtual_stages", c.layout.virtual_stages},
+          {"sequence_parallel", c.layout.sequence_parallel},
+          {"zero_stage", c.zero_stage},
+          {"micro_batch", c.micro_batch},
+          {"recompute", std::string(RecomputeName(c.recompute))},
+          {"memory_per_gpu_bytes", c.memory.Total()},
+          {"usable_bytes", c.usable_bytes},
+          {"memory", terms},
+          {"cpu_offload_bytes", c.cpu_offload_bytes},
+          {"step_seconds", c.step_seconds},
+          {"tokens_per_second", c.tokens_per_second},
+          {"mfu", c.mfu},
+          {"seconds", c.seconds},
+          {"cost_micros", c.cost_micros},
+          {"next_smaller", c.next_smaller}};
+}
+
+}  // namespace gpugeek::workload

@@ -57,12 +57,8 @@ nlohmann::json ToJson(const Assignment& a) {
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
-  nlohmann::json j = {{"job_id", w.job_id},
-                      {"epoch", w.epoch},
-                      {"phase", WorkloadPhaseName(w.phase)},
-                      {"term_signal", w.term_signal},
-                      {"message", w.message},
-                      {"node_rank", w.node_rank}};
+  nlohmann::json j = {{"job_id", w.job_id},           {"epoch", w.epoch},     {"phase", WorkloadPhaseName(w.phase)},
+                      {"term_signal", w.term_signal}, {"message", w.message}, {"node_rank", w.node_rank}};
   if (w.exit_code) j["exit_code"] = *w.exit_code;
   return j;
 }
@@ -75,11 +71,8 @@ nlohmann::json ToJson(const Heartbeat& h) {
   nlohmann::json logs = nlohmann::json::array();
   for (const auto& l : h.logs) {
     // Log bytes may hold invalid UTF-8; the HTTP layer dumps JSON with U+FFFD replacement.
-    logs.push_back({{"job_id", l.job_id},
-                    {"node_rank", l.node_rank},
-                    {"offset", l.offset},
-                    {"data", l.data},
-                    {"epoch", l.epoch}});
+    logs.push_back(
+        {{"job_id", l.job_id}, {"node_rank", l.node_rank}, {"offset", l.offset}, {"data", l.data}, {"epoch", l.epoch}});
   }
   return {{"node", h.node}, {"samples", samples}, {"workloads", workloads}, {"logs", logs}};
 }

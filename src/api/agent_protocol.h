@@ -79,7 +79,7 @@ struct LogChunk {
   int node_rank = 0;
   uint64_t offset = 0;  // byte offset of `data` in the member's log for this epoch
   std::string data;
-  int64_t epoch = 0;    // the assignment's epoch: each placement of a job has its own log
+  int64_t epoch = 0;  // the assignment's epoch: each placement of a job has its own log
 };
 
 struct Heartbeat {

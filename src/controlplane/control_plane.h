@@ -19,6 +19,7 @@
 // releases, scheduling). The server calls it periodically; tests call it with a FakeClock.
 // Thread-safety: all methods may be called concurrently (one mutex).
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -166,7 +167,14 @@ class ControlPlane {
     std::vector<SchedNode> sched_nodes;
   };
 
+  struct PendingSubmit {
+    store::JobRecord record;
+    absl::StatusOr<store::JobRecord> result = absl::UnknownError("not committed");
+    bool done = false;  // guarded by commit_mu_
+  };
+
   explicit ControlPlane(const ControlPlaneOptions& options);
+  absl::StatusOr<store::JobRecord> CommitGrouped(store::JobRecord record);
   absl::Status Load();
   // All *Locked methods require mu_.
   void RebuildClusterLocked();
@@ -188,6 +196,13 @@ class ControlPlane {
   store::Store& store_;
   Clock& clock_;
   const hw::GpuCatalog& catalog_;
+
+  // Group commit of submissions; never held together with mu_ except mu_ inside commit_mu_'s
+  // unlocked section.
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  std::vector<PendingSubmit*> commit_queue_;  // guarded by commit_mu_
+  bool committing_ = false;                   // guarded by commit_mu_
 
   std::mutex mu_;  // guards everything below
   std::map<std::string, NodeState> nodes_;

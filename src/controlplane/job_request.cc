@@ -75,6 +75,7 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
     req.id = job_id;
     req.alternatives = g.shapes;
     req.gang_size = g.gang;
+    req.distinct_nodes = g.gang > 1;  // num_nodes means nodes: one member per node
     req.priority = spec.priority;
     if (r.capacity) {
       req.capacity_type = ToSched(*r.capacity);

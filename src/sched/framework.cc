@@ -45,12 +45,18 @@ absl::StatusOr<std::unique_ptr<Framework>> Framework::Create(const FrameworkOpti
   return fw;
 }
 
-bool Framework::PlaceOne(const PodShape& shape, Placement* out) {
+bool Framework::PlaceOne(const PodShape& shape, std::span<const Placement> exclude, Placement* out) {
   const size_t n = cluster_->size();
   candidates_.resize(n);
   std::iota(candidates_.begin(), candidates_.end(), NodeIndex{0});
   for (const auto& f : filters_) {
     f->Filter(shape, *cluster_, candidates_);
+    if (candidates_.empty()) return false;
+  }
+  if (!exclude.empty()) {
+    std::erase_if(candidates_, [&](NodeIndex c) {
+      return std::any_of(exclude.begin(), exclude.end(), [c](const Placement& p) { return p.node == c; });
+    });
     if (candidates_.empty()) return false;
   }
   const size_t m = candidates_.size();
@@ -113,7 +119,9 @@ absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& bin
     bool all = true;
     for (int32_t member = 0; member < request.gang_size; ++member) {
       Placement p;
-      if (!PlaceOne(shape, &p)) {
+      const std::span<const Placement> exclude =
+          request.distinct_nodes ? std::span<const Placement>(d.placements) : std::span<const Placement>();
+      if (!PlaceOne(shape, exclude, &p)) {
         all = false;
         break;
       }

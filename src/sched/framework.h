@@ -87,8 +87,8 @@ class Framework {
     int64_t weight;
   };
   Framework(Cluster* cluster, uint64_t seed) : cluster_(cluster), rng_(seed) {}
-  // Places one member; false when no node is feasible.
-  bool PlaceOne(const PodShape& shape, Placement* out);
+  // Places one member, never on a node of `exclude`; false when no node is feasible.
+  bool PlaceOne(const PodShape& shape, std::span<const Placement> exclude, Placement* out);
   void Explain(const PodShape& shape, std::vector<NodeReason>* reasons) const;
 
   // Constant after construction.

@@ -53,6 +53,26 @@ TEST(FrameworkTest, GangIsAllOrNothing) {
   EXPECT_EQ(c->allocated_gpu_milli(), 0);
 }
 
+TEST(FrameworkTest, DistinctNodesPutEachMemberOnItsOwnNode) {
+  auto c = Cluster::Create({Node("a", 8000, 8, "H100"), Node("b", 8000, 8, "H100"), Node("c", 8000, 2, "H100")});
+  ASSERT_TRUE(c.ok());
+  auto fw = Make(&*c);
+  AcceptAllBinder binder;
+  Request r = Req("ranks", Shape(1000, 4, 1000), 2);
+  r.distinct_nodes = true;
+  auto d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d->scheduled);
+  EXPECT_NE(d->placements[0].node, d->placements[1].node);  // BestFit alone would stack both on one node
+  // Three such members need three nodes with 4 free GPUs; node c has 2: all or nothing.
+  fw->Release(d->placements);
+  r.gang_size = 3;
+  d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  EXPECT_EQ(c->allocated_gpu_milli(), 0);
+}
+
 TEST(FrameworkTest, AlternativesInOrderAndModelConstraints) {
   auto c = Cluster::Create({Node("t4", 8000, 2, "T4"), Node("a100", 8000, 4, "A100")});
   ASSERT_TRUE(c.ok());

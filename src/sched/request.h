@@ -28,6 +28,9 @@ struct Request {
   int32_t gang_size = 1;                      // >= 1
   int32_t priority = 0;                       // higher first; used by queues, not by placement
   std::optional<CapacityType> capacity_type;  // when set, only nodes of this capacity type
+  // Each member on its own node, as the ranks of a multi-node job must be (else members may share
+  // a node, as FGD-trace pods do).
+  bool distinct_nodes = false;
 };
 
 // Errors: InvalidArgument naming the bad field (no alternatives, gang_size < 1, negative CPU,

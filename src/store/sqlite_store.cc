@@ -186,17 +186,14 @@ absl::Status SqliteStore::Migrate() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<JobRecord> SqliteStore::CreateJob(const JobRecord& job) {
+absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   if (job.id.empty()) return absl::InvalidArgumentError("store: job id must not be empty");
-  std::lock_guard<std::mutex> lock(mu_);
-  Transaction tx(db_);
-  RETURN_IF_ERROR(tx.status());
   JobRecord stored = job;
   stored.version = 1;
   Statement s(db_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns).c_str());
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version);
-  if (const int rc = s.Step(); rc != SQLITE_DONE) {
+  if (s.Step() != SQLITE_DONE) {
     if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
       return absl::AlreadyExistsError(fmt::format("store: job '{}' already exists", job.id));
     }
@@ -204,8 +201,31 @@ absl::StatusOr<JobRecord> SqliteStore::CreateJob(const JobRecord& job) {
   }
   RETURN_IF_ERROR(InsertEvent(db_, stored.id, stored.created_at, stored.state, stored.state,
                               stored.reason.empty() ? "submitted" : stored.reason));
-  RETURN_IF_ERROR(tx.Commit());
   return stored;
+}
+
+absl::StatusOr<JobRecord> SqliteStore::CreateJob(const JobRecord& job) {
+  ASSIGN_OR_RETURN(auto results, CreateJobs({job}));
+  return std::move(results[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> SqliteStore::CreateJobs(const std::vector<JobRecord>& jobs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  std::vector<absl::StatusOr<JobRecord>> results;
+  results.reserve(jobs.size());
+  for (const JobRecord& job : jobs) {
+    absl::StatusOr<JobRecord> r = InsertJobLocked(job);
+    // Only a duplicate or empty id is a per-job outcome; anything else fails the whole batch.
+    if (!r.ok() && r.status().code() != absl::StatusCode::kAlreadyExists &&
+        r.status().code() != absl::StatusCode::kInvalidArgument) {
+      return r.status();
+    }
+    results.push_back(std::move(r));
+  }
+  RETURN_IF_ERROR(tx.Commit());
+  return results;
 }
 
 absl::StatusOr<JobRecord> SqliteStore::GetJobLocked(const std::string& id) {

@@ -32,6 +32,7 @@ class SqliteStore final : public Store {
   ~SqliteStore() override;
 
   absl::StatusOr<JobRecord> CreateJob(const JobRecord& job) override;
+  absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> CreateJobs(const std::vector<JobRecord>& jobs) override;
   absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) override;
@@ -48,6 +49,8 @@ class SqliteStore final : public Store {
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   absl::StatusOr<JobRecord> GetJobLocked(const std::string& id);
+  // Inserts one job and its creation event inside the caller's transaction.
+  absl::StatusOr<JobRecord> InsertJobLocked(const JobRecord& job);
 
   sqlite3* const db_;  // owned; closed in the destructor
   Clock& clock_;

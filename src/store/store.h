@@ -74,6 +74,11 @@ class Store {
   // AlreadyExists if the id is taken. Returns the stored record.
   virtual absl::StatusOr<JobRecord> CreateJob(const JobRecord& job) = 0;
 
+  // Group commit: creates every job of `jobs` in ONE transaction (one fsync), each as CreateJob
+  // would. Returns one result per job, in order; a job whose id is taken gets AlreadyExists and
+  // the others are still stored. A store-level failure fails them all (nothing stored).
+  virtual absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> CreateJobs(const std::vector<JobRecord>& jobs) = 0;
+
   // NotFound if absent.
   virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
 

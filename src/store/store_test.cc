@@ -77,6 +77,19 @@ TEST_F(SqliteStoreTest, DuplicateIdIsAlreadyExistsAndKeepsTheFirst) {
   EXPECT_EQ(store_->GetJob("j-1")->tenant, "team-a");
 }
 
+TEST_F(SqliteStoreTest, GroupCommitStoresEachJobAndReportsDuplicatesAlone) {
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-2")).ok());
+  auto results = store_->CreateJobs({NewJob("j-1"), NewJob("j-2"), NewJob("j-3"), NewJob("")});
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 4u);
+  EXPECT_TRUE((*results)[0].ok());
+  EXPECT_EQ((*results)[1].status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE((*results)[2].ok());
+  EXPECT_EQ((*results)[3].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ListJobs({})->size(), 3u);
+  EXPECT_EQ(store_->ListEvents("", 0, 100)->size(), 3u);  // one creation event per stored job
+}
+
 TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   JobRecord j = *store_->CreateJob(NewJob("j-1"));
   JobRecord stale = j;

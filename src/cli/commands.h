@@ -11,5 +11,6 @@ void RegisterCatalogCommand(CLI::App& app);
 void RegisterPlanCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
 void RegisterSimCommand(CLI::App& app);
+void RegisterAgentCommand(CLI::App& app);  // `gpugeek agent` (agent_command.cc)
 
 }  // namespace gpugeek::cli

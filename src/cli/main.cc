@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterPlanCommand(app);
   gpugeek::cli::RegisterDevicesCommand(app);
   gpugeek::cli::RegisterSimCommand(app);
+  gpugeek::cli::RegisterAgentCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -1,0 +1,588 @@
+#include "agent/agent.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+#include "http/client.h"
+
+namespace gpugeek::agent {
+namespace {
+
+constexpr Duration kPollPeriod = std::chrono::milliseconds(100);
+constexpr Duration kMinBackoff = std::chrono::milliseconds(500);
+
+absl::Status ValidateNodeName(const std::string& node) {
+  if (node.empty() || node.size() > 128) {
+    return absl::InvalidArgumentError(fmt::format("node name \"{}\" must be 1-128 characters", node));
+  }
+  for (char c : node) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          fmt::format("node name \"{}\" has character '{}'; allowed are A-Z a-z 0-9 . _ -", node, c));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  // A host name may carry a domain; the node name keeps it (dots are allowed).
+  return name;
+}
+
+EnvMap DefaultBaseEnv() {
+  EnvMap env;
+  const char* path = std::getenv("PATH");
+  env["PATH"] = path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (const char* name : {"HOME", "LANG"}) {
+    if (const char* v = std::getenv(name); v != nullptr) env[name] = v;
+  }
+  return env;
+}
+
+absl::Status MakeDirs(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return absl::InternalError(fmt::format("cannot create directory {}: {}", path, ec.message()));
+  return absl::OkStatus();
+}
+
+// Length of the longest prefix of `data` that does not end inside a UTF-8 sequence (so a chunk cut at a
+// size cap does not split a character). Returns data.size() when the end is clean or the bytes are not
+// UTF-8 at all.
+size_t TrimToUtf8Boundary(const std::string& data) {
+  const size_t n = data.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(data[n - back]);
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+    size_t len = 1;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+    }
+    return len > back && n - back > 0 ? n - back : n;
+  }
+  return n;
+}
+
+// Reads up to `max` bytes of `path` from `offset`. Returns the bytes and whether more follow them.
+struct LogRead {
+  std::string data;
+  bool more = false;
+};
+absl::StatusOr<LogRead> ReadLog(const std::string& path, uint64_t offset, uint64_t max) {
+  LogRead out;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return out;
+    return absl::InternalError(fmt::format("cannot open log {}: {}", path, std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(fmt::format("cannot stat log {}: {}", path, std::strerror(err)));
+  }
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size <= offset) {
+    ::close(fd);
+    return out;
+  }
+  const uint64_t want = std::min(max, size - offset);
+  out.data.resize(want);
+  size_t got = 0;
+  while (got < want) {
+    const ssize_t n = ::pread(fd, out.data.data() + got, want - got, static_cast<off_t>(offset + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.data.resize(got);
+  out.more = offset + got < size;
+  if (out.more) {
+    const size_t keep = TrimToUtf8Boundary(out.data);
+    out.data.resize(keep);
+  }
+  return out;
+}
+
+const char* StateName(int state) {
+  static constexpr const char* kNames[] = {"running", "stopping", "exited", "failed-to-start", "not-started"};
+  return kNames[state];
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
+  if (options.server_url.empty()) return absl::InvalidArgumentError("AgentOptions.server_url must be set");
+  if (options.discovery == nullptr) return absl::InvalidArgumentError("AgentOptions.discovery must be set");
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("AgentOptions.data_dir must be set");
+  if (options.clock == nullptr) return absl::InvalidArgumentError("AgentOptions.clock must not be null");
+  if (options.node.empty()) options.node = HostName();
+  RETURN_IF_ERROR(ValidateNodeName(options.node));
+  if (options.capacity_type != "on-demand" && options.capacity_type != "spot" && options.capacity_type != "reserved") {
+    return absl::InvalidArgumentError(
+        fmt::format("capacity type \"{}\" must be one of on-demand, spot, reserved", options.capacity_type));
+  }
+  if (options.heartbeat_interval <= Duration::zero()) {
+    return absl::InvalidArgumentError("heartbeat interval must be positive");
+  }
+  if (options.max_log_bytes_per_workload == 0 || options.max_log_bytes_per_heartbeat == 0) {
+    return absl::InvalidArgumentError("log byte caps must be positive");
+  }
+  if (options.base_env.empty()) options.base_env = DefaultBaseEnv();
+
+  ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client,
+                   http::Client::Create({.base_url = options.server_url,
+                                         .connect_timeout = options.connect_timeout,
+                                         .read_timeout = options.request_timeout}));
+  ASSIGN_OR_RETURN(hw::NodeInventory inventory, options.discovery->Discover());
+  RETURN_IF_ERROR(MakeDirs(options.data_dir + "/logs"));
+  RETURN_IF_ERROR(MakeDirs(options.data_dir + "/work"));
+  std::unique_ptr<CgroupManager> cgroups;
+  if (options.cgroup_limits) {
+    ASSIGN_OR_RETURN(cgroups, CgroupManager::Create(options.cgroups));
+  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Executor> executor,
+      Executor::Create({.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get()}));
+  return std::unique_ptr<Agent>(
+      new Agent(std::move(options), std::move(client), std::move(cgroups), std::move(executor), std::move(inventory)));
+}
+
+Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
+             std::unique_ptr<Executor> executor, hw::NodeInventory inventory)
+    : options_(std::move(options)),
+      node_(options_.node),
+      client_(std::move(client)),
+      cgroups_(std::move(cgroups)),
+      executor_(std::move(executor)),
+      inventory_(std::move(inventory)),
+      interval_(options_.heartbeat_interval) {}
+
+Agent::~Agent() = default;
+
+Duration Agent::heartbeat_interval() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return interval_;
+}
+
+bool Agent::registered() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return registered_;
+}
+
+std::string Agent::CgroupDescription() const {
+  if (cgroups_ == nullptr) return "none: cgroup limits disabled (--no-cgroups)";
+  return cgroups_->Describe();
+}
+
+std::vector<WorkloadStatus> Agent::Workloads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkloadStatus> out;
+  for (const auto& [job, m] : members_) {
+    out.push_back({.job_id = job,
+                   .epoch = m.assignment.epoch,
+                   .node_rank = m.assignment.node_rank,
+                   .workload_id = m.workload_id,
+                   .state = StateName(static_cast<int>(m.state)),
+                   .pid = m.pid,
+                   .message = m.report.message});
+  }
+  return out;
+}
+
+absl::Status Agent::Register() {
+  api::Registration r{.node = node_,
+                      .address = options_.address,
+                      .inventory = inventory_,
+                      .capacity_type = options_.capacity_type,
+                      .region = options_.region,
+                      .labels = options_.labels};
+  ASSIGN_OR_RETURN(nlohmann::json body, client_->Post("/v1/agents/register", api::ToJson(r)));
+  auto reply = api::RegistrationReplyFromJson(body);
+  if (!reply.ok()) {
+    return absl::InvalidArgumentError(fmt::format("registration reply: {}", reply.status().message()));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  registered_ = true;
+  if (reply->heartbeat_interval_ms > 0) interval_ = std::chrono::milliseconds(reply->heartbeat_interval_ms);
+  spdlog::info("agent {}: registered with {} ({} GPUs; heartbeat every {} ms)", node_, options_.server_url,
+               inventory_.gpus.size(), std::chrono::duration_cast<std::chrono::milliseconds>(interval_).count());
+  return absl::OkStatus();
+}
+
+void Agent::PollLocked() {
+  for (WorkloadExit& e : executor_->Poll()) {
+    for (auto& [job, m] : members_) {
+      if (m.workload_id != e.id || (m.state != State::kRunning && m.state != State::kStopping)) continue;
+      m.state = State::kExited;
+      m.pid = 0;
+      m.report = {.job_id = job,
+                  .epoch = m.assignment.epoch,
+                  .phase = api::WorkloadPhase::kExited,
+                  .exit_code = e.exit_code,
+                  .term_signal = e.term_signal,
+                  .message = e.Describe()};
+      spdlog::info("agent {}: job {} (epoch {}, rank {}) {}", node_, job, m.assignment.epoch, m.assignment.node_rank,
+                   m.report.message);
+      break;
+    }
+  }
+  ForgetDoneMembersLocked();
+}
+
+void Agent::ForgetDoneMembersLocked() {
+  for (auto it = members_.begin(); it != members_.end();) {
+    const Member& m = it->second;
+    const bool ended = m.state != State::kRunning && m.state != State::kStopping;
+    if (ended && !m.listed) {
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets) {
+  api::Heartbeat hb;
+  hb.node = node_;
+  if (auto samples = options_.discovery->Sample(); samples.ok()) {
+    hb.samples = std::move(*samples);
+  } else {
+    spdlog::warn("agent {}: cannot sample GPU telemetry: {}", node_, samples.status());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [job, m] : members_) {
+    if (m.state == State::kRunning || m.state == State::kStopping) {
+      hb.workloads.push_back({.job_id = job, .epoch = m.assignment.epoch, .phase = api::WorkloadPhase::kRunning});
+    } else {
+      hb.workloads.push_back(m.report);
+    }
+  }
+  uint64_t budget = options_.max_log_bytes_per_heartbeat;
+  for (auto& [id, source] : logs_) {
+    if (source.drained || budget == 0) continue;
+    auto read = ReadLog(executor_->LogPath(id), source.offset, std::min(budget, options_.max_log_bytes_per_workload));
+    if (!read.ok()) {
+      spdlog::warn("agent {}: {}", node_, read.status());
+      continue;
+    }
+    if (read->data.empty()) continue;
+    budget -= read->data.size();
+    new_offsets[id] = source.offset + read->data.size();
+    hb.logs.push_back({.job_id = source.job_id,
+                       .node_rank = source.node_rank,
+                       .offset = source.offset,
+                       .data = std::move(read->data)});
+  }
+  return hb;
+}
+
+absl::Status Agent::Tick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    PollLocked();
+  }
+  if (!registered()) RETURN_IF_ERROR(Register());
+
+  std::map<std::string, uint64_t> new_offsets;
+  const api::Heartbeat hb = BuildHeartbeat(new_offsets);
+  absl::StatusOr<nlohmann::json> body = client_->Post(fmt::format("/v1/agents/{}/heartbeat", node_), api::ToJson(hb));
+  if (!body.ok()) {
+    if (absl::IsNotFound(body.status())) {
+      spdlog::warn("agent {}: the server does not know this node ({}); registering again", node_, body.status());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        registered_ = false;
+      }
+      return Register();
+    }
+    return body.status();
+  }
+  absl::StatusOr<api::HeartbeatReply> reply = api::HeartbeatReplyFromJson(*body);
+
+  {
+    // The server answered 2xx: it has the log bytes, whatever it thinks of the rest.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, offset] : new_offsets) logs_[id].offset = offset;
+    for (auto& [id, source] : logs_) {
+      if (source.drained) continue;
+      bool used = false;
+      for (const auto& [job, m] : members_) used = used || m.workload_id == id;
+      if (used) continue;
+      struct stat st;
+      if (::stat(executor_->LogPath(id).c_str(), &st) != 0 || static_cast<uint64_t>(st.st_size) <= source.offset) {
+        source.drained = true;
+      }
+    }
+  }
+  if (!reply.ok()) {
+    return absl::InvalidArgumentError(fmt::format("heartbeat reply: {}", reply.status().message()));
+  }
+  if (reply->reregister) {
+    spdlog::warn("agent {}: the server asks this node to register again", node_);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      registered_ = false;
+    }
+    return Register();
+  }
+  Reconcile(*reply);
+  return absl::OkStatus();
+}
+
+void Agent::CancelLocked(Member& m, int64_t grace_ms, const char* why) {
+  if (m.state != State::kRunning) return;
+  const Duration grace = std::chrono::milliseconds(std::max<int64_t>(0, grace_ms));
+  if (absl::Status s = executor_->Cancel(m.workload_id, grace); !s.ok()) {
+    // NotFound: it ended between Poll and now; the next Poll reports it.
+    spdlog::debug("agent {}: cancel {}: {}", node_, m.workload_id, s);
+    return;
+  }
+  m.state = State::kStopping;
+  spdlog::info("agent {}: stopping job {} (epoch {}): {}; SIGTERM now, SIGKILL after {} ms", node_, m.assignment.job_id,
+               m.assignment.epoch, why, std::max<int64_t>(0, grace_ms));
+}
+
+void Agent::Reconcile(const api::HeartbeatReply& reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The desired state after fencing: one assignment per job, the highest epoch listed, none stale.
+  std::map<std::string, const api::Assignment*> desired;
+  for (const api::Assignment& a : reply.assignments) {
+    auto [it, inserted] = desired.emplace(a.job_id, &a);
+    if (!inserted && a.epoch > it->second->epoch) it->second = &a;
+  }
+  for (auto it = desired.begin(); it != desired.end();) {
+    const api::Assignment& a = *it->second;
+    Fence& fence = fences_[a.job_id];
+    if (a.epoch < fence.max_seen) {
+      if (fence.stale_logged != a.epoch) {
+        spdlog::warn("agent {}: ignoring job {} at epoch {}: epoch {} was already seen (stale assignment)", node_,
+                     a.job_id, a.epoch, fence.max_seen);
+        fence.stale_logged = a.epoch;
+      }
+      it = desired.erase(it);
+      continue;
+    }
+    fence.max_seen = a.epoch;
+    ++it;
+  }
+
+  // What is held but not desired at its epoch stops; what is desired and new starts.
+  for (auto& [job, m] : members_) {
+    auto d = desired.find(job);
+    m.listed = d != desired.end() && d->second->epoch == m.assignment.epoch;
+    if (m.listed) {
+      m.assignment = *d->second;  // the latest grace, cancel flag, ...
+      if (m.assignment.cancel) CancelLocked(m, m.assignment.grace_ms, "cancelled by the server");
+    } else if (d != desired.end() && d->second->epoch > m.assignment.epoch) {
+      CancelLocked(m, m.assignment.grace_ms, fmt::format("replaced by epoch {}", d->second->epoch).c_str());
+    } else {
+      CancelLocked(m, m.assignment.grace_ms, "no longer assigned to this node");
+    }
+  }
+  ForgetDoneMembersLocked();
+
+  for (const auto& [job, a] : desired) {
+    if (members_.contains(job)) continue;  // held (same epoch), or the old epoch is still stopping
+    Fence& fence = fences_[job];
+    if (fence.handled.has_value() && a->epoch <= *fence.handled) continue;  // done that already
+    fence.handled = a->epoch;
+    if (a->cancel) {
+      Member& m = members_[job];
+      m.assignment = *a;
+      m.workload_id = fmt::format("{}-{}", job, a->node_rank);
+      m.state = State::kNotStarted;
+      m.report = {.job_id = job,
+                  .epoch = a->epoch,
+                  .phase = api::WorkloadPhase::kExited,
+                  .message = "cancelled before it started"};
+      continue;
+    }
+    StartLocked(*a);
+  }
+}
+
+absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id) const {
+  RETURN_IF_ERROR(ValidateWorkloadId(id));
+  WorkloadSpec spec{.job_id = a.job_id,
+                    .node_rank = a.node_rank,
+                    .num_nodes = a.num_nodes,
+                    .master_addr = a.master_addr,
+                    .master_port = a.master_port,
+                    .checkpoint_dir = a.checkpoint_dir,
+                    .restart_count = a.restart_count};
+  std::optional<hw::Vendor> vendor;
+  for (int index : a.gpu_indices) {
+    if (index < 0 || static_cast<size_t>(index) >= inventory_.gpus.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("GPU index {} does not exist on node {} ({} GPUs)", index, node_, inventory_.gpus.size()));
+    }
+    const hw::GpuDevice& d = inventory_.gpus[static_cast<size_t>(index)];
+    if (vendor.has_value() && *vendor != d.vendor) {
+      return absl::InvalidArgumentError(
+          fmt::format("the assigned GPUs mix vendors ({} and {})", hw::VendorName(*vendor), hw::VendorName(d.vendor)));
+    }
+    vendor = d.vendor;
+    spec.gpu_indices.push_back(d.source_index);  // the vendor library's numbering, as the runtime counts
+  }
+  if (vendor.has_value()) spec.vendor = *vendor;
+
+  LaunchRequest req{.id = id, .command = a.run, .working_dir = options_.data_dir + "/work/" + id};
+  if (req.command.empty()) return absl::InvalidArgumentError("the run command is empty");
+  RETURN_IF_ERROR(MakeDirs(req.working_dir));
+  req.env = options_.base_env;
+  for (const auto& [k, v] : a.env) req.env[k] = v;
+  for (auto& [k, v] : BuildWorkloadEnv(spec)) req.env[k] = std::move(v);
+  if (cgroups_ != nullptr && cgroups_->mode() != CgroupMode::kNone) {
+    req.limits = {.cpu_millis = static_cast<uint64_t>(std::max<int64_t>(0, a.cpu_milli)),
+                  .memory_bytes = a.memory_bytes};
+  }
+  return req;
+}
+
+void Agent::StartLocked(const api::Assignment& a) {
+  Member& m = members_[a.job_id];
+  m = Member{.assignment = a, .workload_id = fmt::format("{}-{}", a.job_id, a.node_rank)};
+  auto fail = [&](const absl::Status& status) {
+    m.state = State::kFailedToStart;
+    m.report = {.job_id = a.job_id,
+                .epoch = a.epoch,
+                .phase = api::WorkloadPhase::kFailedToStart,
+                .message = std::string(status.message())};
+    spdlog::warn("agent {}: job {} (epoch {}) failed to start: {}", node_, a.job_id, a.epoch, status.message());
+  };
+  absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id);
+  if (!req.ok()) return fail(req.status());
+  const bool wants_limits = a.cpu_milli > 0 || a.memory_bytes > 0;
+  if (wants_limits && req->limits.cpu_millis == 0 && req->limits.memory_bytes == 0 &&
+      warned_no_limits_.insert(a.job_id).second) {
+    spdlog::warn("agent {}: job {}: CPU/memory limits not enforced ({})", node_, a.job_id, CgroupDescription());
+  }
+  absl::StatusOr<pid_t> pid = executor_->Start(*req);
+  if (!pid.ok()) return fail(pid.status());
+  m.state = State::kRunning;
+  m.pid = *pid;
+  LogSource& log = logs_[m.workload_id];
+  log.job_id = a.job_id;
+  log.node_rank = a.node_rank;
+  log.drained = false;
+  spdlog::info("agent {}: started job {} (epoch {}, rank {}/{}, GPUs [{}]) as pid {}", node_, a.job_id, a.epoch,
+               a.node_rank, a.num_nodes, fmt::join(a.gpu_indices, ","), *pid);
+}
+
+bool Agent::StopRequested() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_requested_;
+}
+
+void Agent::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_requested_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Agent::WaitFor(Duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, d, [this] { return stop_requested_; });
+}
+
+absl::Status Agent::Run(std::stop_token stop) {
+  std::stop_callback on_stop(stop, [this] { Stop(); });
+  Duration backoff = kMinBackoff;
+  std::optional<bool> reachable;  // logged on change only
+  while (!StopRequested()) {
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status status = Tick();
+    if (status.ok()) {
+      if (reachable != true) spdlog::info("agent {}: in contact with {}", node_, options_.server_url);
+      reachable = true;
+      backoff = kMinBackoff;
+    } else if (reachable != false) {
+      spdlog::warn("agent {}: {} ({}); retrying", node_,
+                   registered() ? "heartbeat failed" : "cannot register with " + options_.server_url, status);
+      reachable = false;
+    }
+    Duration wait = heartbeat_interval();
+    if (!status.ok() && !registered()) {
+      wait = backoff;
+      backoff = std::min<Duration>(backoff * 2, options_.max_backoff);
+    }
+    const auto next = start + wait;
+    while (!StopRequested()) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next) break;
+      WaitFor(std::min<Duration>(kPollPeriod, next - now));
+      std::lock_guard<std::mutex> lock(mu_);
+      PollLocked();
+    }
+  }
+  Duration longest = Duration::zero();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [job, m] : members_) {
+      if (m.state == State::kRunning || m.state == State::kStopping) {
+        longest = std::max<Duration>(longest, std::chrono::milliseconds(std::max<int64_t>(0, m.assignment.grace_ms)));
+      }
+    }
+  }
+  spdlog::info("agent {}: stopping; cancelling {} workload(s)", node_, executor_->running_count());
+  StopWorkloads(longest + std::chrono::seconds(5));
+  return absl::OkStatus();
+}
+
+void Agent::StopWorkloads(Duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [job, m] : members_) CancelLocked(m, m.assignment.grace_ms, "the agent is shutting down");
+  }
+  while (executor_->running_count() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<std::mutex> lock(mu_);
+    PollLocked();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    PollLocked();
+  }
+  if (executor_->running_count() > 0) {
+    spdlog::warn("agent {}: {} workload(s) still running after {} ms; they are killed now", node_,
+                 executor_->running_count(), std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+  }
+  if (registered()) {
+    // Best effort: tell the server how they ended. Its reply is not acted on.
+    std::map<std::string, uint64_t> offsets;
+    const api::Heartbeat hb = BuildHeartbeat(offsets);
+    if (auto r = client_->Post(fmt::format("/v1/agents/{}/heartbeat", node_), api::ToJson(hb)); !r.ok()) {
+      spdlog::info("agent {}: last heartbeat not delivered: {}", node_, r.status());
+    }
+  }
+}
+
+}  // namespace gpugeek::agent

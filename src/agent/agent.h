@@ -1,0 +1,233 @@
+#pragma once
+// Agent: the per-node half of gpugeek. It registers the node's GPUs with the control plane, heartbeats
+// telemetry, workload states and log bytes, and turns the assignments each heartbeat reply lists into
+// local processes (through the Executor) and back.
+//
+// The problem: the control plane decides what runs where, but only the node can start, watch and stop
+// processes. The two talk over an unreliable network: replies get lost, repeated or delayed, the server
+// restarts, and a partitioned node may hear of a placement that has since moved elsewhere. So the protocol
+// (api/agent_protocol.h) sends desired state, and this class reconciles towards it, idempotently.
+//
+// One heartbeat cycle, Tick():
+//   1. Poll the executor: record how each ended workload ended (exit code, signal, OOM).
+//   2. Register if not registered yet (POST /v1/agents/register with the inventory).
+//   3. Build the Heartbeat: a GpuSample per GPU (Discovery::Sample); a WorkloadReport for each workload
+//      held (running or stopping: "running"; ended: "exited" with code / signal / message; could not
+//      start: "failed-to-start"); the log bytes written since the last acknowledged offset, at most
+//      `max_log_bytes_per_workload` per workload and `max_log_bytes_per_heartbeat` in all.
+//   4. POST it to /v1/agents/{node}/heartbeat. Log offsets advance only when the server answered 2xx, so
+//      a lost heartbeat re-sends the same bytes at the same offsets, never different ones.
+//   5. Reconcile the reply (unless it says `reregister`; see below):
+//      - Fencing. For each job the agent remembers the highest epoch any reply listed. A listed assignment
+//        with a lower epoch is stale and dropped (logged once): it is never started, and it does not keep
+//        a workload of another epoch alive. An assignment starts only if its epoch is higher than any the
+//        agent has already started (or declined) for that job: a repeated or delayed reply cannot start a
+//        workload twice.
+//      - A listed assignment the agent does not hold is started (unless marked `cancel`: it is then
+//        reported as exited, "cancelled before it started", and never run).
+//      - A listed assignment with a higher epoch than the workload the agent runs for that job replaces
+//        it: the old one is cancelled with ITS grace, and the new one starts in the first Tick after the
+//        old one has been reaped (they share the member's log file and working directory).
+//      - A held assignment marked `cancel` is cancelled: SIGTERM to its process group, SIGKILL after
+//        grace_ms (the executor delivers it on a Poll at or after the deadline).
+//      - A running workload whose assignment is no longer listed (at its epoch) is cancelled with the
+//        grace of the assignment last seen.
+//      - An ended workload is reported in every heartbeat while its assignment is listed; once unlisted it
+//        is forgotten (its log keeps being shipped until the server has all of it).
+//   Re-registration: when the reply says `reregister`, or the heartbeat is answered NotFound (the server
+//   does not know this node, e.g. its store was wiped), the agent registers again in the same Tick and does
+//   NOT reconcile that reply (a server that does not know the node has no meaningful list for it);
+//   workloads keep running and the next heartbeat's reply decides.
+//
+// Workloads. The member of job J with node rank R runs as executor workload `J-R` (a job id must be valid
+// as a workload id, see ValidateWorkloadId; otherwise the assignment is reported failed-to-start), in the
+// working directory `<data_dir>/work/J-R` (created), with its combined stdout/stderr in
+// `<data_dir>/logs/J-R.log`. Log offsets are byte positions in that file; a replacement (higher epoch)
+// appends to it. Environment, lowest precedence first: PATH, HOME and LANG of the agent (`base_env`), the
+// assignment's `env`, then BuildWorkloadEnv's GPUGEEK_* and device variables (a job spec cannot override
+// the devices it was given). Device indices are translated to the vendor library's own numbering
+// (GpuDevice::source_index), and the vendor of the assigned GPUs picks CUDA_VISIBLE_DEVICES (NVIDIA) or
+// ROCR_/HIP_VISIBLE_DEVICES (AMD); an assignment that names an unknown GPU index or GPUs of two vendors is
+// reported failed-to-start. CPU (cpu_milli) and memory (memory_bytes) limits go to cgroups when
+// `cgroup_limits` is on and the host offers cgroups; otherwise they are not enforced (logged per workload).
+//
+// Run() registers (retrying with capped exponential backoff while the server is unreachable, logging once
+// per change between reachable and unreachable), then Ticks every heartbeat interval (the server's
+// RegistrationReply may override the configured one) and polls the executor every 100 ms in between, so a
+// cancel's SIGKILL lands within ~100 ms of its deadline. On Stop() (or the stop token) it cancels every
+// workload with its grace, waits until all have ended (at most the longest grace plus 5 s), sends a last
+// best-effort heartbeat reporting their exits, and returns; so `gpugeek up` and `gpugeek agent` exit
+// without leaving processes behind. Run paces itself on the steady clock; the injected Clock drives the
+// executor's grace deadlines and start/end times.
+//
+// Memory: per job ever assigned to this node the agent keeps its fence (two integers) and its log offset,
+// a few dozen bytes, for its lifetime. After an agent restart both are forgotten: logs are re-shipped from
+// offset 0 (the server keeps what it has by offset) and fencing starts over (the server's epochs still
+// fence, as it never lists an old epoch for a node it has since moved the job from).
+//
+// Thread-safety: Tick() and Run() drive the agent from one thread at a time (Run calls Tick; never call
+// both concurrently). Stop(), the accessors and Workloads() may be called from any thread at any time.
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "agent/cgroup.h"
+#include "agent/executor.h"
+#include "api/agent_protocol.h"
+#include "common/clock.h"
+#include "hw/discovery.h"
+
+namespace gpugeek::http {
+class Client;
+}
+
+namespace gpugeek::agent {
+
+struct AgentOptions {
+  std::string server_url;  // "http://127.0.0.1:8470"; required
+  // The node's name in the pool: 1-128 of [A-Za-z0-9._-]. Empty: the host name (gethostname(2)).
+  std::string node;
+  std::string address = "127.0.0.1";        // how gang peers reach this node (GPUGEEK_MASTER_ADDR)
+  std::string capacity_type = "on-demand";  // on-demand | spot | reserved
+  std::string region;
+  std::map<std::string, std::string> labels;
+  hw::Discovery* discovery = nullptr;  // borrowed, required; must outlive the Agent; used only by Tick/Run
+  // Required. Logs go to <data_dir>/logs, working directories to <data_dir>/work/<job>-<rank>.
+  std::string data_dir;
+  Duration heartbeat_interval = std::chrono::seconds(1);  // until the server's RegistrationReply says otherwise
+  bool cgroup_limits = true;          // enforce cpu_milli / memory_bytes with cgroups where the host offers them
+  CgroupOptions cgroups;              // where the hierarchies are mounted (tests point it at a temporary tree)
+  const Clock* clock = &RealClock();  // borrowed; must outlive the Agent
+  // Variables every workload starts with. Empty: PATH (default "/usr/local/bin:/usr/bin:/bin"), HOME and
+  // LANG copied from the agent's own environment where set.
+  EnvMap base_env;
+  uint64_t max_log_bytes_per_workload = 256 << 10;  // bytes shipped per workload per heartbeat
+  uint64_t max_log_bytes_per_heartbeat = 1 << 20;   // bytes shipped per heartbeat in all
+  Duration connect_timeout = std::chrono::seconds(3);
+  Duration request_timeout = std::chrono::seconds(10);  // read timeout of each request
+  Duration max_backoff = std::chrono::seconds(30);      // Run's registration retry cap (starts at 0.5 s)
+};
+
+// What the agent holds for one job, as Workloads() reports it.
+struct WorkloadStatus {
+  std::string job_id;
+  int64_t epoch = 0;
+  int node_rank = 0;
+  std::string workload_id;  // executor id: "<job>-<rank>"
+  // "running", "stopping" (cancel sent), "exited", "failed-to-start", "not-started" (cancelled before start)
+  std::string state;
+  pid_t pid = 0;        // while running or stopping
+  std::string message;  // how it ended / why it did not start
+};
+
+class Agent {
+ public:
+  // Validates the options, discovers the node's inventory (Discovery::Discover), creates the data
+  // directories, the cgroup manager (when cgroup_limits) and the executor. Does not contact the server.
+  // Errors: InvalidArgument (missing server_url / discovery / data_dir / clock, bad node name,
+  // capacity_type, heartbeat interval or log caps, malformed URL); the discovery's error; Internal when a
+  // directory cannot be created.
+  static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
+
+  // SIGKILLs whatever still runs (through the executor). Run() returning normally has already stopped
+  // everything gracefully.
+  ~Agent();
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // One heartbeat cycle (see the file comment). Errors: Unavailable when the server cannot be reached
+  // (workloads keep running; the next Tick retries with the same log offsets); the server's error for a
+  // refused registration or heartbeat; InvalidArgument when a reply does not decode. The executor is
+  // polled and workload exits recorded even when the server is unreachable.
+  absl::Status Tick();
+
+  // Registers, then Ticks every heartbeat interval until `stop` is requested or Stop() is called; then
+  // stops every workload gracefully (see the file comment). Returns OK after a requested stop; errors from
+  // the server are logged and retried, never returned.
+  absl::Status Run(std::stop_token stop = {});
+  // Asks Run() to stop and return. Thread-safe, idempotent, non-blocking.
+  void Stop();
+
+  // Cancels every running workload with its grace, polls until all have ended or `timeout` (steady
+  // clock) passed, then sends a best-effort heartbeat. Used by Run on stop; exposed for tests.
+  void StopWorkloads(Duration timeout);
+
+  const std::string& node() const { return node_; }
+  // The interval in force (the server's, after registration).
+  Duration heartbeat_interval() const;
+  bool registered() const;
+  const hw::NodeInventory& inventory() const { return inventory_; }
+  // "cgroup v2", "cgroup v1" or "none: <why>" (also when cgroup_limits is off).
+  std::string CgroupDescription() const;
+  // A snapshot of the workloads held, by job id.
+  std::vector<WorkloadStatus> Workloads() const;
+
+ private:
+  enum class State { kRunning, kStopping, kExited, kFailedToStart, kNotStarted };
+  struct Member {
+    api::Assignment assignment;  // as last listed
+    std::string workload_id;
+    State state = State::kRunning;
+    bool listed = true;  // listed at its epoch by the last reconciled reply
+    pid_t pid = 0;
+    api::WorkloadReport report;  // the final report once ended / failed / not started
+  };
+  struct Fence {
+    int64_t max_seen = 0;                 // highest epoch any reply listed
+    std::optional<int64_t> handled;       // highest epoch started or declined
+    std::optional<int64_t> stale_logged;  // last stale epoch warned about
+  };
+  struct LogSource {
+    std::string job_id;
+    int node_rank = 0;
+    uint64_t offset = 0;   // bytes the server acknowledged
+    bool drained = false;  // no member uses it and everything was shipped: skipped
+  };
+
+  Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
+        std::unique_ptr<Executor> executor, hw::NodeInventory inventory);
+
+  absl::Status Register();
+  // Records the exits Poll() returns. Requires mu_ held.
+  void PollLocked();
+  api::Heartbeat BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets);
+  void Reconcile(const api::HeartbeatReply& reply);
+  // Starts `a` as member of its job; records a failed-to-start member when it cannot. Requires mu_.
+  void StartLocked(const api::Assignment& a);
+  absl::StatusOr<LaunchRequest> MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id) const;
+  void CancelLocked(Member& m, int64_t grace_ms, const char* why);
+  void ForgetDoneMembersLocked();
+  bool StopRequested() const;
+  // Waits (steady clock) up to `d` or until Stop.
+  void WaitFor(Duration d);
+
+  const AgentOptions options_;
+  const std::string node_;
+  const std::unique_ptr<http::Client> client_;    // used by the Tick thread only
+  const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
+  const std::unique_ptr<Executor> executor_;
+  hw::NodeInventory inventory_;  // Tick thread; replaced on re-registration
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_requested_ = false;             // guarded by mu_
+  bool registered_ = false;                 // guarded by mu_
+  Duration interval_;                       // guarded by mu_
+  std::map<std::string, Member> members_;   // guarded by mu_; by job id
+  std::map<std::string, Fence> fences_;     // guarded by mu_; by job id
+  std::map<std::string, LogSource> logs_;   // guarded by mu_; by workload id
+  std::set<std::string> warned_no_limits_;  // guarded by mu_
+};
+
+}  // namespace gpugeek::agent

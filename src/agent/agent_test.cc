@@ -1,0 +1,731 @@
+#include "agent/agent.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent/executor_test_util.h"
+#include "api/agent_protocol.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "http/client.h"
+#include "http/server.h"
+#include "hw/emulated_discovery.h"
+
+namespace gpugeek::agent {
+namespace {
+
+using ::gpugeek::agent::testing::ProcessAlive;
+using ::gpugeek::agent::testing::ReadAll;
+using ::gpugeek::agent::testing::TempDir;
+using ::gpugeek::agent::testing::WaitForDeath;
+using ::gpugeek::agent::testing::WaitForFile;
+using ::gpugeek::agent::testing::WriteAll;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+using ::testing::Key;
+using ::testing::Not;
+using namespace std::chrono_literals;
+
+// The two agent endpoints of the control plane, with scripted replies: a test harness for the agent side.
+// It decodes every request with the protocol's strict decoders (so the agent's encoding is checked too),
+// records registrations and heartbeats, and reassembles each member's log from the chunks by offset.
+class FakeControlPlane {
+ public:
+  explicit FakeControlPlane(int port = 0) { Start(port); }
+
+  void Start(int port) {
+    auto server = http::Server::Create({.host = "127.0.0.1", .port = port, .threads = 4});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    server_->Route("POST", "/v1/agents/register", [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
+      auto j = r.JsonBody();
+      if (!j.ok()) return j.status();
+      auto reg = api::RegistrationFromJson(*j);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!reg.ok()) {
+        errors_.push_back(std::string(reg.status().message()));
+        return reg.status();
+      }
+      registrations_.push_back(*reg);
+      known_ = true;
+      return http::Reply::Json(api::ToJson(api::RegistrationReply{.heartbeat_interval_ms = interval_ms_}));
+    });
+    server_->Route("POST", "/v1/agents/{node}/heartbeat",
+                   [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
+                     auto j = r.JsonBody();
+                     if (!j.ok()) return j.status();
+                     auto hb = api::HeartbeatFromJson(*j);
+                     std::lock_guard<std::mutex> lock(mu_);
+                     if (!hb.ok()) {
+                       errors_.push_back(std::string(hb.status().message()));
+                       return hb.status();
+                     }
+                     if (hb->node != r.param("node")) errors_.push_back("node in path and body differ");
+                     if (!known_) return absl::NotFoundError("no node " + r.param("node"));
+                     heartbeats_.push_back(*hb);
+                     for (const api::LogChunk& c : hb->logs) AddChunk(c);
+                     if (fail_heartbeats_ > 0) {
+                       --fail_heartbeats_;
+                       return absl::UnavailableError("scripted failure after receiving the heartbeat");
+                     }
+                     api::HeartbeatReply reply{.assignments = assignments_};
+                     if (reregister_once_) {
+                       reply.reregister = true;
+                       reregister_once_ = false;
+                     }
+                     return http::Reply::Json(api::ToJson(reply));
+                   });
+    ASSERT_TRUE(server_->Start().ok());
+    // http::Server::Stop() right after Start() can hang (cpp-httplib 0.11 ignores stop() until its
+    // listen loop runs), so wait until the server answers: any answer, here a 404, will do.
+    auto client = http::Client::Create({.base_url = server_->url()});
+    ASSERT_TRUE(client.ok());
+    for (int i = 0; i < 500 && absl::IsUnavailable((*client)->Get("/ready").status()); ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  void Stop() { server_->Stop(); }
+  std::string url() const { return server_->url(); }
+  int port() const { return server_->port(); }
+
+  void SetAssignments(std::vector<api::Assignment> a) {
+    std::lock_guard<std::mutex> lock(mu_);
+    assignments_ = std::move(a);
+  }
+  void SetIntervalMs(int64_t ms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    interval_ms_ = ms;
+  }
+  void ReregisterOnce() {
+    std::lock_guard<std::mutex> lock(mu_);
+    reregister_once_ = true;
+  }
+  // The server forgets the node: heartbeats get NotFound until it registers again.
+  void ForgetNode() {
+    std::lock_guard<std::mutex> lock(mu_);
+    known_ = false;
+  }
+  // The next `n` heartbeats are recorded but answered 503, as if the reply were lost.
+  void FailHeartbeats(int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_heartbeats_ = n;
+  }
+
+  std::vector<api::Registration> registrations() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return registrations_;
+  }
+  std::vector<api::Heartbeat> heartbeats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeats_;
+  }
+  std::optional<api::Heartbeat> last_heartbeat() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (heartbeats_.empty()) return std::nullopt;
+    return heartbeats_.back();
+  }
+  std::string log(const std::string& job, int rank = 0) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = logs_.find({job, rank});
+    return it == logs_.end() ? "" : it->second;
+  }
+  int duplicate_chunks() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return duplicates_;
+  }
+  std::vector<std::string> errors() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return errors_;
+  }
+
+ private:
+  void AddChunk(const api::LogChunk& c) {
+    std::string& log = logs_[{c.job_id, c.node_rank}];
+    if (c.offset > log.size()) {
+      errors_.push_back(fmt::format("log gap: chunk at {} but {} bytes held", c.offset, log.size()));
+      return;
+    }
+    if (c.offset < log.size()) {
+      ++duplicates_;
+      const std::string overlap = log.substr(c.offset, std::min(c.data.size(), log.size() - c.offset));
+      if (c.data.compare(0, overlap.size(), overlap) != 0) errors_.push_back("re-sent log bytes differ");
+      if (c.offset + c.data.size() > log.size()) log += c.data.substr(log.size() - c.offset);
+      return;
+    }
+    log += c.data;
+  }
+
+  std::unique_ptr<http::Server> server_;
+  mutable std::mutex mu_;
+  std::vector<api::Assignment> assignments_;
+  int64_t interval_ms_ = 1000;
+  bool reregister_once_ = false;
+  bool known_ = false;
+  int fail_heartbeats_ = 0;
+  std::vector<api::Registration> registrations_;
+  std::vector<api::Heartbeat> heartbeats_;
+  std::map<std::pair<std::string, int>, std::string> logs_;
+  int duplicates_ = 0;
+  std::vector<std::string> errors_;
+};
+
+api::Assignment MakeAssignment(const std::string& job, int64_t epoch, const std::string& run,
+                               std::vector<int> gpus = {}, int64_t grace_ms = 2000) {
+  return {.job_id = job, .epoch = epoch, .gpu_indices = std::move(gpus), .run = run, .grace_ms = grace_ms};
+}
+
+std::optional<api::WorkloadReport> ReportFor(const api::Heartbeat& hb, const std::string& job) {
+  for (const api::WorkloadReport& w : hb.workloads) {
+    if (w.job_id == job) return w;
+  }
+  return std::nullopt;
+}
+
+std::map<std::string, std::string> ParseEnv(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override { cp_ = std::make_unique<FakeControlPlane>(); }
+  void TearDown() override { EXPECT_THAT(cp_->errors(), ::testing::IsEmpty()); }
+
+  std::unique_ptr<Agent> MakeAgent(const std::string& spec = "8xH100-SXM-80GB",
+                                   const std::function<void(AgentOptions&)>& tweak = {}) {
+    auto discovery = hw::EmulatedDiscovery::Create({.spec = spec, .host_name = "node-a"});
+    EXPECT_TRUE(discovery.ok()) << discovery.status();
+    discovery_ = std::move(*discovery);
+    AgentOptions options{.server_url = cp_->url(),
+                         .node = "node-a",
+                         .address = "10.0.0.7",
+                         .capacity_type = "spot",
+                         .region = "cn-east-1",
+                         .labels = {{"rack", "r1"}},
+                         .discovery = discovery_.get(),
+                         .data_dir = dir_.path(),
+                         .cgroup_limits = false};
+    if (tweak) tweak(options);
+    auto agent = Agent::Create(std::move(options));
+    EXPECT_TRUE(agent.ok()) << agent.status();
+    return agent.ok() ? std::move(*agent) : nullptr;
+  }
+
+  // Ticks (each must succeed) every 20 ms until `done` holds; false after `timeout`.
+  static bool TickUntil(Agent& agent, const std::function<bool()>& done, std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const absl::Status s = agent.Tick();
+      EXPECT_TRUE(s.ok()) << s;
+      if (done()) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // The state of `job` in the last heartbeat (nullopt when not reported).
+  std::optional<api::WorkloadReport> LastReport(const std::string& job) const {
+    auto hb = cp_->last_heartbeat();
+    return hb.has_value() ? ReportFor(*hb, job) : std::nullopt;
+  }
+
+  std::string WorkDir(const std::string& id) const { return dir_ / ("work/" + id); }
+
+  TempDir dir_;
+  std::unique_ptr<FakeControlPlane> cp_;
+  std::unique_ptr<hw::EmulatedDiscovery> discovery_;
+};
+
+TEST_F(AgentTest, RegistrationCarriesTheEmulatedInventoryAndHeartbeatsCarrySamples) {
+  cp_->SetIntervalMs(250);
+  auto agent = MakeAgent("8xH100-SXM-80GB");
+  ASSERT_NE(agent, nullptr);
+  EXPECT_FALSE(agent->registered());
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_TRUE(agent->registered());
+
+  const auto regs = cp_->registrations();
+  ASSERT_EQ(regs.size(), 1u);
+  const api::Registration& r = regs[0];
+  EXPECT_EQ(r.node, "node-a");
+  EXPECT_EQ(r.address, "10.0.0.7");
+  EXPECT_EQ(r.capacity_type, "spot");
+  EXPECT_EQ(r.region, "cn-east-1");
+  EXPECT_EQ(r.labels, (std::map<std::string, std::string>{{"rack", "r1"}}));
+  ASSERT_EQ(r.inventory.gpus.size(), 8u);
+  EXPECT_EQ(r.inventory.gpus[0].model_id, "H100-SXM-80GB");
+  EXPECT_EQ(r.inventory.gpus[7].source, "emulated");
+  EXPECT_EQ(r.inventory.links[0][5].kind, hw::LinkKind::kNvLink);
+  EXPECT_EQ(r.inventory, agent->inventory());
+
+  auto hb = cp_->last_heartbeat();
+  ASSERT_TRUE(hb.has_value());
+  EXPECT_EQ(hb->node, "node-a");
+  EXPECT_EQ(hb->samples.size(), 8u);
+  EXPECT_TRUE(hb->workloads.empty());
+  EXPECT_EQ(agent->heartbeat_interval(), 250ms) << "the server's interval overrides the configured one";
+
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(cp_->registrations().size(), 1u) << "registers once";
+  EXPECT_EQ(cp_->heartbeats().size(), 2u);
+}
+
+TEST_F(AgentTest, AssignmentStartsAProcessWithItsGpusEnvAndWorkingDirectory) {
+  auto agent = MakeAgent("8xH100-SXM-80GB");
+  ASSERT_NE(agent, nullptr);
+  api::Assignment a = MakeAssignment("job-7", 3, "env > env.txt; pwd > pwd.txt; sleep 30", {2, 5});
+  a.node_rank = 1;
+  a.num_nodes = 2;
+  a.master_addr = "10.0.0.1";
+  a.master_port = 29400;
+  a.checkpoint_dir = "/ckpt/job-7";
+  a.restart_count = 2;
+  a.env = {{"HF_HOME", "/cache"}, {"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"}};
+  cp_->SetAssignments({a});
+
+  ASSERT_TRUE(agent->Tick().ok());
+  const std::string work = WorkDir("job-7-1");
+  ASSERT_TRUE(WaitForFile(work + "/pwd.txt"));
+  const auto env = ParseEnv(ReadAll(work + "/env.txt"));
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "2,5") << "the job spec cannot widen its GPUs";
+  EXPECT_EQ(env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+  EXPECT_EQ(env.at("GPUGEEK_JOB_ID"), "job-7");
+  EXPECT_EQ(env.at("GPUGEEK_NODE_RANK"), "1");
+  EXPECT_EQ(env.at("GPUGEEK_NUM_NODES"), "2");
+  EXPECT_EQ(env.at("GPUGEEK_GPUS_PER_NODE"), "2");
+  EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "4");
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(env.at("GPUGEEK_MASTER_PORT"), "29400");
+  EXPECT_EQ(env.at("GPUGEEK_CHECKPOINT_DIR"), "/ckpt/job-7");
+  EXPECT_EQ(env.at("GPUGEEK_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.at("HF_HOME"), "/cache");
+  EXPECT_FALSE(env.at("PATH").empty());
+  EXPECT_THAT(env, Not(Contains(Key("ROCR_VISIBLE_DEVICES"))));
+  EXPECT_EQ(ReadAll(work + "/pwd.txt"), std::filesystem::canonical(work).string() + "\n");
+
+  ASSERT_TRUE(agent->Tick().ok());
+  auto report = LastReport("job-7");
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->phase, api::WorkloadPhase::kRunning);
+  EXPECT_EQ(report->epoch, 3);
+  const auto held = agent->Workloads();
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].workload_id, "job-7-1");
+  EXPECT_EQ(held[0].state, "running");
+  EXPECT_TRUE(ProcessAlive(held[0].pid));
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(agent->Workloads()[0].pid, held[0].pid) << "a repeated listing does not start it twice";
+}
+
+TEST_F(AgentTest, Mi300xNodeGetsRocrAndHipVisibleDevices) {
+  auto agent = MakeAgent("8xMI300X");
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("amd", 1, "env > env.txt", {2, 3})});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(WaitForFile(WorkDir("amd-0") + "/env.txt"));
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("amd");
+    return r.has_value() && r->phase == api::WorkloadPhase::kExited;
+  }));
+  const auto env = ParseEnv(ReadAll(WorkDir("amd-0") + "/env.txt"));
+  EXPECT_EQ(env.at("ROCR_VISIBLE_DEVICES"), "2,3");
+  EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "0,1");
+  EXPECT_THAT(env, Not(Contains(Key("CUDA_VISIBLE_DEVICES"))));
+  EXPECT_EQ(env.at("GPUGEEK_GPUS_PER_NODE"), "2");
+}
+
+TEST_F(AgentTest, ExitCodesAreReportedUntilTheAssignmentIsUnlisted) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("ok", 1, "exit 0"), MakeAssignment("bad", 1, "exit 3")});
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto ok = LastReport("ok"), bad = LastReport("bad");
+    return ok && bad && ok->phase == api::WorkloadPhase::kExited && bad->phase == api::WorkloadPhase::kExited;
+  }));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(agent->Tick().ok());
+    auto ok = LastReport("ok"), bad = LastReport("bad");
+    ASSERT_TRUE(ok.has_value() && bad.has_value()) << "kept while listed, tick " << i;
+    EXPECT_EQ(ok->phase, api::WorkloadPhase::kExited);
+    EXPECT_EQ(ok->exit_code, 0);
+    EXPECT_EQ(ok->epoch, 1);
+    EXPECT_EQ(bad->exit_code, 3);
+    EXPECT_EQ(bad->term_signal, 0);
+    EXPECT_EQ(bad->message, "exited with code 3");
+  }
+  cp_->SetAssignments({MakeAssignment("bad", 1, "exit 3")});
+  ASSERT_TRUE(agent->Tick().ok());  // the reply without "ok" arrives
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_FALSE(LastReport("ok").has_value());
+  ASSERT_TRUE(LastReport("bad").has_value());
+  EXPECT_EQ(LastReport("bad")->exit_code, 3) << "still listed: still reported, never restarted";
+  cp_->SetAssignments({});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_TRUE(cp_->last_heartbeat()->workloads.empty());
+  EXPECT_TRUE(agent->Workloads().empty());
+}
+
+TEST_F(AgentTest, LogsAreShippedWithIncreasingOffsetsAndNoDuplication) {
+  auto agent = MakeAgent("1xL4", [](AgentOptions& o) { o.max_log_bytes_per_workload = 100; });
+  ASSERT_NE(agent, nullptr);
+  // 20 lines of 20 bytes over ~0.4 s, then 1000 bytes at once: several heartbeats, some at the cap.
+  cp_->SetAssignments({MakeAssignment("logs", 1,
+                                      "for i in $(seq 10 29); do echo \"line $i of the log.\"; sleep 0.02; done; head "
+                                      "-c 1000 /dev/zero | tr '\\0' x")});
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("logs");
+    return r && r->phase == api::WorkloadPhase::kExited && cp_->log("logs").size() == 1400;
+  }));
+  const std::string file = ReadAll(dir_ / "logs/logs-0.log");
+  EXPECT_EQ(file.size(), 1400u);
+  EXPECT_EQ(cp_->log("logs"), file);
+  EXPECT_EQ(cp_->duplicate_chunks(), 0);
+  uint64_t expected_offset = 0;
+  int chunks = 0;
+  for (const api::Heartbeat& hb : cp_->heartbeats()) {
+    for (const api::LogChunk& c : hb.logs) {
+      EXPECT_EQ(c.offset, expected_offset);
+      EXPECT_LE(c.data.size(), 100u) << "per-workload cap";
+      EXPECT_FALSE(c.data.empty());
+      expected_offset += c.data.size();
+      ++chunks;
+    }
+  }
+  EXPECT_GE(chunks, 14);
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_TRUE(cp_->last_heartbeat()->logs.empty()) << "nothing new, nothing sent";
+}
+
+TEST_F(AgentTest, UnacknowledgedLogBytesAreSentAgainAtTheSameOffset) {
+  auto agent = MakeAgent("1xL4");
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("j", 1, "echo hello; sleep 30")});
+  ASSERT_TRUE(TickUntil(*agent, [&] { return cp_->log("j") == "hello\n"; }));
+  // More output; the server receives the next heartbeat but its reply is lost.
+  std::ofstream(dir_ / "logs/j-0.log", std::ios::app) << "world\n";
+  cp_->FailHeartbeats(1);
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(agent->Tick().ok());
+  const auto hbs = cp_->heartbeats();
+  ASSERT_GE(hbs.size(), 2u);
+  const api::Heartbeat& lost = hbs[hbs.size() - 2];
+  const api::Heartbeat& again = hbs.back();
+  ASSERT_EQ(lost.logs.size(), 1u);
+  ASSERT_EQ(again.logs.size(), 1u);
+  EXPECT_EQ(lost.logs[0].offset, 6u);
+  EXPECT_EQ(again.logs[0].offset, 6u);
+  EXPECT_EQ(again.logs[0].data, "world\n");
+  EXPECT_EQ(cp_->log("j"), "hello\nworld\n");
+}
+
+TEST_F(AgentTest, CancelTerminatesTheProcessGroupWithinTheGrace) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  // A workload that ignores SIGTERM (so does its child): only the SIGKILL after the grace stops it.
+  api::Assignment a = MakeAssignment("c", 1, "trap '' TERM; sleep 300 & echo $! > child.pid; wait", {}, 300);
+  cp_->SetAssignments({a});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(WaitForFile(WorkDir("c-0") + "/child.pid"));
+  const pid_t child = std::stoi(ReadAll(WorkDir("c-0") + "/child.pid"));
+  const pid_t shell = agent->Workloads().at(0).pid;
+  ASSERT_TRUE(ProcessAlive(child));
+
+  a.cancel = true;
+  cp_->SetAssignments({a});
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(agent->Workloads().at(0).state, "stopping");
+  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_TRUE(ProcessAlive(child)) << "SIGTERM is ignored; the grace has not run out";
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("c");
+    return r && r->phase == api::WorkloadPhase::kExited;
+  }));
+  const auto elapsed = std::chrono::steady_clock::now() - cancelled_at;
+  EXPECT_GE(elapsed, 300ms);
+  EXPECT_LT(elapsed, 2s);
+  auto r = LastReport("c");
+  EXPECT_EQ(r->term_signal, SIGKILL);
+  EXPECT_FALSE(r->exit_code.has_value());
+  EXPECT_THAT(r->message, HasSubstr("after the cancel grace period"));
+  EXPECT_TRUE(WaitForDeath(child, 2s)) << "the whole group was killed";
+  EXPECT_FALSE(ProcessAlive(shell));
+}
+
+TEST_F(AgentTest, AnAssignmentThatDisappearsIsStopped) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("gone", 1, "sleep 300")});
+  ASSERT_TRUE(agent->Tick().ok());
+  const pid_t pid = agent->Workloads().at(0).pid;
+  ASSERT_TRUE(ProcessAlive(pid));
+  cp_->SetAssignments({});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(TickUntil(*agent, [&] { return agent->Workloads().empty(); }));
+  EXPECT_TRUE(WaitForDeath(pid, 2s));
+  EXPECT_TRUE(cp_->last_heartbeat()->workloads.empty()) << "an unlisted workload that ended is forgotten";
+}
+
+TEST_F(AgentTest, CancelledBeforeItStartedIsNeverRun) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  api::Assignment a = MakeAssignment("never", 2, "touch ran");
+  a.cancel = true;
+  cp_->SetAssignments({a});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  auto r = LastReport("never");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->phase, api::WorkloadPhase::kExited);
+  EXPECT_EQ(r->epoch, 2);
+  EXPECT_EQ(r->message, "cancelled before it started");
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(std::filesystem::exists(WorkDir("never-0") + "/ran"));
+}
+
+TEST_F(AgentTest, ABadAssignmentIsReportedFailedToStart) {
+  auto agent = MakeAgent("2xL4");
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("gpu9", 1, "true", {9}), MakeAssignment("bad/id", 1, "true")});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  auto gpu9 = LastReport("gpu9");
+  ASSERT_TRUE(gpu9.has_value());
+  EXPECT_EQ(gpu9->phase, api::WorkloadPhase::kFailedToStart);
+  EXPECT_THAT(gpu9->message, HasSubstr("GPU index 9 does not exist"));
+  auto bad = LastReport("bad/id");
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->phase, api::WorkloadPhase::kFailedToStart);
+  EXPECT_THAT(bad->message, HasSubstr("workload id"));
+}
+
+TEST_F(AgentTest, AnAssignmentWithALowerEpochThanOneSeenIsNeverStarted) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("f", 5, "echo epoch5 >> marks")});
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("f");
+    return r && r->phase == api::WorkloadPhase::kExited;
+  }));
+  cp_->SetAssignments({});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_TRUE(agent->Workloads().empty());
+
+  // A stale reply (e.g. from before a requeue) lists the job at an older epoch, then at the same one.
+  cp_->SetAssignments({MakeAssignment("f", 4, "echo epoch4 >> marks")});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent->Tick().ok());
+  cp_->SetAssignments({MakeAssignment("f", 5, "echo epoch5-again >> marks")});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent->Tick().ok());
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(ReadAll(WorkDir("f-0") + "/marks"), "epoch5\n");
+  EXPECT_TRUE(agent->Workloads().empty());
+  EXPECT_FALSE(LastReport("f").has_value());
+
+  // While epoch 7 runs, a stale epoch 6 listed beside it does not disturb it.
+  cp_->SetAssignments({MakeAssignment("f", 7, "echo epoch7 >> marks; sleep 300")});
+  ASSERT_TRUE(agent->Tick().ok());
+  const pid_t pid = agent->Workloads().at(0).pid;
+  cp_->SetAssignments(
+      {MakeAssignment("f", 6, "echo epoch6 >> marks"), MakeAssignment("f", 7, "echo epoch7 >> marks; sleep 300")});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(agent->Workloads().at(0).pid, pid);
+  EXPECT_EQ(agent->Workloads().at(0).state, "running");
+  EXPECT_EQ(ReadAll(WorkDir("f-0") + "/marks"), "epoch5\nepoch7\n");
+}
+
+TEST_F(AgentTest, AHigherEpochReplacesTheRunningWorkload) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("r", 1, "echo start-$GPUGEEK_RESTART_COUNT >> marks; sleep 300", {0})});
+  ASSERT_TRUE(agent->Tick().ok());
+  const pid_t old_pid = agent->Workloads().at(0).pid;
+  ASSERT_TRUE(WaitForFile(WorkDir("r-0") + "/marks"));
+
+  api::Assignment next = MakeAssignment("r", 2, "echo start-$GPUGEEK_RESTART_COUNT >> marks; sleep 300", {1});
+  next.restart_count = 1;
+  cp_->SetAssignments({next});
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto w = agent->Workloads();
+    return w.size() == 1 && w[0].epoch == 2 && w[0].state == "running";
+  }));
+  EXPECT_TRUE(WaitForDeath(old_pid, 2s));
+  EXPECT_NE(agent->Workloads().at(0).pid, old_pid);
+  ASSERT_TRUE(TickUntil(*agent, [&] { return ReadAll(WorkDir("r-0") + "/marks") == "start-0\nstart-1\n"; }));
+  auto r = LastReport("r");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->epoch, 2);
+  EXPECT_EQ(r->phase, api::WorkloadPhase::kRunning);
+}
+
+TEST_F(AgentTest, UnreachableServerIsUnavailableAndTheNextTickAfterItIsBackWorks) {
+  const int port = cp_->port();
+  cp_->Stop();
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(agent->registered());
+
+  cp_ = std::make_unique<FakeControlPlane>(port);
+  cp_->SetAssignments({MakeAssignment("j", 1, "sleep 300")});
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(cp_->registrations().size(), 1u);
+  EXPECT_EQ(agent->Workloads().size(), 1u);
+
+  // Lost again while the workload runs: it keeps running; contact resumes on the same registration.
+  cp_->Stop();
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(ProcessAlive(agent->Workloads().at(0).pid));
+  cp_->Start(port);
+  cp_->SetAssignments({MakeAssignment("j", 1, "sleep 300")});
+  ASSERT_TRUE(agent->Tick().ok());
+}
+
+TEST_F(AgentTest, ReregistersWhenAskedOrWhenTheServerForgotTheNode) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("j", 1, "sleep 300")});
+  ASSERT_TRUE(agent->Tick().ok());
+  const pid_t pid = agent->Workloads().at(0).pid;
+  EXPECT_EQ(cp_->registrations().size(), 1u);
+
+  cp_->ReregisterOnce();
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(cp_->registrations().size(), 2u);
+
+  cp_->ForgetNode();
+  cp_->SetAssignments({});  // a server that lost the node has nothing listed for it
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(cp_->registrations().size(), 3u);
+  EXPECT_EQ(agent->Workloads().at(0).state, "running") << "a NotFound reply is not a desired state";
+  EXPECT_TRUE(ProcessAlive(pid));
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(cp_->registrations().size(), 3u);
+  EXPECT_EQ(agent->Workloads().at(0).state, "stopping") << "the first real reply is reconciled";
+}
+
+TEST_F(AgentTest, CpuAndMemoryLimitsGoToTheWorkloadsCgroups) {
+  TempDir cgroot;
+  WriteAll(cgroot / "memory/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteAll(cgroot / "cpu/cpu.cfs_quota_us", "-1\n");
+  auto agent = MakeAgent("1xL4", [&](AgentOptions& o) {
+    o.cgroup_limits = true;
+    o.cgroups.root = cgroot.path();
+  });
+  ASSERT_NE(agent, nullptr);
+  EXPECT_EQ(agent->CgroupDescription(), "cgroup v1");
+  api::Assignment a = MakeAssignment("lim", 1, "sleep 300");
+  a.cpu_milli = 1500;
+  a.memory_bytes = 64ull << 20;
+  cp_->SetAssignments({a});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(agent->Workloads().at(0).state, "running") << agent->Workloads().at(0).message;
+  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/lim-0/memory.limit_in_bytes"), std::to_string(64ull << 20));
+  EXPECT_EQ(ReadAll(cgroot / "cpu/gpugeek/lim-0/cpu.cfs_quota_us"), "150000");
+  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/lim-0/cgroup.procs"), std::to_string(agent->Workloads().at(0).pid));
+  cp_->SetAssignments({});
+  ASSERT_TRUE(TickUntil(*agent, [&] { return agent->Workloads().empty(); }));
+}
+
+TEST_F(AgentTest, RunRegistersHeartbeatsAndStopsWorkloadsOnStop) {
+  cp_->SetIntervalMs(50);
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("run", 1, "sleep 300", {}, 5000)});
+  absl::Status result = absl::UnknownError("not returned");
+  std::jthread runner([&](std::stop_token stop) { result = agent->Run(stop); });
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  pid_t pid = 0;
+  while (std::chrono::steady_clock::now() < deadline && pid == 0) {
+    for (const WorkloadStatus& w : agent->Workloads()) pid = w.pid;
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_NE(pid, 0);
+  EXPECT_TRUE(ProcessAlive(pid));
+  const size_t beats = cp_->heartbeats().size();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GE(cp_->heartbeats().size(), beats + 3) << "heartbeats at the server's 50 ms interval";
+
+  const auto stopped_at = std::chrono::steady_clock::now();
+  runner.request_stop();
+  runner.join();
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, 4s) << "sleep ends on SIGTERM, well within its grace";
+  EXPECT_FALSE(ProcessAlive(pid));
+  auto last = LastReport("run");
+  ASSERT_TRUE(last.has_value());
+  EXPECT_EQ(last->phase, api::WorkloadPhase::kExited) << "the last heartbeat reports the exit";
+  EXPECT_EQ(last->term_signal, SIGTERM);
+}
+
+TEST_F(AgentTest, RunKeepsRetryingUntilTheServerAppearsAndStopsPromptly) {
+  const int port = cp_->port();
+  cp_->Stop();
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  std::jthread runner([&](std::stop_token stop) { EXPECT_TRUE(agent->Run(stop).ok()); });
+  std::this_thread::sleep_for(700ms);
+  EXPECT_FALSE(agent->registered());
+  cp_ = std::make_unique<FakeControlPlane>(port);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < deadline && cp_->heartbeats().empty()) std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(agent->registered());
+  EXPECT_FALSE(cp_->heartbeats().empty());
+  const auto stopped_at = std::chrono::steady_clock::now();
+  agent->Stop();
+  runner.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, 2s);
+}
+
+TEST(AgentCreateTest, BadOptionsAreInvalidArguments) {
+  TempDir dir;
+  auto discovery = hw::EmulatedDiscovery::Create({.spec = "1xL4"});
+  ASSERT_TRUE(discovery.ok());
+  const AgentOptions good{.server_url = "http://127.0.0.1:1",
+                          .node = "n",
+                          .discovery = discovery->get(),
+                          .data_dir = dir.path(),
+                          .cgroup_limits = false};
+  ASSERT_TRUE(Agent::Create(good).ok());
+  auto with = [&](const std::function<void(AgentOptions&)>& f) {
+    AgentOptions o = good;
+    f(o);
+    return Agent::Create(o).status();
+  };
+  EXPECT_EQ(with([](AgentOptions& o) { o.server_url = ""; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](AgentOptions& o) { o.server_url = "ftp://x"; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](AgentOptions& o) { o.discovery = nullptr; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](AgentOptions& o) { o.data_dir = ""; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](AgentOptions& o) { o.node = "a b"; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](AgentOptions& o) { o.capacity_type = "preemptible"; }).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with([](AgentOptions& o) { o.heartbeat_interval = Duration::zero(); }).code(),
+            absl::StatusCode::kInvalidArgument);
+  AgentOptions unnamed = good;
+  unnamed.node.clear();
+  auto agent = Agent::Create(unnamed);
+  ASSERT_TRUE(agent.ok());
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  EXPECT_EQ((*agent)->node(), host);
+}
+
+}  // namespace
+}  // namespace gpugeek::agent

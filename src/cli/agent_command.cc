@@ -1,0 +1,149 @@
+// `gpugeek agent --server URL [--name NODE] [--address ADDR] [--emulate SPEC] [--data-dir DIR]
+//  [--capacity on-demand|spot|reserved] [--region R] [--label K=V]... [--no-cgroups]`: the per-node agent.
+// Registers this node's GPUs (NVML + ROCm SMI, or emulated ones) with the server, heartbeats, and runs the
+// workloads it is assigned until SIGINT or SIGTERM; then stops them gracefully and exits.
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "agent/agent.h"
+#include "cli/commands.h"
+#include "common/absl_fmt.h"
+#include "hw/composite_discovery.h"
+#include "hw/emulated_discovery.h"
+
+namespace gpugeek::cli {
+namespace {
+
+[[noreturn]] void Fail(const std::string& message, int code) {
+  std::cerr << "gpugeek agent: " << message << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+// $XDG_DATA_HOME/gpugeek/agent/<node>, else ~/.local/share/gpugeek/agent/<node>.
+std::string DefaultAgentDataDir(const std::string& node) {
+  std::string base;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && *xdg == '/') {
+    base = xdg;
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    base = std::string(home) + "/.local/share";
+  } else {
+    base = "/tmp";
+  }
+  return fmt::format("{}/gpugeek/agent/{}", base, node);
+}
+
+std::string LocalHostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+}  // namespace
+
+void RegisterAgentCommand(CLI::App& app) {
+  struct Options {
+    std::string server;
+    std::string name;
+    std::string address = "127.0.0.1";
+    std::string emulate;
+    std::string data_dir;
+    std::string capacity = "on-demand";
+    std::string region;
+    std::vector<std::string> labels;
+    bool no_cgroups = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("agent",
+                                     "Run this node's agent: register its GPUs with a server and run the "
+                                     "workloads it assigns (until SIGINT/SIGTERM)");
+  sub->add_option("--server", o->server, "Control plane URL, e.g. http://10.0.0.1:8470")->required();
+  sub->add_option("--name", o->name, "Node name in the pool (default: the host name)");
+  sub->add_option("--address", o->address, "Address gang peers use to reach this node (GPUGEEK_MASTER_ADDR)")
+      ->capture_default_str();
+  sub->add_option("--emulate", o->emulate, "Emulate GPUs instead of discovering them, e.g. 8xH100-SXM-80GB, 8xMI300X");
+  sub->add_option("--data-dir", o->data_dir,
+                  "Logs and working directories (default: $XDG_DATA_HOME/gpugeek/agent/<node>, else "
+                  "~/.local/share/gpugeek/agent/<node>)");
+  sub->add_option("--capacity", o->capacity, "Capacity type of this node")
+      ->check(CLI::IsMember({"on-demand", "spot", "reserved"}))
+      ->capture_default_str();
+  sub->add_option("--region", o->region, "Region of this node, e.g. cn-east-1");
+  sub->add_option("--label", o->labels, "A node label KEY=VALUE (repeatable)");
+  sub->add_flag("--no-cgroups", o->no_cgroups, "Do not enforce CPU/memory limits with cgroups");
+  sub->callback([o] {
+    std::map<std::string, std::string> labels;
+    for (const std::string& l : o->labels) {
+      const size_t eq = l.find('=');
+      if (eq == std::string::npos || eq == 0) Fail(fmt::format("--label {}: expected KEY=VALUE", l), 2);
+      labels[l.substr(0, eq)] = l.substr(eq + 1);
+    }
+    const std::string node = o->name.empty() ? LocalHostName() : o->name;
+    std::unique_ptr<hw::Discovery> discovery;
+    if (!o->emulate.empty()) {
+      auto emulated = hw::EmulatedDiscovery::Create({.spec = o->emulate, .host_name = node});
+      if (!emulated.ok()) Fail(fmt::format("--emulate: {}", emulated.status().message()), 2);
+      discovery = *std::move(emulated);
+    } else {
+      discovery = hw::MakeHostDiscovery();
+    }
+
+    // Block the stop signals before any thread starts (threads inherit the mask; the executor resets it
+    // in workloads), so that only the sigwait thread below receives them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    auto agent = agent::Agent::Create({.server_url = o->server,
+                                       .node = node,
+                                       .address = o->address,
+                                       .capacity_type = o->capacity,
+                                       .region = o->region,
+                                       .labels = labels,
+                                       .discovery = discovery.get(),
+                                       .data_dir = o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir,
+                                       .cgroup_limits = !o->no_cgroups});
+    if (!agent.ok()) {
+      pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+      Fail(std::string(agent.status().message()), absl::IsInvalidArgument(agent.status()) ? 2 : 1);
+    }
+    const hw::NodeInventory& inv = (*agent)->inventory();
+    spdlog::info("gpugeek agent {}: {} GPU(s){}, server {}, data in {}", node, inv.gpus.size(),
+                 o->emulate.empty() ? "" : " (emulated " + o->emulate + ")", o->server,
+                 o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir);
+    for (const std::string& p : inv.problems) spdlog::info("gpugeek agent {}: discovery: {}", node, p);
+    spdlog::info("gpugeek agent {}: CPU/memory limits: {}", node, (*agent)->CgroupDescription());
+
+    agent::Agent* a = agent->get();
+    auto signalled = std::make_shared<std::atomic<bool>>(false);
+    std::thread waiter([a, stop_signals, node, signalled] {
+      int sig = 0;
+      sigwait(&stop_signals, &sig);
+      signalled->store(true);
+      spdlog::info("gpugeek agent {}: {} received, stopping workloads", node, sig == SIGINT ? "SIGINT" : "SIGTERM");
+      a->Stop();
+    });
+    const absl::Status status = (*agent)->Run();
+    // Wake the waiter if Run ended for another reason (a thread-directed signal reaches only it).
+    if (!signalled->load()) pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    agent->reset();
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    if (!status.ok()) Fail(std::string(status.message()), 1);
+    spdlog::info("gpugeek agent {}: stopped", node);
+  });
+}
+
+}  // namespace gpugeek::cli

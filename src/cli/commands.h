@@ -12,5 +12,11 @@ void RegisterPlanCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
 void RegisterSimCommand(CLI::App& app);
 void RegisterAgentCommand(CLI::App& app);  // `gpugeek agent` (agent_command.cc)
+// `gpugeek server` (server_command.cc).
+void RegisterServerCommand(CLI::App& app);
+// Client commands against a server: submit, jobs, job, logs, cancel, events (jobs_command.cc).
+void RegisterJobCommands(CLI::App& app);
+// Client commands against a server: nodes, node, cordon, uncordon, drain, pool (nodes_command.cc).
+void RegisterNodeCommands(CLI::App& app);
 
 }  // namespace gpugeek::cli

@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterDevicesCommand(app);
   gpugeek::cli::RegisterSimCommand(app);
   gpugeek::cli::RegisterAgentCommand(app);
+  gpugeek::cli::RegisterServerCommand(app);
+  gpugeek::cli::RegisterJobCommands(app);
+  gpugeek::cli::RegisterNodeCommands(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

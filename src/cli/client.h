@@ -1,0 +1,73 @@
+#pragma once
+// Shared helpers of the client commands (`gpugeek submit`, `jobs`, `nodes`, ...) and `gpugeek server`:
+// the server URL (--server, else $GPUGEEK_SERVER, else http://127.0.0.1:8470), the one way a command
+// fails (`gpugeek <cmd>: <message>` on stderr, then CLI::RuntimeError(code)), JSON output, and the
+// rendering of the server's times. No business logic: these only talk to the REST API and print.
+
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "http/client.h"
+
+namespace gpugeek::cli {
+
+inline constexpr char kDefaultServerUrl[] = "http://127.0.0.1:8470";
+
+// Exit codes of the client commands: 1 when the server refused or failed the request (or a followed
+// job did not succeed), 2 for bad local input (a flag, a file).
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+// The flags every client command takes.
+struct ClientFlags {
+  std::string server;  // empty: $GPUGEEK_SERVER, else kDefaultServerUrl
+  bool json = false;
+};
+void AddClientFlags(CLI::App* sub, ClientFlags* flags);
+
+// --server, else $GPUGEEK_SERVER, else kDefaultServerUrl.
+std::string ResolveServerUrl(const std::string& flag);
+
+// Prints "gpugeek <cmd>: <message>" to stderr and throws CLI::RuntimeError(code).
+[[noreturn]] void Fail(const std::string& cmd, const std::string& message, int code = kExitFailed);
+
+// A client for the resolved server; fails the command on a malformed URL. `read_timeout` bounds the
+// wait for each reply (and, when streaming, between chunks).
+std::unique_ptr<http::Client> Connect(const std::string& cmd, const ClientFlags& flags,
+                                      Duration read_timeout = std::chrono::seconds(30));
+
+// The value of a call, or the command fails with the server's message (code kExitFailed).
+nlohmann::json OrFail(const std::string& cmd, absl::StatusOr<nlohmann::json> reply);
+
+// Pretty JSON on stdout (--json).
+void PrintJson(const nlohmann::json& j);
+
+// A server time ("2024-05-01T12:00:00.123Z") in the local time zone as RFC 3339, e.g.
+// "2024-05-01T14:00:00+02:00"; the input unchanged when it does not parse; "-" when empty.
+std::string LocalTime(const std::string& server_time);
+// How long before `now` a server time was: "3s ago", "5m ago", "2h ago", "4d ago"; "-" when it does not parse.
+std::string Ago(const std::string& server_time, TimePoint now);
+
+// Percent-encodes a query value.
+std::string UrlEncode(const std::string& s);
+
+// The JSON value as display text: strings unquoted, null as "-".
+std::string Text(const nlohmann::json& j);
+
+// Milli-GPU as GPUs: 8000 -> "8", 2500 -> "2.5".
+std::string Gpus(int64_t milli);
+
+// The default data directory of `gpugeek server` / `gpugeek up`: $XDG_DATA_HOME/gpugeek, else
+// ~/.local/share/gpugeek.
+std::string DefaultDataDir();
+
+// Splits "HOST:PORT" ("127.0.0.1:8470", "[::1]:0", ":8470" = 127.0.0.1); InvalidArgument saying the form.
+absl::Status ParseListen(const std::string& listen, std::string* host, int* port);
+
+}  // namespace gpugeek::cli

@@ -1,0 +1,446 @@
+// End-to-end tests of `gpugeek server` and the client commands (submit, jobs, job, logs, cancel,
+// events, nodes, node, cordon, uncordon, drain, pool): a real ControlPlaneServer on port 0 in this
+// process, an emulated node registered over the REST API (this test plays its agent), and the built
+// `gpugeek` binary run against it with --server.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "controlplane/server.h"
+#include "http/client.h"
+#include "hw/emulate_spec.h"
+#include "hw/emulated_discovery.h"
+
+namespace gpugeek::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `gpugeek args` through the shell, capturing stdout and stderr.
+Result RunGpugeek(const std::string& args, const std::string& env = "") {
+  static std::atomic<int> calls{0};
+  const std::string err_path =
+      ::testing::TempDir() + "gpugeek_client_stderr_" + std::to_string(getpid()) + "_" + std::to_string(calls++);
+  const std::string cmd = env + " " + GPUGEEK_BINARY + " " + args + " 2>" + err_path;
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// "submitted j-00000001 (...)" -> "j-00000001".
+std::string SubmittedId(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex("submitted (j-[0-9]+)")) ? m[1].str() : "";
+}
+
+class ClientCommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gpugeek_cli_client_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "specs" / "models");
+    // The node heartbeats only when a test plays its agent: keep it from being declared down.
+    auto s = controlplane::ControlPlaneServer::Start(
+        {.port = 0, .data_dir = (dir_ / "data").string(), .node_timeout = std::chrono::minutes(5)});
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    auto c = http::Client::Create({.base_url = server_->url()});
+    ASSERT_TRUE(c.ok());
+    client_ = std::move(*c);
+    server_flag_ = " --server " + server_->url();
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+
+  void RegisterNode(const std::string& node, const std::string& spec) {
+    api::Registration r;
+    r.node = node;
+    r.address = "127.0.0.1";
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(spec), node, {node, 32, uint64_t{256} << 30, 1, ""});
+    auto reply = client_->Post("/v1/agents/register", api::ToJson(r));
+    ASSERT_TRUE(reply.ok()) << reply.status();
+  }
+
+  std::string WriteSpec(const std::string& name, const std::string& yaml) {
+    const fs::path p = dir_ / "specs" / name;
+    std::ofstream(p) << yaml;
+    return p.string();
+  }
+
+  // Waits (bounded) until the job reaches `state`.
+  bool WaitFor(const std::string& id, const std::string& state) {
+    for (int i = 0; i < 200; ++i) {
+      auto job = client_->Get("/v1/jobs/" + id);
+      if (job.ok() && (*job)["state"] == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  }
+
+  // Plays node `node`'s agent for one job: heartbeats until the job is assigned, reports it running
+  // with `log`, then exited with `exit_code`.
+  void RunAssignedJob(const std::string& node, const std::string& id, const std::string& log, int exit_code) {
+    api::Heartbeat hb;
+    hb.node = node;
+    int64_t epoch = -1;
+    for (int i = 0; i < 200 && epoch < 0; ++i) {
+      auto reply = client_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb));
+      ASSERT_TRUE(reply.ok()) << reply.status();
+      auto parsed = api::HeartbeatReplyFromJson(*reply);
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      for (const auto& a : parsed->assignments) {
+        if (a.job_id == id) epoch = a.epoch;
+      }
+      if (epoch < 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ASSERT_GE(epoch, 0) << "job " << id << " was never assigned to " << node;
+    const size_t half = log.size() / 2;
+    hb.workloads = {{.job_id = id, .epoch = epoch, .phase = api::WorkloadPhase::kRunning}};
+    hb.logs = {{.job_id = id, .offset = 0, .data = log.substr(0, half), .epoch = epoch}};
+    ASSERT_TRUE(client_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb)).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the follower sees a running job
+    hb.workloads = {{.job_id = id, .epoch = epoch, .phase = api::WorkloadPhase::kExited, .exit_code = exit_code}};
+    hb.logs = {{.job_id = id, .offset = half, .data = log.substr(half), .epoch = epoch}};
+    ASSERT_TRUE(client_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb)).ok());
+  }
+
+  fs::path dir_;
+  std::unique_ptr<controlplane::ControlPlaneServer> server_;
+  std::unique_ptr<http::Client> client_;
+  std::string server_flag_;
+};
+
+TEST_F(ClientCommandsTest, SubmitPlansLlama70bFromModelConfigThenListsIt) {
+  RegisterNode("node-a", "8xA100-SXM-80GB");
+  fs::copy_file(fs::path(GPUGEEK_SHARED_DIR) / "models/llama/Llama-2-70b-hf.json",
+                dir_ / "specs" / "models" / "Llama-2-70b-hf.json");
+  // `model:` is relative to the YAML file's directory, not to the working directory.
+  const std::string spec = WriteSpec("llama.yaml",
+                                     "name: llama2-70b-lora\nmodel: models/Llama-2-70b-hf.json\n"
+                                     "task: {kind: lora, seq_len: 4096, micro_batch: 1}\nrun: python train.py\n");
+  Result r = RunGpugeek("submit " + spec + " --tenant team-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string id = SubmittedId(r.out);
+  ASSERT_FALSE(id.empty()) << r.out;
+  EXPECT_TRUE(Contains(r.out, "(llama2-70b-lora): PENDING")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "plan: ")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "A100-SXM-80GB")) << r.out;
+  ASSERT_TRUE(WaitFor(id, "SCHEDULED"));
+
+  r = RunGpugeek("jobs" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& want :
+       {id, std::string("llama2-70b-lora"), std::string("team-a"), std::string("SCHEDULED"), std::string("node-a[")}) {
+    EXPECT_TRUE(Contains(r.out, want)) << want << "\n" << r.out;
+  }
+  r = RunGpugeek("jobs --json --state SCHEDULED --tenant team-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json jobs = json::parse(r.out);
+  ASSERT_EQ(jobs["jobs"].size(), 1u) << r.out;
+  EXPECT_EQ(jobs["jobs"][0]["id"], id);
+  EXPECT_EQ(jobs["jobs"][0]["allocation"]["gpu_model"], "A100-SXM-80GB");
+  r = RunGpugeek("jobs --json --state RUNNING" + server_flag_);
+  EXPECT_EQ(json::parse(r.out)["jobs"].size(), 0u) << r.out;
+
+  r = RunGpugeek("job " + id + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& want : {"Job " + id + " (llama2-70b-lora)", std::string("state:     SCHEDULED"),
+                                  std::string("Plan: "), std::string("Placement:"), std::string("rank 0: node-a GPUs"),
+                                  std::string("Events:"), std::string("PENDING"), std::string("ago)")}) {
+    EXPECT_TRUE(Contains(r.out, want)) << want << "\n" << r.out;
+  }
+  r = RunGpugeek("job " + id + " --json" + server_flag_);
+  json job = json::parse(r.out);
+  EXPECT_EQ(job["state"], "SCHEDULED");
+  EXPECT_TRUE(job["plan"]["best"].get<std::string>().find("A100-SXM-80GB") != std::string::npos) << job["plan"];
+  ASSERT_EQ(job["events"].size(), 2u) << job["events"];  // NONE -> PENDING, PENDING -> SCHEDULED
+  EXPECT_EQ(job["events"][1]["to"], "SCHEDULED");
+  const size_t gpus = job["allocation"]["members"][0]["gpus"].size();
+  EXPECT_GE(gpus, 4u);  // Llama-2-70B LoRA needs at least 4 x 80 GB
+
+  r = RunGpugeek("events --job " + id + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "SCHEDULED")) << r.out;
+  EXPECT_TRUE(Contains(r.out, id)) << r.out;
+  r = RunGpugeek("events --json --after 1" + server_flag_);
+  json events = json::parse(r.out);
+  ASSERT_EQ(events["events"].size(), 1u) << r.out;
+  EXPECT_EQ(events["events"][0]["seq"], 2);
+
+  r = RunGpugeek("pool" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& want :
+       {std::string("A100-SXM-80GB"), std::string("on-demand"), std::string("TOTAL"), std::string("policy FGDFit")}) {
+    EXPECT_TRUE(Contains(r.out, want)) << want << "\n" << r.out;
+  }
+  r = RunGpugeek("pool --json" + server_flag_);
+  json pool = json::parse(r.out);
+  EXPECT_EQ(pool["gpu_milli_total"], 8000);
+  EXPECT_EQ(pool["gpu_milli_allocated"], static_cast<int64_t>(gpus) * 1000);
+
+  r = RunGpugeek("nodes" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& want :
+       {std::string("node-a"), std::string("ready"), std::string("8 x A100-SXM-80GB"), fmt::format("{}/8", gpus), id}) {
+    EXPECT_TRUE(Contains(r.out, want)) << want << "\n" << r.out;
+  }
+  r = RunGpugeek("node node-a --json" + server_flag_);
+  EXPECT_EQ(json::parse(r.out)["jobs"][0], id);
+  r = RunGpugeek("node node-a" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "80.0 GiB")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "256.0 GiB memory")) << r.out;
+}
+
+TEST_F(ClientCommandsTest, FollowPrintsPlacementLogsAndOutcome) {
+  RegisterNode("node-a", "8xA100-SXM-80GB");
+  const std::string spec =
+      WriteSpec("ok.yaml", "name: hello\nresources: {accelerators: A100-SXM-80GB:2}\nrun: echo hello\n");
+  auto follower = std::async(std::launch::async, [&] { return RunGpugeek("submit " + spec + " -f" + server_flag_); });
+  // The job is j-00000001: the first one this server stores.
+  RunAssignedJob("node-a", "j-00000001", "hello from rank 0\nstep 1 done\n", 0);
+  Result r = follower.get();
+  EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+  for (const std::string& want :
+       {std::string("submitted j-00000001 (hello)"), std::string("placed j-00000001"),
+        std::string("rank 0: node-a GPUs "), std::string("(A100-SXM-80GB)"),
+        std::string("hello from rank 0\nstep 1 done\n"), std::string("job j-00000001 SUCCEEDED (exit code 0)")}) {
+    EXPECT_TRUE(Contains(r.out, want)) << want << "\n" << r.out;
+  }
+
+  r = RunGpugeek("logs j-00000001" + server_flag_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello from rank 0\nstep 1 done\n");
+  r = RunGpugeek("logs j-00000001 -f --json" + server_flag_);  // ended: follow returns at once
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "hello from rank 0\nstep 1 done\n");
+
+  // A failing job: --follow exits 1 with the final state; --json puts the final job on stdout.
+  const std::string bad = WriteSpec("bad.yaml", "name: boom\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
+  follower =
+      std::async(std::launch::async, [&] { return RunGpugeek("submit " + bad + " --follow --json" + server_flag_); });
+  RunAssignedJob("node-a", "j-00000002", "Traceback: boom\n", 3);
+  r = follower.get();
+  EXPECT_EQ(r.exit_code, 1) << r.err << r.out;
+  EXPECT_TRUE(Contains(r.err, "job j-00000002 FAILED (exit code 3)")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "Traceback: boom")) << r.err;
+  json job = json::parse(r.out);
+  EXPECT_EQ(job["state"], "FAILED");
+  EXPECT_EQ(job["exit_code"], 3);
+}
+
+TEST_F(ClientCommandsTest, CordonKeepsJobsPendingCancelAndUncordon) {
+  RegisterNode("node-a", "8xA100-SXM-80GB");
+  Result r = RunGpugeek("cordon node-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "node node-a: cordoned")) << r.out;
+  const std::string spec =
+      WriteSpec("wait.yaml", "name: waiter\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n");
+  r = RunGpugeek("submit " + spec + " --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = json::parse(r.out)["id"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a few scheduling rounds
+  r = RunGpugeek("job " + id + " --json" + server_flag_);
+  EXPECT_EQ(json::parse(r.out)["state"], "PENDING") << r.out;
+
+  r = RunGpugeek("cancel " + id + " --reason 'not needed'" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, id + " CANCELLED")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "not needed")) << r.out;
+  r = RunGpugeek("cancel " + id + server_flag_);  // already ended
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek cancel: ")) << r.err;
+  r = RunGpugeek("events --job " + id + " --json" + server_flag_);
+  json events = json::parse(r.out)["events"];
+  ASSERT_EQ(events.size(), 2u) << r.out;
+  EXPECT_EQ(events[1]["to"], "CANCELLED");
+  EXPECT_TRUE(Contains(events[1]["reason"].get<std::string>(), "not needed")) << events[1];
+
+  r = RunGpugeek("uncordon node-a --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["state"], "ready");
+  r = RunGpugeek("drain node-a" + server_flag_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "cordoned")) << r.out;
+  r = RunGpugeek("cordon ghost" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek cordon: ")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "ghost")) << r.err;
+}
+
+TEST_F(ClientCommandsTest, JobsPagesUpToTheLimit) {
+  const std::string spec = WriteSpec("p.yaml", "name: p\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(RunGpugeek("submit " + spec + server_flag_).exit_code, 0);
+  }
+  // With no nodes they stay PENDING; jobs follows next_after when the limit exceeds one page.
+  Result r = RunGpugeek("jobs --json --limit 2" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["jobs"].size(), 2u);
+  r = RunGpugeek("jobs --json --limit 1000" + server_flag_);
+  json jobs = json::parse(r.out)["jobs"];
+  ASSERT_EQ(jobs.size(), 3u);
+  EXPECT_EQ(jobs[2]["id"], "j-00000003");
+  r = RunGpugeek("jobs" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "PENDING")) << r.out;
+  r = RunGpugeek("nodes" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "No nodes registered")) << r.out;
+}
+
+TEST_F(ClientCommandsTest, ErrorsSayWhatAndExitNonZero) {
+  Result r = RunGpugeek("job j-99999999" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek job: ")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "j-99999999")) << r.err;
+  r = RunGpugeek("logs j-99999999" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek logs: ")) << r.err;
+
+  // Nothing listens on port 1; the environment variable is the fallback of --server.
+  r = RunGpugeek("jobs --server http://127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek jobs: cannot reach gpugeek server at http://127.0.0.1:1")) << r.err;
+  r = RunGpugeek("pool", "GPUGEEK_SERVER=http://127.0.0.1:1");
+  EXPECT_TRUE(Contains(r.err, "gpugeek pool: cannot reach gpugeek server at http://127.0.0.1:1")) << r.err;
+  r = RunGpugeek("nodes --server 127.0.0.1:8470");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "must look like http://HOST:PORT")) << r.err;
+
+  // Bad specs: the message names the file and the field.
+  std::string spec = WriteSpec("bad-gpu.yaml", "name: x\nresources: {accelerators: Z80:1}\nrun: y\n");
+  r = RunGpugeek("submit " + spec + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "gpugeek submit: " + spec + ": resources.accelerators")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "Z80")) << r.err;
+  spec = WriteSpec("typo.yaml", "name: x\nrun: y\nnum_nodse: 2\n");
+  r = RunGpugeek("submit " + spec + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "num_nodse")) << r.err;
+  spec = WriteSpec("not-yaml.yaml", "name: [unclosed\n");
+  r = RunGpugeek("submit " + spec + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "gpugeek submit: " + spec + ": ")) << r.err;
+  r = RunGpugeek("submit " + (dir_ / "missing.yaml").string() + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "cannot read job spec " + (dir_ / "missing.yaml").string())) << r.err;
+  // The model config is looked up next to the spec, and the error names the resolved path.
+  spec = WriteSpec("nomodel.yaml", "name: x\nmodel: models/none.json\ntask: {kind: lora}\nrun: y\n");
+  r = RunGpugeek("submit " + spec + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "model 'models/none.json'")) << r.err;
+  EXPECT_TRUE(Contains(r.err, (dir_ / "specs" / "models" / "none.json").string())) << r.err;
+  // Server-side refusal: nothing in the (empty) pool to plan on.
+  fs::copy_file(fs::path(GPUGEEK_SHARED_DIR) / "models/llama/Llama-2-70b-hf.json",
+                dir_ / "specs" / "models" / "l.json");
+  spec = WriteSpec("plan.yaml", "name: x\nmodel: models/l.json\ntask: {kind: lora}\nrun: y\n");
+  r = RunGpugeek("submit " + spec + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek submit: no GPUs of a known model are registered")) << r.err;
+}
+
+TEST(ServerCommand, ServesUntilSigterm) {
+  const fs::path dir = fs::temp_directory_path() / ("gpugeek_cli_server_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    execl(GPUGEEK_BINARY, GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--data-dir", (dir / "data").c_str(),
+          "--policy", "GpuPacking", nullptr);
+    _exit(127);
+  }
+  close(out[1]);
+  struct KillOnExit {  // a failed assertion must not leave the server running
+    pid_t pid;
+    ~KillOnExit() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } guard{pid};
+  FILE* f = fdopen(out[0], "r");
+  char line[512] = {0};
+  ASSERT_NE(fgets(line, sizeof(line), f), nullptr);
+  std::smatch m;
+  const std::string first(line);
+  ASSERT_TRUE(
+      std::regex_search(first, m, std::regex("^gpugeek server listening on (http://127\\.0\\.0\\.1:[0-9]+) \\(data: ")))
+      << first;
+  const std::string url = m[1].str();
+  EXPECT_TRUE(Contains(first, (dir / "data").string())) << first;
+  EXPECT_TRUE(fs::exists(dir / "data"));
+
+  Result r = RunGpugeek("pool --json --server " + url);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["policy"], "GpuPacking") << r.out;
+
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  std::string rest;
+  while (fgets(line, sizeof(line), f) != nullptr) rest += line;
+  fclose(f);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  guard.pid = 0;
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(Contains(rest, "SIGTERM received, stopping")) << rest;
+  EXPECT_TRUE(Contains(rest, "stopped")) << rest;
+  r = RunGpugeek("pool --server " + url);
+  EXPECT_TRUE(Contains(r.err, "cannot reach gpugeek server")) << r.err;
+
+  r = RunGpugeek("server --listen 127.0.0.1:0 --policy NoSuchPolicy --data-dir " + (dir / "data").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek server: ")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "NoSuchPolicy")) << r.err;
+  r = RunGpugeek("server --listen nowhere");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "gpugeek server: --listen 'nowhere' must be HOST:PORT")) << r.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpugeek::cli

@@ -1,0 +1,441 @@
+// The job commands of the client (REST API of src/controlplane/api_routes.h):
+//   gpugeek submit JOB.yaml [--follow] [--tenant T]
+//   gpugeek jobs [--state S] [--tenant T] [--limit N]
+//   gpugeek job ID
+//   gpugeek logs ID [-f] [--rank R]
+//   gpugeek cancel ID [--reason TEXT]
+//   gpugeek events [--job ID] [--after SEQ] [--limit N]
+// each with --server URL and --json.
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "api/job_spec.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/absl_fmt.h"
+#include "common/table.h"
+#include "common/units.h"
+
+namespace gpugeek::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr auto kStreamReadTimeout = std::chrono::hours(1);
+
+// 42 s, 3.5 min, 2.0 h, 1.5 d.
+std::string HumanSeconds(double s) {
+  if (s < 120) return fmt::format("{:.0f} s", s);
+  if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+  if (s < 172800) return fmt::format("{:.1f} h", s / 3600);
+  return fmt::format("{:.1f} d", s / 86400);
+}
+
+bool IsTerminalState(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED";
+}
+
+// "node-a GPUs 0,1,2,3 (A100-SXM-80GB)" per member, one line each.
+std::vector<std::string> Placement(const json& allocation) {
+  std::vector<std::string> lines;
+  if (!allocation.is_object()) return lines;
+  for (const json& m : allocation.value("members", json::array())) {
+    const int64_t milli = m.value("gpu_milli", int64_t{1000});
+    lines.push_back(fmt::format("rank {}: {} GPUs {} ({}{}){}", m.value("rank", 0), Text(m.value("node", json())),
+                                fmt::join(m.value("gpus", std::vector<int>{}), ","),
+                                Text(allocation.value("gpu_model", json())),
+                                milli < 1000 ? fmt::format(", {} milli-GPU each", milli) : "",
+                                allocation.value("released", false) ? " [released]" : ""));
+  }
+  return lines;
+}
+
+std::string PlacementShort(const json& allocation) {
+  if (!allocation.is_object()) return "-";
+  std::string out;
+  for (const json& m : allocation.value("members", json::array())) {
+    if (!out.empty()) out += " ";
+    out += fmt::format("{}[{}]", Text(m.value("node", json())), fmt::join(m.value("gpus", std::vector<int>{}), ","));
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail(cmd, fmt::format("cannot read {} {}: {}", what, path.string(), std::strerror(errno)), kExitUsage);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The job's outcome line and exit code: 0 on SUCCEEDED, 1 otherwise.
+int ReportOutcome(const json& job, std::ostream& out) {
+  const std::string state = Text(job.value("state", json()));
+  out << fmt::format("job {} {}", Text(job.value("id", json())), state);
+  if (!job.value("exit_code", json()).is_null()) out << fmt::format(" (exit code {})", Text(job["exit_code"]));
+  const std::string reason = job.value("reason", std::string());
+  if (!reason.empty()) out << ": " << reason;
+  out << "\n" << std::flush;
+  return state == "SUCCEEDED" ? 0 : kExitFailed;
+}
+
+// Streams a job's log (rank `rank`) to `out` until the server ends it (the job ended and its log is
+// complete). Reconnects after a dropped stream, skipping what was already printed.
+void StreamLog(const std::string& cmd, const ClientFlags& flags, const std::string& id, int rank, std::ostream& out) {
+  auto client = Connect(cmd, flags, kStreamReadTimeout);
+  size_t received = 0;
+  for (int attempt = 0;; ++attempt) {
+    size_t seen = 0;  // bytes of this stream so far
+    absl::Status s = client->GetStream(
+        fmt::format("/v1/jobs/{}/logs?follow=true&rank={}", UrlEncode(id), rank), [&](const std::string& chunk) {
+          const size_t begin = seen;
+          seen += chunk.size();
+          if (seen > received) {
+            const size_t skip = received > begin ? received - begin : 0;
+            out.write(chunk.data() + skip, static_cast<std::streamsize>(chunk.size() - skip));
+            out.flush();
+            received = seen;
+          }
+          return true;
+        });
+    if (s.ok()) return;
+    if (s.code() != absl::StatusCode::kUnavailable || attempt >= 5) Fail(cmd, std::string(s.message()));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+// --follow: waits for placement (printing it), streams the logs, waits for the end; returns the
+// exit code. Progress goes to `status_out`, logs to `log_out`.
+int Follow(const std::string& cmd, const ClientFlags& flags, const std::string& id, std::ostream& status_out,
+           std::ostream& log_out, json* final_job) {
+  auto client = Connect(cmd, flags);
+  const std::string path = "/v1/jobs/" + UrlEncode(id);
+  std::string last_pending;
+  json job;
+  for (;;) {
+    job = OrFail(cmd, client->Get(path));
+    const std::string state = job.value("state", std::string());
+    if (state != "PENDING") break;
+    const std::string why = job.value("pending_reason", std::string());
+    if (!why.empty() && why != last_pending) {
+      status_out << fmt::format("pending: {}\n", why) << std::flush;
+      last_pending = why;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  if (job["allocation"].is_object()) {
+    status_out << fmt::format("placed {} ({}):\n", id, Text(job.value("state", json())));
+    for (const std::string& line : Placement(job["allocation"])) status_out << "  " << line << "\n";
+    status_out << std::flush;
+    StreamLog(cmd, flags, id, 0, log_out);
+  }
+  for (;;) {
+    job = OrFail(cmd, client->Get(path));
+    if (IsTerminalState(job.value("state", std::string()))) break;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  *final_job = job;
+  return ReportOutcome(job, status_out);
+}
+
+void RegisterSubmit(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string file;
+    std::string tenant;
+    bool follow = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "submit",
+      "Submit a job spec (docs/job-spec.md); a spec's `model:` config.json is read relative to the YAML file and "
+      "sent for the planner");
+  sub->add_option("spec", o->file, "Job spec YAML file")->required();
+  sub->add_option("--tenant", o->tenant, "Tenant the job is accounted to");
+  sub->add_flag("-f,--follow", o->follow,
+                "Wait for placement, stream the logs, exit with the job's outcome (0 SUCCEEDED, 1 otherwise); "
+                "with --json, progress and logs go to stderr and the final job JSON to stdout");
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "submit";
+    const std::filesystem::path file(o->file);
+    const std::string yaml = ReadFileOrFail(cmd, file, "job spec");
+    auto spec = api::ParseJobSpec(yaml);
+    if (!spec.ok()) Fail(cmd, fmt::format("{}: {}", o->file, spec.status().message()), kExitUsage);
+    json body = {{"spec_yaml", yaml}};
+    if (!o->tenant.empty()) body["tenant"] = o->tenant;
+    if (!spec->model.empty()) {
+      std::filesystem::path model(spec->model);
+      if (model.is_relative()) model = file.parent_path() / model;
+      const std::string text = ReadFileOrFail(cmd, model, fmt::format("model '{}': config", spec->model));
+      json config = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (!config.is_object()) {
+        Fail(cmd,
+             fmt::format("model '{}': {} is not a JSON object (a Hugging Face config.json)", spec->model,
+                         model.string()),
+             kExitUsage);
+      }
+      body["model_config"] = std::move(config);
+    }
+    auto client = Connect(cmd, o->flags);
+    json job = OrFail(cmd, client->Post("/v1/jobs", body));
+    const std::string id = Text(job.value("id", json()));
+    if (o->flags.json && !o->follow) {
+      PrintJson(job);
+      return;
+    }
+    std::ostream& status_out = o->flags.json ? std::cerr : std::cout;
+    status_out << fmt::format("submitted {} ({}): {}\n", id, Text(job.value("name", json())),
+                              Text(job.value("state", json())));
+    if (job["plan"].is_object()) {
+      const json& plan = job["plan"];
+      status_out << fmt::format("plan: {}\n", Text(plan.value("best", json())));
+      const json alts = plan.value("alternatives", json::array());
+      if (alts.size() > 1) status_out << fmt::format("  ({} alternatives the scheduler may use)\n", alts.size());
+    }
+    status_out << std::flush;
+    if (!o->follow) return;
+    json final_job;
+    const int code = Follow(cmd, o->flags, id, status_out, o->flags.json ? std::cerr : std::cout, &final_job);
+    if (o->flags.json) PrintJson(final_job);
+    if (code != 0) throw CLI::RuntimeError(code);
+  });
+}
+
+void RegisterJobs(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string state, tenant;
+    int limit = 100;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("jobs", "List jobs, oldest first");
+  sub->add_option("--state", o->state, "PENDING | SCHEDULED | RUNNING | SUCCEEDED | FAILED | CANCELLED");
+  sub->add_option("--tenant", o->tenant, "Only this tenant's jobs");
+  sub->add_option("--limit", o->limit, "At most this many jobs (pages through the server's list)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "jobs";
+    auto client = Connect(cmd, o->flags);
+    json jobs = json::array();
+    std::string after;
+    while (static_cast<int>(jobs.size()) < o->limit) {
+      std::string path = fmt::format("/v1/jobs?limit={}", std::min(1000, o->limit - static_cast<int>(jobs.size())));
+      if (!o->state.empty()) path += "&state=" + UrlEncode(o->state);
+      if (!o->tenant.empty()) path += "&tenant=" + UrlEncode(o->tenant);
+      if (!after.empty()) path += "&after=" + UrlEncode(after);
+      json page = OrFail(cmd, client->Get(path));
+      for (json& j : page["jobs"]) jobs.push_back(std::move(j));
+      if (!page["next_after"].is_string()) break;
+      after = page["next_after"].get<std::string>();
+    }
+    if (o->flags.json) {
+      PrintJson({{"jobs", jobs}});
+      return;
+    }
+    if (jobs.empty()) {
+      std::cout << "No jobs.\n";
+      return;
+    }
+    const TimePoint now = RealClock().Now();
+    TextTable table({"ID", "NAME", "TENANT", "STATE", "PRIORITY", "CREATED", "PLACEMENT", "REASON"});
+    table.AlignRight(4);
+    for (const json& j : jobs) {
+      std::string reason = j.value("pending_reason", j.value("reason", std::string()));
+      if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
+      const std::string tenant = j.value("tenant", std::string());
+      table.AddRow({Text(j["id"]), Text(j["name"]), tenant.empty() ? "-" : tenant, Text(j["state"]),
+                    Text(j["priority"]), Ago(j.value("created_at", std::string()), now),
+                    PlacementShort(j["allocation"]), reason});
+    }
+    std::cout << table.Render();
+  });
+}
+
+void RegisterJob(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string id;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("job", "Show one job: state, reason, plan, placement and its events");
+  sub->add_option("id", o->id, "Job id")->required();
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "job";
+    auto client = Connect(cmd, o->flags);
+    json job = OrFail(cmd, client->Get("/v1/jobs/" + UrlEncode(o->id)));
+    json events = OrFail(cmd, client->Get("/v1/events?limit=1000&job=" + UrlEncode(o->id)))["events"];
+    if (o->flags.json) {
+      job["events"] = events;
+      PrintJson(job);
+      return;
+    }
+    const TimePoint now = RealClock().Now();
+    const auto when = [&](const std::string& key) {
+      const std::string t = job.value(key, std::string());
+      return fmt::format("{} ({})", LocalTime(t), Ago(t, now));
+    };
+    const std::string tenant = job.value("tenant", std::string());
+    std::cout << fmt::format("Job {} ({})\n", Text(job["id"]), Text(job["name"]));
+    std::cout << fmt::format("  state:     {}\n", Text(job["state"]));
+    std::cout << fmt::format("  reason:    {}\n", Text(job["reason"]));
+    if (job.contains("pending_reason")) std::cout << fmt::format("  pending:   {}\n", Text(job["pending_reason"]));
+    std::cout << fmt::format("  tenant:    {}\n", tenant.empty() ? "-" : tenant);
+    std::cout << fmt::format("  priority:  {}\n", Text(job["priority"]));
+    std::cout << fmt::format("  exit code: {}\n", Text(job["exit_code"]));
+    std::cout << fmt::format("  restarts:  {}    epoch: {}\n", Text(job["restarts"]), Text(job["epoch"]));
+    std::cout << fmt::format("  created:   {}\n", when("created_at"));
+    std::cout << fmt::format("  updated:   {}\n", when("updated_at"));
+    if (job["plan"].is_object()) {
+      const json& plan = job["plan"];
+      std::cout << fmt::format("\nPlan: {}\n", Text(plan.value("best", json())));
+      TextTable alts({"GPU MODEL", "GPUS", "PER NODE", "TP", "PP", "DP", "MEMORY/GPU", "EST TIME"});
+      for (size_t c = 1; c < 8; ++c) alts.AlignRight(c);
+      for (const json& a : plan.value("alternatives", json::array())) {
+        const double secs = a.value("est_seconds", 0.0);
+        alts.AddRow({Text(a["gpu_model"]), Text(a["gpus"]), Text(a["gpus_per_node"]), Text(a["tp"]), Text(a["pp"]),
+                     Text(a["dp"]), FormatBytes(a.value("memory_per_gpu_bytes", uint64_t{0})),
+                     secs > 0 ? HumanSeconds(secs) : "-"});
+      }
+      std::cout << alts.Render();
+    }
+    if (job["allocation"].is_object()) {
+      std::cout << "\nPlacement:\n";
+      for (const std::string& line : Placement(job["allocation"])) std::cout << "  " << line << "\n";
+      const json& a = job["allocation"];
+      if (a.value("members", json::array()).size() > 1) {
+        std::cout << fmt::format("  master: {}:{}\n", Text(a["master_addr"]), Text(a["master_port"]));
+      }
+    }
+    std::cout << "\nEvents:\n";
+    TextTable table({"SEQ", "TIME", "FROM", "TO", "REASON"});
+    table.AlignRight(0);
+    for (const json& e : events) {
+      table.AddRow({Text(e["seq"]), LocalTime(e.value("time", std::string())), Text(e["from"]), Text(e["to"]),
+                    Text(e["reason"])});
+    }
+    std::cout << table.Render();
+  });
+}
+
+void RegisterLogs(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string id;
+    bool follow = false;
+    int rank = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("logs", "Print a job's output (stdout and stderr of one gang member)");
+  sub->add_option("id", o->id, "Job id")->required();
+  sub->add_flag("-f,--follow", o->follow, "Keep streaming until the job ends");
+  sub->add_option("--rank", o->rank, "Node rank in the gang")->capture_default_str()->check(CLI::Range(0, 1023));
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "logs";
+    if (o->follow) {
+      // Fail early on an unknown job (the stream would report it too, less clearly).
+      OrFail(cmd, Connect(cmd, o->flags)->Get("/v1/jobs/" + UrlEncode(o->id)));
+      StreamLog(cmd, o->flags, o->id, o->rank, std::cout);
+      return;
+    }
+    auto client = Connect(cmd, o->flags);
+    std::string text;
+    absl::Status s = client->GetStream(fmt::format("/v1/jobs/{}/logs?rank={}", UrlEncode(o->id), o->rank),
+                                       [&](const std::string& chunk) {
+                                         text += chunk;
+                                         return true;
+                                       });
+    if (!s.ok()) Fail(cmd, std::string(s.message()));
+    if (o->flags.json) {
+      PrintJson({{"job", o->id}, {"rank", o->rank}, {"log", text}});
+    } else {
+      std::cout << text << std::flush;
+    }
+  });
+}
+
+void RegisterCancel(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string id, reason;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("cancel", "Cancel a job (running members get SIGTERM, the grace, then SIGKILL)");
+  sub->add_option("id", o->id, "Job id")->required();
+  sub->add_option("--reason", o->reason, "Why (recorded in the job's events)");
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "cancel";
+    auto client = Connect(cmd, o->flags);
+    json body = json::object();
+    if (!o->reason.empty()) body["reason"] = o->reason;
+    json job = OrFail(cmd, client->Post("/v1/jobs/" + UrlEncode(o->id) + "/cancel", body));
+    if (o->flags.json) {
+      PrintJson(job);
+      return;
+    }
+    std::cout << fmt::format("{} {}: {}\n", Text(job["id"]), Text(job["state"]), Text(job["reason"]));
+  });
+}
+
+void RegisterEvents(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string job;
+    int64_t after = 0;
+    int limit = 100;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("events", "Job state transitions, oldest first, each with time and reason");
+  sub->add_option("--job", o->job, "Only this job's events");
+  sub->add_option("--after", o->after, "Only events after this sequence number")->check(CLI::NonNegativeNumber);
+  sub->add_option("--limit", o->limit, "At most this many events")->capture_default_str()->check(CLI::Range(1, 1000));
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "events";
+    auto client = Connect(cmd, o->flags);
+    std::string path = fmt::format("/v1/events?after={}&limit={}", o->after, o->limit);
+    if (!o->job.empty()) path += "&job=" + UrlEncode(o->job);
+    json events = OrFail(cmd, client->Get(path));
+    if (o->flags.json) {
+      PrintJson(events);
+      return;
+    }
+    if (events["events"].empty()) {
+      std::cout << "No events.\n";
+      return;
+    }
+    TextTable table({"SEQ", "TIME", "JOB", "FROM", "TO", "REASON"});
+    table.AlignRight(0);
+    for (const json& e : events["events"]) {
+      table.AddRow({Text(e["seq"]), LocalTime(e.value("time", std::string())), Text(e["job_id"]), Text(e["from"]),
+                    Text(e["to"]), Text(e["reason"])});
+    }
+    std::cout << table.Render();
+  });
+}
+
+}  // namespace
+
+void RegisterJobCommands(CLI::App& app) {
+  RegisterSubmit(app);
+  RegisterJobs(app);
+  RegisterJob(app);
+  RegisterLogs(app);
+  RegisterCancel(app);
+  RegisterEvents(app);
+}
+
+}  // namespace gpugeek::cli

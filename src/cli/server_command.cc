@@ -1,0 +1,72 @@
+// `gpugeek server [--listen HOST:PORT] [--data-dir DIR] [--policy NAME]`: the control plane (REST API
+// under /v1, SQLite store under DIR, scheduling loop) until SIGINT or SIGTERM, then a graceful stop.
+
+#include <signal.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/absl_fmt.h"
+#include "controlplane/server.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace gpugeek::cli {
+
+void RegisterServerCommand(CLI::App& app) {
+  struct Options {
+    std::string listen = "127.0.0.1:8470";
+    std::string data_dir;
+    std::string policy = controlplane::ServerOptions().policy;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "server", "Run the control plane: REST API under /v1, job store, scheduler (until Ctrl-C / SIGTERM)");
+  sub->add_option("--listen", o->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  sub->add_option("--data-dir", o->data_dir,
+                  "Store and logs directory (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
+  sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
+  sub->callback([o] {
+    const std::string cmd = "server";
+    controlplane::ServerOptions options;
+    if (absl::Status s = ParseListen(o->listen, &options.host, &options.port); !s.ok()) {
+      Fail(cmd, std::string(s.message()), kExitUsage);
+    }
+    options.data_dir = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
+    options.policy = o->policy;
+    std::error_code ec;
+    std::filesystem::create_directories(options.data_dir, ec);
+    if (ec) Fail(cmd, fmt::format("cannot create data directory {}: {}", options.data_dir, ec.message()));
+
+    // Block the stop signals before the server starts its threads (they inherit the mask), so that
+    // only sigwait below receives them.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    // The server's log goes to stderr; stdout carries only what this command prints (the URL first).
+    spdlog::set_default_logger(spdlog::stderr_color_mt("gpugeek-server"));
+    auto server = controlplane::ControlPlaneServer::Start(options);
+    if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
+    std::cout << fmt::format("gpugeek server listening on {} (data: {}, policy: {})\n", (*server)->url(),
+                             options.data_dir, options.policy)
+              << fmt::format("  try: gpugeek nodes --server {}\n", (*server)->url()) << std::flush;
+
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    std::cout << fmt::format("gpugeek server: {} received, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM")
+              << std::flush;
+    (*server)->Stop();
+    server->reset();
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    std::cout << "gpugeek server: stopped\n";
+  });
+}
+
+}  // namespace gpugeek::cli

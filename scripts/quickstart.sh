@@ -1,11 +1,35 @@
 #!/usr/bin/env bash
 # The main job, end to end on the embedded default: installs the dependencies (Debian 12 packages),
-# builds gpugeek, then runs it on this host.
+# builds gpugeek, shows this host's GPUs, starts `gpugeek up` (server + agent; an emulated 8-GPU node
+# when the host has no GPU; SQLite under ~/.local/share/gpugeek), submits the Llama-2-70B LoRA
+# example, which the planner sizes and the scheduler places, follows it to completion, prints
+# where each step happened, and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
-step build/gpugeek devices                          # real GPUs via NVML / ROCm SMI, if any
-step build/gpugeek devices --emulate 8xH100-SXM-80GB  # the same view of an emulated HGX H100 board
-step build/gpugeek catalog                           # the GPU models gpugeek knows
+
+step build/gpugeek devices                    # real GPUs via NVML / ROCm SMI, if any
+step build/gpugeek catalog | head -8
+
+port=${GPUGEEK_PORT:-8470}
+url="http://127.0.0.1:$port"
+log=$(mktemp -t gpugeek-up.XXXXXX.log)
+printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s &\033[0m   (log: %s)\n' "$port" "$log"
+build/gpugeek up --listen "127.0.0.1:$port" >"$log" 2>&1 &
+up_pid=$!
+trap 'kill -TERM "$up_pid" 2>/dev/null; wait "$up_pid" 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  if build/gpugeek nodes --server "$url" >/dev/null 2>&1 && ! build/gpugeek nodes --server "$url" | grep -q "^No nodes"; then break; fi
+  if ! kill -0 "$up_pid" 2>/dev/null; then cat "$log"; echo "gpugeek up exited" >&2; exit 1; fi
+  sleep 0.2
+done
+head -3 "$log"
+
+step build/gpugeek nodes --server "$url"
+step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url"
+step build/gpugeek jobs --server "$url" --limit 5
+step build/gpugeek pool --server "$url"
+id=$(build/gpugeek jobs --server "$url" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][-1]["id"])')
+step build/gpugeek events --job "$id" --server "$url"

@@ -245,7 +245,8 @@ void Agent::PollLocked() {
                   .phase = api::WorkloadPhase::kExited,
                   .exit_code = e.exit_code,
                   .term_signal = e.term_signal,
-                  .message = e.Describe()};
+                  .message = e.Describe(),
+                  .node_rank = m.assignment.node_rank};
       spdlog::info("agent {}: job {} (epoch {}, rank {}) {}", node_, job, m.assignment.epoch, m.assignment.node_rank,
                    m.report.message);
       break;
@@ -277,7 +278,10 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [job, m] : members_) {
     if (m.state == State::kRunning || m.state == State::kStopping) {
-      hb.workloads.push_back({.job_id = job, .epoch = m.assignment.epoch, .phase = api::WorkloadPhase::kRunning});
+      hb.workloads.push_back({.job_id = job,
+                              .epoch = m.assignment.epoch,
+                              .phase = api::WorkloadPhase::kRunning,
+                              .node_rank = m.assignment.node_rank});
     } else {
       hb.workloads.push_back(m.report);
     }
@@ -293,10 +297,12 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
     if (read->data.empty()) continue;
     budget -= read->data.size();
     new_offsets[id] = source.offset + read->data.size();
+    // Bytes from before this placement started (not yet shipped) count as its own from offset 0.
     hb.logs.push_back({.job_id = source.job_id,
                        .node_rank = source.node_rank,
-                       .offset = source.offset,
-                       .data = std::move(read->data)});
+                       .offset = source.offset > source.epoch_start ? source.offset - source.epoch_start : 0,
+                       .data = std::move(read->data),
+                       .epoch = source.epoch});
   }
   return hb;
 }
@@ -419,7 +425,8 @@ void Agent::Reconcile(const api::HeartbeatReply& reply) {
       m.report = {.job_id = job,
                   .epoch = a->epoch,
                   .phase = api::WorkloadPhase::kExited,
-                  .message = "cancelled before it started"};
+                  .message = "cancelled before it started",
+                  .node_rank = a->node_rank};
       continue;
     }
     StartLocked(*a);
@@ -472,7 +479,8 @@ void Agent::StartLocked(const api::Assignment& a) {
     m.report = {.job_id = a.job_id,
                 .epoch = a.epoch,
                 .phase = api::WorkloadPhase::kFailedToStart,
-                .message = std::string(status.message())};
+                .message = std::string(status.message()),
+                .node_rank = a.node_rank};
     spdlog::warn("agent {}: job {} (epoch {}) failed to start: {}", node_, a.job_id, a.epoch, status.message());
   };
   absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id);
@@ -482,6 +490,9 @@ void Agent::StartLocked(const api::Assignment& a) {
       warned_no_limits_.insert(a.job_id).second) {
     spdlog::warn("agent {}: job {}: CPU/memory limits not enforced ({})", node_, a.job_id, CgroupDescription());
   }
+  // Where this placement's output will start in the (appended) log file, measured before it runs.
+  std::error_code size_error;
+  const auto log_size = std::filesystem::file_size(executor_->LogPath(m.workload_id), size_error);
   absl::StatusOr<pid_t> pid = executor_->Start(*req);
   if (!pid.ok()) return fail(pid.status());
   m.state = State::kRunning;
@@ -490,6 +501,8 @@ void Agent::StartLocked(const api::Assignment& a) {
   log.job_id = a.job_id;
   log.node_rank = a.node_rank;
   log.drained = false;
+  log.epoch = a.epoch;
+  log.epoch_start = size_error ? 0 : static_cast<uint64_t>(log_size);
   spdlog::info("agent {}: started job {} (epoch {}, rank {}/{}, GPUs [{}]) as pid {}", node_, a.job_id, a.epoch,
                a.node_rank, a.num_nodes, fmt::join(a.gpu_indices, ","), *pid);
 }

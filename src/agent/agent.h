@@ -191,8 +191,12 @@ class Agent {
   struct LogSource {
     std::string job_id;
     int node_rank = 0;
-    uint64_t offset = 0;   // bytes the server acknowledged
+    uint64_t offset = 0;   // bytes of the file the server acknowledged
     bool drained = false;  // no member uses it and everything was shipped: skipped
+    // The placement now writing to the file, and where its output starts: the server keeps one log
+    // per placement (epoch), with offsets counted from that placement's first byte.
+    int64_t epoch = 0;
+    uint64_t epoch_start = 0;
   };
 
   Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,

@@ -14,6 +14,7 @@ void RegisterSimCommand(CLI::App& app);
 void RegisterAgentCommand(CLI::App& app);  // `gpugeek agent` (agent_command.cc)
 // `gpugeek server` (server_command.cc).
 void RegisterServerCommand(CLI::App& app);
+void RegisterUpCommand(CLI::App& app);  // `gpugeek up`: server + agent in one process (up_command.cc)
 // Client commands against a server: submit, jobs, job, logs, cancel, events (jobs_command.cc).
 void RegisterJobCommands(CLI::App& app);
 // Client commands against a server: nodes, node, cordon, uncordon, drain, pool (nodes_command.cc).

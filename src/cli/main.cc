@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterSimCommand(app);
   gpugeek::cli::RegisterAgentCommand(app);
   gpugeek::cli::RegisterServerCommand(app);
+  gpugeek::cli::RegisterUpCommand(app);
   gpugeek::cli::RegisterJobCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);
 

@@ -139,6 +139,9 @@ absl::Status Server::Start() {
     return absl::UnavailableError(fmt::format("http server: cannot listen on {}:{}", options_.host, options_.port));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // cpp-httplib ignores stop() until its accept loop runs; wait for it so Stop() right after Start()
+  // (a Ctrl-C during start-up) cannot hang.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return absl::OkStatus();
 }
 

@@ -1,0 +1,119 @@
+// `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--policy NAME]`: the embedded
+// single-machine default. One process runs the control plane (SQLite under DIR/server) and one agent
+// for this host (DIR/agent): real GPUs when NVML or ROCm SMI finds any, else an emulated 8-GPU node,
+// so the whole job flow works on a machine without a GPU. Runs until SIGINT / SIGTERM; then the
+// agent stops its workloads gracefully and the server stops.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agent/agent.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/absl_fmt.h"
+#include "controlplane/server.h"
+#include "hw/composite_discovery.h"
+#include "hw/emulated_discovery.h"
+
+namespace gpugeek::cli {
+namespace {
+
+// The pool `up` emulates when the host has no GPU: one 8-GPU HGX A100 80GB board (NVSwitch), the
+// classic machine for fine-tuning a 70B model.
+constexpr char kDefaultEmulation[] = "8xA100-SXM-80GB";
+
+}  // namespace
+
+void RegisterUpCommand(CLI::App& app) {
+  struct Options {
+    std::string listen = "127.0.0.1:8470";
+    std::string emulate;
+    std::string data_dir;
+    std::string policy = controlplane::ServerOptions().policy;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "up", "Run server + an agent for this host in one process (real GPUs, else an emulated 8-GPU node)");
+  sub->add_option("--listen", o->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  sub->add_option("--emulate", o->emulate,
+                  fmt::format("Emulate GPUs instead of discovering them, e.g. 8xH100-SXM-80GB (default when the host "
+                              "has none: {})",
+                              kDefaultEmulation));
+  sub->add_option(
+      "--data-dir", o->data_dir,
+      "Store, logs and workload directories (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
+  sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
+  sub->callback([o] {
+    const std::string cmd = "up";
+    controlplane::ServerOptions options;
+    if (absl::Status s = ParseListen(o->listen, &options.host, &options.port); !s.ok()) {
+      Fail(cmd, std::string(s.message()), kExitUsage);
+    }
+    const std::filesystem::path data = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
+    options.data_dir = (data / "server").string();
+    options.policy = o->policy;
+
+    // GPUs: real ones if this host has any, else emulated.
+    std::unique_ptr<hw::Discovery> discovery;
+    std::string emulate = o->emulate;
+    if (emulate.empty()) {
+      discovery = hw::MakeHostDiscovery();
+      auto inventory = discovery->Discover();
+      if (!inventory.ok() || inventory->gpus.empty()) {
+        emulate = kDefaultEmulation;
+        std::cout << fmt::format("gpugeek up: no GPU found on this host; emulating {}\n", emulate);
+      } else {
+        std::cout << fmt::format("gpugeek up: found {} GPU(s) on this host\n", inventory->gpus.size());
+      }
+    }
+    if (!emulate.empty()) {
+      auto emulated = hw::EmulatedDiscovery::Create({.spec = emulate});
+      if (!emulated.ok()) Fail(cmd, fmt::format("--emulate: {}", emulated.status().message()), kExitUsage);
+      discovery = std::move(*emulated);
+    }
+
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    auto server = controlplane::ControlPlaneServer::Start(options);
+    if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
+
+    agent::AgentOptions ao;
+    ao.server_url = (*server)->url();
+    char host[256] = {};
+    ao.node = gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0' ? host : "local";
+    ao.discovery = discovery.get();
+    ao.data_dir = (data / "agent").string();
+    auto agent = agent::Agent::Create(ao);
+    if (!agent.ok()) Fail(cmd, fmt::format("agent: {}", agent.status().message()));
+    std::jthread agent_thread([a = agent->get()](std::stop_token stop) { (void)a->Run(stop); });
+
+    std::cout << fmt::format("gpugeek up: server on {} (data: {}), node {} with {} GPU(s), workload limits: {}\n",
+                             (*server)->url(), data.string(), (*agent)->node(), (*agent)->inventory().gpus.size(),
+                             (*agent)->CgroupDescription())
+              << fmt::format("  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow --server {}\n",
+                             (*server)->url())
+              << std::flush;
+
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    std::cout << fmt::format("gpugeek up: {} received, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM")
+              << std::flush;
+    (*agent)->Stop();
+    agent_thread.join();
+    (*server)->Stop();
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+    std::cout << "gpugeek up: stopped\n";
+  });
+}
+
+}  // namespace gpugeek::cli

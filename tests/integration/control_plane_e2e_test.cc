@@ -1,0 +1,286 @@
+// End to end over loopback, with real processes: one `gpugeek server`, four `gpugeek agent`s
+// emulating different pools (8 x H100-SXM-80GB twice, 4 x A100-PCIe-80GB, 8 x MI300X), and the
+// `gpugeek` CLI submitting the examples/ specs. Checks that each example lands on GPUs the planner
+// says fit, the 2-node gang starts both members with consistent rank, world size and master, logs
+// stream, cancel kills the whole process group, and a server restarted mid-run still has every job
+// while the running one finishes.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "http/client.h"
+
+extern char** environ;
+
+namespace gpugeek {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A child process with stdout+stderr in a file, SIGTERMed (then SIGKILLed) on destruction.
+class Process {
+ public:
+  Process(std::vector<std::string> args, const fs::path& log) : log_(log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Process() { Stop(); }
+  // SIGTERM, wait up to 10 s, then SIGKILL. Returns the exit status.
+  int Stop() {
+    if (pid_ <= 0) return status_;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 200; ++i) {
+      if (waitpid(pid_, &status_, WNOHANG) == pid_) {
+        pid_ = -1;
+        return status_;
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status_, 0);
+    pid_ = -1;
+    return status_;
+  }
+  // Reaps the child when it has exited (a zombie still answers kill(pid, 0)).
+  bool alive() {
+    if (pid_ <= 0) return false;
+    if (waitpid(pid_, &status_, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  std::string output() const { return ReadFile(log_); }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+// Runs the CLI to completion; returns {exit code, output}.
+std::pair<int, std::string> RunCli(std::vector<std::string> args, const fs::path& log) {
+  args.insert(args.begin(), GPUGEEK_BINARY);
+  Process p(args, log);
+  for (int i = 0; i < 1200 && p.alive(); ++i) std::this_thread::sleep_for(milliseconds(50));
+  const int status = p.Stop();
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output()};
+}
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() / ("gpugeek_e2e_" + std::to_string(::getpid())));
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_);
+    StartServer(0);
+    for (const auto& [name, spec] : std::vector<std::pair<std::string, std::string>>{{"node-h100", "8xH100-SXM-80GB"},
+                                                                                     {"node-h100b", "8xH100-SXM-80GB"},
+                                                                                     {"node-a100", "4xA100-PCIe-80GB"},
+                                                                                     {"node-mi300x", "8xMI300X"}}) {
+      agents_->push_back(
+          std::make_unique<Process>(std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *url_, "--name", name,
+                                                             "--emulate", spec, "--data-dir", (*dir_ / name).string()},
+                                    *dir_ / (name + ".log")));
+    }
+    // All four registered.
+    for (int i = 0; i < 200; ++i) {
+      auto nodes = Client().Get("/v1/nodes");
+      if (nodes.ok() && (*nodes)["nodes"].size() == 4) return;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    FAIL() << "agents did not register";
+  }
+  static void TearDownTestSuite() {
+    agents_->clear();
+    server_.reset();
+    fs::remove_all(*dir_);
+  }
+  // Starts the server; port 0 = any, else that port (a restart keeps the agents' URL).
+  static void StartServer(int port) {
+    server_ = std::make_unique<Process>(
+        std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:" + std::to_string(port),
+                                 "--data-dir", (*dir_ / "server").string()},
+        *dir_ / "server.log");
+    const std::regex listening("listening on (http://127\\.0\\.0\\.1:[0-9]+)");
+    for (int i = 0; i < 200; ++i) {
+      std::smatch m;
+      const std::string out = server_->output();
+      if (std::regex_search(out, m, listening)) {
+        *url_ = m[1];
+        return;
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    FAIL() << "server did not start: " << server_->output();
+  }
+  static http::Client& Client() {
+    static std::unique_ptr<http::Client> c;
+    c = *http::Client::Create({.base_url = *url_});
+    return *c;
+  }
+  std::pair<int, std::string> Cli(std::vector<std::string> args) {
+    args.push_back("--server");
+    args.push_back(*url_);
+    return RunCli(args, *dir_ / "cli.log");
+  }
+  // Submits through the CLI; returns the job id.
+  std::string Submit(const std::string& spec_path) {
+    auto [code, out] = Cli({"submit", spec_path, "--json"});
+    EXPECT_EQ(code, 0) << out;
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    return j.is_object() && j.contains("id") ? j["id"].get<std::string>() : "";
+  }
+  nlohmann::json WaitFor(const std::string& id, const std::string& state, seconds timeout = seconds(60)) {
+    nlohmann::json last;
+    for (auto end = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < end;) {
+      auto job = Client().Get("/v1/jobs/" + id);
+      if (job.ok()) {
+        last = *job;
+        if (last["state"] == state) return last;
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    ADD_FAILURE() << id << " did not reach " << state << ": " << last.dump();
+    return last;
+  }
+  std::string Spec(const std::string& name, const std::string& text) {
+    const fs::path p = *dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  static inline fs::path* dir_ = nullptr;
+  static inline std::string* url_ = new std::string();
+  static inline std::unique_ptr<Process> server_;
+  static inline std::vector<std::unique_ptr<Process>>* agents_ = new std::vector<std::unique_ptr<Process>>();
+};
+
+const std::string kExamples = std::string(GPUGEEK_SOURCE_DIR) + "/examples/";
+
+// The GPU model and count a job got must be one of the planner's alternatives.
+void ExpectPlannedFit(const nlohmann::json& job) {
+  ASSERT_TRUE(job["plan"].is_object()) << job.dump();
+  const std::string model = job["allocation"]["gpu_model"];
+  size_t gpus = 0;
+  for (const auto& m : job["allocation"]["members"]) gpus += m["gpus"].size();
+  bool listed = false;
+  for (const auto& alt : job["plan"]["alternatives"]) {
+    listed |= alt["gpu_model"] == model && alt["gpus"] == gpus;
+  }
+  EXPECT_TRUE(listed) << model << " x " << gpus << " is not in the plan " << job["plan"].dump();
+}
+
+TEST_F(EndToEnd, ExamplesRunWhereThePlannerSaysTheyFit) {
+  const std::string llama = Submit(kExamples + "llama2-70b-lora.yaml");
+  const std::string qwen = Submit(kExamples + "qwen2.5-7b-serve.yaml");
+  ASSERT_FALSE(llama.empty());
+  ASSERT_FALSE(qwen.empty());
+  const nlohmann::json l = WaitFor(llama, "SUCCEEDED");
+  ExpectPlannedFit(l);
+  const nlohmann::json q = WaitFor(qwen, "SUCCEEDED");
+  ExpectPlannedFit(q);
+  auto [code, log] = Cli({"logs", llama});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(log, "checkpoint holds step 3")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "world_size")) << log;
+}
+
+TEST_F(EndToEnd, TwoNodeGangStartsTogetherWithConsistentRanks) {
+  const std::string gang = Submit(kExamples + "gang-2-nodes.yaml");
+  const nlohmann::json job = WaitFor(gang, "SUCCEEDED");
+  const auto& members = job["allocation"]["members"];
+  ASSERT_EQ(members.size(), 2u);
+  EXPECT_NE(members[0]["node"], members[1]["node"]);
+  const auto [c0, log0] = Cli({"logs", gang, "--rank", "0"});
+  const auto [c1, log1] = Cli({"logs", gang, "--rank", "1"});
+  const std::regex line("rank ([0-9]) of 2 nodes, world size 16, master ([0-9.]+:[0-9]+)");
+  std::smatch m0, m1;
+  ASSERT_TRUE(std::regex_search(log0, m0, line)) << log0;
+  ASSERT_TRUE(std::regex_search(log1, m1, line)) << log1;
+  EXPECT_EQ(m0[1], "0");
+  EXPECT_EQ(m1[1], "1");
+  EXPECT_EQ(m0[2], m1[2]);  // the same master address and port
+}
+
+TEST_F(EndToEnd, CancelKillsTheWholeProcessGroup) {
+  // A unique sleep duration marks the job's processes: a grandchild in the background, a child in front.
+  const std::string marker = "sleep 1000." + std::to_string(::getpid());
+  // "slee[p]" matches the workload but not the shell running pgrep (whose command line holds "slee[p]").
+  const std::string pattern = "slee[p] 1000." + std::to_string(::getpid());
+  const std::string id = Submit(Spec("cancel.yaml",
+                                     "name: cancel-me\nresources: {accelerators: A100-PCIe-80GB:1}\n"
+                                     "checkpoint: {grace: 1s}\n"
+                                     "run: |\n  sh -c '" +
+                                         marker + "' &\n  " + marker + "\n"));
+  WaitFor(id, "RUNNING");
+  for (int i = 0; i < 50 && std::system(("pgrep -f '" + pattern + "' >/dev/null").c_str()) != 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_EQ(std::system(("pgrep -f '" + pattern + "' >/dev/null").c_str()), 0) << "workload never started";
+  auto [code, out] = Cli({"cancel", id});
+  EXPECT_EQ(code, 0) << out;
+  WaitFor(id, "CANCELLED");
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = std::system(("pgrep -f '" + pattern + "' >/dev/null").c_str()) != 0;
+    if (!gone) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_TRUE(gone) << "a process of the cancelled job survived";
+}
+
+TEST_F(EndToEnd, RestartedServerKeepsJobsAndRunningOnesFinish) {
+  const std::string id = Submit(Spec("slow.yaml",
+                                     "name: slow\nresources: {accelerators: MI300X:2}\n"
+                                     "run: |\n  echo start\n  sleep 4\n  echo finished\n"));
+  WaitFor(id, "RUNNING");
+  auto before = Client().Get("/v1/jobs?limit=1000");
+  ASSERT_TRUE(before.ok());
+  const int port = std::stoi(url_->substr(url_->rfind(':') + 1));
+  server_->Stop();
+  StartServer(port);
+  auto after = Client().Get("/v1/jobs?limit=1000");
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ((*after)["jobs"].size(), (*before)["jobs"].size());
+  for (size_t i = 0; i < (*after)["jobs"].size(); ++i) {
+    EXPECT_EQ((*after)["jobs"][i]["id"], (*before)["jobs"][i]["id"]);
+  }
+  const nlohmann::json done = WaitFor(id, "SUCCEEDED");
+  EXPECT_EQ(done["restarts"], 0);  // it kept running through the restart; not requeued
+  auto [code, log] = Cli({"logs", id});
+  EXPECT_TRUE(absl::StrContains(log, "finished")) << log;
+  // MI300X is AMD: the workload saw ROCm's variables, not CUDA's.
+  auto hip = Submit(Spec("hip.yaml",
+                         "name: hip\nresources: {accelerators: MI300X:2}\n"
+                         "run: echo \"ROCR=$ROCR_VISIBLE_DEVICES HIP=$HIP_VISIBLE_DEVICES\"\n"));
+  WaitFor(hip, "SUCCEEDED");
+  auto [c2, hip_log] = Cli({"logs", hip});
+  EXPECT_TRUE(std::regex_search(hip_log, std::regex("ROCR=[0-7],[0-7] HIP=0,1"))) << hip_log;
+}
+
+}  // namespace
+}  // namespace gpugeek

@@ -20,16 +20,16 @@ printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s &\033[0m   (log: %s)\n
 build/gpugeek up --listen "127.0.0.1:$port" >"$log" 2>&1 &
 up_pid=$!
 trap 'kill -TERM "$up_pid" 2>/dev/null; wait "$up_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  if build/gpugeek nodes --server "$url" >/dev/null 2>&1 && ! build/gpugeek nodes --server "$url" | grep -q "^No nodes"; then break; fi
+for _ in $(seq 150); do
+  if build/gpugeek nodes --server "$url" 2>/dev/null | grep -q " ready "; then break; fi
   if ! kill -0 "$up_pid" 2>/dev/null; then cat "$log"; echo "gpugeek up exited" >&2; exit 1; fi
   sleep 0.2
 done
-head -3 "$log"
+grep "^gpugeek up" "$log"
 
 step build/gpugeek nodes --server "$url"
-step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url"
-step build/gpugeek jobs --server "$url" --limit 5
-step build/gpugeek pool --server "$url"
-id=$(build/gpugeek jobs --server "$url" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][-1]["id"])')
+out=$(mktemp -t gpugeek-submit.XXXXXX.log)
+step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url" | tee "$out"
+id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
+step build/gpugeek pool --server "$url"

@@ -240,6 +240,7 @@ void Agent::PollLocked() {
       if (m.workload_id != e.id || (m.state != State::kRunning && m.state != State::kStopping)) continue;
       m.state = State::kExited;
       m.pid = 0;
+      report_soon_ = true;
       m.report = {.job_id = job,
                   .epoch = m.assignment.epoch,
                   .phase = api::WorkloadPhase::kExited,
@@ -497,6 +498,7 @@ void Agent::StartLocked(const api::Assignment& a) {
   if (!pid.ok()) return fail(pid.status());
   m.state = State::kRunning;
   m.pid = *pid;
+  report_soon_ = true;
   LogSource& log = logs_[m.workload_id];
   log.job_id = a.job_id;
   log.node_rank = a.node_rank;
@@ -531,6 +533,10 @@ absl::Status Agent::Run(std::stop_token stop) {
   std::optional<bool> reachable;  // logged on change only
   while (!StopRequested()) {
     const auto start = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      report_soon_ = false;
+    }
     const absl::Status status = Tick();
     if (status.ok()) {
       if (reachable != true) spdlog::info("agent {}: in contact with {}", node_, options_.server_url);
@@ -553,6 +559,9 @@ absl::Status Agent::Run(std::stop_token stop) {
       WaitFor(std::min<Duration>(kPollPeriod, next - now));
       std::lock_guard<std::mutex> lock(mu_);
       PollLocked();
+      // A workload started or ended: tell the server now rather than at the next interval, so a job
+      // turns RUNNING (and its GPUs come free) within a poll period of it happening.
+      if (report_soon_ && registered_) break;
     }
   }
   Duration longest = Duration::zero();

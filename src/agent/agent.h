@@ -188,6 +188,10 @@ class Agent {
     std::optional<int64_t> handled;       // highest epoch started or declined
     std::optional<int64_t> stale_logged;  // last stale epoch warned about
   };
+  // Set when a workload started or ended since the last heartbeat (guarded by mu_): Run() then
+  // heartbeats at once instead of waiting for the interval.
+  bool report_soon_ = false;
+
   struct LogSource {
     std::string job_id;
     int node_rank = 0;

@@ -31,7 +31,7 @@ std::string JobId(int64_t n) { return fmt::format("j-{:08d}", n); }
 
 absl::StatusOr<workload::Task> ToPlannerTask(const api::TaskSpec& t) {
   workload::Task task;
-  ASSIGN_OR_RETURN(task.kind, workload::ParseTaskKind(api::TaskKindName(t.kind)));
+  task.kind = t.kind;
   if (t.seq_len > 0) task.seq = t.seq_len;
   if (t.global_batch > 0) {
     task.batch = t.global_batch;

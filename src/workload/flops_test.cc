@@ -5,29 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "workload/param_count.h"
+#include "workload/test_models.h"
 
 namespace gpugeek::workload {
 namespace {
 
-const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
+using test_models::MegatronGpt;
 
-// The GPT models of Narayanan et al. SC'21 Table 1: vocab 51,200, MHA, GELU 4h, seq 2048.
-ModelConfig MegatronGpt(int64_t h, int64_t layers, int64_t heads) {
-  ModelConfig c;
-  c.model_type = "gpt";
-  c.hidden_size = h;
-  c.num_layers = layers;
-  c.num_heads = c.num_kv_heads = heads;
-  c.head_dim = h / heads;
-  c.intermediate_size = 4 * h;
-  c.mlp = MlpKind::kPlain;
-  c.norm = NormKind::kLayerNorm;
-  c.vocab_size = 51200;
-  c.tie_word_embeddings = true;
-  c.learned_positions = 2048;
-  c.qkv_bias = c.o_bias = c.mlp_bias = true;
-  return c;
-}
+const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
 
 // Narayanan et al. SC'21 (arXiv:2104.04473) Sec. 5.1: F = 96·B·s·L·h²·(1 + s/(6h) + V/(16·L·h))
 // per iteration with full recomputation; per token, F / (B·s). Our count adds nothing for norms

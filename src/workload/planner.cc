@@ -313,22 +313,6 @@ PlanCandidate Planner::Finish(PlanCandidate c) const {
 
 }  // namespace
 
-std::string_view TaskKindName(TaskKind k) {
-  switch (k) {
-    case TaskKind::kInference:
-      return "inference";
-    case TaskKind::kLora:
-      return "lora";
-    case TaskKind::kQlora:
-      return "qlora";
-    case TaskKind::kFull:
-      return "full";
-    case TaskKind::kPretrain:
-      return "pretrain";
-  }
-  return "?";
-}
-
 absl::StatusOr<TaskKind> ParseTaskKind(std::string_view name) {
   for (TaskKind k : {TaskKind::kInference, TaskKind::kLora, TaskKind::kQlora, TaskKind::kFull, TaskKind::kPretrain}) {
     if (TaskKindName(k) == name) return k;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/job_spec.h"
 #include "hw/gpu_catalog.h"
 #include "workload/dtype.h"
 #include "workload/flops.h"
@@ -35,8 +36,9 @@
 
 namespace gpugeek::workload {
 
-enum class TaskKind { kInference, kLora, kQlora, kFull, kPretrain };
-std::string_view TaskKindName(TaskKind k);
+// The task kinds of the job spec (api/job_spec.h): inference, lora, qlora, full, pretrain.
+using TaskKind = api::TaskKind;
+using api::TaskKindName;
 absl::StatusOr<TaskKind> ParseTaskKind(std::string_view name);  // "inference", "lora", ...
 
 struct Task {

@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "common/units.h"
+#include "workload/test_models.h"
 
 namespace gpugeek::workload {
 namespace {
+
+using test_models::MegatronGpt;
 
 const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
 const hw::GpuCatalog& Catalog() { return hw::GpuCatalog::Builtin(); }
@@ -150,23 +153,6 @@ TEST(PlannerTest, Errors) {
   EXPECT_TRUE(none->candidates.empty());
   ASSERT_EQ(none->rejected.size(), 1u);
   EXPECT_THAT(none->rejected[0], testing::HasSubstr("RTX-4090"));
-}
-
-ModelConfig MegatronGpt(int64_t h, int64_t layers, int64_t heads) {
-  ModelConfig c;
-  c.model_type = "gpt";
-  c.hidden_size = h;
-  c.num_layers = layers;
-  c.num_heads = c.num_kv_heads = heads;
-  c.head_dim = h / heads;
-  c.intermediate_size = 4 * h;
-  c.mlp = MlpKind::kPlain;
-  c.norm = NormKind::kLayerNorm;
-  c.vocab_size = 51200;
-  c.tie_word_embeddings = true;
-  c.learned_positions = 2048;
-  c.qkv_bias = c.o_bias = c.mlp_bias = true;
-  return c;
 }
 
 // Megatron-LM SC'21 Table 1 (anchors/planner.md §4.1): given each row's model, GPU count and batch

@@ -8,9 +8,12 @@
 
 #include "common/units.h"
 #include "workload/param_count.h"
+#include "workload/test_models.h"
 
 namespace gpugeek::workload {
 namespace {
+
+using test_models::Gpt;
 
 const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
 
@@ -91,21 +94,6 @@ TEST(DeepSpeedEstimatorTest, T5ThreeBillionDocTable) {
   EXPECT_NEAR(gib(DeepSpeedZero3(p, largest, 8, 1, true, true, true).cpu_bytes), 71.69, 0.005);
   EXPECT_NEAR(gib(DeepSpeedZero3(p, largest, 8, 1, true, false, true).cpu_bytes), 63.72, 0.005);
   EXPECT_NEAR(gib(DeepSpeedZero3(p, largest, 8, 1, false, false, true).cpu_bytes), 1.43, 0.005);
-}
-
-// A GPT layer as Korthikanti et al. model it: MHA, GELU MLP with I = 4h.
-ModelConfig Gpt(int64_t h, int64_t layers, int64_t heads) {
-  ModelConfig c;
-  c.model_type = "gpt";
-  c.hidden_size = h;
-  c.num_layers = layers;
-  c.num_heads = c.num_kv_heads = heads;
-  c.head_dim = h / heads;
-  c.intermediate_size = 4 * h;
-  c.mlp = MlpKind::kPlain;
-  c.norm = NormKind::kLayerNorm;
-  c.vocab_size = 51200;
-  return c;
 }
 
 // Korthikanti et al. 2022 (arXiv:2205.05198) Fig. 1 per-GPU GiB, values as stored in

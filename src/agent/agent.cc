@@ -163,7 +163,11 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   RETURN_IF_ERROR(MakeDirs(options.data_dir + "/work"));
   std::unique_ptr<CgroupManager> cgroups;
   if (options.cgroup_limits) {
-    ASSIGN_OR_RETURN(cgroups, CgroupManager::Create(options.cgroups));
+    // One group per node under the parent, so agents sharing a host (tests, several emulated nodes)
+    // never collide on a workload id.
+    CgroupOptions per_node = options.cgroups;
+    per_node.parent += "/" + options.node;
+    ASSIGN_OR_RETURN(cgroups, CgroupManager::Create(per_node));
   }
   ASSIGN_OR_RETURN(
       std::unique_ptr<Executor> executor,

@@ -106,7 +106,7 @@ struct AgentOptions {
   std::string data_dir;
   Duration heartbeat_interval = std::chrono::seconds(1);  // until the server's RegistrationReply says otherwise
   bool cgroup_limits = true;          // enforce cpu_milli / memory_bytes with cgroups where the host offers them
-  CgroupOptions cgroups;              // where the hierarchies are mounted (tests point it at a temporary tree)
+  CgroupOptions cgroups;              // mounts (tests use a temporary tree); groups: <parent>/<node>/<workload>
   const Clock* clock = &RealClock();  // borrowed; must outlive the Agent
   // Variables every workload starts with. Empty: PATH (default "/usr/local/bin:/usr/bin:/bin"), HOME and
   // LANG copied from the agent's own environment where set.

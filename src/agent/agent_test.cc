@@ -638,9 +638,9 @@ TEST_F(AgentTest, CpuAndMemoryLimitsGoToTheWorkloadsCgroups) {
   cp_->SetAssignments({a});
   ASSERT_TRUE(agent->Tick().ok());
   ASSERT_EQ(agent->Workloads().at(0).state, "running") << agent->Workloads().at(0).message;
-  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/lim-0/memory.limit_in_bytes"), std::to_string(64ull << 20));
-  EXPECT_EQ(ReadAll(cgroot / "cpu/gpugeek/lim-0/cpu.cfs_quota_us"), "150000");
-  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/lim-0/cgroup.procs"), std::to_string(agent->Workloads().at(0).pid));
+  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/node-a/lim-0/memory.limit_in_bytes"), std::to_string(64ull << 20));
+  EXPECT_EQ(ReadAll(cgroot / "cpu/gpugeek/node-a/lim-0/cpu.cfs_quota_us"), "150000");
+  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/node-a/lim-0/cgroup.procs"), std::to_string(agent->Workloads().at(0).pid));
   cp_->SetAssignments({});
   ASSERT_TRUE(TickUntil(*agent, [&] { return agent->Workloads().empty(); }));
 }

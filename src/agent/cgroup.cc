@@ -246,8 +246,16 @@ absl::StatusOr<CgroupGroup> CgroupManager::CreateGroup(const std::string& id, co
   }
   for (const Hierarchy& h : hierarchies_) {
     const std::string dir = h.parent + "/" + id;
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-      const int err = errno;
+    int err = ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno;
+    if (err == EEXIST) {
+      // A group an agent that died left behind: reuse the name once it holds no process (rmdir
+      // fails on a group that still has processes or children).
+      absl::StatusOr<std::string> procs = ReadFile(dir + "/cgroup.procs");
+      if (procs.ok() && procs->find_first_not_of(" \n") == std::string::npos && ::rmdir(dir.c_str()) == 0) {
+        err = ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno;
+      }
+    }
+    if (err != 0) {
       // Remove only what this call created.
       (void)Remove(group);
       if (err == EEXIST) {

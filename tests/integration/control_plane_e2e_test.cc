@@ -98,10 +98,13 @@ class EndToEnd : public ::testing::Test {
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
     StartServer(0);
-    for (const auto& [name, spec] : std::vector<std::pair<std::string, std::string>>{{"node-h100", "8xH100-SXM-80GB"},
-                                                                                     {"node-h100b", "8xH100-SXM-80GB"},
-                                                                                     {"node-a100", "4xA100-PCIe-80GB"},
-                                                                                     {"node-mi300x", "8xMI300X"}}) {
+    // Node names carry the pid: test processes running side by side share this host's cgroups.
+    const std::string suffix = "-" + std::to_string(::getpid());
+    const std::vector<std::pair<std::string, std::string>> pools = {{"node-h100" + suffix, "8xH100-SXM-80GB"},
+                                                                    {"node-h100b" + suffix, "8xH100-SXM-80GB"},
+                                                                    {"node-a100" + suffix, "4xA100-PCIe-80GB"},
+                                                                    {"node-mi300x" + suffix, "8xMI300X"}};
+    for (const auto& [name, spec] : pools) {
       agents_->push_back(
           std::make_unique<Process>(std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *url_, "--name", name,
                                                              "--emulate", spec, "--data-dir", (*dir_ / name).string()},

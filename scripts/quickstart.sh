@@ -11,7 +11,7 @@ scripts/build.sh
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
 step build/gpugeek devices                    # real GPUs via NVML / ROCm SMI, if any
-step build/gpugeek catalog | head -8
+step build/gpugeek catalog
 
 port=${GPUGEEK_PORT:-8470}
 url="http://127.0.0.1:$port"

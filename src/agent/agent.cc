@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -584,9 +585,16 @@ absl::Status Agent::Run(std::stop_token stop) {
 
 void Agent::StopWorkloads(Duration timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Workloads stopped because this agent is leaving did not fail: their exits are not reported, so
+  // the server treats them as on a lost node (requeued elsewhere, or resumed here when the agent
+  // comes back) instead of marking the jobs FAILED.
+  std::set<std::string> stopped_by_shutdown;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [job, m] : members_) CancelLocked(m, m.assignment.grace_ms, "the agent is shutting down");
+    for (auto& [job, m] : members_) {
+      if (m.state == State::kRunning) stopped_by_shutdown.insert(job);
+      CancelLocked(m, m.assignment.grace_ms, "the agent is shutting down");
+    }
   }
   while (executor_->running_count() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -602,9 +610,11 @@ void Agent::StopWorkloads(Duration timeout) {
                  executor_->running_count(), std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
   }
   if (registered()) {
-    // Best effort: tell the server how they ended. Its reply is not acted on.
+    // Best effort: ship the last log bytes and the exits of workloads that ended on their own. Its
+    // reply is not acted on.
     std::map<std::string, uint64_t> offsets;
-    const api::Heartbeat hb = BuildHeartbeat(offsets);
+    api::Heartbeat hb = BuildHeartbeat(offsets);
+    std::erase_if(hb.workloads, [&](const api::WorkloadReport& w) { return stopped_by_shutdown.contains(w.job_id); });
     if (auto r = client_->Post(fmt::format("/v1/agents/{}/heartbeat", node_), api::ToJson(hb)); !r.ok()) {
       spdlog::info("agent {}: last heartbeat not delivered: {}", node_, r.status());
     }

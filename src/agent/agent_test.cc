@@ -549,6 +549,10 @@ TEST_F(AgentTest, AnAssignmentWithALowerEpochThanOneSeenIsNeverStarted) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(agent->Tick().ok());
   EXPECT_EQ(agent->Workloads().at(0).pid, pid);
   EXPECT_EQ(agent->Workloads().at(0).state, "running");
+  // epoch 7's shell may not have written its mark yet on a loaded machine: wait for it (bounded).
+  for (int i = 0; i < 100 && ReadAll(WorkDir("f-0") + "/marks") != "epoch5\nepoch7\n"; ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
   EXPECT_EQ(ReadAll(WorkDir("f-0") + "/marks"), "epoch5\nepoch7\n");
 }
 
@@ -670,10 +674,13 @@ TEST_F(AgentTest, RunRegistersHeartbeatsAndStopsWorkloadsOnStop) {
   EXPECT_TRUE(result.ok()) << result;
   EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, 4s) << "sleep ends on SIGTERM, well within its grace";
   EXPECT_FALSE(ProcessAlive(pid));
-  auto last = LastReport("run");
-  ASSERT_TRUE(last.has_value());
-  EXPECT_EQ(last->phase, api::WorkloadPhase::kExited) << "the last heartbeat reports the exit";
-  EXPECT_EQ(last->term_signal, SIGTERM);
+  // The job did not fail: the agent left. Its exit is not reported, so the server handles the node as
+  // lost (requeue elsewhere, or resume when the agent returns) rather than marking the job FAILED.
+  for (const api::Heartbeat& hb : cp_->heartbeats()) {
+    auto report = ReportFor(hb, "run");
+    EXPECT_FALSE(report.has_value() && report->phase != api::WorkloadPhase::kRunning)
+        << "no exit reported for a workload the shutdown stopped";
+  }
 }
 
 TEST_F(AgentTest, RunKeepsRetryingUntilTheServerAppearsAndStopsPromptly) {

@@ -106,7 +106,14 @@ void StreamLog(const std::string& cmd, const ClientFlags& flags, const std::stri
           }
           return true;
         });
-    if (s.ok()) return;
+    if (s.ok()) {
+      // The server ends a follow when the job's log is complete, or after a while (then follow on).
+      const json job = OrFail(cmd, client->Get("/v1/jobs/" + UrlEncode(id)));
+      const std::string state = job.value("state", std::string());
+      if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") return;
+      attempt = -1;
+      continue;
+    }
     if (s.code() != absl::StatusCode::kUnavailable || attempt >= 5) Fail(cmd, std::string(s.message()));
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }

@@ -20,6 +20,7 @@ using http::Request;
 constexpr int kDefaultLimit = 100;
 constexpr int kMaxLimit = 1000;
 constexpr auto kFollowPoll = std::chrono::milliseconds(200);
+constexpr auto kFollowWindow = std::chrono::seconds(30);
 
 absl::StatusOr<int> IntQuery(const Request& r, const std::string& name, int fallback, int lo, int hi) {
   const std::string v = r.query_value(name);
@@ -82,7 +83,10 @@ absl::StatusOr<Reply> Logs(ControlPlane& cp, const Request& r) {
   reply.content_type = "text/plain; charset=utf-8";
   reply.stream = [&cp, id, rank, sent = text](const http::ChunkWriter& write) mutable {
     if (!sent.empty() && !write(sent)) return;
-    // Poll the log until the job ended and its members' logs are complete, then a final read.
+    // Poll the log until the job ended and its members' logs are complete, then a final read. A
+    // stream lasts at most kFollowWindow: a client that went away without a byte to fail on frees
+    // its thread then, and live followers (gpugeek logs -f) reconnect while the job runs.
+    const auto deadline = std::chrono::steady_clock::now() + kFollowWindow;
     for (;;) {
       const bool complete = cp.LogComplete(id);
       auto now = cp.ReadLog(id, rank);
@@ -91,7 +95,7 @@ absl::StatusOr<Reply> Logs(ControlPlane& cp, const Request& r) {
         if (!write(now->substr(sent.size()))) return;
         sent = std::move(*now);
       }
-      if (complete) return;
+      if (complete || std::chrono::steady_clock::now() >= deadline) return;
       std::this_thread::sleep_for(kFollowPoll);
     }
   };

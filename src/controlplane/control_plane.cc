@@ -345,6 +345,7 @@ absl::StatusOr<std::string> ControlPlane::ReadLog(const std::string& job_id, int
 }
 
 bool ControlPlane::LogComplete(const std::string& job_id) {
+  if (shutting_down_) return true;
   auto record = store_.GetJob(job_id);
   std::lock_guard<std::mutex> lock(mu_);
   return !record.ok() || (api::IsTerminal(record->state) && !live_.count(job_id));
@@ -464,7 +465,9 @@ absl::Status ControlPlane::ApplyReportLocked(const std::string& node, const api:
 }
 
 void ControlPlane::AppendLogLocked(const api::LogChunk& chunk) {
-  if (!live_.count(chunk.job_id) || chunk.job_id.find('/') != std::string::npos || chunk.data.empty()) return;
+  // Any stored job: an agent ships a long log over several heartbeats, some after the exit that
+  // released the job. Ids never hold '/' (they are issued here), which keeps paths inside LogDir.
+  if (chunk.data.empty() || chunk.job_id.find('/') != std::string::npos || !store_.GetJob(chunk.job_id).ok()) return;
   const fs::path dir = LogDir(chunk.job_id);
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -19,6 +19,7 @@
 // releases, scheduling). The server calls it periodically; tests call it with a FakeClock.
 // Thread-safety: all methods may be called concurrently (one mutex).
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -120,8 +121,11 @@ class ControlPlane {
   // The log of one member, all placements in order (each preceded by a "== attempt" line).
   // NotFound for an unknown job; "" when nothing was logged yet.
   absl::StatusOr<std::string> ReadLog(const std::string& job_id, int rank);
-  // True when the job ended and every member's log is complete (log followers may stop).
+  // True when the job ended and every member's log is complete, or the server is shutting down
+  // (log followers stop).
   bool LogComplete(const std::string& job_id);
+  // Ends log follows at their next poll so a graceful stop never waits on them. Thread-safe.
+  void BeginShutdown() { shutting_down_ = true; }
 
   // Agents.
   absl::StatusOr<api::RegistrationReply> Register(const api::Registration& registration);
@@ -203,6 +207,8 @@ class ControlPlane {
   std::condition_variable commit_cv_;
   std::vector<PendingSubmit*> commit_queue_;  // guarded by commit_mu_
   bool committing_ = false;                   // guarded by commit_mu_
+
+  std::atomic<bool> shutting_down_{false};
 
   std::mutex mu_;  // guards everything below
   std::map<std::string, NodeState> nodes_;

@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
 ControlPlaneServer::~ControlPlaneServer() { Stop(); }
 
 void ControlPlaneServer::Stop() {
+  if (control_plane_) control_plane_->BeginShutdown();
   if (http_) http_->Stop();
   {
     std::lock_guard<std::mutex> lock(mu_);

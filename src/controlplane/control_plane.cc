@@ -56,6 +56,15 @@ absl::StatusOr<std::vector<store::JobRecord>> AllJobs(store::Store& store, std::
   return all;
 }
 
+// The scheduler requests of a stored job: from its spec, or from the plan admission kept.
+absl::StatusOr<std::vector<sched::Request>> RequestsFor(const store::JobRecord& job, const api::JobSpec& spec) {
+  std::optional<workload::ResourceRequest> plan;
+  if (!job.plan_json.empty()) {
+    ASSIGN_OR_RETURN(plan, PlanFromJson(job.plan_json));
+  }
+  return BuildRequests(job.id, spec, plan ? &*plan : nullptr);
+}
+
 std::string NodeStateName(bool down, bool cordoned) { return down ? "down" : cordoned ? "cordoned" : "ready"; }
 
 }  // namespace
@@ -621,11 +630,7 @@ void ControlPlane::RebuildClusterLocked() {
     for (const auto& j : *pending) {
       auto spec = api::ParseJobSpec(j.spec_yaml, catalog_);
       if (!spec.ok()) continue;
-      std::optional<workload::ResourceRequest> plan;
-      if (!j.plan_json.empty()) {
-        if (auto p = PlanFromJson(j.plan_json); p.ok()) plan = *p;
-      }
-      auto requests = BuildRequests(j.id, *spec, plan ? &*plan : nullptr);
+      auto requests = RequestsFor(j, *spec);
       if (requests.ok()) shapes.push_back(requests->front().alternatives.front());
     }
   }
@@ -661,11 +666,7 @@ void ControlPlane::ScheduleLocked() {
   for (const store::JobRecord& job : *pending) {
     auto spec = api::ParseJobSpec(job.spec_yaml, catalog_);
     if (!spec.ok()) continue;  // admission checked it; a catalog change could break it
-    std::optional<workload::ResourceRequest> plan;
-    if (!job.plan_json.empty()) {
-      if (auto p = PlanFromJson(job.plan_json); p.ok()) plan = *p;
-    }
-    auto requests = BuildRequests(job.id, *spec, plan ? &*plan : nullptr);
+    auto requests = RequestsFor(job, *spec);
     if (!requests.ok()) {
       pending_reason_[job.id] = std::string(requests.status().message());
       continue;

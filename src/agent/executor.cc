@@ -92,8 +92,9 @@ const char* ChildStepName(ChildStep step) {
 
 // Runs in the forked child of a possibly multi-threaded parent: only async-signal-safe calls, no
 // allocation, no locks. Never returns.
-[[noreturn]] void RunChild(int status_fd, const std::vector<int>& procs_fds, const char* working_dir, int stdin_fd,
-                           int log_fd, const char* shell, char* const argv[], char* const envp[]) {
+[[noreturn]] void RunChild(int status_fd, const std::vector<int>& procs_fds, const std::string& oom_score_adj,
+                           const char* working_dir, int stdin_fd, int log_fd, const char* shell, char* const argv[],
+                           char* const envp[]) {
   auto fail = [status_fd](ChildStep step) {
     const ChildError e{step, errno};
     ssize_t unused = ::write(status_fd, &e, sizeof(e));
@@ -111,6 +112,13 @@ const char* ChildStepName(ChildStep step) {
   dfl.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);  // EINVAL for libc-reserved ones
+  }
+
+  // Best effort (see ExecutorOptions::oom_score_adj): lowering it may need a privilege the agent lacks.
+  if (const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC); fd >= 0) {
+    ssize_t unused = ::write(fd, oom_score_adj.data(), oom_score_adj.size());
+    (void)unused;
+    ::close(fd);
   }
 
   // Join the cgroups before anything of the workload runs. The pid as decimal text, without snprintf.
@@ -201,6 +209,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions optio
         fmt::format("shell {} is not executable: {}", options.shell, ErrnoText(errno)));
   }
   if (options.default_grace < Duration::zero()) return absl::InvalidArgumentError("default_grace must be >= 0");
+  if (options.oom_score_adj < -1000 || options.oom_score_adj > 1000) {
+    return absl::InvalidArgumentError(
+        fmt::format("ExecutorOptions.oom_score_adj {} is outside -1000..1000", options.oom_score_adj));
+  }
   RETURN_IF_ERROR(MakeDirs(options.log_dir));
   return std::unique_ptr<Executor>(new Executor(std::move(options)));
 }
@@ -334,6 +346,7 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
+  const std::string oom_score_adj = std::to_string(options_.oom_score_adj);
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -341,8 +354,8 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
     return fail(absl::InternalError(fmt::format("workload {}: fork failed: {}", request.id, ErrnoText(err))));
   }
   if (pid == 0) {
-    RunChild(status_write, procs_fds, request.working_dir.c_str(), null_fd, log_fd, options_.shell.c_str(), argv,
-             envp.data());
+    RunChild(status_write, procs_fds, oom_score_adj, request.working_dir.c_str(), null_fd, log_fd,
+             options_.shell.c_str(), argv, envp.data());
   }
   ::close(status_write);
 

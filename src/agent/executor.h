@@ -112,11 +112,19 @@ struct ExecutorOptions {
   // Borrowed; must outlive the Executor. Null: no cgroups, and a request with limits is refused.
   const CgroupManager* cgroups = nullptr;
   std::string shell = "/bin/sh";  // run as `<shell> -c <command>`
+  // Written to each workload's /proc/<pid>/oom_score_adj before it runs, range -1000..1000. Positive, a
+  // node-wide OOM kills a workload before the agent; and a workload of an agent started with
+  // OOMScoreAdjust=-1000 (inherited across fork) stays killable, so its own cgroup's OOM killer can end
+  // it instead of leaving it stuck at its memory limit. Kubernetes gives Burstable pods 2..999 the same
+  // way (kubelet, pkg/kubelet/qos/policy.go). Lowering it below the agent's own value needs
+  // CAP_SYS_RESOURCE; without it the workload keeps the agent's value.
+  int oom_score_adj = 500;
 };
 
 class Executor {
  public:
-  // Errors: InvalidArgument for an empty log_dir, a null clock or a shell that is not an absolute path;
+  // Errors: InvalidArgument for an empty log_dir, a null clock, a shell that is not an absolute path or
+  // an oom_score_adj outside -1000..1000;
   // Internal when log_dir cannot be created.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(ExecutorOptions options);
 

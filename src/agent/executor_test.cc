@@ -128,6 +128,14 @@ TEST_F(ExecutorTest, EnvironmentVisibleDevicesAndWorkingDirReachTheProcess) {
   ::unsetenv("GPUGEEK_TEST_AGENT_ONLY");
 }
 
+TEST_F(ExecutorTest, WorkloadGetsTheOomScoreAdjustment) {
+  ASSERT_TRUE(executor_->Start(Request("oom", "cat /proc/self/oom_score_adj > adj.txt")).ok());
+  const auto exit = WaitForExit(*executor_, "oom");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->succeeded()) << exit->Describe();
+  EXPECT_EQ(ReadAll(work_dir_ + "/adj.txt"), "500\n");  // the default: raising needs no privilege
+}
+
 TEST_F(ExecutorTest, StdoutAndStderrGoToOneLogInOrderAndRestartsAppend) {
   ASSERT_TRUE(executor_->Start(Request("logs", "echo first; echo second >&2; cat; echo third")).ok());
   auto exit = WaitForExit(*executor_, "logs");
@@ -339,6 +347,8 @@ TEST(ExecutorCreateTest, RejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .shell = "/nonexistent/sh"}).status().code(),
             absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .oom_score_adj = 1001}).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Executor::Create({.log_dir = dir / "deep/er/logs"}).ok());
   EXPECT_TRUE(std::filesystem::is_directory(dir / "deep/er/logs"));
 }

@@ -51,6 +51,13 @@ absl::StatusOr<nlohmann::json> Client::Get(const std::string& path) {
   return Decode("GET " + path, res->status, res->body);
 }
 
+absl::StatusOr<std::string> Client::GetText(const std::string& path) {
+  auto res = client_->Get(path);
+  if (!res) return Unreachable(options_.base_url, "GET " + path, res.error());
+  if (res->status < 200 || res->status >= 300) return StatusFromHttp(res->status, res->body);
+  return res->body;
+}
+
 absl::StatusOr<nlohmann::json> Client::Post(const std::string& path, const nlohmann::json& body) {
   auto res = client_->Post(path, DumpJson(body), "application/json");
   if (!res) return Unreachable(options_.base_url, "POST " + path, res.error());

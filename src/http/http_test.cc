@@ -95,6 +95,13 @@ TEST_F(ServerTest, MalformedJsonBodyIs400NamingThePosition) {
   EXPECT_NE(status.message().find("not valid JSON at byte"), std::string::npos) << status;
 }
 
+TEST_F(ServerTest, GetTextReturnsTheBodyAsIsAndErrorsAsStatus) {
+  auto text = client_->GetText("/v1/count/3");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "0\n1\n2\n");
+  EXPECT_EQ(client_->GetText("/v1/items/missing").status(), absl::NotFoundError("no item 'missing'"));
+}
+
 TEST_F(ServerTest, StreamsChunks) {
   std::string all;
   ASSERT_TRUE(client_

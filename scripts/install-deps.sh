@@ -11,8 +11,8 @@ packages=(
   libsqlite3-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # tools used by scripts and tests
-  python3 procps
+  # tools used by scripts and tests; prometheus brings promtool and the server the monitoring test scrapes with
+  python3 procps curl prometheus
 )
 
 missing=()
@@ -28,4 +28,15 @@ SUDO=""
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Packages with a service (prometheus) must not start it on install: the tests start their own, on
+# loopback. policy-rc.d (invoke-rc.d(8)) refuses the start; it is removed again if we created it.
+made_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+  $SUDO chmod 755 /usr/sbin/policy-rc.d
+  made_policy=1
+fi
+status=0
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
+[ "$made_policy" -eq 1 ] && $SUDO rm -f /usr/sbin/policy-rc.d
+exit "$status"

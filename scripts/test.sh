@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite, as CI does:
 #   1. install dependencies (Debian 12 packages; no-op when present);
-#   2. formatting check (clang-format, .clang-format);
+#   2. formatting check (clang-format, .clang-format); the Prometheus configuration, alert rules and their
+#      unit tests (promtool), and the Grafana dashboards' JSON;
 #   3. gcc build with warnings as errors, then every unit and integration test (ctest);
 #   4. clang build with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer: every test again,
 #      then each fuzz target briefly over its seed corpus.
@@ -20,6 +21,14 @@ if [ -n "$files" ]; then
   # shellcheck disable=SC2086
   clang-format --dry-run --Werror $files
 fi
+
+echo "== monitoring configuration (promtool)"
+promtool check config deploy/prometheus/prometheus.yml
+promtool check rules deploy/prometheus/alerts.yml
+promtool test rules deploy/prometheus/alerts_test.yml
+for f in deploy/grafana/dashboards/*.json; do
+  python3 -m json.tool "$f" >/dev/null || { echo "$f is not valid JSON" >&2; exit 1; }
+done
 
 echo "== build (gcc, -Werror)"
 cmake -S . -B build -G Ninja -DGPUGEEK_WERROR=ON >/dev/null

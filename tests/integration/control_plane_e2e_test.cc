@@ -19,77 +19,17 @@
 
 #include "absl/strings/match.h"
 #include "http/client.h"
-
-extern char** environ;
+#include "process.h"
 
 namespace gpugeek {
 namespace {
 
 namespace fs = std::filesystem;
+using itest::Process;
+using itest::ReadFile;
+using itest::RunCli;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// A child process with stdout+stderr in a file, SIGTERMed (then SIGKILLed) on destruction.
-class Process {
- public:
-  Process(std::vector<std::string> args, const fs::path& log) : log_(log) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Process() { Stop(); }
-  // SIGTERM, wait up to 10 s, then SIGKILL. Returns the exit status.
-  int Stop() {
-    if (pid_ <= 0) return status_;
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 200; ++i) {
-      if (waitpid(pid_, &status_, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status_;
-      }
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, &status_, 0);
-    pid_ = -1;
-    return status_;
-  }
-  // Reaps the child when it has exited (a zombie still answers kill(pid, 0)).
-  bool alive() {
-    if (pid_ <= 0) return false;
-    if (waitpid(pid_, &status_, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  std::string output() const { return ReadFile(log_); }
-
- private:
-  fs::path log_;
-  pid_t pid_ = -1;
-  int status_ = -1;
-};
-
-// Runs the CLI to completion; returns {exit code, output}.
-std::pair<int, std::string> RunCli(std::vector<std::string> args, const fs::path& log) {
-  args.insert(args.begin(), GPUGEEK_BINARY);
-  Process p(args, log);
-  for (int i = 0; i < 1200 && p.alive(); ++i) std::this_thread::sleep_for(milliseconds(50));
-  const int status = p.Stop();
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output()};
-}
 
 class EndToEnd : public ::testing::Test {
  protected:

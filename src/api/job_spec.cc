@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <initializer_list>
+#include <map>
 
 #include <fmt/core.h>
 
@@ -313,6 +314,35 @@ absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text
   return req;
 }
 
+namespace {
+
+// YAML 1.2 requires the keys of a mapping to be unique, but yaml-cpp keeps both pairs and lookups see
+// only the first: a spec saying `priority` twice would silently lose one. InvalidArgument naming the
+// key, its path and both lines. `depth` bounds the walk (a deeper spec is refused by the schema anyway).
+absl::Status CheckUniqueKeys(const YAML::Node& node, const std::string& path, int depth = 0) {
+  if (depth > 32 || !(node.IsMap() || node.IsSequence())) return absl::OkStatus();
+  std::map<std::string, int> lines;
+  int index = 0;
+  for (const auto& item : node) {
+    if (node.IsSequence()) {
+      RETURN_IF_ERROR(CheckUniqueKeys(item, fmt::format("{}[{}]", path, index++), depth + 1));
+      continue;
+    }
+    if (!item.first.IsScalar()) continue;
+    const std::string key = item.first.Scalar();
+    const std::string at = path.empty() ? key : path + "." + key;
+    const int line = item.first.Mark().line + 1;
+    if (auto [it, inserted] = lines.emplace(key, line); !inserted) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: the key appears twice in the job spec (lines {} and {}); keep one", at, it->second, line));
+    }
+    RETURN_IF_ERROR(CheckUniqueKeys(item.second, at, depth + 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCatalog& catalog) {
   YAML::Node doc;
   try {
@@ -322,6 +352,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCa
         fmt::format("job spec is not valid YAML (line {}, column {}): {}", e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   try {
+    RETURN_IF_ERROR(CheckUniqueKeys(doc, ""));
     return ParseDocument(doc, catalog);
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed shapes (e.g. aliases to missing anchors) while reading.

@@ -89,6 +89,10 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
       {"name: [x]\nrun: a\n", "name: must be a single value"},
       {"- a\n- b\n", "(document): a job spec must be a YAML mapping"},
       {"name: x\n  run: : :\n\t- [", "job spec is not valid YAML (line"},
+      {"name: x\nrun: a\npriority: 1\nresources: {accelerators: T4:1}\npriority: 9\n",
+       "priority: the key appears twice in the job spec (lines 3 and 5); keep one"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, accelerators: A100-80GB:1}\n",
+       "resources.accelerators: the key appears twice in the job spec (lines 3 and 3)"},
   };
   for (const BadCase& c : cases) {
     auto spec = ParseJobSpec(c.yaml);

@@ -3,11 +3,12 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"gpugeek: one pool of heterogeneous GPUs for AI work", "gpugeek"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "gpugeek 0.1.0");
+  app.set_version_flag("--version", std::string("gpugeek ") + gpugeek::kVersion);
 
   gpugeek::cli::RegisterCatalogCommand(app);
   gpugeek::cli::RegisterPlanCommand(app);

@@ -78,6 +78,26 @@ double NodeFragMilli(int model, int64_t cpu_free, std::span<const int32_t> gpu_f
   return frag;
 }
 
+int32_t NodeUnallocatableGpus(int model, int64_t cpu_free, std::span<const int32_t> gpu_free,
+                              std::span<const TypicalPod> typical) {
+  if (typical.empty()) return 0;
+  // The smallest per-GPU share of the typical pods that can land on this node: a GPU with at least
+  // that much free serves one of them; a GPU with less (but some) free serves none.
+  int32_t smallest_usable = INT32_MAX;
+  for (const TypicalPod& m : typical) {
+    if (m.probability <= 0 || m.gpu_milli == 0) continue;  // CPU-only: uses no GPU
+    const bool allowed = m.any_model || (model >= 0 && (m.model_mask >> model & 1u));
+    if (!allowed || cpu_free < m.cpu_milli) continue;
+    int32_t fitting = 0;
+    for (int32_t f : gpu_free) fitting += f >= m.gpu_milli ? 1 : 0;
+    if (fitting < m.num_gpus) continue;
+    smallest_usable = std::min(smallest_usable, m.gpu_milli);
+  }
+  int32_t stranded = 0;
+  for (int32_t f : gpu_free) stranded += f > 0 && f < smallest_usable ? 1 : 0;
+  return stranded;
+}
+
 FragTracker::FragTracker(const Cluster& cluster, std::vector<TypicalPod> typical)
     : typical_(std::move(typical)), node_(cluster.size()) {
   for (size_t n = 0; n < cluster.size(); ++n) Refresh(cluster, static_cast<NodeIndex>(n));

@@ -49,6 +49,16 @@ inline double NodeFragMilli(const Cluster& c, NodeIndex n, std::span<const Typic
   return NodeFragMilli(c.model_id(n), c.cpu_free(n), c.gpu_free(n), typical);
 }
 
+// GPUs of a node in the given state that have free milli-GPU yet no typical pod can use: for every
+// m with probability > 0, the GPU's free share is counted in frag_n(m) (below m's per-GPU milli, or
+// m cannot land on the node at all: CPU-only, model not allowed, too few GPUs or CPU). The whole-GPU
+// companion of NodeFragMilli: 0 when `typical` is empty, as the fragmentation is then 0 too.
+int32_t NodeUnallocatableGpus(int model, int64_t cpu_free, std::span<const int32_t> gpu_free,
+                              std::span<const TypicalPod> typical);
+inline int32_t NodeUnallocatableGpus(const Cluster& c, NodeIndex n, std::span<const TypicalPod> typical) {
+  return NodeUnallocatableGpus(c.model_id(n), c.cpu_free(n), c.gpu_free(n), typical);
+}
+
 // Cluster-wide fragmentation kept per node; Refresh(n) after node n changed.
 class FragTracker {
  public:

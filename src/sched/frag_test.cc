@@ -67,10 +67,36 @@ TEST_F(FragTest, HandComputedNodeFragmentation) {
   EXPECT_DOUBLE_EQ(tracker.total(), 2300);
 }
 
+TEST_F(FragTest, HandCountedUnallocatableGpus) {
+  // a: GPU 0 has 300 free, below every typical share (500, 1000): stranded. GPU 1 (1000 free) takes
+  // either GPU pod.
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 0, typical_), 1);
+  // b: 1.5 cores free; the whole-GPU pod (2 cores) does not fit, but the 500-milli share (1 core)
+  // does, on any of the 4 idle GPUs.
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 1, typical_), 0);
+  // c: no GPUs.
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 2, typical_), 0);
+  // Only the whole-GPU pod: b's 4 idle GPUs are stranded by its CPU; a's GPU 0 by its 300 milli.
+  const std::vector<TypicalPod> whole = {Typical(2000, 1, 1000, 1.0)};
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 1, whole), 4);
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 0, whole), 1);
+  // A 2-GPU pod needs two GPUs with 1000 free: a has one, so both of a's GPUs with free milli count.
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 0, std::vector<TypicalPod>{Typical(1000, 2, 1000, 1.0)}), 2);
+  // A GPU with nothing free is allocated, not stranded.
+  cluster_->Bind(Place(0, 0, {1}, 1000));
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 0, typical_), 1);
+  // No typical mix yet: nothing to judge by.
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 0, {}), 0);
+  // CPU-only typical pods use no GPU: every GPU with free milli is stranded.
+  EXPECT_EQ(NodeUnallocatableGpus(*cluster_, 1, std::vector<TypicalPod>{Typical(1000, 0, 0, 1.0)}), 4);
+}
+
 TEST_F(FragTest, ModelConstraintMakesNodeInaccessible) {
   const TypicalPod t4_only = Typical(1000, 1, 500, 1.0, "T4", uint64_t{1} << cluster_->FindModel("T4"));
   EXPECT_EQ(NodePodFragMilli(0, 8000, cluster_->gpu_free(0), t4_only), 300);
   EXPECT_EQ(NodePodFragMilli(1, 16000, cluster_->gpu_free(1), t4_only), 4000);  // V100: no access
+  EXPECT_EQ(NodeUnallocatableGpus(1, 16000, cluster_->gpu_free(1), std::vector<TypicalPod>{t4_only}), 4);
+  EXPECT_EQ(NodeUnallocatableGpus(0, 8000, cluster_->gpu_free(0), std::vector<TypicalPod>{t4_only}), 1);
 }
 
 TEST(TypicalPodsTest, TopSpecsUntilPopularityAndRenormalised) {

@@ -43,6 +43,11 @@ CREATE TABLE nodes (
   registered_at_ns   INTEGER NOT NULL
 );
 )sql",
+    // 2: a covering index for CountJobs (GROUP BY state, priority with MIN(updated_at_ns)), so the
+    // metrics scrape reads the index, never the job rows.
+    R"sql(
+CREATE INDEX jobs_by_state_priority ON jobs(state, priority, updated_at_ns);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -267,6 +267,23 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
   return out;
 }
 
+absl::StatusOr<std::vector<JobCount>> SqliteStore::CountJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_,
+              "SELECT state, priority, COUNT(*), MIN(updated_at_ns) FROM jobs GROUP BY state, priority ORDER BY "
+              "state, priority");
+  RETURN_IF_ERROR(s.status());
+  std::vector<JobCount> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    auto state = api::ParseJobState(s.Text(0));
+    if (!state) return absl::DataLossError(fmt::format("sqlite: jobs hold unknown state '{}'", s.Text(0)));
+    out.push_back({*state, static_cast<int>(s.Int(1)), s.Int(2), FromNs(s.Int(3))});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(db_, "count jobs");
+  return out;
+}
+
 absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   std::lock_guard<std::mutex> lock(mu_);
   Transaction tx(db_);

@@ -35,6 +35,7 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> CreateJobs(const std::vector<JobRecord>& jobs) override;
   absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<std::vector<JobCount>> CountJobs() override;
   absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) override;
   absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq, int limit) override;
   absl::Status PutNode(const NodeRecord& node) override;

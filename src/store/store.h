@@ -66,6 +66,16 @@ struct JobFilter {
   int limit = 100;       // 1..10000
 };
 
+// How many jobs are in one state at one priority (Store::CountJobs).
+struct JobCount {
+  api::JobState state = api::JobState::kPending;
+  int priority = 0;
+  int64_t count = 0;
+  // The earliest updated_at among them. For PENDING jobs that is when the longest-waiting one entered
+  // the queue (submission or requeue: nothing else updates a PENDING job).
+  TimePoint oldest_update;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -84,6 +94,10 @@ class Store {
 
   // Jobs matching `filter`, ordered by id. InvalidArgument for a limit outside 1..10000.
   virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+
+  // Jobs per (state, priority), ordered by state name then priority; only pairs with jobs appear.
+  // One aggregate query (no rows are read into memory), for metrics scraped every few seconds.
+  virtual absl::StatusOr<std::vector<JobCount>> CountJobs() = 0;
 
   // Replaces the job's row if its stored version equals `job.version` (compare-and-set), bumping the
   // version. If the state differs from the stored one, the move must be allowed by

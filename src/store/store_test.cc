@@ -147,6 +147,39 @@ TEST_F(SqliteStoreTest, ListFiltersAndPages) {
   EXPECT_EQ(store_->ListJobs({.limit = 0}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SqliteStoreTest, CountJobsGroupsByStateAndPriorityWithTheOldestUpdate) {
+  EXPECT_TRUE(store_->CountJobs()->empty());
+  const TimePoint t0 = clock_.Now();
+  JobRecord a = NewJob("j-1");  // priority 5
+  JobRecord b = NewJob("j-2");
+  b.created_at = b.updated_at = t0 + std::chrono::seconds(10);
+  JobRecord c = NewJob("j-3");
+  c.priority = 0;
+  c.created_at = c.updated_at = t0 + std::chrono::seconds(20);
+  ASSERT_TRUE(store_->CreateJobs({a, b, c}).ok());
+  JobRecord running = *store_->GetJob("j-1");
+  running.state = JobState::kScheduled;
+  running.updated_at = t0 + std::chrono::seconds(30);
+  ASSERT_TRUE(store_->UpdateJob(running).ok());
+
+  auto counts = store_->CountJobs();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  ASSERT_EQ(counts->size(), 3u);
+  // PENDING sorts before SCHEDULED; priorities ascending.
+  EXPECT_EQ((*counts)[0].state, JobState::kPending);
+  EXPECT_EQ((*counts)[0].priority, 0);
+  EXPECT_EQ((*counts)[0].count, 1);
+  EXPECT_EQ((*counts)[0].oldest_update, t0 + std::chrono::seconds(20));
+  EXPECT_EQ((*counts)[1].state, JobState::kPending);
+  EXPECT_EQ((*counts)[1].priority, 5);
+  EXPECT_EQ((*counts)[1].count, 1);  // j-2; j-1 moved on
+  EXPECT_EQ((*counts)[1].oldest_update, t0 + std::chrono::seconds(10));
+  EXPECT_EQ((*counts)[2].state, JobState::kScheduled);
+  EXPECT_EQ((*counts)[2].priority, 5);
+  EXPECT_EQ((*counts)[2].count, 1);
+  EXPECT_EQ((*counts)[2].oldest_update, t0 + std::chrono::seconds(30));
+}
+
 TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
   JobRecord j = *store_->CreateJob(NewJob("j-1"));
   j.state = JobState::kScheduled;
@@ -154,7 +187,7 @@ TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
   ASSERT_TRUE(store_->UpdateJob(j).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   Reopen();
-  EXPECT_EQ(store_->schema_version(), 1);
+  EXPECT_EQ(store_->schema_version(), 2);
   auto got = store_->GetJob("j-1");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, JobState::kScheduled);

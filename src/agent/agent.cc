@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agent/agent_metrics.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "http/client.h"
@@ -173,18 +174,25 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   ASSIGN_OR_RETURN(
       std::unique_ptr<Executor> executor,
       Executor::Create({.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get()}));
-  return std::unique_ptr<Agent>(
-      new Agent(std::move(options), std::move(client), std::move(cgroups), std::move(executor), std::move(inventory)));
+  std::shared_ptr<AgentMetrics> metrics;
+  if (options.metrics != nullptr) {
+    metrics = AgentMetrics::Create(*options.metrics, options.node);
+    metrics->SetInventory(inventory);
+  }
+  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups),
+                                          std::move(executor), std::move(metrics), std::move(inventory)));
 }
 
 Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
-             std::unique_ptr<Executor> executor, hw::NodeInventory inventory)
+             std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory)
     : options_(std::move(options)),
       node_(options_.node),
       client_(std::move(client)),
       cgroups_(std::move(cgroups)),
       executor_(std::move(executor)),
+      metrics_(std::move(metrics)),
       inventory_(std::move(inventory)),
+      metrics_address_(options_.metrics_address),
       interval_(options_.heartbeat_interval) {}
 
 Agent::~Agent() = default;
@@ -192,6 +200,16 @@ Agent::~Agent() = default;
 Duration Agent::heartbeat_interval() const {
   std::lock_guard<std::mutex> lock(mu_);
   return interval_;
+}
+
+void Agent::SetMetricsAddress(std::string address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  metrics_address_ = std::move(address);
+}
+
+std::string Agent::metrics_address() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_address_;
 }
 
 bool Agent::registered() const {
@@ -225,7 +243,8 @@ absl::Status Agent::Register() {
                       .inventory = inventory_,
                       .capacity_type = options_.capacity_type,
                       .region = options_.region,
-                      .labels = options_.labels};
+                      .labels = options_.labels,
+                      .metrics_address = metrics_address()};
   ASSIGN_OR_RETURN(nlohmann::json body, client_->Post("/v1/agents/register", api::ToJson(r)));
   auto reply = api::RegistrationReplyFromJson(body);
   if (!reply.ok()) {
@@ -239,8 +258,17 @@ absl::Status Agent::Register() {
   return absl::OkStatus();
 }
 
+void Agent::UpdateWorkloadsMetricLocked() {
+  if (metrics_ != nullptr) metrics_->SetWorkloads(executor_->running_count());
+}
+
 void Agent::PollLocked() {
-  for (WorkloadExit& e : executor_->Poll()) {
+  std::vector<WorkloadExit> exits = executor_->Poll();
+  if (metrics_ != nullptr) {
+    for (const WorkloadExit& e : exits) metrics_->RecordExit(OutcomeOf(e));
+    if (!exits.empty()) UpdateWorkloadsMetricLocked();
+  }
+  for (WorkloadExit& e : exits) {
     for (auto& [job, m] : members_) {
       if (m.workload_id != e.id || (m.state != State::kRunning && m.state != State::kStopping)) continue;
       m.state = State::kExited;
@@ -277,6 +305,7 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
   api::Heartbeat hb;
   hb.node = node_;
   if (auto samples = options_.discovery->Sample(); samples.ok()) {
+    if (metrics_ != nullptr) metrics_->RecordSamples(*samples);
     hb.samples = std::move(*samples);
   } else {
     spdlog::warn("agent {}: cannot sample GPU telemetry: {}", node_, samples.status());
@@ -322,7 +351,7 @@ absl::Status Agent::Tick() {
 
   std::map<std::string, uint64_t> new_offsets;
   const api::Heartbeat hb = BuildHeartbeat(new_offsets);
-  absl::StatusOr<nlohmann::json> body = client_->Post(fmt::format("/v1/agents/{}/heartbeat", node_), api::ToJson(hb));
+  absl::StatusOr<nlohmann::json> body = PostHeartbeat(hb);
   if (!body.ok()) {
     if (absl::IsNotFound(body.status())) {
       spdlog::warn("agent {}: the server does not know this node ({}); registering again", node_, body.status());
@@ -364,6 +393,15 @@ absl::Status Agent::Tick() {
   }
   Reconcile(*reply);
   return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::json> Agent::PostHeartbeat(const api::Heartbeat& hb) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<nlohmann::json> body = client_->Post(fmt::format("/v1/agents/{}/heartbeat", node_), api::ToJson(hb));
+  if (metrics_ != nullptr) {
+    metrics_->RecordHeartbeat(body.ok(), std::chrono::steady_clock::now() - start, options_.clock->Now());
+  }
+  return body;
 }
 
 void Agent::CancelLocked(Member& m, int64_t grace_ms, const char* why) {
@@ -488,6 +526,7 @@ void Agent::StartLocked(const api::Assignment& a) {
                 .message = std::string(status.message()),
                 .node_rank = a.node_rank};
     spdlog::warn("agent {}: job {} (epoch {}) failed to start: {}", node_, a.job_id, a.epoch, status.message());
+    if (metrics_ != nullptr) metrics_->RecordExit(ExitOutcome::kFailed);
   };
   absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id);
   if (!req.ok()) return fail(req.status());
@@ -504,6 +543,7 @@ void Agent::StartLocked(const api::Assignment& a) {
   m.state = State::kRunning;
   m.pid = *pid;
   report_soon_ = true;
+  UpdateWorkloadsMetricLocked();
   LogSource& log = logs_[m.workload_id];
   log.job_id = a.job_id;
   log.node_rank = a.node_rank;
@@ -615,7 +655,7 @@ void Agent::StopWorkloads(Duration timeout) {
     std::map<std::string, uint64_t> offsets;
     api::Heartbeat hb = BuildHeartbeat(offsets);
     std::erase_if(hb.workloads, [&](const api::WorkloadReport& w) { return stopped_by_shutdown.contains(w.job_id); });
-    if (auto r = client_->Post(fmt::format("/v1/agents/{}/heartbeat", node_), api::ToJson(hb)); !r.ok()) {
+    if (auto r = PostHeartbeat(hb); !r.ok()) {
       spdlog::info("agent {}: last heartbeat not delivered: {}", node_, r.status());
     }
   }

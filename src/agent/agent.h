@@ -65,6 +65,10 @@
 // offset 0 (the server keeps what it has by offset) and fencing starts over (the server's epochs still
 // fence, as it never lists an old epoch for a node it has since moved the job from).
 //
+// Metrics (AgentOptions::metrics, agent_metrics.h): each heartbeat's GPU sample, result and round trip, the
+// workloads running and how each ended go into the registry's agent families (docs/metrics.md); the caller
+// serves them (MetricsListener) and tells the agent where (SetMetricsAddress), which registration announces.
+//
 // Thread-safety: Tick() and Run() drive the agent from one thread at a time (Run calls Tick; never call
 // both concurrently). Stop(), the accessors and Workloads() may be called from any thread at any time.
 
@@ -90,8 +94,13 @@
 namespace gpugeek::http {
 class Client;
 }
+namespace gpugeek::metrics {
+class Registry;
+}
 
 namespace gpugeek::agent {
+
+class AgentMetrics;
 
 struct AgentOptions {
   std::string server_url;  // "http://127.0.0.1:8470"; required
@@ -116,6 +125,13 @@ struct AgentOptions {
   Duration connect_timeout = std::chrono::seconds(3);
   Duration request_timeout = std::chrono::seconds(10);  // read timeout of each request
   Duration max_backoff = std::chrono::seconds(30);      // Run's registration retry cap (starts at 0.5 s)
+  // Borrowed, optional: the agent adds its families (docs/metrics.md "Agent", agent_metrics.h) and keeps
+  // them current; serving them is the caller's (MetricsListener). Must outlive the Agent's use of it;
+  // one agent per registry. nullptr: no metrics.
+  metrics::Registry* metrics = nullptr;
+  // "host:port" where this agent serves /metrics, announced at registration (Registration::metrics_address);
+  // empty when it serves none. SetMetricsAddress changes it later.
+  std::string metrics_address;
 };
 
 // What the agent holds for one job, as Workloads() reports it.
@@ -164,6 +180,10 @@ class Agent {
   void StopWorkloads(Duration timeout);
 
   const std::string& node() const { return node_; }
+  // Sets what the next registration announces as Registration::metrics_address (e.g. once a
+  // MetricsListener bound its port). Does not re-register by itself. Thread-safe.
+  void SetMetricsAddress(std::string address);
+  std::string metrics_address() const;
   // The interval in force (the server's, after registration).
   Duration heartbeat_interval() const;
   bool registered() const;
@@ -204,9 +224,13 @@ class Agent {
   };
 
   Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
-        std::unique_ptr<Executor> executor, hw::NodeInventory inventory);
+        std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory);
 
   absl::Status Register();
+  // POSTs one heartbeat and records its result and round trip in the metrics.
+  absl::StatusOr<nlohmann::json> PostHeartbeat(const api::Heartbeat& hb);
+  // Updates gpugeek_agent_workloads. Requires mu_.
+  void UpdateWorkloadsMetricLocked();
   // Records the exits Poll() returns. Requires mu_ held.
   void PollLocked();
   api::Heartbeat BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets);
@@ -225,12 +249,14 @@ class Agent {
   const std::unique_ptr<http::Client> client_;    // used by the Tick thread only
   const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
   const std::unique_ptr<Executor> executor_;
-  hw::NodeInventory inventory_;  // Tick thread; replaced on re-registration
+  const std::shared_ptr<AgentMetrics> metrics_;  // null without AgentOptions::metrics; thread-safe itself
+  hw::NodeInventory inventory_;                  // Tick thread; replaced on re-registration
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_requested_ = false;             // guarded by mu_
   bool registered_ = false;                 // guarded by mu_
+  std::string metrics_address_;             // guarded by mu_
   Duration interval_;                       // guarded by mu_
   std::map<std::string, Member> members_;   // guarded by mu_; by job id
   std::map<std::string, Fence> fences_;     // guarded by mu_; by job id

@@ -32,7 +32,8 @@ nlohmann::json ToJson(const Registration& r) {
           {"inventory", hw::InventoryToJson(r.inventory)},
           {"capacity_type", r.capacity_type},
           {"region", r.region},
-          {"labels", r.labels}};
+          {"labels", r.labels},
+          {"metrics_address", r.metrics_address}};
 }
 
 nlohmann::json ToJson(const RegistrationReply& r) { return {{"heartbeat_interval_ms", r.heartbeat_interval_ms}}; }
@@ -85,7 +86,8 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
 
 absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration");
-  RETURN_IF_ERROR(r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels"}));
+  RETURN_IF_ERROR(
+      r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address"}));
   Registration out;
   ASSIGN_OR_RETURN(out.node, r.String("node"));
   if (out.node.empty()) return r.Error("node", "must not be empty");
@@ -96,6 +98,7 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(out.region, r.String("region", std::string()));
   ASSIGN_OR_RETURN(out.labels, r.StringMap("labels"));
+  ASSIGN_OR_RETURN(out.metrics_address, r.String("metrics_address", std::string()));
   ASSIGN_OR_RETURN(const nlohmann::json* inv, r.Raw("inventory"));
   auto inventory = hw::InventoryFromJson(*inv);
   if (!inventory.ok()) return r.Error("inventory", std::string(inventory.status().message()));

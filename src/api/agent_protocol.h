@@ -36,6 +36,9 @@ struct Registration {
   std::string capacity_type = "on-demand";  // on-demand | spot | reserved
   std::string region;
   std::map<std::string, std::string> labels;
+  // "host:port" where the agent serves Prometheus metrics (GET /metrics); empty when it serves none.
+  // Optional on the wire (JSON key "metrics_address"); GET /v1/prometheus/targets lists it.
+  std::string metrics_address;
 };
 
 struct RegistrationReply {

@@ -77,6 +77,32 @@ TEST(AgentProtocol, RegistrationCarriesTheInventory) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->inventory.gpus.size(), 8u);
   EXPECT_EQ(back->capacity_type, "spot");
+  EXPECT_EQ(back->metrics_address, "");
+}
+
+TEST(AgentProtocol, RegistrationCarriesTheMetricsAddress) {
+  Registration r;
+  r.node = "node-a";
+  r.address = "10.0.0.7";
+  r.metrics_address = "10.0.0.7:9471";
+  const nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j.at("metrics_address"), "10.0.0.7:9471");
+  auto back = RegistrationFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->metrics_address, "10.0.0.7:9471");
+  EXPECT_EQ(back->address, "10.0.0.7");
+
+  // Optional: a registration from an agent that serves no metrics (or predates them) has none.
+  nlohmann::json old = j;
+  old.erase("metrics_address");
+  auto without = RegistrationFromJson(old);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->metrics_address, "");
+
+  old["metrics_address"] = 9471;
+  auto bad = RegistrationFromJson(old);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "registration.metrics_address:")) << bad.status();
 }
 
 TEST(AgentProtocol, BadFieldsAreNamed) {

@@ -1,7 +1,9 @@
 // `gpugeek agent --server URL [--name NODE] [--address ADDR] [--emulate SPEC] [--data-dir DIR]
-//  [--capacity on-demand|spot|reserved] [--region R] [--label K=V]... [--no-cgroups]`: the per-node agent.
+//  [--capacity on-demand|spot|reserved] [--region R] [--label K=V]... [--no-cgroups]
+//  [--metrics-listen HOST:PORT|off]`: the per-node agent.
 // Registers this node's GPUs (NVML + ROCm SMI, or emulated ones) with the server, heartbeats, and runs the
-// workloads it is assigned until SIGINT or SIGTERM; then stops them gracefully and exits.
+// workloads it is assigned until SIGINT or SIGTERM; then stops them gracefully and exits. Serves its
+// Prometheus metrics (docs/metrics.md) on --metrics-listen and announces that address when it registers.
 
 #include <pthread.h>
 #include <signal.h>
@@ -17,10 +19,12 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent.h"
+#include "agent/metrics_listener.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
 #include "hw/composite_discovery.h"
 #include "hw/emulated_discovery.h"
+#include "metrics/registry.h"
 
 namespace gpugeek::cli {
 namespace {
@@ -62,6 +66,9 @@ void RegisterAgentCommand(CLI::App& app) {
     std::string region;
     std::vector<std::string> labels;
     bool no_cgroups = false;
+    // Loopback, any free port: agents sharing a host never collide, and Prometheus finds the port through
+    // the server (GET /v1/prometheus/targets). On a multi-host pool: --metrics-listen 0.0.0.0:9471.
+    std::string metrics_listen = "127.0.0.1:0";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("agent",
@@ -81,6 +88,10 @@ void RegisterAgentCommand(CLI::App& app) {
   sub->add_option("--region", o->region, "Region of this node, e.g. cn-east-1");
   sub->add_option("--label", o->labels, "A node label KEY=VALUE (repeatable)");
   sub->add_flag("--no-cgroups", o->no_cgroups, "Do not enforce CPU/memory limits with cgroups");
+  sub->add_option("--metrics-listen", o->metrics_listen,
+                  "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0: any free port; 0.0.0.0 or an "
+                  "empty host: every interface, announced as --address; \"off\" or \"\": none)")
+      ->capture_default_str();
   sub->callback([o] {
     std::map<std::string, std::string> labels;
     for (const std::string& l : o->labels) {
@@ -89,6 +100,12 @@ void RegisterAgentCommand(CLI::App& app) {
       labels[l.substr(0, eq)] = l.substr(eq + 1);
     }
     const std::string node = o->name.empty() ? LocalHostName() : o->name;
+    const bool serve_metrics = !agent::MetricsListenDisabled(o->metrics_listen);
+    if (serve_metrics) {
+      if (auto listen = agent::ParseMetricsListen(o->metrics_listen); !listen.ok()) {
+        Fail(fmt::format("--metrics-listen: {}", listen.status().message()), 2);
+      }
+    }
     std::unique_ptr<hw::Discovery> discovery;
     if (!o->emulate.empty()) {
       auto emulated = hw::EmulatedDiscovery::Create({.spec = o->emulate, .host_name = node});
@@ -106,6 +123,8 @@ void RegisterAgentCommand(CLI::App& app) {
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+    // Declared before the agent and the listener: it outlives both.
+    metrics::Registry registry;
     auto agent = agent::Agent::Create({.server_url = o->server,
                                        .node = node,
                                        .address = o->address,
@@ -114,7 +133,8 @@ void RegisterAgentCommand(CLI::App& app) {
                                        .labels = labels,
                                        .discovery = discovery.get(),
                                        .data_dir = o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir,
-                                       .cgroup_limits = !o->no_cgroups});
+                                       .cgroup_limits = !o->no_cgroups,
+                                       .metrics = serve_metrics ? &registry : nullptr});
     if (!agent.ok()) {
       pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
       Fail(std::string(agent.status().message()), absl::IsInvalidArgument(agent.status()) ? 2 : 1);
@@ -125,6 +145,22 @@ void RegisterAgentCommand(CLI::App& app) {
                  o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir);
     for (const std::string& p : inv.problems) spdlog::info("gpugeek agent {}: discovery: {}", node, p);
     spdlog::info("gpugeek agent {}: CPU/memory limits: {}", node, (*agent)->CgroupDescription());
+    std::unique_ptr<agent::MetricsListener> metrics_listener;
+    if (serve_metrics) {
+      // After Agent::Create: the registry has every family before the first scrape can render it.
+      auto listener = agent::MetricsListener::Start(o->metrics_listen, &registry, o->address);
+      if (!listener.ok()) {
+        agent->reset();
+        pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+        Fail(fmt::format("--metrics-listen {}: {}", o->metrics_listen, listener.status().message()), 1);
+      }
+      metrics_listener = std::move(*listener);
+      (*agent)->SetMetricsAddress(metrics_listener->address());
+      spdlog::info("gpugeek agent {}: agent metrics on {} (announced as {})", node, metrics_listener->url(),
+                   metrics_listener->address());
+    } else {
+      spdlog::info("gpugeek agent {}: metrics off", node);
+    }
 
     agent::Agent* a = agent->get();
     auto signalled = std::make_shared<std::atomic<bool>>(false);
@@ -139,6 +175,7 @@ void RegisterAgentCommand(CLI::App& app) {
     // Wake the waiter if Run ended for another reason (a thread-directed signal reaches only it).
     if (!signalled->load()) pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
+    if (metrics_listener != nullptr) metrics_listener->Stop();
     agent->reset();
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     if (!status.ok()) Fail(std::string(status.message()), 1);

@@ -1,8 +1,10 @@
-// `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--policy NAME]`: the embedded
+// `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--policy NAME]
+//  [--agent-metrics-listen HOST:PORT|off]`: the embedded
 // single-machine default. One process runs the control plane (SQLite under DIR/server) and one agent
 // for this host (DIR/agent): real GPUs when NVML or ROCm SMI finds any, else an emulated 8-GPU node,
-// so the whole job flow works on a machine without a GPU. Runs until SIGINT / SIGTERM; then the
-// agent stops its workloads gracefully and the server stops.
+// so the whole job flow works on a machine without a GPU. The agent serves its Prometheus metrics
+// (docs/metrics.md, "Agent") on --agent-metrics-listen, apart from the server's own /metrics. Runs until SIGINT /
+// SIGTERM; then the agent stops its workloads gracefully and the server stops.
 
 #include <signal.h>
 #include <unistd.h>
@@ -14,12 +16,14 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/metrics_listener.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
 #include "controlplane/server.h"
 #include "hw/composite_discovery.h"
 #include "hw/emulated_discovery.h"
+#include "metrics/registry.h"
 
 namespace gpugeek::cli {
 namespace {
@@ -36,6 +40,7 @@ void RegisterUpCommand(CLI::App& app) {
     std::string emulate;
     std::string data_dir;
     std::string policy = controlplane::ServerOptions().policy;
+    std::string agent_metrics_listen = "127.0.0.1:8471";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -49,6 +54,10 @@ void RegisterUpCommand(CLI::App& app) {
       "--data-dir", o->data_dir,
       "Store, logs and workload directories (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
+  sub->add_option("--agent-metrics-listen", o->agent_metrics_listen,
+                  "HOST:PORT where the agent serves its Prometheus metrics (GET /metrics; port 0: any free port; "
+                  "\"off\": none)")
+      ->capture_default_str();
   sub->callback([o] {
     const std::string cmd = "up";
     controlplane::ServerOptions options;
@@ -58,6 +67,12 @@ void RegisterUpCommand(CLI::App& app) {
     const std::filesystem::path data = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.data_dir = (data / "server").string();
     options.policy = o->policy;
+    const bool agent_metrics = !agent::MetricsListenDisabled(o->agent_metrics_listen);
+    if (agent_metrics) {
+      if (auto listen = agent::ParseMetricsListen(o->agent_metrics_listen); !listen.ok()) {
+        Fail(cmd, fmt::format("--agent-metrics-listen: {}", listen.status().message()), kExitUsage);
+      }
+    }
 
     // GPUs: real ones if this host has any, else emulated.
     std::unique_ptr<hw::Discovery> discovery;
@@ -93,13 +108,27 @@ void RegisterUpCommand(CLI::App& app) {
     ao.node = gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0' ? host : "local";
     ao.discovery = discovery.get();
     ao.data_dir = (data / "agent").string();
+    metrics::Registry agent_registry;  // outlives the agent and its listener
+    if (agent_metrics) ao.metrics = &agent_registry;
     auto agent = agent::Agent::Create(ao);
     if (!agent.ok()) Fail(cmd, fmt::format("agent: {}", agent.status().message()));
+    std::unique_ptr<agent::MetricsListener> metrics_listener;
+    if (agent_metrics) {
+      auto listener = agent::MetricsListener::Start(o->agent_metrics_listen, &agent_registry, ao.address);
+      if (!listener.ok()) {
+        Fail(cmd, fmt::format("--agent-metrics-listen {}: {}", o->agent_metrics_listen, listener.status().message()));
+      }
+      metrics_listener = std::move(*listener);
+      (*agent)->SetMetricsAddress(metrics_listener->address());
+    }
     std::jthread agent_thread([a = agent->get()](std::stop_token stop) { (void)a->Run(stop); });
 
     std::cout << fmt::format("gpugeek up: server on {} (data: {}), node {} with {} GPU(s), workload limits: {}\n",
                              (*server)->url(), data.string(), (*agent)->node(), (*agent)->inventory().gpus.size(),
                              (*agent)->CgroupDescription())
+              << (metrics_listener != nullptr
+                      ? fmt::format("gpugeek up: agent metrics on {}\n", metrics_listener->url())
+                      : std::string())
               << fmt::format("  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow --server {}\n",
                              (*server)->url())
               << std::flush;
@@ -110,6 +139,7 @@ void RegisterUpCommand(CLI::App& app) {
               << std::flush;
     (*agent)->Stop();
     agent_thread.join();
+    if (metrics_listener != nullptr) metrics_listener->Stop();
     (*server)->Stop();
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     std::cout << "gpugeek up: stopped\n";

@@ -1,0 +1,238 @@
+// End to end: the built `gpugeek agent` (and `gpugeek up`) serving the agent's Prometheus metrics on
+// --metrics-listen (--agent-metrics-listen) and announcing the address when registering. The control
+// plane's two agent endpoints are played by an http::Server in this process.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "api/agent_protocol.h"
+#include "http/client.h"
+#include "http/server.h"
+
+extern char** environ;
+
+namespace gpugeek::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// `gpugeek args...` with stdout+stderr in `log`; SIGTERMed (then SIGKILLed) on destruction.
+class Gpugeek {
+ public:
+  Gpugeek(std::vector<std::string> args, fs::path log) : log_(std::move(log)) {
+    args.insert(args.begin(), GPUGEEK_BINARY);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Gpugeek() { Stop(); }
+  // SIGTERM; the exit code (-1 when killed after 15 s).
+  int Stop() {
+    if (pid_ <= 0) return code_;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 300; ++i) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        return code_;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return code_;
+  }
+  std::string output() const { return ReadFile(log_); }
+  // The first match of `re`'s group 1 in the output within 20 s; "" otherwise.
+  std::string WaitForOutput(const std::regex& re) const {
+    for (int i = 0; i < 400; ++i) {
+      std::smatch m;
+      const std::string out = output();
+      if (std::regex_search(out, m, re)) return m[1];
+      std::this_thread::sleep_for(50ms);
+    }
+    return "";
+  }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  int code_ = -1;
+};
+
+class StubControlPlane {
+ public:
+  StubControlPlane() {
+    auto server = http::Server::Create({.host = "127.0.0.1", .port = 0, .threads = 2});
+    EXPECT_TRUE(server.ok());
+    server_ = std::move(*server);
+    server_->Route("POST", "/v1/agents/register", [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
+      auto j = r.JsonBody();
+      if (!j.ok()) return j.status();
+      auto reg = api::RegistrationFromJson(*j);
+      if (!reg.ok()) return reg.status();
+      std::lock_guard<std::mutex> lock(mu_);
+      registrations_.push_back(*reg);
+      return http::Reply::Json(api::ToJson(api::RegistrationReply{.heartbeat_interval_ms = 100}));
+    });
+    server_->Route("POST", "/v1/agents/{node}/heartbeat", [](const http::Request&) -> absl::StatusOr<http::Reply> {
+      return http::Reply::Json(api::ToJson(api::HeartbeatReply{}));
+    });
+    EXPECT_TRUE(server_->Start().ok());
+  }
+  std::string url() const { return server_->url(); }
+  // The first registration within 20 s.
+  std::optional<api::Registration> WaitForRegistration() const {
+    for (int i = 0; i < 400; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!registrations_.empty()) return registrations_.front();
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::unique_ptr<http::Server> server_;
+  mutable std::mutex mu_;
+  std::vector<api::Registration> registrations_;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "gpugeek_cli_agent_XXXXXX";
+    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  fs::path path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// GET /metrics until `want` is a line of it (10 s); the last text.
+std::string ScrapeUntil(const std::string& url, const std::string& want) {
+  auto client = http::Client::Create({.base_url = url});
+  EXPECT_TRUE(client.ok());
+  std::string text;
+  for (int i = 0; i < 200; ++i) {
+    auto got = (*client)->GetText("/metrics");
+    if (got.ok()) {
+      text = *got;
+      if (text.find("\n" + want + "\n") != std::string::npos) break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  return text;
+}
+
+const std::regex kMetricsLine(R"(agent metrics on (http://127\.0\.0\.1:[0-9]+)/metrics)");
+
+TEST(AgentCommand, ServesMetricsAndAnnouncesTheAddress) {
+  StubControlPlane cp;
+  TempDir dir;
+  const std::string node = fmt::format("cli-metrics-{}", ::getpid());
+  Gpugeek agent({"agent", "--server", cp.url(), "--name", node, "--emulate", "2xA100-SXM-80GB", "--data-dir",
+                 (dir.path() / "agent").string(), "--no-cgroups", "--metrics-listen", "127.0.0.1:0"},
+                dir.path() / "agent.log");
+  const std::string url = agent.WaitForOutput(kMetricsLine);
+  ASSERT_FALSE(url.empty()) << agent.output();
+  const std::string host_port = url.substr(std::string("http://").size());
+
+  const auto reg = cp.WaitForRegistration();
+  ASSERT_TRUE(reg.has_value()) << agent.output();
+  EXPECT_EQ(reg->node, node);
+  EXPECT_EQ(reg->metrics_address, host_port) << "loopback: announced as bound";
+  ASSERT_EQ(reg->inventory.gpus.size(), 2u);
+
+  const std::string ok = fmt::format(R"(gpugeek_agent_heartbeats_total{{node="{}",result="ok"}} 2)", node);
+  const std::string text = ScrapeUntil(url, ok);
+  EXPECT_NE(text.find("\n" + ok + "\n"), std::string::npos) << text;
+  const hw::GpuDevice& g = reg->inventory.gpus[1];
+  EXPECT_NE(text.find(fmt::format("\ngpugeek_gpu_memory_total_bytes{{node=\"{}\",gpu=\"1\",uuid=\"{}\",model=\"A100-"
+                                  "SXM-80GB\",vendor=\"nvidia\"}} 85899345920\n",
+                                  node, g.uuid)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(fmt::format("\ngpugeek_gpu_power_watts{{node=\"{}\",gpu=\"1\",uuid=\"{}\",model=\"A100-SXM-"
+                                  "80GB\",vendor=\"nvidia\"}} 40\n",
+                                  node, g.uuid)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(fmt::format("\ngpugeek_build_info{{node=\"{}\",version=\"", node)), std::string::npos);
+  EXPECT_EQ(agent.Stop(), 0) << agent.output();
+}
+
+TEST(AgentCommand, MetricsOffAnnouncesNothing) {
+  StubControlPlane cp;
+  TempDir dir;
+  Gpugeek agent({"agent", "--server", cp.url(), "--name", fmt::format("cli-nometrics-{}", ::getpid()), "--emulate",
+                 "1xL4", "--data-dir", (dir.path() / "agent").string(), "--no-cgroups", "--metrics-listen", "off"},
+                dir.path() / "agent.log");
+  const auto reg = cp.WaitForRegistration();
+  ASSERT_TRUE(reg.has_value()) << agent.output();
+  EXPECT_EQ(reg->metrics_address, "");
+  EXPECT_NE(agent.output().find("metrics off"), std::string::npos) << agent.output();
+  EXPECT_EQ(agent.Stop(), 0) << agent.output();
+}
+
+TEST(AgentCommand, BadMetricsAddressIsAUsageError) {
+  TempDir dir;
+  Gpugeek agent({"agent", "--server", "http://127.0.0.1:1", "--emulate", "1xL4", "--data-dir",
+                 (dir.path() / "agent").string(), "--no-cgroups", "--metrics-listen", "nowhere"},
+                dir.path() / "agent.log");
+  for (int i = 0; i < 200 && agent.output().find("--metrics-listen") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_NE(agent.output().find("gpugeek agent: --metrics-listen: metrics address 'nowhere' must be HOST:PORT"),
+            std::string::npos)
+      << agent.output();
+  EXPECT_EQ(agent.Stop(), 2);
+}
+
+TEST(UpCommand, ServesTheAgentsMetricsApartFromTheServer) {
+  TempDir dir;
+  Gpugeek up({"up", "--listen", "127.0.0.1:0", "--agent-metrics-listen", "127.0.0.1:0", "--emulate", "1xH100-SXM-80GB",
+              "--data-dir", dir.path().string()},
+             dir.path() / "up.log");
+  const std::string url = up.WaitForOutput(kMetricsLine);
+  ASSERT_FALSE(url.empty()) << up.output();
+  const std::string text = ScrapeUntil(url, "# TYPE gpugeek_gpu_info gauge");
+  EXPECT_NE(text.find("\n# TYPE gpugeek_gpu_info gauge\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("model=\"H100-SXM-80GB\",vendor=\"nvidia\",name="), std::string::npos) << text;
+  EXPECT_EQ(up.Stop(), 0) << up.output();
+}
+
+}  // namespace
+}  // namespace gpugeek::cli

@@ -8,6 +8,7 @@
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/api_views.h"
+#include "controlplane/metrics.h"
 #include "controlplane/openapi.h"
 #include "workload/plan_json.h"
 
@@ -160,6 +161,19 @@ absl::StatusOr<Reply> NodeAction(ControlPlane& cp, const Request& r, const std::
   return Reply::Json(NodeToJson(node));
 }
 
+// Prometheus HTTP service discovery (https://prometheus.io/docs/prometheus/latest/http_sd/): one
+// target group per node that is not down and announced where it serves its metrics.
+nlohmann::json PrometheusTargets(ControlPlane& cp) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const NodeView& n : cp.Nodes()) {
+    const api::Registration& r = n.registration;
+    if (n.state == "down" || r.metrics_address.empty()) continue;
+    groups.push_back({{"targets", {r.metrics_address}},
+                      {"labels", {{"node", r.node}, {"capacity_type", r.capacity_type}, {"region", r.region}}}});
+  }
+  return groups;
+}
+
 }  // namespace
 
 void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
@@ -203,6 +217,13 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
   server.Route("GET", "/v1/pool",
                [&cp](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PoolToJson(cp.Pool())); });
   server.Route("POST", "/v1/plans", [&cp](const Request& r) { return Plan(cp, r); });
+  server.Route("GET", "/v1/prometheus/targets",
+               [&cp](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PrometheusTargets(cp)); });
+  if (ControlPlaneMetrics* m = cp.metrics(); m != nullptr) {
+    server.Route("GET", "/metrics", [m](const Request&) -> absl::StatusOr<Reply> {
+      return Reply::Text(m->registry().Render(), metrics::kContentType);
+    });
+  }
   server.Route("POST", "/v1/agents/register", [&cp](const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
     ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));

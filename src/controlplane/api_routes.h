@@ -13,6 +13,8 @@
 //   POST /v1/plans                     {model_config, task, gpus?, objective?, top?} -> plan
 //   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)
 //   GET  /v1/healthz, GET /v1/openapi.json
+//   GET  /v1/prometheus/targets        Prometheus HTTP service discovery: the agents' metrics addresses
+//   GET  /metrics                      the server's metrics (docs/metrics.md) when the control plane has them
 //
 // Errors are {code, message, details} with the HTTP status of http/status_http.h; bad input is
 // a 4xx naming the field.

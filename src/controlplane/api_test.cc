@@ -1,5 +1,6 @@
 // The REST API end to end over loopback: a real ControlPlaneServer (SQLite, HTTP on port 0) and
 // the JSON client.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -174,6 +175,62 @@ TEST_F(ApiTest, ServesOpenApiAndPlans) {
   EXPECT_EQ((*plan)["candidates"][0]["gpu_model"], "H100-SXM-80GB");
   auto bad = client_->Post("/v1/plans", {{"model_config", config}, {"task", {{"kind", "dance"}}}});
   EXPECT_TRUE(absl::StartsWith(bad.status().message(), "task.kind:")) << bad.status();
+}
+
+TEST_F(ApiTest, ServesPrometheusMetricsOnTheApiPort) {
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  ASSERT_TRUE(client_->Get("/v1/healthz").ok());
+  EXPECT_EQ(client_->Get("/v1/jobs/j-99999999").status().code(), absl::StatusCode::kNotFound);
+
+  httplib::Client raw(server_->url());
+  auto scrape = raw.Get("/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_EQ(scrape->status, 200);
+  EXPECT_EQ(scrape->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  const std::string& text = scrape->body;
+  // Latency by route pattern (not the path) and status code, each request once.
+  EXPECT_THAT(text,
+              ::testing::HasSubstr(
+                  "\ngpugeek_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/healthz\",code=\"200\"} "
+                  "1\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\ngpugeek_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/"
+                                         "jobs/{id}\",code=\"404\"} 1\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\ngpugeek_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/"
+                                         "agents/register\",code=\"200\"} 1\n"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("\ngpugeek_pool_gpus{model=\"H100-SXM-80GB\",capacity_type=\"on-demand\"} 8\n"));
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("\ngpugeek_node_up{node=\"node-a\",capacity_type=\"on-demand\",region=\"\"} 1\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\ngpugeek_build_info{version=\"0.1.0\"} 1\n"));
+  EXPECT_TRUE((*client_->Get("/v1/openapi.json"))["paths"].contains("/metrics"));
+}
+
+TEST_F(ApiTest, PrometheusServiceDiscoveryListsAgentsThatServeMetrics) {
+  auto reg = [&](const std::string& node, const std::string& metrics_address) {
+    api::Registration r;
+    r.node = node;
+    r.address = "127.0.0.1";
+    r.capacity_type = "spot";
+    r.region = "cn-east-1";
+    r.metrics_address = metrics_address;
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xT4"), node, {node, 8, uint64_t{64} << 30, 1, ""});
+    ASSERT_TRUE(client_->Post("/v1/agents/register", api::ToJson(r)).ok());
+  };
+  auto empty = client_->Get("/v1/prometheus/targets");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, nlohmann::json::array());
+
+  reg("node-a", "10.0.0.7:9471");
+  reg("node-b", "");  // serves no metrics
+  auto targets = client_->Get("/v1/prometheus/targets");
+  ASSERT_TRUE(targets.ok()) << targets.status();
+  EXPECT_EQ(*targets, nlohmann::json::parse(R"([{"targets": ["10.0.0.7:9471"],
+      "labels": {"node": "node-a", "capacity_type": "spot", "region": "cn-east-1"}}])"));
+  httplib::Client raw(server_->url());
+  auto sd = raw.Get("/v1/prometheus/targets");
+  ASSERT_TRUE(sd);
+  EXPECT_EQ(sd->get_header_value("Content-Type"), "application/json");
+  EXPECT_TRUE((*client_->Get("/v1/openapi.json"))["paths"].contains("/v1/prometheus/targets"));
 }
 
 }  // namespace

@@ -65,7 +65,9 @@ nlohmann::json PoolToJson(const PoolView& pool) {
                     {"gpu_milli_total", r.gpu_milli_total},
                     {"gpu_milli_allocated", r.gpu_milli_allocated},
                     {"gpus_fully_free", r.gpus_fully_free},
-                    {"frag_gpu_milli", r.frag_gpu_milli}});
+                    {"gpus_allocated", r.gpus_allocated},
+                    {"frag_gpu_milli", r.frag_gpu_milli},
+                    {"unallocatable_gpus", r.unallocatable_gpus}});
   }
   return {{"rows", rows},
           {"gpu_milli_total", pool.gpu_milli_total},

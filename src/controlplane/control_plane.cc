@@ -12,6 +12,7 @@
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/job_request.h"
+#include "controlplane/metrics.h"
 #include "sched/frag.h"
 #include "sched/registry.h"
 #include "workload/model_config.h"
@@ -143,8 +144,14 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const Control
     return absl::UnavailableError(fmt::format("control plane: cannot create {}: {}", options.data_dir, ec.message()));
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(options));
   RETURN_IF_ERROR(cp->Load());
+  if (options.metrics != nullptr) {
+    cp->metrics_ = std::make_unique<ControlPlaneMetrics>(*options.metrics);
+    cp->metrics_->RegisterCollectors(*cp);
+  }
   return cp;
 }
+
+ControlPlane::~ControlPlane() = default;
 
 absl::Status ControlPlane::Load() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -169,6 +176,9 @@ absl::Status ControlPlane::Load() {
     int64_t number = 0;
     if (j.id.size() > 2 && j.id.starts_with("j-")) number = std::strtoll(j.id.c_str() + 2, nullptr, 10);
     next_job_number_ = std::max(next_job_number_, number + 1);
+    if (options_.metrics != nullptr && j.state == JobState::kPending && j.restarts > 0) {
+      requeued_at_.try_emplace(j.id, j.updated_at);  // a PENDING job's last update is its requeue
+    }
     if (j.allocation_json.empty()) continue;
     auto a = ParseAllocation(j.allocation_json);
     auto spec = api::ParseJobSpec(j.spec_yaml, catalog_);
@@ -194,6 +204,12 @@ std::string ControlPlane::LogDir(const std::string& job_id) const {
 // Jobs
 
 absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
+  absl::StatusOr<JobView> job = Admit(request);
+  if (metrics_) metrics_->Submission(job.ok());
+  return job;
+}
+
+absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   ASSIGN_OR_RETURN(api::JobSpec spec, api::ParseJobSpec(request.spec_yaml, catalog_));
   std::unique_lock<std::mutex> lock(mu_);
   std::string plan_json;
@@ -317,10 +333,12 @@ absl::StatusOr<JobView> ControlPlane::Cancel(const std::string& id, const std::s
     return absl::FailedPreconditionError(
         fmt::format("job {} already ended {}; there is nothing to cancel", id, api::JobStateName(record.state)));
   }
+  const JobState from = record.state;
   record.state = JobState::kCancelled;
   record.reason = reason.empty() ? "cancelled" : reason;
   record.updated_at = clock_.Now();
   ASSIGN_OR_RETURN(store::JobRecord stored, store_.UpdateJob(record));
+  CommittedLocked(id, from, JobState::kCancelled);
   if (auto it = live_.find(id); it != live_.end()) it->second.record = stored;
   return ViewLocked(stored);
 }
@@ -446,7 +464,9 @@ absl::Status ControlPlane::ApplyReportLocked(const std::string& node, const api:
     next.reason = std::move(reason);
     next.updated_at = now;
     if (exit_code) next.exit_code = exit_code;
+    const JobState from = live.record.state;
     ASSIGN_OR_RETURN(live.record, store_.UpdateJob(next));
+    CommittedLocked(live.record.id, from, to);
     return absl::OkStatus();
   };
   const bool all_running = std::all_of(live.members.begin(), live.members.end(),
@@ -523,7 +543,9 @@ void ControlPlane::Reconcile() {
   std::lock_guard<std::mutex> lock(mu_);
   CheckNodesLocked();
   if (cluster_dirty_) RebuildClusterLocked();
+  const TimePoint start = clock_.Now();
   ScheduleLocked();
+  if (metrics_) metrics_->SchedulingCycle(clock_.Now() - start);
 }
 
 void ControlPlane::CheckNodesLocked() {
@@ -563,9 +585,25 @@ absl::Status ControlPlane::RequeueLocked(LiveJob& live, const std::string& reaso
   next.reason = reason;
   next.updated_at = clock_.Now();
   RETURN_IF_ERROR(store_.UpdateJob(next).status());
+  CommittedLocked(next.id, live.record.state, JobState::kPending);
   live_.erase(next.id);
   cluster_dirty_ = true;
   return absl::OkStatus();
+}
+
+void ControlPlane::CommittedLocked(const std::string& id, JobState from, JobState to) {
+  if (!metrics_ || from == to) return;
+  metrics_->Transition(from, to);
+  if (to == JobState::kPending) {
+    // From the first loss: a job requeued again before it ran has been recovering all along.
+    requeued_at_.try_emplace(id, clock_.Now());
+    return;
+  }
+  if (to != JobState::kRunning && !api::IsTerminal(to)) return;
+  auto it = requeued_at_.find(id);
+  if (it == requeued_at_.end()) return;
+  if (to == JobState::kRunning) metrics_->Recovered(clock_.Now() - it->second);
+  requeued_at_.erase(it);
 }
 
 absl::Status ControlPlane::ReleaseLocked(LiveJob& live) {
@@ -685,6 +723,8 @@ void ControlPlane::ScheduleLocked() {
         spdlog::info("control plane: {} ({}) {}", job.id, job.name, binder.stored().reason);
         live_.insert_or_assign(job.id, std::move(live));
         pending_reason_.erase(job.id);
+        CommittedLocked(job.id, JobState::kPending, JobState::kScheduled);
+        if (metrics_) metrics_->Placed(active_policy_);
         why.clear();
         break;
       }
@@ -707,6 +747,7 @@ std::vector<NodeView> ControlPlane::Nodes() {
     NodeView v;
     v.registration = s.registration;
     v.state = NodeStateName(s.down, s.cordoned);
+    v.cordoned = s.cordoned;
     v.last_heartbeat = s.last_heartbeat;
     v.samples = s.samples;
     for (const auto& [id, live] : live_) {
@@ -761,13 +802,15 @@ absl::Status ControlPlane::Drain(const std::string& name) {
 }
 
 PoolView ControlPlane::Pool() {
+  PoolView view;
+  if (auto counts = store_.CountJobs(); counts.ok()) {
+    for (const store::JobCount& c : *counts) {
+      if (c.state == JobState::kPending) view.pending_jobs += static_cast<int>(c.count);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (cluster_dirty_) RebuildClusterLocked();
-  PoolView view;
   view.policy = active_policy_;
-  if (auto pending = store_.ListJobs({.state = JobState::kPending, .limit = 10000}); pending.ok()) {
-    view.pending_jobs = static_cast<int>(pending->size());
-  }
   if (!cluster_) return view;
   std::map<std::pair<std::string, std::string>, PoolRow> rows;
   int64_t idle = 0;
@@ -782,7 +825,9 @@ PoolView ControlPlane::Pool() {
     row.gpu_milli_total += int64_t{spec.gpu_count} * sched::kMilliPerGpu;
     row.gpu_milli_allocated += int64_t{spec.gpu_count} * sched::kMilliPerGpu - cluster_->gpu_free_total(n);
     row.gpus_fully_free += cluster_->full_free_gpus(n);
+    row.gpus_allocated += spec.gpu_count - cluster_->full_free_gpus(n);
     row.frag_gpu_milli += sched::NodeFragMilli(*cluster_, n, typical_);
+    row.unallocatable_gpus += sched::NodeUnallocatableGpus(*cluster_, n, typical_);
     idle += cluster_->gpu_free_total(n);
   }
   for (auto& [key, row] : rows) {

@@ -38,11 +38,14 @@
 #include "controlplane/allocation.h"
 #include "controlplane/node_model.h"
 #include "hw/gpu_catalog.h"
+#include "metrics/registry.h"
 #include "sched/framework.h"
 #include "store/store.h"
 #include "workload/planner.h"
 
 namespace gpugeek::controlplane {
+
+class ControlPlaneMetrics;
 
 struct ControlPlaneOptions {
   store::Store* store = nullptr;  // borrowed; must outlive the control plane
@@ -56,6 +59,10 @@ struct ControlPlaneOptions {
   Duration heartbeat_interval = std::chrono::seconds(1);
   Duration node_timeout = std::chrono::seconds(5);  // silent this long = down
   const hw::GpuCatalog* catalog = nullptr;          // nullptr = GpuCatalog::Builtin()
+  // Where the server metrics of docs/metrics.md go (controlplane/metrics.h); nullptr = none. Borrowed;
+  // one control plane per registry, and no Render() after the control plane is destroyed (its
+  // collectors read it).
+  metrics::Registry* metrics = nullptr;
 };
 
 struct SubmitRequest {
@@ -73,7 +80,8 @@ struct JobView {
 
 struct NodeView {
   api::Registration registration;
-  std::string state;  // ready | cordoned | down
+  std::string state;      // ready | cordoned | down
+  bool cordoned = false;  // also while down
   TimePoint last_heartbeat;
   std::vector<hw::GpuSample> samples;
   int64_t gpu_milli_allocated = 0;
@@ -88,7 +96,9 @@ struct PoolRow {
   int64_t gpu_milli_total = 0;
   int64_t gpu_milli_allocated = 0;
   int gpus_fully_free = 0;
-  double frag_gpu_milli = 0;  // FGD fragmentation measure (expected unusable milli-GPU), sched/frag.h
+  int gpus_allocated = 0;      // GPUs with any allocation (gpus - gpus_fully_free)
+  double frag_gpu_milli = 0;   // FGD fragmentation measure (expected unusable milli-GPU), sched/frag.h
+  int unallocatable_gpus = 0;  // GPUs with free milli no typical pod fits (sched::NodeUnallocatableGpus)
 };
 
 struct PoolView {
@@ -106,6 +116,7 @@ class ControlPlane {
   // Rebuilds nodes and jobs from the store. InvalidArgument for missing options, NotFound for an
   // unknown policy.
   static absl::StatusOr<std::unique_ptr<ControlPlane>> Create(const ControlPlaneOptions& options);
+  ~ControlPlane();
 
   // Admission: validates the spec (InvalidArgument naming the field), runs the planner when the
   // spec has model + task and no accelerators (FailedPrecondition when nothing in the pool fits,
@@ -138,7 +149,15 @@ class ControlPlane {
   absl::Status SetCordoned(const std::string& name, bool cordoned);
   // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere.
   absl::Status Drain(const std::string& name);
+  // The schedulable pool (nodes up and not cordoned) by GPU model and capacity type.
   PoolView Pool();
+  // Jobs per (state, priority): one aggregate store query (Store::CountJobs).
+  absl::StatusOr<std::vector<store::JobCount>> CountJobs() { return store_.CountJobs(); }
+
+  // The injected clock (metrics read ages with it).
+  Clock& clock() { return clock_; }
+  // The instruments when ControlPlaneOptions::metrics was given, else nullptr.
+  ControlPlaneMetrics* metrics() { return metrics_.get(); }
 
   // Plans a task without submitting it, over the GPU models registered in the pool (or `pool`
   // when given).
@@ -178,6 +197,7 @@ class ControlPlane {
   };
 
   explicit ControlPlane(const ControlPlaneOptions& options);
+  absl::StatusOr<JobView> Admit(const SubmitRequest& request);
   absl::StatusOr<store::JobRecord> CommitGrouped(store::JobRecord record);
   absl::Status Load();
   // All *Locked methods require mu_.
@@ -185,6 +205,8 @@ class ControlPlane {
   void ScheduleLocked();
   void CheckNodesLocked();
   absl::Status RequeueLocked(LiveJob& live, const std::string& reason);
+  // Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
+  void CommittedLocked(const std::string& id, api::JobState from, api::JobState to);
   absl::Status ReleaseLocked(LiveJob& live);
   absl::Status ApplyReportLocked(const std::string& node, const api::WorkloadReport& report);
   void AppendLogLocked(const api::LogChunk& chunk);
@@ -200,6 +222,7 @@ class ControlPlane {
   store::Store& store_;
   Clock& clock_;
   const hw::GpuCatalog& catalog_;
+  std::unique_ptr<ControlPlaneMetrics> metrics_;  // set by Create after Load; nullptr = no metrics
 
   // Group commit of submissions; never held together with mu_ except mu_ inside commit_mu_'s
   // unlocked section.
@@ -222,6 +245,11 @@ class ControlPlane {
   std::vector<const SchedNode*> sched_nodes_;            // by index
   bool cluster_dirty_ = true;
   int64_t next_job_number_ = 1;
+  // When each job still waiting for its recovery was requeued (metrics: requeue -> RUNNING again).
+  // In memory only: Load seeds it from PENDING jobs that were requeued (their updated_at is the
+  // requeue), but a job a restarted server finds already SCHEDULED again has lost its requeue time,
+  // so that one recovery is not observed.
+  std::map<std::string, TimePoint> requeued_at_;
 };
 
 }  // namespace gpugeek::controlplane

@@ -1,5 +1,7 @@
 #include "controlplane/openapi.h"
 
+#include "common/version.h"
+
 namespace gpugeek::controlplane {
 namespace {
 
@@ -148,6 +150,31 @@ J Build() {
   paths["/v1/plans"]["post"] =
       Op("Plan a task over the pool without submitting", JsonResponse("plan", {{"type", "object"}}));
   paths["/v1/plans"]["post"]["requestBody"] = Body(Ref("PlanRequest"));
+  paths["/v1/prometheus/targets"]["get"] = {
+      {"summary",
+       "Prometheus HTTP service discovery: one target group per node that is not down and announced a metrics "
+       "address (https://prometheus.io/docs/prometheus/latest/http_sd/)"},
+      {"responses",
+       {{"200",
+         JsonResponse(
+             "target groups",
+             {{"type", "array"},
+              {"items",
+               {{"type", "object"},
+                {"properties",
+                 {{"targets", {{"type", "array"}, {"items", {{"type", "string"}, {"example", "10.0.0.7:9471"}}}}},
+                  {"labels",
+                   {{"type", "object"},
+                    {"properties",
+                     {{"node", {{"type", "string"}}},
+                      {"capacity_type", {{"type", "string"}}},
+                      {"region", {{"type", "string"}}}}}}}}}}}})}}}};
+  paths["/metrics"]["get"] = {
+      {"summary", "The server's metrics (docs/metrics.md) in the Prometheus text format 0.0.4"},
+      {"responses",
+       {{"200",
+         {{"description", "metrics"},
+          {"content", {{"text/plain; version=0.0.4; charset=utf-8", {{"schema", {{"type", "string"}}}}}}}}}}}};
   paths["/v1/agents/register"]["post"] =
       Op("Agent registration (api/agent_protocol.h)", JsonResponse("ok", {{"type", "object"}}));
   paths["/v1/agents/{node}/heartbeat"]["post"] =
@@ -155,7 +182,7 @@ J Build() {
   paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
 
   return {{"openapi", "3.0.3"},
-          {"info", {{"title", "gpugeek control plane"}, {"version", "0.1.0"}}},
+          {"info", {{"title", "gpugeek control plane"}, {"version", kVersion}}},
           {"paths", paths},
           {"components", {{"schemas", schemas}}}};
 }

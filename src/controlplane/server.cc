@@ -7,6 +7,7 @@
 
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
+#include "controlplane/metrics.h"
 
 namespace gpugeek::controlplane {
 
@@ -17,6 +18,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   if (ec) return absl::UnavailableError(fmt::format("server: cannot create {}: {}", options.data_dir, ec.message()));
   auto s = std::unique_ptr<ControlPlaneServer>(new ControlPlaneServer());
   s->options_ = options;
+  if (options.metrics == nullptr) s->own_metrics_ = std::make_unique<metrics::Registry>();
+  s->metrics_ = options.metrics != nullptr ? options.metrics : s->own_metrics_.get();
   ASSIGN_OR_RETURN(
       s->store_, store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string()}));
   ControlPlaneOptions cp;
@@ -25,10 +28,15 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.policy = options.policy;
   cp.heartbeat_interval = options.heartbeat_interval;
   cp.node_timeout = options.node_timeout;
+  cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   http::ServerOptions ho;
   ho.host = options.host;
   ho.port = options.port;
+  ho.observer = [m = s->control_plane_->metrics()](const std::string& method, const std::string& route, int status,
+                                                   Duration elapsed) {
+    m->HttpRequest(method, route, status, elapsed);
+  };
   ASSIGN_OR_RETURN(s->http_, http::Server::Create(ho));
   RegisterApiRoutes(*s->http_, *s->control_plane_, RealClock());
   RETURN_IF_ERROR(s->http_->Start());

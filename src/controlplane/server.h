@@ -2,6 +2,9 @@
 // ControlPlaneServer: `gpugeek server` in one object. It opens the store (SQLite under data_dir),
 // rebuilds the control plane from it, serves the REST API, and runs the controllers' loop.
 //
+// Metrics: GET /metrics on the same port serves the server half of docs/metrics.md (controlplane/
+// metrics.h) from a metrics::Registry the server owns, or the caller's (ServerOptions::metrics).
+//
 // Graceful shutdown (Stop): stop accepting requests, finish those in flight, stop the loop; every
 // acknowledged change is already in the store.
 
@@ -14,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "controlplane/control_plane.h"
 #include "http/server.h"
+#include "metrics/registry.h"
 #include "store/sqlite_store.h"
 
 namespace gpugeek::controlplane {
@@ -26,6 +30,12 @@ struct ServerOptions {
   Duration heartbeat_interval = std::chrono::seconds(1);
   Duration node_timeout = std::chrono::seconds(5);
   Duration reconcile_interval = std::chrono::milliseconds(100);
+  // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
+  // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
+  // families, gpugeek_build_info included, in Start: whoever shares the registry must not add that
+  // family again, and must add its own before Start (Registry::Add* is not safe against a scrape).
+  // After a failed Start the registry holds collectors over a destroyed control plane: drop it too.
+  metrics::Registry* metrics = nullptr;
 };
 
 class ControlPlaneServer {
@@ -39,12 +49,17 @@ class ControlPlaneServer {
   std::string url() const { return http_->url(); }
   int port() const { return http_->port(); }
   ControlPlane& control_plane() { return *control_plane_; }
+  // What GET /metrics renders.
+  metrics::Registry& metrics() { return *metrics_; }
 
  private:
   ControlPlaneServer() = default;
   void Loop();
 
   ServerOptions options_;
+  // Declared first, destroyed last: the control plane's collectors and instruments live in it.
+  std::unique_ptr<metrics::Registry> own_metrics_;
+  metrics::Registry* metrics_ = nullptr;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<http::Server> http_;

@@ -2,6 +2,7 @@
 //  [--objective time|cost|gpus] [--top 5] [--json] [--svg FILE]`: sizes a job from its model's
 // config.json and ranks the GPU combinations that fit (src/workload/planner.h).
 
+#include <cmath>
 #include <fstream>
 #include <iostream>
 
@@ -211,6 +212,14 @@ void RegisterPlanCommand(CLI::App& app) {
   sub->add_flag("--json", o->json, "Print JSON instead of a table");
   sub->add_option("--svg", o->svg, "Write an SVG chart of the memory breakdowns to FILE");
   sub->callback([o] {
+    // Flag values first, by flag name (NaN fails each comparison, so it is refused too).
+    if (o->seq < 1) Fail(fmt::format("--seq {} must be at least 1", o->seq));
+    if (o->batch < 1) Fail(fmt::format("--batch {} must be at least 1", o->batch));
+    if (!(o->tokens >= 0 && std::isfinite(o->tokens)))
+      Fail(fmt::format("--tokens {} must be a finite number >= 0", o->tokens));
+    if (!(o->margin >= 0 && o->margin < 1)) Fail(fmt::format("--margin {} must be in [0, 1), e.g. 0.1", o->margin));
+    if (o->top < 1) Fail(fmt::format("--top {} must be at least 1", o->top));
+    if (o->lora_rank < 1) Fail(fmt::format("--lora-rank {} must be at least 1", o->lora_rank));
     auto config = workload::LoadModelConfig(o->model);
     if (!config.ok()) Fail(std::string(config.status().message()));
     auto kind = workload::ParseTaskKind(o->task);

@@ -342,8 +342,15 @@ absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const
                               const PlannerOptions& options) {
   if (pool.empty()) return absl::InvalidArgumentError("the GPU pool is empty");
   if (task.seq < 1 || task.batch < 1) return absl::InvalidArgumentError("seq and batch must be at least 1");
-  if (options.safety_margin < 0 || options.safety_margin >= 1) {
-    return absl::InvalidArgumentError("safety margin must be in [0, 1)");
+  // Written so that NaN fails too.
+  if (!(task.tokens >= 0 && std::isfinite(task.tokens))) {
+    return absl::InvalidArgumentError(fmt::format("tokens must be a finite number >= 0, not {}", task.tokens));
+  }
+  if (!(options.safety_margin >= 0 && options.safety_margin < 1)) {
+    return absl::InvalidArgumentError(fmt::format("safety margin must be in [0, 1), not {}", options.safety_margin));
+  }
+  if ((task.kind == TaskKind::kLora || task.kind == TaskKind::kQlora) && task.lora.rank < 1) {
+    return absl::InvalidArgumentError(fmt::format("LoRA rank must be at least 1, not {}", task.lora.rank));
   }
   for (const PoolEntry& e : pool) {
     if (e.gpu == nullptr || e.count < 1) return absl::InvalidArgumentError("pool entries need a GPU model and a count");

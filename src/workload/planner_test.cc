@@ -6,6 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "common/units.h"
 #include "workload/test_models.h"
 
@@ -145,6 +148,20 @@ TEST(PlannerTest, Errors) {
   bad_lora.lora.targets = {"c_attn"};
   EXPECT_FALSE(MakePlan(llama, bad_lora, {Gpus("A100-80GB", 1)}).ok());
   EXPECT_FALSE(MakePlan(llama, Task{TaskKind::kLora, 0, 1}, {Gpus("A100-80GB", 1)}).ok());
+  // NaN and infinities fail every range check.
+  Task nan_tokens{TaskKind::kLora, 4096, 1};
+  nan_tokens.tokens = std::nan("");
+  EXPECT_EQ(MakePlan(llama, nan_tokens, {Gpus("A100-80GB", 1)}).status().message(),
+            "tokens must be a finite number >= 0, not nan");
+  nan_tokens.tokens = std::numeric_limits<double>::infinity();
+  EXPECT_FALSE(MakePlan(llama, nan_tokens, {Gpus("A100-80GB", 1)}).ok());
+  PlannerOptions nan_margin;
+  nan_margin.safety_margin = std::nan("");
+  EXPECT_EQ(MakePlan(llama, Task{TaskKind::kLora, 4096, 1}, {Gpus("A100-80GB", 1)}, nan_margin).status().message(),
+            "safety margin must be in [0, 1), not nan");
+  Task rank0{TaskKind::kLora, 4096, 1};
+  rank0.lora.rank = 0;
+  EXPECT_FALSE(MakePlan(llama, rank0, {Gpus("A100-80GB", 1)}).ok());
   EXPECT_FALSE(ParseTaskKind("finetune").ok());
   EXPECT_FALSE(ParseObjective("speed").ok());
   // Nothing fits: a result, not an error.

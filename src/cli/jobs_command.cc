@@ -20,6 +20,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
+#include "common/file.h"
 #include "common/table.h"
 #include "common/units.h"
 
@@ -68,12 +69,11 @@ std::string PlacementShort(const json& allocation) {
   return out.empty() ? "-" : out;
 }
 
+// At most 16 MiB: what the server accepts in one request (http::ServerOptions::max_body_bytes).
 std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail(cmd, fmt::format("cannot read {} {}: {}", what, path.string(), std::strerror(errno)), kExitUsage);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  absl::StatusOr<std::string> text = ReadFileBounded(path.string(), 16 << 20, what);
+  if (!text.ok()) Fail(cmd, std::string(text.status().message()), kExitUsage);
+  return *std::move(text);
 }
 
 // The job's outcome line and exit code: 0 on SUCCEEDED, 1 otherwise.

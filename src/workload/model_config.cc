@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "workload/param_count.h"
 
@@ -534,11 +535,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text) {
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(fmt::format("cannot read model config '{}'", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto config = ParseModelConfig(ss.str());
+  // A Hugging Face config.json is a few KiB; 16 MiB is what the server accepts in one request.
+  ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(path, 16 << 20, "model config"));
+  auto config = ParseModelConfig(text);
   if (!config.ok()) {
     return absl::Status(config.status().code(), fmt::format("{}: {}", path, std::string(config.status().message())));
   }

@@ -9,6 +9,7 @@ packages=(
   # libraries
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libncurses-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools used by scripts and tests; prometheus brings promtool and the server the monitoring test scrapes with

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterUpCommand(app);
   gpugeek::cli::RegisterJobCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);
+  gpugeek::cli::RegisterTopCommand(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

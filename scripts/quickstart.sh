@@ -3,7 +3,7 @@
 # builds gpugeek, shows this host's GPUs, starts `gpugeek up` (server + agent; an emulated 8-GPU node
 # when the host has no GPU; SQLite under ~/.local/share/gpugeek), submits the Llama-2-70B LoRA
 # example, which the planner sizes and the scheduler places, follows it to completion, prints
-# where each step happened, and stops.
+# where each step happened, shows the pool in `gpugeek top` and as Prometheus metrics, and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -33,3 +33,6 @@ step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url"
 id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
 step build/gpugeek pool --server "$url"
+step build/gpugeek top --once --server "$url"   # the live view: `gpugeek top` refreshes it every second
+printf '\n\033[1m$ curl -s %s/metrics | grep ...\033[0m   (Prometheus metrics: docs/metrics.md, deploy/)\n' "$url"
+curl -s "$url/metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fragmentation_ratio|jobs|job_transitions_total)[{ ]' || true

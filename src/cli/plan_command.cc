@@ -318,6 +318,7 @@ void RegisterPlanCommand(CLI::App& app) {
       const PlanCandidate& best = plan->candidates[0];
       std::cout << "Memory per GPU of #1 (" << best.Summary() << "):\n" << MemoryBar(best);
       std::cout << "Next smaller: " << best.next_smaller << "\n";
+      if (!best.size_note.empty()) std::cout << "Size: " << best.size_note << "\n";
       if (!launch_text.empty()) std::cout << "\nLaunch #1:\n" << launch_text;
     }
     for (const auto& r : plan->rejected) std::cout << "Rejected: " << r << "\n";

@@ -8,14 +8,30 @@
 namespace gpugeek::workload {
 namespace {
 
-double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_second) {
-  if (ranks <= 1 || bytes <= 0) return 0;
-  return 2.0 * (ranks - 1) / ranks * bytes / bytes_per_second;
-}
-
 bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 }  // namespace
+
+double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_second, double base_latency_s,
+                            double hop_latency_s) {
+  if (ranks <= 1 || bytes <= 0 || bytes_per_second <= 0) return 0;
+  const double steps = 2.0 * (ranks - 1);  // reduce-scatter then all-gather around the ring
+  return base_latency_s + steps * hop_latency_s + steps / ranks * bytes / bytes_per_second;
+}
+
+CollectiveLink TensorParallelLink(const hw::GpuModel& gpu, int ranks, const TimeModel& model) {
+  CollectiveLink link;
+  if (ranks > NvlinkDomainSize(gpu)) {
+    link.bytes_per_second = model.inter_node_bytes_per_second * model.collective_efficiency;
+    link.hop_latency_s = model.network_hop_latency_s;
+    return link;
+  }
+  const auto& ic = gpu.interconnect;
+  const bool fast = ic.nvlink_bytes_per_second > 0 || ic.xgmi_bytes_per_second > 0;
+  link.bytes_per_second = IntraDomainBytesPerSecond(gpu) * model.collective_efficiency;
+  link.hop_latency_s = fast ? model.nvlink_hop_latency_s : model.pcie_hop_latency_s;
+  return link;
+}
 
 FlopsPerToken ComputeFlopsPerToken(const ModelConfig& c, int64_t seq, Recompute recompute) {
   double linear = 0, head = 0;
@@ -92,9 +108,13 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   const double inter = model.inter_node_bytes_per_second * model.collective_efficiency;
   const double layers_on_stage = std::ceil(static_cast<double>(config.TotalLayers()) / l.pp);
   const double act_bytes = tokens_mb * h * 2;
+  // Megatron-LM (Shoeybi et al. 2019 Fig. 4): 2 all-reduces forward + 2 backward per layer, and the
+  // forward two again under full recomputation.
   const int allreduces_per_layer = o.recompute == Recompute::kFull ? 6 : 4;
-  const double tp_bw = l.tp <= domain ? intra : inter;
-  const double tp_mb = layers_on_stage * allreduces_per_layer * RingAllReduceSeconds(act_bytes, l.tp, tp_bw);
+  const CollectiveLink tp_link = TensorParallelLink(gpu, l.tp, model);
+  const double tp_mb = layers_on_stage * allreduces_per_layer *
+                       RingAllReduceSeconds(act_bytes, l.tp, tp_link.bytes_per_second, model.all_reduce_base_latency_s,
+                                            tp_link.hop_latency_s);
   const double pp_bw = l.tp * l.pp <= domain ? intra : inter;
   const double pp_mb = l.pp > 1 ? 2 * act_bytes / l.tp / pp_bw : 0;
   const double mb = compute_mb + tp_mb + pp_mb;
@@ -143,6 +163,53 @@ double DecodeTokensPerSecond(const ModelConfig& config, uint64_t weight_bytes_pe
   const double memory_s = (static_cast<double>(weight_bytes_per_gpu) + kv_bytes_per_gpu) / bw;
   const double compute_s = f.forward * batch / tp / (peak * eff);
   return static_cast<double>(batch) / std::max(memory_s, compute_s);
+}
+
+InferenceFlops ComputeInferenceFlops(const ModelConfig& config, int64_t prompt_tokens) {
+  InferenceFlops f;
+  f.decode = ComputeFlopsPerToken(config, 1, Recompute::kNone).forward;
+  f.prefill = ComputeFlopsPerToken(config, std::max<int64_t>(prompt_tokens, 1), Recompute::kNone).forward;
+  return f;
+}
+
+InferenceTime EstimateInferenceTime(const ModelConfig& config, uint64_t weight_bytes_per_gpu, double kv_bytes_per_gpu,
+                                    int64_t batch, int64_t prompt_tokens, const ParallelLayout& layout,
+                                    const hw::GpuModel& gpu, const TimeModel& model,
+                                    const InferenceFlops* given_flops) {
+  InferenceTime t;
+  const double bw = static_cast<double>(gpu.memory_bandwidth_bytes_per_second);
+  const double peak = PeakFlops(gpu);
+  if (bw <= 0 || peak <= 0 || batch <= 0) return t;
+  const InferenceFlops f = given_flops != nullptr ? *given_flops : ComputeInferenceFlops(config, prompt_tokens);
+  const int tp = std::max(layout.tp, 1), pp = std::max(layout.pp, 1);
+  const double h = static_cast<double>(config.hidden_size);
+  const double eff = model.max_matmul_efficiency * h / (h + model.half_efficiency_hidden);
+  const double layers_on_stage = std::ceil(static_cast<double>(config.TotalLayers()) / pp);
+  const CollectiveLink link = TensorParallelLink(gpu, tp, model);
+  auto all_reduce = [&](double tokens) {
+    return RingAllReduceSeconds(tokens * h * 2, tp, link.bytes_per_second, model.all_reduce_base_latency_s,
+                                link.hop_latency_s);
+  };
+  const double stage_read_s = static_cast<double>(weight_bytes_per_gpu) / bw;
+  // Decode: each stage reads its weights and the batch's KV, computes its share of the forward
+  // pass, and all-reduces twice per layer; the token then moves on to the next stage.
+  const double b = static_cast<double>(batch);
+  const double stage_memory_s = stage_read_s + kv_bytes_per_gpu / bw;
+  const double stage_compute_s = f.decode * b / (tp * pp) / (peak * eff);
+  const double stage_comm_s = layers_on_stage * 2 * all_reduce(b);
+  t.decode_memory_s = pp * stage_memory_s;
+  t.decode_compute_s = pp * stage_compute_s;
+  t.decode_tp_comm_s = pp * stage_comm_s;
+  t.decode_step_s = pp * (std::max(stage_memory_s, stage_compute_s) + stage_comm_s);
+  t.tokens_per_second = t.decode_step_s > 0 ? b / t.decode_step_s : 0;
+  // Prefill of one prompt.
+  const double s = static_cast<double>(std::max<int64_t>(prompt_tokens, 1));
+  const double prefill_stage_compute_s = f.prefill * s / (tp * pp) / (peak * eff);
+  const double prefill_stage_comm_s = layers_on_stage * 2 * all_reduce(s);
+  t.prefill_compute_s = pp * prefill_stage_compute_s;
+  t.prefill_tp_comm_s = pp * prefill_stage_comm_s;
+  t.prefill_s = pp * (std::max(prefill_stage_compute_s, stage_read_s) + prefill_stage_comm_s);
+  return t;
 }
 
 }  // namespace gpugeek::workload

@@ -10,11 +10,25 @@
 // the attention term once more.
 //
 // Time: compute at catalog dense peak x a matmul efficiency that grows with the hidden size
-// (small GEMMs run further from peak); TP all-reduces (ring: 2(t−1)/t x bytes / bandwidth) are
-// not overlapped, as in Megatron's 2021 schedule; the pipeline adds (p−1)/v bubble slots of one
-// micro-batch; the data-parallel gradient all-reduce overlaps the last micro-batch's backward.
-// Link bandwidths: NVLink / XGMI from the catalog inside an NVLink domain, else the inter-node
-// network per GPU (kDefaultInterNodeBytesPerSecond).
+// (small GEMMs run further from peak); TP all-reduces are not overlapped, as in Megatron's 2021
+// schedule; the pipeline adds (p−1)/v bubble slots of one micro-batch; the data-parallel gradient
+// all-reduce overlaps the last micro-batch's backward.
+//
+// Tensor-parallel communication (Shoeybi et al. 2019, Megatron-LM, arXiv:1909.08053 Sec. 3 and
+// Fig. 4): a transformer layer split over t GPUs needs two all-reduces of its activations in the
+// forward pass (after the attention output projection and after the MLP down projection) and two
+// in the backward pass; full recomputation repeats the forward two. Each all-reduce carries
+// tokens x hidden x 2 bytes (16-bit activations). Its time is NCCL's ring model (NCCL
+// src/graph/tuning.cc, `ncclTopoTuneModel`; nccl-tests doc/PERFORMANCE.md "bus bandwidth"):
+//   T(bytes, t) = base + 2(t−1) x hop  +  2(t−1)/t x bytes / (link bandwidth x efficiency)
+// with base = 6.6 µs and a per-step hop latency of 0.6 µs over NVLink / XGMI, 1.0 µs over PCIe and
+// 2.7 µs over the network (NCCL's Ring / LL constants; an all-reduce is 2(t−1) ring steps). The
+// latency term is what dominates serving: a decode step all-reduces only batch x hidden x 2 bytes
+// per layer (Qwen2.5-7B at batch 1: 7 KiB, 56 times per token), so extra TP GPUs never make a
+// decode step linearly faster.
+// Link bandwidths: NVLink / XGMI from the catalog (per direction) inside an NVLink domain; GPUs
+// without one fall back to PCIe (catalog `pcie_generation`); across domains the inter-node network
+// per GPU (kDefaultInterNodeBytesPerSecond).
 
 #include <cstdint>
 
@@ -45,12 +59,36 @@ inline constexpr double kDefaultCollectiveEfficiency = 0.7;
 inline constexpr double kMaxMatmulEfficiency = 0.62;
 inline constexpr double kHalfEfficiencyHidden = 700;
 
+// NCCL's ring all-reduce latency model (src/graph/tuning.cc: baseLat Ring/LL 6.6 µs; hwLat Ring/LL
+// 0.6 µs per step over NVLink, 1.0 µs over PCIe, 2.7 µs over the network).
+inline constexpr double kAllReduceBaseLatencySeconds = 6.6e-6;
+inline constexpr double kNvlinkHopLatencySeconds = 0.6e-6;
+inline constexpr double kPcieHopLatencySeconds = 1.0e-6;
+inline constexpr double kNetworkHopLatencySeconds = 2.7e-6;
+
 struct TimeModel {
   double inter_node_bytes_per_second = kDefaultInterNodeBytesPerSecond;
   double collective_efficiency = kDefaultCollectiveEfficiency;
   double max_matmul_efficiency = kMaxMatmulEfficiency;
   double half_efficiency_hidden = kHalfEfficiencyHidden;
+  double all_reduce_base_latency_s = kAllReduceBaseLatencySeconds;
+  double nvlink_hop_latency_s = kNvlinkHopLatencySeconds;
+  double pcie_hop_latency_s = kPcieHopLatencySeconds;
+  double network_hop_latency_s = kNetworkHopLatencySeconds;
 };
+
+// One ring all-reduce of `bytes` over `ranks` GPUs (NCCL's model above): 0 for one rank.
+double RingAllReduceSeconds(double bytes, int ranks, double bytes_per_second, double base_latency_s = 0,
+                            double hop_latency_s = 0);
+
+// The link a TP group of `ranks` GPUs of `gpu` uses: bandwidth per direction x collective
+// efficiency, and the per-step latency. Inside the NVLink / XGMI domain (ranks <= NvlinkDomainSize)
+// the fast link, or PCIe for GPUs without one; beyond it the inter-node network.
+struct CollectiveLink {
+  double bytes_per_second = 0;
+  double hop_latency_s = 0;
+};
+CollectiveLink TensorParallelLink(const hw::GpuModel& gpu, int ranks, const TimeModel& model = {});
 
 // GPUs that share NVLink / XGMI all-to-all: SXM / OAM boards with NVLink or XGMI form 8-GPU
 // domains (HGX / MI300X platforms); PCIe cards with an NVLink or XGMI bridge pair up; others 1.
@@ -84,7 +122,38 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& opti
 
 // Decode throughput upper bound for serving: every step reads the weight shard and the KV of the
 // batch from HBM, so tokens/s per replica ≈ batch / max(bytes / HBM bandwidth, FLOPs / peak).
+// No communication: EstimateInferenceTime is the serving model with TP all-reduces.
 double DecodeTokensPerSecond(const ModelConfig& config, uint64_t weight_bytes_per_gpu, double kv_bytes_per_gpu,
                              int64_t batch, int tp, const hw::GpuModel& gpu, const TimeModel& model = {});
+
+// Forward FLOPs per token for serving: decode (one new token attending to the cache; the cache
+// reads are bandwidth, not FLOPs) and prefill of a `prompt_tokens` prompt (attention over it).
+struct InferenceFlops {
+  double decode = 0;
+  double prefill = 0;
+};
+InferenceFlops ComputeInferenceFlops(const ModelConfig& config, int64_t prompt_tokens);
+
+// Serving time of one replica (TP x PP of `layout`; DP replicas are independent).
+struct InferenceTime {
+  // One decode step of `batch` sequences: per stage max(HBM bytes / bandwidth, FLOPs / (peak x
+  // eff)) plus 2 all-reduces per layer of batch x hidden x 2 bytes; stages run one after another.
+  double decode_memory_s = 0;   // weights + KV read, all stages
+  double decode_compute_s = 0;  // all stages
+  double decode_tp_comm_s = 0;  // exposed TP all-reduces, all stages
+  double decode_step_s = 0;
+  // Prefill of one `prompt_tokens` prompt (time to first token, queueing aside): compute (or the
+  // weight read when that is longer) plus 2 all-reduces per layer of prompt x hidden x 2 bytes.
+  double prefill_compute_s = 0;
+  double prefill_tp_comm_s = 0;
+  double prefill_s = 0;
+  double tokens_per_second = 0;  // batch / decode_step_s
+};
+// `weight_bytes_per_gpu` / `kv_bytes_per_gpu`: one GPU's shard (one stage at TP). `flops` may carry
+// ComputeInferenceFlops(config, prompt_tokens) (the planner's fast path); null: computed here.
+InferenceTime EstimateInferenceTime(const ModelConfig& config, uint64_t weight_bytes_per_gpu, double kv_bytes_per_gpu,
+                                    int64_t batch, int64_t prompt_tokens, const ParallelLayout& layout,
+                                    const hw::GpuModel& gpu, const TimeModel& model = {},
+                                    const InferenceFlops* flops = nullptr);
 
 }  // namespace gpugeek::workload

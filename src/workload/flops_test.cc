@@ -108,5 +108,42 @@ TEST(StepTimeTest, DecodeIsBandwidthBound) {
   EXPECT_GT(DecodeTokensPerSecond(*llama, weights, 0, 64, 1, h100), 30 * one);
 }
 
+// Tensor-parallel all-reduces (Shoeybi et al. 2019: two per layer in the forward pass) priced with
+// NCCL's ring model: 6.6 µs + 2(t-1) x 0.6 µs over NVLink, plus 2(t-1)/t x bytes / (bandwidth x 0.7).
+TEST(StepTimeTest, TensorParallelAllReduces) {
+  const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin();
+  const hw::GpuModel& a100 = *catalog.Resolve("A100-SXM-80GB");
+  // A100 NVLink 3: 600 GB/s both ways -> 300 GB/s per direction x 0.7.
+  const CollectiveLink nvlink = TensorParallelLink(a100, 4);
+  EXPECT_DOUBLE_EQ(nvlink.bytes_per_second, 210e9);
+  EXPECT_DOUBLE_EQ(nvlink.hop_latency_s, 0.6e-6);
+  const CollectiveLink net = TensorParallelLink(a100, 16);  // beyond the 8-GPU domain
+  EXPECT_DOUBLE_EQ(net.bytes_per_second, 25e9 * 0.7);
+  EXPECT_DOUBLE_EQ(net.hop_latency_s, 2.7e-6);
+  // No NVLink: PCIe 4.0 x16, 64 GB/s both ways.
+  const CollectiveLink pcie = TensorParallelLink(*catalog.Resolve("L40S"), 1);
+  EXPECT_DOUBLE_EQ(pcie.bytes_per_second, 32e9 * 0.7);
+  EXPECT_DOUBLE_EQ(pcie.hop_latency_s, 1.0e-6);
+  EXPECT_EQ(RingAllReduceSeconds(1e6, 1, 210e9, 6.6e-6, 0.6e-6), 0);
+  EXPECT_NEAR(RingAllReduceSeconds(7168, 4, 210e9, 6.6e-6, 0.6e-6), 10.2e-6 + 1.5 * 7168 / 210e9, 1e-15);
+
+  // Qwen2.5-7B decode at batch 1 (hidden 3584, 28 layers): 56 all-reduces of 7,168 B per token.
+  auto qwen = LoadModelConfig(kModels + "qwen/Qwen2.5-7B.json");
+  ASSERT_TRUE(qwen.ok());
+  const uint64_t weights = 2 * static_cast<uint64_t>(CountParameters(*qwen).total);
+  const InferenceTime tp1 = EstimateInferenceTime(*qwen, weights, 0, 1, 4096, ParallelLayout{}, a100);
+  EXPECT_EQ(tp1.decode_tp_comm_s, 0);
+  EXPECT_NEAR(tp1.tokens_per_second, DecodeTokensPerSecond(*qwen, weights, 0, 1, 1, a100), 1e-9);
+  const InferenceTime tp4 = EstimateInferenceTime(*qwen, weights / 4, 0, 1, 4096, ParallelLayout{4, 1, 1}, a100);
+  EXPECT_NEAR(tp4.decode_tp_comm_s, 56 * (10.2e-6 + 1.5 * 7168 / 210e9), 1e-12);
+  EXPECT_NEAR(tp4.decode_step_s, tp4.decode_memory_s + tp4.decode_tp_comm_s, 1e-12);  // bandwidth-bound
+  EXPECT_LT(tp1.decode_step_s / tp4.decode_step_s, 3.2);                              // not 4x
+  // Prefill of 4096 tokens is compute-bound: 4x the GPUs cut it by ~3.6x (56 all-reduces of 29 MB).
+  EXPECT_GT(tp4.prefill_tp_comm_s, 0);
+  EXPECT_NEAR(tp4.prefill_s, tp4.prefill_compute_s + tp4.prefill_tp_comm_s, 1e-12);
+  EXPECT_GT(tp1.prefill_s / tp4.prefill_s, 3.0);
+  EXPECT_LT(tp1.prefill_s / tp4.prefill_s, 4.0);
+}
+
 }  // namespace
 }  // namespace gpugeek::workload

@@ -23,11 +23,15 @@ nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
           {"memory", terms},
           {"cpu_offload_bytes", c.cpu_offload_bytes},
           {"step_seconds", c.step_seconds},
+          {"prefill_seconds", c.prefill_seconds},
+          {"tp_comm_seconds", c.tp_comm_seconds},
           {"tokens_per_second", c.tokens_per_second},
           {"mfu", c.mfu},
           {"seconds", c.seconds},
           {"cost_micros", c.cost_micros},
-          {"next_smaller", c.next_smaller}};
+          {"next_smaller", c.next_smaller},
+          {"preferred_size", c.preferred_size},
+          {"size_note", c.size_note}};
 }
 
 }  // namespace gpugeek::workload

@@ -73,6 +73,65 @@ struct Outcome {
   std::string invalid;  // set when no layout passed the validity rules
 };
 
+// How much faster `b` is than `a` (a / b); 1 when either time is unknown (0).
+double Speedup(double a_seconds, double b_seconds) {
+  if (a_seconds <= 0 || b_seconds <= 0) return 1.0;
+  return a_seconds / b_seconds;
+}
+
+// The speedup the time objective's size rule asks of `gpu_ratio` times the GPUs.
+double RequiredSpeedup(double gpu_ratio, double per_doubling) { return std::pow(per_doubling, std::log2(gpu_ratio)); }
+
+// The time objective's size rule (planner.h) over one GPU model's best plans, ascending in GPU
+// count: marks the chosen size and writes every candidate's size_note.
+void ApplySizeRule(std::vector<PlanCandidate>& fit, double per_doubling) {
+  if (fit.empty()) return;
+  size_t pick = 0;
+  for (size_t j = 1; j < fit.size(); ++j) {
+    const double ratio = static_cast<double>(fit[j].gpus) / fit[pick].gpus;
+    if (Speedup(fit[pick].seconds, fit[j].seconds) >= RequiredSpeedup(ratio, per_doubling)) pick = j;
+  }
+  const PlanCandidate& p = fit[pick];
+  const std::string rule = fmt::format(">= {:.2f}x per doubling of GPUs", per_doubling);
+  for (size_t j = 0; j < fit.size(); ++j) {
+    PlanCandidate& c = fit[j];
+    c.preferred_size = j == pick;
+    if (j == pick) continue;
+    const PlanCandidate& small = j < pick ? c : p;
+    const PlanCandidate& large = j < pick ? p : c;
+    const double ratio = static_cast<double>(large.gpus) / small.gpus;
+    const double speedup = Speedup(small.seconds, large.seconds);
+    const double need = RequiredSpeedup(ratio, per_doubling);
+    c.size_note = j < pick
+                      ? fmt::format("not chosen: {} x {} is {:.2f}x faster with {:.3g}x the GPUs ({:.2f}x asked, {})",
+                                    large.gpus, large.gpu->id, speedup, ratio, need, rule)
+                      : fmt::format(
+                            "not chosen: {:.2f}x faster than {} x {} with {:.3g}x the GPUs; the time "
+                            "objective asks {:.2f}x ({})",
+                            speedup, small.gpus, small.gpu->id, ratio, need, rule);
+  }
+  // The chosen size: why not the fastest larger count.
+  size_t fastest = pick;
+  for (size_t j = pick + 1; j < fit.size(); ++j) {
+    if (fastest == pick || fit[j].seconds < fit[fastest].seconds) fastest = j;
+  }
+  PlanCandidate& chosen = fit[pick];
+  if (fastest != pick) {
+    const PlanCandidate& f = fit[fastest];
+    const double ratio = static_cast<double>(f.gpus) / chosen.gpus;
+    chosen.size_note = fmt::format(
+        "chosen size for {}: {} would be {:.2f}x faster with {:.3g}x the GPUs; the time objective takes "
+        "more GPUs only for {:.2f}x there ({})",
+        chosen.gpu->id, f.Summary(), Speedup(chosen.seconds, f.seconds), ratio, RequiredSpeedup(ratio, per_doubling),
+        rule);
+  } else if (pick > 0) {
+    chosen.size_note = fmt::format(
+        "chosen size for {}: the largest count that fits, and every step up to it paid off ({})", chosen.gpu->id, rule);
+  } else {
+    chosen.size_note = fmt::format("chosen size for {}: the only count with a plan", chosen.gpu->id);
+  }
+}
+
 bool Better(const PlanCandidate& a, const PlanCandidate& b, Objective o) {
   switch (o) {
     case Objective::kTime:
@@ -96,11 +155,19 @@ class Planner {
       if (!l.ok()) return l.status();
       lora_ = *l;
     }
-    for (Recompute r : opt_.recompute_modes) flops_[r] = ComputeFlopsPerToken(c_, task_.seq, r);
+    if (task_.kind == TaskKind::kInference) {
+      inference_flops_ = ComputeInferenceFlops(c_, task_.seq);
+    } else {
+      for (Recompute r : opt_.recompute_modes) flops_[r] = ComputeFlopsPerToken(c_, task_.seq, r);
+    }
     return absl::OkStatus();
   }
 
-  Outcome Evaluate(const PoolEntry& e, int n, int64_t& evaluated);
+  // Serving: the smallest TP x PP (dividing one of `counts`) with which one replica holds the whole
+  // load; 0 when none does.
+  int ServingReplicaSize(const PoolEntry& e, const std::vector<int>& counts, int64_t& evaluated) const;
+  // `replica` > 0: serving layouts are replicas of that TP x PP (counts below it try TP x PP = n).
+  Outcome Evaluate(const PoolEntry& e, int n, int replica, int64_t& evaluated);
   PlanCandidate Finish(PlanCandidate c) const;  // fills the breakdown formulas
 
  private:
@@ -160,30 +227,74 @@ class Planner {
     }
   }
 
+  // Valid TP sizes on `gpu`: powers of two within the NVLink domain that split the heads.
+  std::vector<int> TpSizes(const hw::GpuModel& gpu) const {
+    std::vector<int> tps;
+    for (int tp : PowersOfTwoUpTo(NvlinkDomainSize(gpu))) {
+      if (c_.num_heads % tp != 0) continue;
+      if (!c_.use_mla && c_.num_kv_heads % tp != 0 && tp % c_.num_kv_heads != 0) continue;
+      tps.push_back(tp);
+    }
+    if (tps.empty()) tps.push_back(1);
+    return tps;
+  }
+  static bool Allowed(const std::vector<int>& list, int v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+  }
+
   const ModelConfig& c_;
   const Task& task_;
   const PlannerOptions& opt_;
   const std::vector<ParamGroup> inventory_;
   std::optional<LoraParams> lora_;
   std::map<Recompute, FlopsPerToken> flops_;
+  InferenceFlops inference_flops_;
   std::map<std::tuple<int, int, int>, GpuShard> shards_;
 };
 
-Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
+int Planner::ServingReplicaSize(const PoolEntry& e, const std::vector<int>& counts, int64_t& evaluated) const {
+  if (counts.empty()) return 0;
+  const hw::GpuModel& gpu = *e.gpu;
+  const double usable = static_cast<double>(gpu.memory_bytes) * (1 - opt_.safety_margin);
+  const int max_n = *std::max_element(counts.begin(), counts.end());
+  const int64_t max_pp = c_.kind == ArchitectureKind::kDecoder ? c_.TotalLayers() : 1;
+  const std::vector<int> tps = TpSizes(gpu);
+  std::vector<std::pair<int, int>> sizes;  // (tp, pp)
+  for (int tp : tps) {
+    if (!Allowed(opt_.allowed_tp, tp)) continue;
+    for (int pp = 1; pp <= max_pp && static_cast<int64_t>(tp) * pp <= max_n; ++pp) {
+      if (pp > 1 && tp != tps.back()) continue;  // PP only once TP fills the domain
+      if (!Allowed(opt_.allowed_pp, pp)) continue;
+      const int mp = tp * pp;
+      if (std::none_of(counts.begin(), counts.end(), [mp](int n) { return n % mp == 0; })) continue;
+      sizes.emplace_back(tp, pp);
+    }
+  }
+  std::stable_sort(sizes.begin(), sizes.end(),
+                   [](const auto& a, const auto& b) { return a.first * a.second < b.first * b.second; });
+  for (const auto& [tp, pp] : sizes) {
+    const MemoryBreakdown m = InferenceMemory(c_, InferenceFor(ParallelLayout{tp, pp, 1, 1, 1, false}));
+    ++evaluated;
+    if (static_cast<double>(m.Total()) <= usable) return tp * pp;
+  }
+  return 0;
+}
+
+Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evaluated) {
   Outcome out;
   const hw::GpuModel& gpu = *e.gpu;
   const int domain = NvlinkDomainSize(gpu);
   const double usable = static_cast<double>(gpu.memory_bytes) * (1 - opt_.safety_margin);
   const bool layered = c_.kind == ArchitectureKind::kDecoder;
   const int64_t layers = c_.TotalLayers();
-
-  std::vector<int> tps;
-  for (int tp : PowersOfTwoUpTo(domain)) {
-    if (c_.num_heads % tp != 0) continue;
-    if (!c_.use_mla && c_.num_kv_heads % tp != 0 && tp % c_.num_kv_heads != 0) continue;
-    tps.push_back(tp);
+  if (replica > 0 && n > replica && n % replica != 0) {
+    out.invalid =
+        fmt::format("not a multiple of the serving replica size {} (the smallest TP x PP that holds {} x {} tokens)",
+                    replica, task_.batch, task_.seq);
+    return out;
   }
-  if (tps.empty()) tps.push_back(1);
+
+  const std::vector<int> tps = TpSizes(gpu);
   std::vector<int> pps = {1};
   if (layered && task_.kind == TaskKind::kInference) {
     pps.clear();
@@ -192,16 +303,18 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
     pps = DivisorsOf(layers);
   }
   bool any_valid = false;
-  auto allowed = [](const std::vector<int>& list, int v) {
-    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
-  };
   for (int tp : tps) {
-    if (n % tp != 0 || !allowed(opt_.allowed_tp, tp)) continue;
+    if (n % tp != 0 || !Allowed(opt_.allowed_tp, tp)) continue;
     for (int pp : pps) {
-      if ((n / tp) % pp != 0 || !allowed(opt_.allowed_pp, pp)) continue;
+      if ((n / tp) % pp != 0 || !Allowed(opt_.allowed_pp, pp)) continue;
       if (pp > 1 && tp != tps.back()) continue;  // PP only once TP fills the domain
+      // Serving replicas: TP x PP is the replica size (below it, one replica of all n GPUs, which
+      // cannot hold the load but says by how much).
+      if (replica > 0 && tp * pp != std::min(n, replica)) continue;
       const int dp = n / (tp * pp);
       any_valid = true;
+      // Serving: a replica without a sequence to serve is no plan.
+      if (task_.kind == TaskKind::kInference && dp > task_.batch) continue;
       std::vector<int> eps = {1};
       if (c_.IsMoe() && task_.kind != TaskKind::kInference) {
         for (int ep : PowersOfTwoUpTo(dp)) {
@@ -232,11 +345,15 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
             cand.usable_bytes = static_cast<uint64_t>(usable);
             const double kv = KvBytesPerSequence(c_, task_.seq, ElementBytes(task_.kv_dtype), l) *
                               static_cast<double>(io.concurrent_sequences);
-            const double per_replica = DecodeTokensPerSecond(c_, cand.memory.Bytes("weights"), kv,
-                                                             io.concurrent_sequences, tp, gpu, opt_.time_model) /
-                                       pp;
-            cand.tokens_per_second = per_replica * dp;
-            cand.step_seconds = per_replica > 0 ? io.concurrent_sequences / per_replica : 0;
+            const InferenceTime it =
+                EstimateInferenceTime(c_, cand.memory.Bytes("weights"), kv, io.concurrent_sequences, task_.seq, l, gpu,
+                                      opt_.time_model, &inference_flops_);
+            cand.step_seconds = it.decode_step_s;
+            cand.prefill_seconds = it.prefill_s;
+            cand.tp_comm_seconds = it.decode_tp_comm_s;
+            // Every sequence advances one token per step of its replica (the fullest replica's step
+            // for all: replicas with one sequence fewer are a little faster).
+            cand.tokens_per_second = it.decode_step_s > 0 ? static_cast<double>(task_.batch) / it.decode_step_s : 0;
             cand.seconds = task_.tokens > 0 && cand.tokens_per_second > 0 ? task_.tokens / cand.tokens_per_second
                                                                           : cand.step_seconds;
             Consider(e, n, std::move(cand), out);
@@ -252,7 +369,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
             }
           }
           for (int zero : zeros) {
-            if (!allowed(opt_.zero_stages, zero)) continue;
+            if (!Allowed(opt_.zero_stages, zero)) continue;
             for (int64_t mb : opt_.micro_batches) {
               if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
               for (Recompute r : opt_.recompute_modes) {
@@ -279,6 +396,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
                 cand.cpu_offload_bytes = mem->cpu_offload_bytes;
                 cand.usable_bytes = static_cast<uint64_t>(usable);
                 cand.step_seconds = t.total_s;
+                cand.tp_comm_seconds = t.tp_comm_s;
                 cand.tokens_per_second = t.total_s > 0 ? t.tokens / t.total_s : 0;
                 cand.mfu = t.mfu;
                 cand.seconds =
@@ -297,8 +415,10 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int64_t& evaluated) {
         "<= {} (NVLink domain)",
         c_.num_heads, c_.num_kv_heads, layers, n, domain);
   } else if (!out.best && out.min_need == 0) {
-    out.invalid =
-        fmt::format("global batch {} does not split into micro-batches over {} data-parallel ranks", task_.batch, n);
+    out.invalid = task_.kind == TaskKind::kInference
+                      ? fmt::format("{} concurrent sequences leave replicas idle on {} GPUs", task_.batch, n)
+                      : fmt::format("global batch {} does not split into micro-batches over {} data-parallel ranks",
+                                    task_.batch, n);
   }
   return out;
 }
@@ -370,20 +490,27 @@ absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const
       plan.rejected.push_back(fmt::format("{}: no datasheet figures in the catalog", e.gpu->id));
       continue;
     }
+    const std::vector<int> counts = CountsToTry(e.count, options.exact_gpus);
+    const int replica = task.kind == TaskKind::kInference && options.serving_smallest_model_parallel
+                            ? planner.ServingReplicaSize(e, counts, plan.layouts_evaluated)
+                            : 0;
     std::vector<std::pair<int, Outcome>> outcomes;
-    for (int n : CountsToTry(e.count, options.exact_gpus)) {
-      outcomes.emplace_back(n, planner.Evaluate(e, n, plan.layouts_evaluated));
-    }
+    for (int n : counts) outcomes.emplace_back(n, planner.Evaluate(e, n, replica, plan.layouts_evaluated));
     bool any = false;
+    std::vector<PlanCandidate> fitting;  // ascending GPU count
     for (size_t i = 0; i < outcomes.size(); ++i) {
       auto& [n, out] = outcomes[i];
       if (!out.best) continue;
       any = true;
       PlanCandidate c = *out.best;
-      if (i == 0) {
+      // The next smaller count with a plan or a memory need; else the next smaller one, whatever it says.
+      size_t k = i;
+      while (k > 0 && !outcomes[k - 1].second.best && outcomes[k - 1].second.min_need == 0) --k;
+      if (k == 0) k = i;
+      if (k == 0) {
         c.next_smaller = n == 1 ? "already the smallest option (1 GPU)" : "no smaller count was tried";
       } else {
-        const auto& [m, prev] = outcomes[i - 1];
+        const auto& [m, prev] = outcomes[k - 1];
         if (prev.best) {
           c.next_smaller = fmt::format("{} x {} also fits but takes {:.3g} s vs {:.3g} s ({})", m, e.gpu->id,
                                        prev.best->seconds, c.seconds, prev.best->Summary());
@@ -395,8 +522,12 @@ absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const
                                        prev.min_need_layout, LargestTerms(prev.min_need_breakdown));
         }
       }
-      all.push_back(std::move(c));
+      fitting.push_back(std::move(c));
     }
+    if (options.objective == Objective::kTime && options.min_speedup_per_doubling > 1) {
+      ApplySizeRule(fitting, options.min_speedup_per_doubling);
+    }
+    for (PlanCandidate& c : fitting) all.push_back(std::move(c));
     if (!any && !outcomes.empty()) {
       // Report the largest count that failed on memory (the most telling), else the last reason.
       size_t pick = outcomes.size() - 1;
@@ -415,8 +546,11 @@ absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const
                                   : fmt::format("{}: {}", e.gpu->id, last.invalid));
     }
   }
-  std::sort(all.begin(), all.end(),
-            [&](const PlanCandidate& a, const PlanCandidate& b) { return Better(a, b, options.objective); });
+  // Chosen sizes first (all candidates are "chosen" unless the time objective's size rule ran).
+  std::sort(all.begin(), all.end(), [&](const PlanCandidate& a, const PlanCandidate& b) {
+    if (a.preferred_size != b.preferred_size) return a.preferred_size;
+    return Better(a, b, options.objective);
+  });
   if (static_cast<int>(all.size()) > options.top_k) all.resize(std::max(options.top_k, 0));
   for (PlanCandidate& c : all) plan.candidates.push_back(planner.Finish(std::move(c)));
   return plan;

@@ -16,6 +16,27 @@
 // al. SC'21 takeaway 1); ZeRO-2/3 only without PP (DeepSpeed refuses the combination); EP divides
 // DP and the expert count.
 //
+// Serving layouts (PlannerOptions::serving_smallest_model_parallel, on by default): model
+// parallelism is for fitting, data parallelism for throughput. A replica's TP x PP is the smallest
+// with which one replica holds the whole requested load (every concurrent sequence at the full
+// context, with the margin) — vLLM's guidance ("if your model fits in a single GPU, you probably
+// don't need to use distributed inference"; TP when it does not) and Narayanan et al.'s takeaway 2
+// (model-parallel size just large enough to fit; scale the rest with data parallelism). A count is
+// then that many replicas (DP), which share the concurrent sequences; counts that are not a multiple
+// of the replica size have no serving plan. Only when no replica holds the whole load are all
+// layouts tried (the load then has to be split over replicas).
+//
+// The size rule of the "time" objective (PlannerOptions::min_speedup_per_doubling, 1.6 by default):
+// time alone always asks for more GPUs, since almost every extra GPU saves a little. For each GPU
+// model, the planner walks its fitting counts from the smallest up and moves from the current
+// choice n to a larger count m only when m is faster by at least s^log2(m/n) (1.6x for twice the
+// GPUs, 2.56x for four times, 1.27x for 1.5x): each doubling must keep >= 80 % parallel efficiency,
+// i.e. GPU-hours grow at most 25 % per doubling (the usual strong-scaling cut-off). The chosen size
+// of every GPU model is listed first, fastest first; then the other sizes, fastest first, each with
+// a note (PlanCandidate::size_note) saying how much faster it is and what the rule asks. The walk is
+// deterministic (ascending counts, no ties). "cost" and "gpus" rank as before: they weigh GPUs
+// already.
+//
 // Thread-safety: Plan() is a pure function of its inputs.
 
 #include <cstdint>
@@ -61,6 +82,9 @@ struct PoolEntry {
 };
 
 enum class Objective { kTime, kCost, kGpus };
+// The "time" objective's size rule (see above): a larger GPU count of the same model must cut the
+// time by this factor per doubling of GPUs (80 % parallel efficiency).
+inline constexpr double kMinSpeedupPerDoubling = 1.6;
 absl::StatusOr<Objective> ParseObjective(std::string_view name);  // "time", "cost", "gpus"
 
 struct PlannerOptions {
@@ -78,6 +102,12 @@ struct PlannerOptions {
   std::vector<int> allowed_tp;
   std::vector<int> allowed_pp;
   TimeModel time_model;
+  // "time": the speedup per doubling of GPUs a larger count must deliver to be preferred; 1 (or
+  // less) turns the rule off (plain fastest first).
+  double min_speedup_per_doubling = kMinSpeedupPerDoubling;
+  // Serving: replicas of the smallest TP x PP that holds the whole load (see above); false: any TP x
+  // PP x DP, the best by the objective per count.
+  bool serving_smallest_model_parallel = true;
 };
 
 struct PlanCandidate {
@@ -90,12 +120,17 @@ struct PlanCandidate {
   MemoryBreakdown memory;     // per GPU, with formulas
   uint64_t usable_bytes = 0;  // GPU memory x (1 − safety margin)
   double cpu_offload_bytes = 0;
-  double step_seconds = 0;  // one optimizer step (training) or one decode step (inference)
+  double step_seconds = 0;     // one optimizer step (training) or one decode step (inference)
+  double prefill_seconds = 0;  // inference: one full-context prompt on one replica (TTFT bound)
+  double tp_comm_seconds = 0;  // the TP all-reduces inside step_seconds
   double tokens_per_second = 0;
   double mfu = 0;            // training only
   double seconds = 0;        // for the token budget (or one step when the budget is 0)
   int64_t cost_micros = 0;   // gpus x price x seconds / 3600, rounded
   std::string next_smaller;  // why the next smaller GPU count of this model does not do better
+  // "time": whether this is its GPU model's chosen size under the size rule, and why (or why not).
+  bool preferred_size = true;
+  std::string size_note;
 
   std::string Summary() const;  // e.g. "4 x A100-SXM-80GB TP4 PP1 DP1 ZeRO-0 mb1 recompute=full"
 };

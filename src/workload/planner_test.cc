@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "common/units.h"
 #include "workload/test_models.h"
@@ -122,6 +123,136 @@ TEST(PlannerTest, InferenceObjectivesAndResourceRequest) {
   EXPECT_EQ(r.alternatives[0].gpus, 2);
   EXPECT_EQ(r.alternatives[0].tp * r.alternatives[0].pp * r.alternatives[0].dp, 2);
   EXPECT_EQ(r.alternatives[0].memory_per_gpu_bytes, p->candidates[0].memory.Total());
+}
+
+// The defect this guards against: under "time" a Qwen2.5-7B service (15.6 GiB) was planned on
+// 4 x A100-80GB TP4, because decode time alone improves with every GPU. Serving replicas use the
+// smallest TP x PP that holds the load (one A100 here), and the time objective takes more GPUs only
+// for >= 1.6x per doubling (planner.h).
+TEST(PlannerTest, ServingQwen7bPlansOneA100) {
+  const ModelConfig qwen = Load("qwen/Qwen2.5-7B.json");
+  const std::vector<PoolEntry> pool = {Gpus("A100-SXM-80GB", 8)};
+  // `gpugeek plan Qwen2.5-7B.json --task inference --gpus A100-SXM-80GB:8` (seq 4096, batch 1): one
+  // sequence keeps one replica busy, so 1 GPU is the only plan.
+  auto p = MakePlan(qwen, Task{TaskKind::kInference, 4096, 1}, pool);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->candidates.size(), 1u);
+  EXPECT_EQ(p->candidates[0].Summary(), "1 x A100-SXM-80GB TP1 PP1 DP1");
+  EXPECT_TRUE(p->candidates[0].preferred_size);
+  EXPECT_EQ(p->candidates[0].tp_comm_seconds, 0);
+  EXPECT_EQ(ToResourceRequest(*p).alternatives[0].gpus, 1);
+
+  // examples/qwen2.5-7b-serve.yaml (seq 8192, 16 sequences): still 1 GPU first; replicas follow,
+  // each marked as not chosen (8 replicas are only 1.41x faster: decoding is bound by reading the
+  // weights, which every replica reads again).
+  auto ex = MakePlan(qwen, Task{TaskKind::kInference, 8192, 16}, pool);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_GE(ex->candidates.size(), 2u);
+  EXPECT_EQ(ex->candidates[0].Summary(), "1 x A100-SXM-80GB TP1 PP1 DP1");
+  EXPECT_THAT(ex->candidates[0].size_note, testing::HasSubstr("chosen size for A100-SXM-80GB"));
+  for (size_t i = 1; i < ex->candidates.size(); ++i) {
+    const PlanCandidate& c = ex->candidates[i];
+    EXPECT_FALSE(c.preferred_size) << c.Summary();
+    EXPECT_EQ(c.layout.tp * c.layout.pp, 1) << c.Summary();
+    EXPECT_THAT(c.size_note, testing::HasSubstr("not chosen")) << c.Summary();
+  }
+
+  // The old ranking (any TP, fastest first) still puts TP4 first, but the TP all-reduces (56 per
+  // token at ~10 µs each) make it 3.07x faster than one GPU, not 4x.
+  PlannerOptions old;
+  old.serving_smallest_model_parallel = false;
+  old.min_speedup_per_doubling = 1;
+  old.top_k = 50;
+  auto fastest = MakePlan(qwen, Task{TaskKind::kInference, 4096, 1}, pool, old);
+  ASSERT_TRUE(fastest.ok());
+  ASSERT_FALSE(fastest->candidates.empty());
+  const PlanCandidate& tp4 = fastest->candidates[0];
+  EXPECT_EQ(tp4.Summary(), "4 x A100-SXM-80GB TP4 PP1 DP1");
+  EXPECT_GT(tp4.tp_comm_seconds, 0.5e-3);
+  const PlanCandidate& one = fastest->candidates.back();
+  EXPECT_EQ(one.gpus, 1);
+  EXPECT_NEAR(one.step_seconds / tp4.step_seconds, 3.07, 0.01);
+}
+
+// Llama-2-70B serving on A100-80GB (72 GiB usable): bf16 weights are 128.5 GiB, so one GPU never
+// holds them. One 4096-token sequence fits TP2 (64.2 GiB of weights per GPU + 0.6 GiB of KV +
+// workspace = 66.1 GiB); 16 of them add 10 GiB of KV per GPU at TP2 (74+ GiB), so the replica is
+// TP4 (38.5 GiB), the layout vLLM's examples use for 70B on A100-80GB.
+TEST(PlannerTest, ServingLlama70bReplicaSizes) {
+  const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
+  const std::vector<PoolEntry> pool = {Gpus("A100-SXM-80GB", 8)};
+  auto one = MakePlan(llama, Task{TaskKind::kInference, 4096, 1}, pool);
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_FALSE(one->candidates.empty());
+  EXPECT_EQ(one->candidates[0].Summary(), "2 x A100-SXM-80GB TP2 PP1 DP1");
+  EXPECT_NEAR(static_cast<double>(one->candidates[0].memory.Total()) / kGiB, 66.1, 0.05);
+  EXPECT_THAT(one->candidates[0].next_smaller, testing::HasSubstr("1 x A100-SXM-80GB: needs"));
+
+  auto sixteen = MakePlan(llama, Task{TaskKind::kInference, 4096, 16}, pool);
+  ASSERT_TRUE(sixteen.ok()) << sixteen.status();
+  ASSERT_EQ(sixteen->candidates.size(), 2u);
+  EXPECT_EQ(sixteen->candidates[0].Summary(), "4 x A100-SXM-80GB TP4 PP1 DP1");
+  EXPECT_THAT(sixteen->candidates[0].next_smaller, testing::HasSubstr("2 x A100-SXM-80GB: needs"));
+  // Two replicas of TP4 (8 sequences each) are only ~1.07x faster than one.
+  EXPECT_EQ(sixteen->candidates[1].Summary(), "8 x A100-SXM-80GB TP4 PP1 DP2");
+  EXPECT_FALSE(sixteen->candidates[1].preferred_size);
+}
+
+// The size rule on training: a Llama-2-70B LoRA (examples/llama2-70b-lora.yaml: seq 4096, batch 1,
+// 2e8 tokens) on 8 x A100-80GB stays on all 8 (TP8 is 1.80x faster than TP4: above the 1.6x asked
+// per doubling), as before the rule.
+TEST(PlannerTest, SizeRuleKeepsEightA100sForLlama70bLora) {
+  const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
+  Task lora{TaskKind::kLora, 4096, 1};
+  lora.tokens = 2e8;
+  auto p = MakePlan(llama, lora, {Gpus("A100-SXM-80GB", 8)});
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_GE(p->candidates.size(), 2u);
+  EXPECT_EQ(p->candidates[0].Summary(), "8 x A100-SXM-80GB TP8 PP1 DP1");
+  EXPECT_TRUE(p->candidates[0].preferred_size);
+  EXPECT_EQ(p->candidates[1].gpus, 4);
+  EXPECT_FALSE(p->candidates[1].preferred_size);
+  EXPECT_THAT(p->candidates[1].size_note, testing::HasSubstr("8 x A100-SXM-80GB is 1.80x faster with 2x the GPUs"));
+}
+
+// The rule's invariants over a mixed pool: chosen sizes first (fastest first), and every larger count
+// that was not chosen is below s^log2(ratio) against its model's chosen size; with the rule off the
+// ranking is plain fastest first.
+TEST(PlannerTest, SizeRuleInvariants) {
+  const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
+  Task lora{TaskKind::kLora, 4096, 8};
+  lora.tokens = 2e8;
+  PlannerOptions o;
+  o.top_k = 100;
+  auto p = MakePlan(llama, lora, DefaultPool(Catalog()), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::map<std::string, const PlanCandidate*> chosen;
+  bool seen_other = false;
+  for (const PlanCandidate& c : p->candidates) {
+    if (c.preferred_size) {
+      EXPECT_FALSE(seen_other) << c.Summary();
+      EXPECT_EQ(chosen.count(c.gpu->id), 0u) << c.Summary();
+      chosen[c.gpu->id] = &c;
+    } else {
+      seen_other = true;
+    }
+    EXPECT_FALSE(c.size_note.empty()) << c.Summary();
+  }
+  EXPECT_GE(chosen.size(), 4u);
+  for (const PlanCandidate& c : p->candidates) {
+    const PlanCandidate* best = chosen.at(c.gpu->id);
+    if (c.preferred_size || c.gpus < best->gpus) continue;
+    const double ratio = static_cast<double>(c.gpus) / best->gpus;
+    EXPECT_LT(best->seconds / c.seconds, std::pow(kMinSpeedupPerDoubling, std::log2(ratio))) << c.Summary();
+  }
+  PlannerOptions off = o;
+  off.min_speedup_per_doubling = 1;
+  auto q = MakePlan(llama, lora, DefaultPool(Catalog()), off);
+  ASSERT_TRUE(q.ok());
+  for (size_t i = 1; i < q->candidates.size(); ++i) {
+    EXPECT_LE(q->candidates[i - 1].seconds, q->candidates[i].seconds);
+    EXPECT_TRUE(q->candidates[i].preferred_size);
+  }
 }
 
 // Serving defaults to the checkpoint's format: DeepSeek-V3's fp8 blocks (671B x ~1 B) fit 8 x H200

@@ -1,5 +1,6 @@
 #include "controlplane/control_plane.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@ namespace {
 
 using api::JobState;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -48,13 +50,15 @@ class ControlPlaneTest : public ::testing::Test {
     ASSERT_TRUE(cp.ok()) << cp.status();
     cp_ = std::move(*cp);
   }
-  void Register(const std::string& node, const std::string& spec, const std::string& capacity = "on-demand") {
+  void Register(const std::string& node, const std::string& spec, const std::string& capacity = "on-demand",
+                const std::string& region = "") {
     auto parsed = hw::ParseEmulateSpec(spec);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     api::Registration r;
     r.node = node;
     r.address = "10.0.0." + std::to_string(node.back() - 'a' + 1);
     r.capacity_type = capacity;
+    r.region = region;
     r.inventory = hw::BuildEmulatedInventory(*parsed, node, {node, 64, uint64_t{512} << 30, 2, "test"});
     ASSERT_TRUE(cp_->Register(r).ok());
   }
@@ -245,6 +249,29 @@ TEST_F(ControlPlaneTest, UnschedulableJobSaysWhy) {
   auto job = cp_->GetJob(id);
   EXPECT_EQ(job->record.state, JobState::kPending);
   EXPECT_TRUE(absl::StartsWith(job->pending_reason, "no node fits (1 nodes)")) << job->pending_reason;
+}
+
+// Capacity type and regions are constraints: a job waits rather than run on a node it excluded.
+TEST_F(ControlPlaneTest, CapacityTypeAndRegionsAreConstraints) {
+  Register("node-a", "8xA100-SXM-80GB", "on-demand", "us-east");
+  const std::string spot = Submit("name: cheap\nresources: {accelerators: A100-SXM-80GB:1, spot: true}\nrun: x\n");
+  const std::string eu =
+      Submit("name: resident\nresources: {accelerators: A100-SXM-80GB:1, regions: [eu-west, eu-north]}\nrun: x\n");
+  const std::string any = Submit("name: any\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
+  cp_->Reconcile();
+  EXPECT_EQ(State(spot), JobState::kPending);
+  EXPECT_THAT(cp_->GetJob(spot)->pending_reason, HasSubstr("capacity type on-demand is not the requested spot"));
+  EXPECT_EQ(State(eu), JobState::kPending);
+  EXPECT_THAT(cp_->GetJob(eu)->pending_reason, HasSubstr("region=us-east is not one of [eu-west, eu-north]"));
+  EXPECT_EQ(State(any), JobState::kScheduled);
+
+  // A spot node in eu-west takes both waiting jobs.
+  Register("node-b", "8xA100-SXM-80GB", "spot", "eu-west");
+  cp_->Reconcile();
+  ASSERT_EQ(State(spot), JobState::kScheduled);
+  ASSERT_EQ(State(eu), JobState::kScheduled);
+  EXPECT_EQ(cp_->GetJob(spot)->allocation->members[0].node, "node-b");
+  EXPECT_EQ(cp_->GetJob(eu)->allocation->members[0].node, "node-b");
 }
 
 TEST_F(ControlPlaneTest, PlannerSizesALlama70bLoraOnA100s) {

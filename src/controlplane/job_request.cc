@@ -4,6 +4,7 @@
 
 #include "api/json_reader.h"
 #include "common/status_macros.h"
+#include "controlplane/node_model.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -77,11 +78,10 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
     req.gang_size = g.gang;
     req.distinct_nodes = g.gang > 1;  // num_nodes means nodes: one member per node
     req.priority = spec.priority;
-    if (r.capacity) {
-      req.capacity_type = ToSched(*r.capacity);
-      out.push_back(req);
-      req.capacity_type.reset();
-    }
+    // Both are constraints, as the job spec documents: a job that asked for spot (to be cheap) or for
+    // on-demand (not to be reclaimed) or for a region (data residency) waits rather than run elsewhere.
+    if (r.capacity) req.capacity_type = ToSched(*r.capacity);
+    if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
     out.push_back(std::move(req));
   }
   return out;

@@ -5,8 +5,8 @@
 // node, for num_nodes nodes) or through the planner (a workload::ResourceRequest whose alternatives
 // may need different node counts, e.g. 4 x A100 on one node or 16 x A100 on two). The scheduler's
 // Request shares one gang size across its alternatives, so alternatives are grouped by gang size,
-// in order. A capacity preference (spot / on-demand / reserved) is tried first restricted to that
-// capacity type, then without the restriction.
+// in order. A capacity type (spot / on-demand / reserved) and regions are constraints: only nodes of
+// that capacity type, in one of those regions (the node label kRegionLabel of node_model.h), qualify.
 
 #include <string>
 #include <vector>

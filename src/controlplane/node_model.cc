@@ -54,6 +54,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.memory_bytes = memory;
     s.spec.capacity_type = ParseCapacity(registration.capacity_type);
     s.spec.labels = registration.labels;
+    if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
     out.push_back(std::move(s));
     return out;
   }
@@ -75,6 +76,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.gpu_model = order[g];
     s.spec.capacity_type = ParseCapacity(registration.capacity_type);
     s.spec.labels = registration.labels;
+    if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
     // Domains renumbered 0.. within the group, by first appearance.
     std::map<int, int8_t> domain_id;
     for (int i = 0; i < s.spec.gpu_count; ++i) {

@@ -16,6 +16,10 @@
 
 namespace gpugeek::controlplane {
 
+// The scheduler node label holding a node's region (its agent's --region); job specs' resources.regions
+// select on it.
+inline constexpr char kRegionLabel[] = "region";
+
 // One scheduler node cut from a registered node.
 struct SchedNode {
   std::string node;               // the registered node's name

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace gpugeek::sched {
 
@@ -58,6 +59,33 @@ std::string CapacityTypeFit::Explain(const PodShape& shape, const Cluster& clust
   if (!shape.capacity_type || cluster.spec(n).capacity_type == *shape.capacity_type) return "";
   return fmt::format("capacity type {} is not the requested {}", CapacityTypeName(cluster.spec(n).capacity_type),
                      CapacityTypeName(*shape.capacity_type));
+}
+
+namespace {
+
+// The first requirement node `spec` fails, as "region=us-east not in [eu-west]"; "" when none.
+std::string SelectorMismatch(const NodeSelector& selector, const NodeSpec& spec) {
+  for (const auto& [key, allowed] : selector) {
+    auto it = spec.labels.find(key);
+    if (it == spec.labels.end()) return fmt::format("no label {} (wanted one of [{}])", key, fmt::join(allowed, ", "));
+    if (std::find(allowed.begin(), allowed.end(), it->second) == allowed.end()) {
+      return fmt::format("{}={} is not one of [{}]", key, it->second, fmt::join(allowed, ", "));
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void NodeSelectorFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
+  if (shape.node_selector == nullptr) return;
+  std::erase_if(candidates,
+                [&](NodeIndex n) { return !SelectorMismatch(*shape.node_selector, cluster.spec(n)).empty(); });
+}
+
+std::string NodeSelectorFit::Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const {
+  if (shape.node_selector == nullptr) return "";
+  return SelectorMismatch(*shape.node_selector, cluster.spec(n));
 }
 
 }  // namespace gpugeek::sched

@@ -1,7 +1,7 @@
 #pragma once
 // Feasibility filters: the default kube-scheduler resource fit (CPU, memory) plus the Open-Gpu-Share
 // filter of the FGD simulator (GPU model allowed; num_gpus GPUs each with gpu_milli free), and a
-// capacity-type filter (on-demand / spot / reserved).
+// capacity-type filter (on-demand / spot / reserved), and a node-label filter (regions and the like).
 
 #include "sched/plugin.h"
 
@@ -27,6 +27,15 @@ class GpuShareFit final : public FilterPlugin {
 class CapacityTypeFit final : public FilterPlugin {
  public:
   std::string_view name() const override { return "CapacityTypeFit"; }
+  void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
+  std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
+};
+
+// Only nodes whose labels satisfy the request's node selector (every key present, with one of the
+// allowed values), when it has one.
+class NodeSelectorFit final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "NodeSelectorFit"; }
   void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
   std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
 };

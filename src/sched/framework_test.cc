@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "sched/registry.h"
@@ -149,6 +150,38 @@ TEST(FrameworkTest, CapacityTypeIsHonoured) {
   auto d = fw->Schedule(r, binder);
   ASSERT_TRUE(d.ok());
   EXPECT_FALSE(d->scheduled);
+}
+
+TEST(FrameworkTest, NodeSelectorKeepsMembersInTheAllowedRegions) {
+  NodeSpec eu = Node("eu", 8000, 2, "T4");
+  eu.labels = {{"region", "eu-west"}};
+  NodeSpec us = Node("us", 8000, 4, "T4");
+  us.labels = {{"region", "us-east"}};
+  // "bare" has no region label: a selector on region never matches it.
+  auto c = Cluster::Create({us, Node("bare", 8000, 8, "T4"), eu});
+  ASSERT_TRUE(c.ok());
+  auto fw = Make(&*c);
+  AcceptAllBinder binder;
+  Request r = Req("r", Shape(0, 1, 1000), 2);
+  r.node_selector = {{"region", {"eu-west", "eu-north"}}};
+  auto d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ(d->placements[0].node, 2);
+  EXPECT_EQ(d->placements[1].node, 2);
+  // eu is full now: nothing else qualifies, and the reasons say why per node.
+  d = fw->Schedule(Req("r2", Shape(0, 1, 1000)), binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);  // no selector: anywhere
+  Request again = r;
+  again.id = "r3";
+  again.gang_size = 1;
+  d = fw->Schedule(again, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  std::map<NodeIndex, std::string> why;
+  for (const auto& reason : d->reasons) why[reason.node] = reason.plugin + ": " + reason.reason;
+  EXPECT_EQ(why[0], "NodeSelectorFit: region=us-east is not one of [eu-west, eu-north]");
+  EXPECT_EQ(why[1], "NodeSelectorFit: no label region (wanted one of [eu-west, eu-north])");
+  EXPECT_EQ(why[2].rfind("GpuShareFit: ", 0), 0u) << why[2];
 }
 
 TEST(FrameworkTest, TiesFollowTheSeededNodeOrder) {

@@ -22,8 +22,9 @@ Registry::Registry() {
       {"NodeResourcesFit", [] { return std::make_unique<NodeResourcesFit>(); }},
       {"GpuShareFit", [] { return std::make_unique<GpuShareFit>(); }},
       {"CapacityTypeFit", [] { return std::make_unique<CapacityTypeFit>(); }},
+      {"NodeSelectorFit", [] { return std::make_unique<NodeSelectorFit>(); }},
   };
-  default_filters_ = {"NodeResourcesFit", "GpuShareFit", "CapacityTypeFit"};
+  default_filters_ = {"NodeResourcesFit", "GpuShareFit", "CapacityTypeFit", "NodeSelectorFit"};
   scores_ = {
       {"RandomScore", [](const PluginContext&) { return std::make_unique<RandomScore>(); }},
       {"DotProductScore", [](const PluginContext&) { return std::make_unique<DotProductScore>(); }},

@@ -25,8 +25,10 @@ absl::Status Validate(const Request& r) {
   return absl::OkStatus();
 }
 
-PodShape Compile(const ResourceShape& s, const Cluster& cluster, std::optional<CapacityType> capacity_type) {
+PodShape Compile(const ResourceShape& s, const Cluster& cluster, std::optional<CapacityType> capacity_type,
+                 const NodeSelector* selector) {
   PodShape p;
+  if (selector != nullptr && !selector->empty()) p.node_selector = selector;
   p.cpu_milli = s.cpu_milli;
   p.memory_bytes = s.memory_bytes;
   p.num_gpus = s.num_gpus;

@@ -2,6 +2,7 @@
 // Request: what a job asks the scheduler for, and PodShape, the form plugins read on the hot path.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct ResourceShape {
   std::vector<std::string> allowed_models;  // empty: any model
 };
 
+// Node labels a request requires: for every key, the node's label value must be one of the listed
+// values (Kubernetes' nodeAffinity `In`). Empty: any node.
+using NodeSelector = std::map<std::string, std::vector<std::string>>;
+
 // A request: one or more alternative shapes (e.g. from the planner: 4 x A100 or 2 x H200), tried in
 // order, the first that fits wins; a gang of gang_size identical members placed all or nothing.
 struct Request {
@@ -28,6 +33,7 @@ struct Request {
   int32_t gang_size = 1;                      // >= 1
   int32_t priority = 0;                       // higher first; used by queues, not by placement
   std::optional<CapacityType> capacity_type;  // when set, only nodes of this capacity type
+  NodeSelector node_selector;                 // e.g. {"region": {"eu-west", "eu-north"}}
   // Each member on its own node, as the ranks of a multi-node job must be (else members may share
   // a node, as FGD-trace pods do).
   bool distinct_nodes = false;
@@ -47,6 +53,7 @@ struct PodShape {
   bool any_model = true;    // no model constraint
   uint64_t model_mask = 0;  // when !any_model: bit i set = cluster model id i allowed
   std::optional<CapacityType> capacity_type;
+  const NodeSelector* node_selector = nullptr;  // borrowed from the Request; null or empty = any node
 
   bool uses_gpu() const { return num_gpus > 0 && gpu_milli > 0; }
   bool is_share() const { return num_gpus == 1 && gpu_milli < kMilliPerGpu; }
@@ -59,7 +66,8 @@ struct PodShape {
 };
 
 // Resolves a shape against `cluster`'s models. A model no node has simply matches nothing.
+// `selector` is borrowed: it must outlive the PodShape.
 PodShape Compile(const ResourceShape& s, const Cluster& cluster,
-                 std::optional<CapacityType> capacity_type = std::nullopt);
+                 std::optional<CapacityType> capacity_type = std::nullopt, const NodeSelector* selector = nullptr);
 
 }  // namespace gpugeek::sched

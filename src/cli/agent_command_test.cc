@@ -18,10 +18,9 @@
 #include <fmt/format.h>
 
 #include "api/agent_protocol.h"
+#include "common/testing/process.h"
 #include "http/client.h"
 #include "http/server.h"
-
-extern char** environ;
 
 namespace gpugeek::cli {
 namespace {
@@ -29,61 +28,20 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-// `gpugeek args...` with stdout+stderr in `log`; SIGTERMed (then SIGKILLed) on destruction.
-class Gpugeek {
+// `gpugeek args...` with stdout+stderr in `log`; Stop() returns its exit code (-1 when a signal ended it).
+class Gpugeek : public subprocess::Process {
  public:
-  Gpugeek(std::vector<std::string> args, fs::path log) : log_(std::move(log)) {
-    args.insert(args.begin(), GPUGEEK_BINARY);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
-  }
-  ~Gpugeek() { Stop(); }
-  // SIGTERM; the exit code (-1 when killed after 15 s).
+  Gpugeek(std::vector<std::string> args, const fs::path& log) : Process(WithBinary(std::move(args)), log) {}
   int Stop() {
-    if (pid_ <= 0) return code_;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 300; ++i) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        return code_;
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return code_;
-  }
-  std::string output() const { return ReadFile(log_); }
-  // The first match of `re`'s group 1 in the output within 20 s; "" otherwise.
-  std::string WaitForOutput(const std::regex& re) const {
-    for (int i = 0; i < 400; ++i) {
-      std::smatch m;
-      const std::string out = output();
-      if (std::regex_search(out, m, re)) return m[1];
-      std::this_thread::sleep_for(50ms);
-    }
-    return "";
+    const int status = Process::Stop();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
  private:
-  fs::path log_;
-  pid_t pid_ = -1;
-  int code_ = -1;
+  static std::vector<std::string> WithBinary(std::vector<std::string> args) {
+    args.insert(args.begin(), GPUGEEK_BINARY);
+    return args;
+  }
 };
 
 class StubControlPlane {

@@ -18,18 +18,18 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "common/testing/process.h"
 #include "http/client.h"
-#include "process.h"
 
 namespace gpugeek {
 namespace {
 
 namespace fs = std::filesystem;
-using itest::Process;
-using itest::ReadFile;
-using itest::RunCli;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using subprocess::Process;
+using subprocess::ReadFile;
+using subprocess::RunCli;
 
 class EndToEnd : public ::testing::Test {
  protected:

@@ -22,18 +22,18 @@
 #include <string>
 #include <thread>
 
+#include "common/testing/process.h"
 #include "http/client.h"
-#include "process.h"
 
 namespace gpugeek {
 namespace {
 
 namespace fs = std::filesystem;
-using itest::Process;
-using itest::ReadFile;
-using itest::RunCli;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using subprocess::Process;
+using subprocess::ReadFile;
+using subprocess::RunCli;
 
 const fs::path kSource = GPUGEEK_SOURCE_DIR;
 const fs::path kShared = GPUGEEK_SHARED_DIR;
@@ -90,7 +90,7 @@ class PrometheusTest : public ::testing::Test {
   }
   static void TearDownTestSuite() {
     if (prom_state_ != nullptr)
-      itest::Run({(kShared / "infra/prometheus-down.sh").string(), *prom_state_}, *dir_ / "down.log");
+      subprocess::Run({(kShared / "infra/prometheus-down.sh").string(), *prom_state_}, *dir_ / "down.log");
     agents_->clear();
     server_.reset();
     fs::remove_all(*dir_);
@@ -182,7 +182,7 @@ class PrometheusTest : public ::testing::Test {
     ::setenv("PROM_PORT", std::to_string(20000 + ::getpid() % 20000).c_str(), 1);
     ::setenv("PROM_INSTALL", "0", 1);  // scripts/install-deps.sh installs it
     auto [code, out] =
-        itest::Run({(kShared / "infra/prometheus-up.sh").string(), *host_port_, *prom_state_}, *dir_ / "up.log");
+        subprocess::Run({(kShared / "infra/prometheus-up.sh").string(), *host_port_, *prom_state_}, *dir_ / "up.log");
     ASSERT_EQ(code, 0) << out;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(out, m, std::regex("PROMETHEUS_URL=(http://[0-9.:]+)"))) << out;
@@ -277,8 +277,8 @@ TEST_F(PrometheusTest, PromtoolAcceptsTheLiveMetricsOfServerAndAgent) {
     const fs::path file = *dir_ / "metrics.txt";
     std::ofstream(file) << *text;
     // promtool reads the exposition on stdin; it prints lint problems and exits non-zero on any.
-    auto [code, out] =
-        itest::Run({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file.string()}, *dir_ / "promtool.log");
+    auto [code, out] = subprocess::Run({"/bin/sh", "-c", "/usr/bin/promtool check metrics < " + file.string()},
+                                       *dir_ / "promtool.log");
     EXPECT_EQ(code, 0) << url << "/metrics:\n" << out;
     EXPECT_EQ(out, "") << url;
   }

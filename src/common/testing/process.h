@@ -1,6 +1,6 @@
 #pragma once
-// Child processes for the multi-process tests: the real `gpugeek` binary (and service scripts) with
-// stdout+stderr in a file.
+// Test support, header-only: child processes for the multi-process tests (the real `gpugeek` binary,
+// service scripts) with stdout+stderr in a file.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -17,7 +18,7 @@
 
 extern char** environ;
 
-namespace gpugeek::itest {
+namespace gpugeek::subprocess {
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
@@ -68,6 +69,16 @@ class Process {
     return true;
   }
   std::string output() const { return ReadFile(log_); }
+  // Group 1 of the first match of `re` in the output, waiting up to `timeout`; "" when none came.
+  std::string WaitForOutput(const std::regex& re, milliseconds timeout = milliseconds(20000)) const {
+    for (auto end = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < end;) {
+      std::smatch m;
+      const std::string out = output();
+      if (std::regex_search(out, m, re)) return m[1];
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return "";
+  }
 
  private:
   fs::path log_;
@@ -83,10 +94,12 @@ inline std::pair<int, std::string> Run(const std::vector<std::string>& args, con
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, p.output()};
 }
 
+#ifdef GPUGEEK_BINARY
 // Runs the CLI to completion; returns {exit code, output}.
 inline std::pair<int, std::string> RunCli(std::vector<std::string> args, const fs::path& log) {
   args.insert(args.begin(), GPUGEEK_BINARY);
   return Run(args, log);
 }
+#endif
 
-}  // namespace gpugeek::itest
+}  // namespace gpugeek::subprocess

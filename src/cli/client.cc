@@ -89,6 +89,25 @@ std::string Text(const nlohmann::json& j) {
   return j.dump();
 }
 
+std::string GpuSummary(const nlohmann::json& gpus, const std::string& none) {
+  std::vector<std::pair<std::string, int>> models;
+  if (gpus.is_array()) {
+    for (const nlohmann::json& g : gpus) {
+      std::string model = g.is_object() ? g.value("model_id", std::string()) : "";
+      if (model.empty() && g.is_object()) model = g.value("name", std::string());
+      if (model.empty()) model = "?";
+      if (!models.empty() && models.back().first == model) {
+        ++models.back().second;
+      } else {
+        models.emplace_back(model, 1);
+      }
+    }
+  }
+  std::string out;
+  for (const auto& [model, n] : models) out += fmt::format("{}{} x {}", out.empty() ? "" : " + ", n, model);
+  return out.empty() ? none : out;
+}
+
 std::string Gpus(int64_t milli) {
   if (milli % 1000 == 0) return fmt::format("{}", milli / 1000);
   std::string s = fmt::format("{:.3f}", static_cast<double>(milli) / 1000);

@@ -60,6 +60,10 @@ std::string UrlEncode(const std::string& s);
 // The JSON value as display text: strings unquoted, null as "-".
 std::string Text(const nlohmann::json& j);
 
+// An inventory's GPUs (the "gpus" array of hw::InventoryToJson) as "8 x A100-SXM-80GB", or
+// "4 x A100-PCIe-80GB + 2 x L4" (runs of one model in device order); `none` when there are none.
+std::string GpuSummary(const nlohmann::json& gpus, const std::string& none = "no GPUs");
+
 // Milli-GPU as GPUs: 8000 -> "8", 2500 -> "2.5".
 std::string Gpus(int64_t milli);
 

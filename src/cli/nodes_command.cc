@@ -22,22 +22,6 @@ namespace {
 using nlohmann::json;
 
 // "8 x A100-SXM-80GB" (or "4 x A100-PCIe-80GB + 2 x L4") from a node's inventory.
-std::string GpuSummary(const json& inventory) {
-  std::vector<std::pair<std::string, int>> models;
-  for (const json& g : inventory.value("gpus", json::array())) {
-    std::string model = g.value("model_id", std::string());
-    if (model.empty()) model = g.value("name", std::string("?"));
-    if (!models.empty() && models.back().first == model) {
-      ++models.back().second;
-    } else {
-      models.emplace_back(model, 1);
-    }
-  }
-  std::string out;
-  for (const auto& [model, n] : models) out += fmt::format("{}{} x {}", out.empty() ? "" : " + ", n, model);
-  return out.empty() ? "none" : out;
-}
-
 std::string Joined(const json& list) {
   std::string out;
   for (const json& s : list) out += (out.empty() ? "" : ",") + Text(s);
@@ -67,7 +51,7 @@ void RegisterNodes(CLI::App& app) {
       const int64_t total = static_cast<int64_t>(inventory.value("gpus", json::array()).size()) * 1000;
       const std::string region = n.value("region", std::string());
       table.AddRow({Text(n["name"]), Text(n["state"]), Text(n["capacity_type"]), region.empty() ? "-" : region,
-                    GpuSummary(inventory),
+                    GpuSummary(inventory.value("gpus", json::array()), "none"),
                     fmt::format("{}/{}", Gpus(n.value("gpu_milli_allocated", int64_t{0})), Gpus(total)),
                     Joined(n.value("jobs", json::array())), Ago(n.value("last_heartbeat", std::string()), now)});
     }
@@ -102,9 +86,9 @@ void RegisterNode(CLI::App& app) {
     std::cout << fmt::format("  host:      {}, {} CPUs, {} memory\n", Text(host.value("hostname", json())),
                              Text(host.value("cpu_cores", json())),
                              FormatBytes(host.value("memory_bytes", uint64_t{0})));
-    std::cout << fmt::format("  GPUs:      {} ({} of {} allocated)\n", GpuSummary(inventory),
-                             Gpus(n.value("gpu_milli_allocated", int64_t{0})),
-                             inventory.value("gpus", json::array()).size());
+    std::cout << fmt::format(
+        "  GPUs:      {} ({} of {} allocated)\n", GpuSummary(inventory.value("gpus", json::array()), "none"),
+        Gpus(n.value("gpu_milli_allocated", int64_t{0})), inventory.value("gpus", json::array()).size());
     std::cout << fmt::format("  jobs:      {}\n", Joined(n.value("jobs", json::array())));
     std::cout << fmt::format("  heartbeat: {} ({})\n\n", LocalTime(heartbeat), Ago(heartbeat, RealClock().Now()));
     const json samples = n.value("samples", json::array());

@@ -59,24 +59,6 @@ json Array(const json& j, const char* key) {
   return it != j.end() && it->is_array() ? *it : json::array();
 }
 
-// "8 x A100-SXM-80GB" (or "4 x A100-PCIe-80GB + 2 x L4"); "no GPUs".
-std::string GpuSummary(const json& gpus) {
-  std::vector<std::pair<std::string, int>> models;
-  for (const json& g : gpus) {
-    std::string model = Str(g, "model_id");
-    if (model.empty()) model = Str(g, "name");
-    if (model.empty()) model = "?";
-    if (!models.empty() && models.back().first == model) {
-      ++models.back().second;
-    } else {
-      models.emplace_back(model, 1);
-    }
-  }
-  std::string out;
-  for (const auto& [model, n] : models) out += fmt::format("{}{} x {}", out.empty() ? "" : " + ", n, model);
-  return out.empty() ? "no GPUs" : out;
-}
-
 std::string Health(const json& h) {
   if (!h.is_object()) return "-";
   if (h.value("lost", false)) return "lost";

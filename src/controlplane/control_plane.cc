@@ -730,7 +730,9 @@ void ControlPlane::ScheduleLocked() {
       }
       std::map<std::string, int> counts;
       for (const auto& r : decision->reasons) ++counts[r.reason];
-      why = fmt::format("no node fits ({} nodes)", cluster_->size());
+      why = request.gang_size > 1 ? fmt::format("no node fits member {} of the gang of {} ({} nodes)",
+                                                decision->members_placed + 1, request.gang_size, cluster_->size())
+                                  : fmt::format("no node fits ({} nodes)", cluster_->size());
       for (const auto& [reason, n] : counts) why += fmt::format("; {}: {}", n, reason);
     }
     if (!why.empty()) pending_reason_[job.id] = why;

@@ -248,7 +248,22 @@ TEST_F(ControlPlaneTest, UnschedulableJobSaysWhy) {
   cp_->Reconcile();
   auto job = cp_->GetJob(id);
   EXPECT_EQ(job->record.state, JobState::kPending);
-  EXPECT_TRUE(absl::StartsWith(job->pending_reason, "no node fits (1 nodes)")) << job->pending_reason;
+  EXPECT_EQ(job->pending_reason, "no node fits (1 nodes); 1: insufficient GPU: fewer than 8 GPUs with 1000 milli free");
+
+  const std::string wrong = Submit("name: wrong\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n");
+  cp_->Reconcile();
+  EXPECT_EQ(cp_->GetJob(wrong)->pending_reason,
+            "no node fits (1 nodes); 1: has A100-PCIe-80GB; no node has the requested GPU model");
+  ASSERT_TRUE(cp_->Cancel(wrong, "test").ok());
+  ASSERT_TRUE(cp_->Cancel(id, "test").ok());
+
+  // A gang of two 8-GPU members: the H100 node takes the first; the second has nowhere to go.
+  Register("node-b", "8xH100-SXM-80GB");
+  const std::string gang = Submit("name: gang\nnum_nodes: 2\nresources: {accelerators: H100-SXM-80GB:8}\nrun: x\n");
+  cp_->Reconcile();
+  EXPECT_EQ(cp_->GetJob(gang)->pending_reason,
+            "no node fits member 2 of the gang of 2 (2 nodes); 1: has A100-PCIe-80GB, not the requested "
+            "H100-SXM-80GB; 1: insufficient GPU: fewer than 8 GPUs with 1000 milli free");
 }
 
 // Capacity type and regions are constraints: a job waits rather than run on a node it excluded.

@@ -42,7 +42,15 @@ std::string GpuShareFit::Explain(const PodShape& shape, const Cluster& cluster, 
   if (!shape.uses_gpu()) return "";
   if (cluster.gpu_count(n) == 0) return "node has no GPU";
   if (!shape.ModelAllowed(cluster.model_id(n))) {
-    return fmt::format("GPU model {} not allowed", cluster.model_name(cluster.model_id(n)));
+    // The wanted models that some node has (a wanted model no node has is not in the mask).
+    std::vector<std::string> wanted;
+    for (int m = 0; m < cluster.num_models() && m < 64; ++m) {
+      if (shape.model_mask >> m & 1u) wanted.push_back(cluster.model_name(m));
+    }
+    if (wanted.empty())
+      return fmt::format("has {}; no node has the requested GPU model", cluster.model_name(cluster.model_id(n)));
+    return fmt::format("has {}, not the requested {}", cluster.model_name(cluster.model_id(n)),
+                       fmt::join(wanted, " or "));
   }
   if (!GpusFit(shape, cluster, n)) {
     return fmt::format("insufficient GPU: fewer than {} GPUs with {} milli free", shape.num_gpus, shape.gpu_milli);

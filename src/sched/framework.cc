@@ -131,6 +131,7 @@ absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& bin
       // Explain with the reserved members still in place (why the next member did not fit), then
       // unreserve them: a gang is all or nothing.
       if (explain_) Explain(shape, &d.reasons);
+      d.members_placed = static_cast<int32_t>(d.placements.size());
       Release(d.placements);
       d.placements.clear();
       continue;

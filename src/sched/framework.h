@@ -64,6 +64,9 @@ struct Decision {
   int alternative = -1;               // index of the alternative placed
   std::vector<Placement> placements;  // gang_size entries when scheduled
   std::vector<NodeReason> reasons;    // when unschedulable (and explain_unschedulable)
+  // When unschedulable: how many members of the gang fitted (in the last alternative tried) before
+  // one did not; `reasons` explain that one, with the others still reserved.
+  int32_t members_placed = 0;
 };
 
 class Framework {

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <initializer_list>
 #include <map>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -346,7 +347,14 @@ absl::Status CheckUniqueKeys(const YAML::Node& node, const std::string& path, in
 absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCatalog& catalog) {
   YAML::Node doc;
   try {
-    doc = YAML::Load(std::string(yaml_text));
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));
+    std::erase_if(docs, [](const YAML::Node& d) { return d.IsNull(); });  // a trailing `---` adds an empty one
+    // One job per spec: a second document (after `---`) would otherwise be dropped without a word.
+    if (docs.size() > 1) {
+      return absl::InvalidArgumentError(
+          fmt::format("job spec holds {} YAML documents (separated by ---); submit one job per file", docs.size()));
+    }
+    if (!docs.empty()) doc = docs[0];
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         fmt::format("job spec is not valid YAML (line {}, column {}): {}", e.mark.line + 1, e.mark.column + 1, e.msg));

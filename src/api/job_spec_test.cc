@@ -91,6 +91,8 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
       {"name: x\n  run: : :\n\t- [", "job spec is not valid YAML (line"},
       {"name: x\nrun: a\npriority: 1\nresources: {accelerators: T4:1}\npriority: 9\n",
        "priority: the key appears twice in the job spec (lines 3 and 5); keep one"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1}\n---\nname: y\nrun: b\n",
+       "job spec holds 2 YAML documents (separated by ---); submit one job per file"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, accelerators: A100-80GB:1}\n",
        "resources.accelerators: the key appears twice in the job spec (lines 3 and 3)"},
   };
@@ -101,6 +103,10 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
     EXPECT_TRUE(absl::StartsWith(spec.status().message(), c.expected_prefix))
         << "got: " << spec.status().message() << "\nwant prefix: " << c.expected_prefix;
   }
+}
+
+TEST(ParseJobSpec, TrailingDocumentMarkerIsNotASecondJob) {
+  EXPECT_TRUE(ParseJobSpec("---\nname: x\nrun: a\nresources: {accelerators: T4:1}\n---\n").ok());
 }
 
 TEST(ParseJobSpec, PlannerSizedSpecNeedsNoAccelerators) {

@@ -666,10 +666,8 @@ void ControlPlane::RebuildClusterLocked() {
   // The workload's typical pods: what the jobs seen so far asked for (FGD's measure, sched/frag.h).
   if (auto pending = AllJobs(store_, JobState::kPending); pending.ok()) {
     for (const auto& j : *pending) {
-      auto spec = api::ParseJobSpec(j.spec_yaml, catalog_);
-      if (!spec.ok()) continue;
-      auto requests = RequestsFor(j, *spec);
-      if (requests.ok()) shapes.push_back(requests->front().alternatives.front());
+      const ParsedJob& parsed = ParsedLocked(j);
+      if (parsed.requests.ok()) shapes.push_back(parsed.requests->front().alternatives.front());
     }
   }
   typical_ = sched::ComputeTypicalPods(shapes, kTypicalPodPopularityPct, *cluster_);
@@ -689,6 +687,15 @@ void ControlPlane::RebuildClusterLocked() {
   cluster_dirty_ = false;
 }
 
+const ControlPlane::ParsedJob& ControlPlane::ParsedLocked(const store::JobRecord& job) {
+  auto [it, inserted] = parsed_.try_emplace(job.id);
+  if (inserted) {
+    it->second.spec = api::ParseJobSpec(job.spec_yaml, catalog_);
+    it->second.requests = it->second.spec.ok() ? RequestsFor(job, *it->second.spec) : it->second.spec.status();
+  }
+  return it->second;
+}
+
 void ControlPlane::ScheduleLocked() {
   if (!framework_) return;
   auto pending = AllJobs(store_, JobState::kPending);
@@ -701,10 +708,16 @@ void ControlPlane::ScheduleLocked() {
                    [](const store::JobRecord& a, const store::JobRecord& b) { return a.priority > b.priority; });
   std::map<std::string, api::Registration> registrations;
   for (const auto& [name, s] : nodes_) registrations[name] = s.registration;
+  std::map<std::string, ParsedJob> still_pending;
   for (const store::JobRecord& job : *pending) {
-    auto spec = api::ParseJobSpec(job.spec_yaml, catalog_);
-    if (!spec.ok()) continue;  // admission checked it; a catalog change could break it
-    auto requests = RequestsFor(job, *spec);
+    if (auto it = parsed_.find(job.id); it != parsed_.end()) still_pending.insert(parsed_.extract(it));
+  }
+  parsed_ = std::move(still_pending);  // jobs placed or ended since the last pass drop out
+  for (const store::JobRecord& job : *pending) {
+    const ParsedJob& parsed = ParsedLocked(job);
+    if (!parsed.spec.ok()) continue;  // admission checked it; a catalog change could break it
+    const absl::StatusOr<api::JobSpec>& spec = parsed.spec;
+    const absl::StatusOr<std::vector<sched::Request>>& requests = parsed.requests;
     if (!requests.ok()) {
       pending_reason_[job.id] = std::string(requests.status().message());
       continue;

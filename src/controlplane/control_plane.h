@@ -190,6 +190,13 @@ class ControlPlane {
     std::vector<SchedNode> sched_nodes;
   };
 
+  // A pending job's parsed spec and scheduler requests. Both derive from the spec and plan stored at
+  // submission, which never change, so a scheduling pass parses each job once, not every 100 ms.
+  struct ParsedJob {
+    absl::StatusOr<api::JobSpec> spec = absl::UnknownError("not parsed");
+    absl::StatusOr<std::vector<sched::Request>> requests = absl::UnknownError("not built");
+  };
+
   struct PendingSubmit {
     store::JobRecord record;
     absl::StatusOr<store::JobRecord> result = absl::UnknownError("not committed");
@@ -211,6 +218,8 @@ class ControlPlane {
   absl::Status ApplyReportLocked(const std::string& node, const api::WorkloadReport& report);
   void AppendLogLocked(const api::LogChunk& chunk);
   std::vector<api::Assignment> AssignmentsForLocked(const std::string& node);
+  // The job's parsed spec and requests, from parsed_ (parsed on first use).
+  const ParsedJob& ParsedLocked(const store::JobRecord& job);
   absl::StatusOr<JobView> ViewLocked(const store::JobRecord& record);
   std::vector<workload::PoolEntry> PoolEntriesLocked();
   std::string LogDir(const std::string& job_id) const;
@@ -237,6 +246,7 @@ class ControlPlane {
   std::map<std::string, NodeState> nodes_;
   std::map<std::string, LiveJob> live_;                // by job id
   std::map<std::string, std::string> pending_reason_;  // by job id
+  std::map<std::string, ParsedJob> parsed_;            // pending jobs by id; pruned each scheduling pass
   std::optional<sched::Cluster> cluster_;
   std::unique_ptr<sched::Framework> framework_;
   std::string active_policy_;

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "api/job_state.h"
@@ -64,6 +65,22 @@ absl::StatusOr<std::vector<sched::Request>> RequestsFor(const store::JobRecord& 
     ASSIGN_OR_RETURN(plan, PlanFromJson(job.plan_json));
   }
   return BuildRequests(job.id, spec, plan ? &*plan : nullptr);
+}
+
+// Everything of a job's requests that decides where it fits (not its id or priority), as text.
+std::string ShapeKey(const std::vector<sched::Request>& requests) {
+  std::string key;
+  for (const sched::Request& r : requests) {
+    key += fmt::format("gang={} distinct={} capacity={} selector=", r.gang_size, r.distinct_nodes,
+                       r.capacity_type ? static_cast<int>(*r.capacity_type) : -1);
+    for (const auto& [label, values] : r.node_selector) key += fmt::format("{}:{};", label, fmt::join(values, ","));
+    for (const sched::ResourceShape& a : r.alternatives) {
+      key += fmt::format("|{},{},{},{},{}", a.cpu_milli, a.memory_bytes, a.num_gpus, a.gpu_milli,
+                         fmt::join(a.allowed_models, ","));
+    }
+    key += '\n';
+  }
+  return key;
 }
 
 std::string NodeStateName(bool down, bool cordoned) { return down ? "down" : cordoned ? "cordoned" : "ready"; }
@@ -192,7 +209,7 @@ absl::Status ControlPlane::Load() {
   }
   spdlog::info("control plane: loaded {} nodes, {} jobs ({} holding GPUs) from the store", nodes_.size(), jobs.size(),
                live_.size());
-  cluster_dirty_ = true;
+  CapacityChangedLocked();
   return absl::OkStatus();
 }
 
@@ -253,7 +270,7 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   record.created_at = record.updated_at = clock_.Now();
   ASSIGN_OR_RETURN(store::JobRecord stored, CommitGrouped(std::move(record)));
   lock.lock();
-  cluster_dirty_ = true;  // the typical pods change with the workload
+  cluster_dirty_ = true;  // the typical pods change with the workload (capacity does not)
   return ViewLocked(stored);
 }
 
@@ -396,7 +413,7 @@ absl::StatusOr<api::RegistrationReply> ControlPlane::Register(const api::Registr
   record.last_heartbeat = s.last_heartbeat;
   record.registered_at = s.last_heartbeat;
   RETURN_IF_ERROR(store_.PutNode(record));
-  cluster_dirty_ = true;
+  CapacityChangedLocked();
   spdlog::info("control plane: node {} {} with {} GPUs", registration.node, known ? "re-registered" : "registered",
                registration.inventory.gpus.size());
   api::RegistrationReply reply;
@@ -417,7 +434,7 @@ absl::StatusOr<api::HeartbeatReply> ControlPlane::Heartbeat(const api::Heartbeat
   s.last_heartbeat = clock_.Now();
   if (s.down) {
     s.down = false;
-    cluster_dirty_ = true;
+    CapacityChangedLocked();
     spdlog::info("control plane: node {} is back", heartbeat.node);
   }
   s.samples = heartbeat.samples;
@@ -553,7 +570,7 @@ void ControlPlane::CheckNodesLocked() {
   for (auto& [name, s] : nodes_) {
     if (s.down || now - s.last_heartbeat <= options_.node_timeout) continue;
     s.down = true;
-    cluster_dirty_ = true;
+    CapacityChangedLocked();
     spdlog::warn("control plane: node {} is down (no heartbeat for {} ms)", name,
                  std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_heartbeat).count());
     std::vector<std::string> affected;
@@ -587,7 +604,7 @@ absl::Status ControlPlane::RequeueLocked(LiveJob& live, const std::string& reaso
   RETURN_IF_ERROR(store_.UpdateJob(next).status());
   CommittedLocked(next.id, live.record.state, JobState::kPending);
   live_.erase(next.id);
-  cluster_dirty_ = true;
+  CapacityChangedLocked();
   return absl::OkStatus();
 }
 
@@ -614,7 +631,7 @@ absl::Status ControlPlane::ReleaseLocked(LiveJob& live) {
   next.updated_at = clock_.Now();
   RETURN_IF_ERROR(store_.UpdateJob(next).status());
   live_.erase(next.id);
-  cluster_dirty_ = true;
+  CapacityChangedLocked();
   return absl::OkStatus();
 }
 
@@ -687,11 +704,17 @@ void ControlPlane::RebuildClusterLocked() {
   cluster_dirty_ = false;
 }
 
-const ControlPlane::ParsedJob& ControlPlane::ParsedLocked(const store::JobRecord& job) {
+void ControlPlane::CapacityChangedLocked() {
+  cluster_dirty_ = true;
+  ++capacity_generation_;
+}
+
+ControlPlane::ParsedJob& ControlPlane::ParsedLocked(const store::JobRecord& job) {
   auto [it, inserted] = parsed_.try_emplace(job.id);
   if (inserted) {
     it->second.spec = api::ParseJobSpec(job.spec_yaml, catalog_);
     it->second.requests = it->second.spec.ok() ? RequestsFor(job, *it->second.spec) : it->second.spec.status();
+    if (it->second.requests.ok()) it->second.shape_key = ShapeKey(*it->second.requests);
   }
   return it->second;
 }
@@ -712,14 +735,24 @@ void ControlPlane::ScheduleLocked() {
   for (const store::JobRecord& job : *pending) {
     if (auto it = parsed_.find(job.id); it != parsed_.end()) still_pending.insert(parsed_.extract(it));
   }
-  parsed_ = std::move(still_pending);  // jobs placed or ended since the last pass drop out
+  parsed_ = std::move(still_pending);                   // jobs placed or ended since the last pass drop out
+  std::map<std::string, std::string> failed_this_pass;  // shape_key -> why
   for (const store::JobRecord& job : *pending) {
-    const ParsedJob& parsed = ParsedLocked(job);
+    ParsedJob& parsed = ParsedLocked(job);
     if (!parsed.spec.ok()) continue;  // admission checked it; a catalog change could break it
+    // It did not fit, and no capacity came back since: it still does not (placements made since
+    // only took capacity away). Kubernetes' scheduler parks such pods the same way.
+    if (parsed.unschedulable_at == capacity_generation_) continue;
     const absl::StatusOr<api::JobSpec>& spec = parsed.spec;
     const absl::StatusOr<std::vector<sched::Request>>& requests = parsed.requests;
     if (!requests.ok()) {
       pending_reason_[job.id] = std::string(requests.status().message());
+      continue;
+    }
+    // A job asking exactly what one that just failed asked cannot fit either: same reason, no search.
+    if (auto it = failed_this_pass.find(parsed.shape_key); it != failed_this_pass.end()) {
+      pending_reason_[job.id] = it->second;
+      parsed.unschedulable_at = capacity_generation_;
       continue;
     }
     std::string why;
@@ -748,7 +781,11 @@ void ControlPlane::ScheduleLocked() {
                                   : fmt::format("no node fits ({} nodes)", cluster_->size());
       for (const auto& [reason, n] : counts) why += fmt::format("; {}: {}", n, reason);
     }
-    if (!why.empty()) pending_reason_[job.id] = why;
+    if (!why.empty()) {
+      pending_reason_[job.id] = why;
+      parsed.unschedulable_at = capacity_generation_;
+      failed_this_pass.emplace(parsed.shape_key, why);
+    }
   }
 }
 
@@ -794,7 +831,7 @@ absl::Status ControlPlane::SetCordoned(const std::string& name, bool cordoned) {
   record.state = NodeStateName(false, cordoned);
   RETURN_IF_ERROR(store_.PutNode(record));
   it->second.cordoned = cordoned;
-  cluster_dirty_ = true;
+  CapacityChangedLocked();
   return absl::OkStatus();
 }
 

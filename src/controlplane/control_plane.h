@@ -195,6 +195,9 @@ class ControlPlane {
   struct ParsedJob {
     absl::StatusOr<api::JobSpec> spec = absl::UnknownError("not parsed");
     absl::StatusOr<std::vector<sched::Request>> requests = absl::UnknownError("not built");
+    // capacity_generation_ when it last failed to fit; a pass skips it until capacity changes.
+    std::optional<uint64_t> unschedulable_at;
+    std::string shape_key;  // what decides where it fits; equal keys fit or fail alike
   };
 
   struct PendingSubmit {
@@ -219,7 +222,10 @@ class ControlPlane {
   void AppendLogLocked(const api::LogChunk& chunk);
   std::vector<api::Assignment> AssignmentsForLocked(const std::string& node);
   // The job's parsed spec and requests, from parsed_ (parsed on first use).
-  const ParsedJob& ParsedLocked(const store::JobRecord& job);
+  ParsedJob& ParsedLocked(const store::JobRecord& job);
+  // Nodes or allocations changed so that capacity may have come back: rebuild the scheduler's
+  // snapshot and retry the jobs that did not fit.
+  void CapacityChangedLocked();
   absl::StatusOr<JobView> ViewLocked(const store::JobRecord& record);
   std::vector<workload::PoolEntry> PoolEntriesLocked();
   std::string LogDir(const std::string& job_id) const;
@@ -254,6 +260,7 @@ class ControlPlane {
   std::map<std::string, sched::NodeIndex> sched_index_;  // scheduler node name -> index
   std::vector<const SchedNode*> sched_nodes_;            // by index
   bool cluster_dirty_ = true;
+  uint64_t capacity_generation_ = 0;  // see CapacityChangedLocked
   int64_t next_job_number_ = 1;
   // When each job still waiting for its recovery was requeued (metrics: requeue -> RUNNING again).
   // In memory only: Load seeds it from PENDING jobs that were requeued (their updated_at is the

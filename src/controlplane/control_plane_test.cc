@@ -266,6 +266,22 @@ TEST_F(ControlPlaneTest, UnschedulableJobSaysWhy) {
             "H100-SXM-80GB; 1: insufficient GPU: fewer than 8 GPUs with 1000 milli free");
 }
 
+// A job that did not fit waits until capacity comes back (here: the running job ends), then places.
+TEST_F(ControlPlaneTest, WaitingJobPlacesWhenCapacityComesBack) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string first = Submit("name: a\nresources: {accelerators: H100-SXM-80GB:8}\nrun: x\n");
+  const std::string second = Submit("name: b\nresources: {accelerators: H100-SXM-80GB:8}\nrun: x\n");
+  for (int pass = 0; pass < 3; ++pass) cp_->Reconcile();
+  ASSERT_EQ(State(first), JobState::kScheduled);
+  EXPECT_EQ(State(second), JobState::kPending);
+  EXPECT_THAT(cp_->GetJob(second)->pending_reason, HasSubstr("insufficient GPU"));
+  Beat("node-a", {{first, 1, api::WorkloadPhase::kRunning}});
+  Beat("node-a", {{first, 1, api::WorkloadPhase::kExited, 0}});
+  ASSERT_EQ(State(first), JobState::kSucceeded);
+  cp_->Reconcile();
+  EXPECT_EQ(State(second), JobState::kScheduled);
+}
+
 // Capacity type and regions are constraints: a job waits rather than run on a node it excluded.
 TEST_F(ControlPlaneTest, CapacityTypeAndRegionsAreConstraints) {
   Register("node-a", "8xA100-SXM-80GB", "on-demand", "us-east");

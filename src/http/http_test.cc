@@ -130,6 +130,17 @@ TEST_F(ServerTest, ConcurrentClients) {
   EXPECT_EQ(ok.load(), 200);
 }
 
+TEST(ServerPortTest, APortInUseIsRefusedNotShared) {
+  auto first = Server::Create({});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->Start().ok());
+  auto second = Server::Create({.port = (*first)->port()});
+  ASSERT_TRUE(second.ok());
+  const absl::Status s = (*second)->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("the port is in use"), absl::string_view::npos) << s;
+}
+
 TEST(Client, UnreachableServerIsUnavailable) {
   auto s = Server::Create({});
   ASSERT_TRUE((*s)->Start().ok());

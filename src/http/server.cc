@@ -1,5 +1,7 @@
 #include "http/server.h"
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 
 #include <regex>
@@ -133,10 +135,20 @@ absl::Status Server::Start() {
                       "application/json");
     }
   });
+  // SO_REUSEADDR only: a restarted server may bind while old connections sit in TIME_WAIT. cpp-httplib's
+  // default adds SO_REUSEPORT, which lets a second process bind a port already in use and take over
+  // part of its traffic (a second server on the same port would steal the agents).
+  server_->set_socket_options([](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   port_ = options_.port == 0 ? server_->bind_to_any_port(options_.host)
                              : (server_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port_ <= 0) {
-    return absl::UnavailableError(fmt::format("http server: cannot listen on {}:{}", options_.host, options_.port));
+    return absl::UnavailableError(fmt::format(
+        "http server: cannot listen on {}:{}: the port is in use, or the address is not this host's; choose "
+        "another with --listen HOST:PORT",
+        options_.host, options_.port));
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
   // cpp-httplib ignores stop() until its accept loop runs; wait for it so Stop() right after Start()

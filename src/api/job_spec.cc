@@ -172,6 +172,9 @@ absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatal
     if (!regions.IsSequence()) return FieldError("resources.regions", "must be a list like [us-east-1]");
     for (size_t i = 0; i < regions.size(); ++i) {
       ASSIGN_OR_RETURN(std::string region, Scalar(regions[i], fmt::format("resources.regions[{}]", i)));
+      if (region.empty()) {
+        return FieldError(fmt::format("resources.regions[{}]", i), "is empty: name a region, e.g. us-east-1");
+      }
       r.regions.push_back(region);
     }
   }

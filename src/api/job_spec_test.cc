@@ -91,6 +91,8 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
       {"name: x\n  run: : :\n\t- [", "job spec is not valid YAML (line"},
       {"name: x\nrun: a\npriority: 1\nresources: {accelerators: T4:1}\npriority: 9\n",
        "priority: the key appears twice in the job spec (lines 3 and 5); keep one"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, regions: [eu-west, \"\"]}\n",
+       "resources.regions[1]: is empty: name a region"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1}\n---\nname: y\nrun: b\n",
        "job spec holds 2 YAML documents (separated by ---); submit one job per file"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, accelerators: A100-80GB:1}\n",

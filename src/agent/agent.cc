@@ -1,12 +1,15 @@
 #include "agent/agent.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -130,6 +133,44 @@ absl::StatusOr<LogRead> ReadLog(const std::string& path, uint64_t offset, uint64
   return out;
 }
 
+// FNV-1a, 64 bits: a stable name for a path too long for a socket address.
+uint64_t Fnv1a(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Claims `group` (the node's cgroup, relative to each hierarchy under `root`) for this process by binding an abstract
+// unix socket named after it: the kernel frees the name when the process dies, however it dies, so a restarted agent
+// gets it back and a second live agent of the same node is refused (it would reap the first one's workloads). Returns
+// the socket, held for the agent's lifetime. Abstract names are per network namespace: agents in
+// different namespaces sharing one cgroup tree are not told apart.
+absl::StatusOr<int> ClaimNode(const std::string& node, const std::string& root, const std::string& group) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(fmt::format("socket: {}", std::strerror(errno)));
+  struct sockaddr_un addr;
+  std::memset(&addr, 0, sizeof(addr));
+  addr.sun_family = AF_UNIX;
+  const std::string name = fmt::format("gpugeek-agent-cgroup-{:016x}", Fnv1a(root + "/" + group));
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());  // sun_path[0] = '\0': abstract
+  const auto len = static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(fd, reinterpret_cast<const struct sockaddr*>(&addr), len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EADDRINUSE) {
+      return absl::FailedPreconditionError(
+          fmt::format("another agent named {} is running on this host (it holds the cgroups {} under {}); give "
+                      "this one another --name",
+                      node, group, root));
+    }
+    return absl::InternalError(fmt::format("cannot claim the cgroups {}: bind: {}", group, std::strerror(err)));
+  }
+  return fd;
+}
+
 const char* StateName(int state) {
   static constexpr const char* kNames[] = {"running", "stopping", "exited", "failed-to-start", "not-started"};
   return kNames[state];
@@ -171,31 +212,56 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     per_node.parent += "/" + options.node;
     ASSIGN_OR_RETURN(cgroups, CgroupManager::Create(per_node));
   }
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Executor> executor,
-      Executor::Create({.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get()}));
+  int claim_fd = -1;
+  if (cgroups != nullptr && cgroups->mode() != CgroupMode::kNone) {
+    ASSIGN_OR_RETURN(claim_fd,
+                     ClaimNode(options.node, options.cgroups.root, options.cgroups.parent + "/" + options.node));
+    // Whatever is in the node's groups now was started by a previous agent of this node (this one has
+    // started nothing) that died without stopping it. The server re-assigns what should run.
+    for (const ReapedGroup& r : cgroups->ReapOrphans()) {
+      spdlog::warn("agent {}: killed {} process(es) left by a previous agent in cgroup {}", options.node, r.killed,
+                   fmt::join(r.dirs, ", "));
+      if (!r.status.ok()) spdlog::warn("agent {}: cannot remove the group: {}", options.node, r.status);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Executor>> executor =
+      Executor::Create({.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get()});
+  if (!executor.ok()) {
+    if (claim_fd >= 0) ::close(claim_fd);
+    return executor.status();
+  }
   std::shared_ptr<AgentMetrics> metrics;
   if (options.metrics != nullptr) {
     metrics = AgentMetrics::Create(*options.metrics, options.node);
     metrics->SetInventory(inventory);
   }
   return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups),
-                                          std::move(executor), std::move(metrics), std::move(inventory)));
+                                          std::move(*executor), std::move(metrics), std::move(inventory), claim_fd));
 }
 
 Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
-             std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory)
+             std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory,
+             int node_claim_fd)
     : options_(std::move(options)),
       node_(options_.node),
       client_(std::move(client)),
       cgroups_(std::move(cgroups)),
       executor_(std::move(executor)),
+      node_claim_fd_(node_claim_fd),
       metrics_(std::move(metrics)),
       inventory_(std::move(inventory)),
       metrics_address_(options_.metrics_address),
       interval_(options_.heartbeat_interval) {}
 
-Agent::~Agent() = default;
+Agent::~Agent() {
+  // The executor kills and reaps what still runs and removes the workloads' groups; the node's group is
+  // then empty (unless a killed process was slow to leave: it stays, and the next agent reaps it).
+  executor_.reset();
+  if (cgroups_ != nullptr) {
+    if (absl::Status s = cgroups_->RemoveParent(); !s.ok()) spdlog::warn("agent {}: {}", node_, s);
+  }
+  if (node_claim_fd_ >= 0) ::close(node_claim_fd_);
+}
 
 Duration Agent::heartbeat_interval() const {
   std::lock_guard<std::mutex> lock(mu_);

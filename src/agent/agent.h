@@ -60,6 +60,15 @@
 // without leaving processes behind. Run paces itself on the steady clock; the injected Clock drives the
 // executor's grace deadlines and start/end times.
 //
+// Restart after a crash. An agent killed with SIGKILL leaves its workloads running in their cgroups,
+// unsupervised and holding GPUs the scheduler hands to others. Create() therefore ends them before the
+// agent registers or takes an assignment: every group under `<parent>/<node>` is SIGKILLed and removed
+// (CgroupManager::ReapOrphans, one log line per group); the server then re-assigns what should run. An
+// agent holds its node's cgroup exclusively while it lives (an abstract unix socket named after it, which
+// the kernel releases even on SIGKILL), so a second agent with the same node name on the host is refused
+// instead of killing the first one's workloads. Without cgroups (cgroup_limits off, or none on the host)
+// leftovers cannot be found: see README.md. On destruction the agent removes its (then empty) node group.
+//
 // Memory: per job ever assigned to this node the agent keeps its fence (two integers) and its log offset,
 // a few dozen bytes, for its lifetime. After an agent restart both are forgotten: logs are re-shipped from
 // offset 0 (the server keeps what it has by offset) and fencing starts over (the server's epochs still
@@ -149,14 +158,17 @@ struct WorkloadStatus {
 class Agent {
  public:
   // Validates the options, discovers the node's inventory (Discovery::Discover), creates the data
-  // directories, the cgroup manager (when cgroup_limits) and the executor. Does not contact the server.
+  // directories, the cgroup manager (when cgroup_limits), ends what a previous agent of this node left in
+  // its cgroups (see the file comment), and creates the executor. Does not contact the server.
   // Errors: InvalidArgument (missing server_url / discovery / data_dir / clock, bad node name,
   // capacity_type, heartbeat interval or log caps, malformed URL); the discovery's error; Internal when a
-  // directory cannot be created.
+  // directory cannot be created; FailedPrecondition when another live agent on this host holds the node's
+  // cgroup (same node name).
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
 
-  // SIGKILLs whatever still runs (through the executor). Run() returning normally has already stopped
-  // everything gracefully.
+  // SIGKILLs whatever still runs (through the executor), then removes the node's cgroup (`<parent>/<node>`)
+  // once empty, so node names no longer in use do not pile up on the host. Run() returning normally has
+  // already stopped everything gracefully.
   ~Agent();
 
   Agent(const Agent&) = delete;
@@ -224,7 +236,8 @@ class Agent {
   };
 
   Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
-        std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory);
+        std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory,
+        int node_claim_fd);
 
   absl::Status Register();
   // POSTs one heartbeat and records its result and round trip in the metrics.
@@ -248,9 +261,10 @@ class Agent {
   const std::string node_;
   const std::unique_ptr<http::Client> client_;    // used by the Tick thread only
   const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
-  const std::unique_ptr<Executor> executor_;
-  const std::shared_ptr<AgentMetrics> metrics_;  // null without AgentOptions::metrics; thread-safe itself
-  hw::NodeInventory inventory_;                  // Tick thread; replaced on re-registration
+  std::unique_ptr<Executor> executor_;            // set at construction; reset only by ~Agent
+  const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups
+  const std::shared_ptr<AgentMetrics> metrics_;   // null without AgentOptions::metrics; thread-safe itself
+  hw::NodeInventory inventory_;                   // Tick thread; replaced on re-registration
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -27,6 +27,8 @@ namespace {
 
 using ::gpugeek::agent::testing::ProcessAlive;
 using ::gpugeek::agent::testing::ReadAll;
+using ::gpugeek::agent::testing::ReapChild;
+using ::gpugeek::agent::testing::SpawnLeftover;
 using ::gpugeek::agent::testing::TempDir;
 using ::gpugeek::agent::testing::WaitForDeath;
 using ::gpugeek::agent::testing::WaitForFile;
@@ -647,6 +649,60 @@ TEST_F(AgentTest, CpuAndMemoryLimitsGoToTheWorkloadsCgroups) {
   EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/node-a/lim-0/cgroup.procs"), std::to_string(agent->Workloads().at(0).pid));
   cp_->SetAssignments({});
   ASSERT_TRUE(TickUntil(*agent, [&] { return agent->Workloads().empty(); }));
+}
+
+// The defect: after `kill -9` of an agent and a restart with the same name, its old workload kept running
+// unsupervised in its cgroup, and the job placed back on the node failed to start ("cgroup ... already
+// exists"). The restarted agent ends the leftover before it registers, and the job starts.
+TEST_F(AgentTest, ARestartedAgentEndsWhatThePreviousOneLeftInItsCgroups) {
+  TempDir cgroot;
+  WriteAll(cgroot / "memory/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteAll(cgroot / "cpu/cpu.cfs_quota_us", "-1\n");
+  // What the killed agent left: `sleep` of job j-00000001 in node-a's groups, and another node's group.
+  const pid_t leftover = SpawnLeftover({cgroot / "memory/gpugeek/node-a/j-00000001-0/cgroup.procs",
+                                        cgroot / "cpu/gpugeek/node-a/j-00000001-0/cgroup.procs"});
+  std::filesystem::create_directories(cgroot / "memory/gpugeek/node-b/other-0");
+  auto with_cgroups = [&](AgentOptions& o) {
+    o.cgroup_limits = true;
+    o.cgroups.root = cgroot.path();
+  };
+  auto agent = MakeAgent("2xH100-SXM-80GB", with_cgroups);
+  ASSERT_NE(agent, nullptr);
+  EXPECT_TRUE(cp_->registrations().empty()) << "reaped before it registers";
+  EXPECT_TRUE(WaitForDeath(leftover)) << "the previous agent's workload was left running";
+  ReapChild(leftover);
+  EXPECT_FALSE(std::filesystem::exists(cgroot / "memory/gpugeek/node-a/j-00000001-0"));
+  EXPECT_FALSE(std::filesystem::exists(cgroot / "cpu/gpugeek/node-a/j-00000001-0"));
+  EXPECT_TRUE(std::filesystem::exists(cgroot / "memory/gpugeek/node-b/other-0")) << "another node's";
+
+  api::Assignment a = MakeAssignment("j-00000001", 1, "sleep 300", {0});
+  a.memory_bytes = 64ull << 20;
+  cp_->SetAssignments({a});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(agent->Workloads().at(0).state, "running") << agent->Workloads().at(0).message;
+  const pid_t pid = agent->Workloads().at(0).pid;
+  EXPECT_EQ(ReadAll(cgroot / "memory/gpugeek/node-a/j-00000001-0/cgroup.procs"), std::to_string(pid));
+
+  // While it lives, no second agent of node-a on this host (it would reap the first one's workloads).
+  auto discovery = hw::EmulatedDiscovery::Create({.spec = "1xL4"});
+  ASSERT_TRUE(discovery.ok());
+  TempDir other_data;
+  AgentOptions twin{.server_url = cp_->url(), .node = "node-a", .discovery = discovery->get()};
+  twin.data_dir = other_data.path();
+  with_cgroups(twin);
+  const auto second = Agent::Create(twin);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("another agent named node-a"));
+  EXPECT_TRUE(ProcessAlive(pid));
+
+  // Leaving (here without a graceful stop) kills its workload and removes node-a's group.
+  agent.reset();
+  EXPECT_TRUE(WaitForDeath(pid));
+  EXPECT_FALSE(std::filesystem::exists(cgroot / "memory/gpugeek/node-a"));
+  EXPECT_FALSE(std::filesystem::exists(cgroot / "cpu/gpugeek/node-a"));
+  EXPECT_TRUE(std::filesystem::exists(cgroot / "memory/gpugeek/node-b/other-0"));
+  // The name is free again: an agent of node-a can start.
+  EXPECT_TRUE(Agent::Create(twin).ok());
 }
 
 TEST_F(AgentTest, RunRegistersHeartbeatsAndStopsWorkloadsOnStop) {

@@ -10,11 +10,14 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
@@ -116,6 +119,38 @@ void RemovePlainFiles(const std::string& dir) {
   }
   ::closedir(d);
 }
+
+// The directories of the groups nested in `dir` (not `dir` itself), innermost first, so that removing
+// them in this order removes each one's children before it.
+void NestedGroups(const std::string& dir, std::vector<std::string>& out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> children;
+  while (const struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (e->d_type == DT_DIR || (e->d_type == DT_UNKNOWN && Exists(dir + "/" + name + "/."))) {
+      children.push_back(dir + "/" + name);
+    }
+  }
+  ::closedir(d);
+  for (const std::string& child : children) {
+    NestedGroups(child, out);
+    out.push_back(child);
+  }
+}
+
+// Whether `pid` still runs code: absent and zombie processes do not (a zombie holds nothing but its pid,
+// and its parent, not us, reaps it).
+bool ProcessRuns(pid_t pid) {
+  absl::StatusOr<std::string> stat = ReadFile(fmt::format("/proc/{}/stat", pid));
+  if (!stat.ok()) return false;
+  const size_t paren = stat->rfind(')');
+  return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
+// Never init nor the agent itself, whatever a group lists (a misplaced agent, a corrupt test tree).
+bool Killable(pid_t pid) { return pid > 1 && pid != ::getpid(); }
 
 }  // namespace
 
@@ -234,7 +269,8 @@ std::string CgroupManager::Describe() const {
   return "none: " + reason_;
 }
 
-absl::StatusOr<CgroupGroup> CgroupManager::CreateGroup(const std::string& id, const ResourceLimits& limits) const {
+absl::StatusOr<CgroupGroup> CgroupManager::CreateGroup(const std::string& id, const ResourceLimits& limits,
+                                                       Duration leftover_timeout) const {
   RETURN_IF_ERROR(ValidateWorkloadId(id));
   CgroupGroup group{.id = id};
   if (mode_ == CgroupMode::kNone) {
@@ -244,23 +280,41 @@ absl::StatusOr<CgroupGroup> CgroupManager::CreateGroup(const std::string& id, co
     }
     return group;
   }
+  const auto deadline = std::chrono::steady_clock::now() + leftover_timeout;
   for (const Hierarchy& h : hierarchies_) {
     const std::string dir = h.parent + "/" + id;
     int err = ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno;
-    if (err == EEXIST) {
-      // A group an agent that died left behind: reuse the name once it holds no process (rmdir
-      // fails on a group that still has processes or children).
-      absl::StatusOr<std::string> procs = ReadFile(dir + "/cgroup.procs");
-      if (procs.ok() && procs->find_first_not_of(" \n") == std::string::npos && ::rmdir(dir.c_str()) == 0) {
-        err = ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno;
+    if (err == ENOENT) {
+      // The parent went away (an operator's cleanup of empty groups): create it again.
+      std::string level = h.mount;
+      for (const std::string& part : SplitPath(options_.parent)) {
+        level += "/" + part;
+        (void)MakeDir(level);
+        if (mode_ == CgroupMode::kV2) (void)WriteFile(level + "/cgroup.subtree_control", "+memory +cpu");
       }
+      err = ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno;
+    }
+    if (err == EEXIST) {
+      // A leftover (see the header): end what runs in it, then take the name over.
+      int killed = 0;
+      const absl::Status status = KillAndRemove({dir}, deadline, killed);
+      if (killed > 0) {
+        spdlog::warn("cgroup {}: killed {} process(es) left in it before starting workload {}", dir, killed, id);
+      }
+      if (!status.ok()) {
+        (void)Remove(group);  // only what this call created
+        if (absl::IsUnavailable(status)) {
+          return absl::UnavailableError(fmt::format(
+              "cgroup {} of an earlier workload {} still has processes {} ms after SIGKILL; try again later", dir, id,
+              std::chrono::duration_cast<std::chrono::milliseconds>(leftover_timeout).count()));
+        }
+        return status;
+      }
+      err = ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno;
     }
     if (err != 0) {
       // Remove only what this call created.
       (void)Remove(group);
-      if (err == EEXIST) {
-        return absl::AlreadyExistsError(fmt::format("cgroup {} already exists (workload {} still present)", dir, id));
-      }
       return absl::InternalError(fmt::format("cannot create cgroup {}: {}", dir, ErrnoText(err)));
     }
     group.dirs.push_back(dir);
@@ -271,6 +325,75 @@ absl::StatusOr<CgroupGroup> CgroupManager::CreateGroup(const std::string& id, co
     return status;
   }
   return group;
+}
+
+absl::Status CgroupManager::KillAndRemove(const std::vector<std::string>& dirs,
+                                          std::chrono::steady_clock::time_point deadline, int& killed) const {
+  // Innermost first: a group with children cannot be removed.
+  CgroupGroup all;
+  for (const std::string& dir : dirs) {
+    NestedGroups(dir, all.dirs);
+    all.dirs.push_back(dir);
+  }
+  for (const std::string& dir : all.dirs) all.procs_files.push_back(dir + "/cgroup.procs");
+  std::set<pid_t> signalled;
+  while (true) {
+    // Every pass signals again: a process may have forked since the last one.
+    for (pid_t pid : Pids(all)) {
+      if (Killable(pid) && ::kill(pid, SIGKILL) == 0) signalled.insert(pid);
+    }
+    bool running = false;
+    for (pid_t pid : Pids(all)) running = running || (pid > 0 && ProcessRuns(pid));
+    if (!running) {
+      // On cgroupfs rmdir also fails (EBUSY) while a killed process is still leaving; a plain tree (tests)
+      // lists pids in a file that nobody updates, so there the processes' deaths are what counts.
+      const absl::Status status = Remove(all);
+      if (status.ok() || !absl::IsUnavailable(status)) {
+        killed += static_cast<int>(signalled.size());
+        return status;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  killed += static_cast<int>(signalled.size());
+  return absl::UnavailableError(fmt::format("cgroup {} still has processes after SIGKILL", fmt::join(dirs, ", ")));
+}
+
+std::vector<ReapedGroup> CgroupManager::ReapOrphans(Duration timeout) const {
+  std::vector<ReapedGroup> reaped;
+  // By name, the group's directory in each hierarchy where it exists.
+  std::map<std::string, std::vector<std::string>> found;
+  for (const Hierarchy& h : hierarchies_) {
+    DIR* d = ::opendir(h.parent.c_str());
+    if (d == nullptr) continue;
+    while (const struct dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string dir = h.parent + "/" + name;
+      if (e->d_type == DT_DIR || (e->d_type == DT_UNKNOWN && Exists(dir + "/."))) found[name].push_back(dir);
+    }
+    ::closedir(d);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto& [name, dirs] : found) {
+    ReapedGroup& r = reaped.emplace_back(ReapedGroup{.id = name, .dirs = dirs});
+    r.status = KillAndRemove(dirs, deadline, r.killed);
+  }
+  return reaped;
+}
+
+absl::Status CgroupManager::RemoveParent() const {
+  for (const Hierarchy& h : hierarchies_) {
+    RemovePlainFiles(h.parent);
+    if (::rmdir(h.parent.c_str()) == 0 || errno == ENOENT) continue;
+    const int err = errno;
+    if (err == EBUSY || err == ENOTEMPTY) {
+      return absl::FailedPreconditionError(fmt::format("cgroup {} still holds groups", h.parent));
+    }
+    return absl::InternalError(fmt::format("cannot remove cgroup {}: {}", h.parent, ErrnoText(err)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CgroupManager::WriteLimits(const CgroupGroup& group, const ResourceLimits& limits) const {
@@ -305,14 +428,16 @@ absl::Status CgroupManager::WriteLimits(const CgroupGroup& group, const Resource
 }
 
 std::vector<pid_t> CgroupManager::Pids(const CgroupGroup& group) const {
-  std::vector<pid_t> pids;
-  if (group.procs_files.empty()) return pids;
-  absl::StatusOr<std::string> text = ReadFile(group.procs_files[0]);
-  if (!text.ok()) return pids;
-  std::stringstream in(*text);
-  long pid;
-  while (in >> pid) pids.push_back(static_cast<pid_t>(pid));
-  return pids;
+  // Every hierarchy: a process may have joined one and not yet (or never) the other.
+  std::set<pid_t> pids;
+  for (const std::string& file : group.procs_files) {
+    absl::StatusOr<std::string> text = ReadFile(file);
+    if (!text.ok()) continue;
+    std::stringstream in(*text);
+    long pid;
+    while (in >> pid) pids.insert(static_cast<pid_t>(pid));
+  }
+  return {pids.begin(), pids.end()};
 }
 
 int CgroupManager::KillAll(const CgroupGroup& group) const {
@@ -322,7 +447,7 @@ int CgroupManager::KillAll(const CgroupGroup& group) const {
   for (int pass = 0; pass < 5; ++pass) {
     bool any_new = false;
     for (pid_t pid : Pids(group)) {
-      if (pid <= 0) continue;
+      if (!Killable(pid)) continue;
       if (::kill(pid, SIGKILL) == 0 && signalled.insert(pid).second) any_new = true;
     }
     if (!any_new) break;

@@ -22,11 +22,19 @@
 // lists those files so that the executor's child can write its own pid into each before it execs, and so
 // the workload never runs a single instruction outside its limits.
 //
+// Leftovers. An agent killed with SIGKILL (or a crashed host daemon) leaves its workloads running in their
+// groups, unsupervised and holding the GPUs the scheduler hands to others. A restarted agent has no record
+// of them, and the server re-assigns whatever should run (desired state), so the new agent ends them:
+// ReapOrphans() SIGKILLs every process in every group under the parent and removes the groups (kubelet
+// does the same with containers it does not know). CreateGroup() does the same to a group already present
+// with the id it is asked for. Both wait, bounded, for killed processes to leave.
+//
 // Thread-safety: a CgroupManager is immutable after Create; all methods are safe to call concurrently
 // (they touch only the files of the group they are given).
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +71,14 @@ struct CgroupGroup {
   std::vector<std::string> procs_files;  // `<dir>/cgroup.procs` for each dir
 };
 
+// A group ReapOrphans() found under the parent.
+struct ReapedGroup {
+  std::string id;                 // its name (a workload id, for groups this manager created)
+  std::vector<std::string> dirs;  // its directories, one per hierarchy it existed in
+  int killed = 0;                 // processes SIGKILLed in it (and in groups nested in it)
+  absl::Status status;            // OK: removed; Unavailable: processes outlived the timeout; Internal
+};
+
 class CgroupManager {
  public:
   // Detects the cgroup mode under options.root and prepares the parent group(s) (creating them and, for
@@ -79,14 +95,31 @@ class CgroupManager {
 
   // Creates `<parent>/<id>` in each hierarchy and writes `limits` (a zero field writes no limit for that
   // resource). `id` must be 1-128 characters of [A-Za-z0-9._-] and not start with '.'.
+  // A group already present with that id is a leftover (the executor never asks for the id of a workload
+  // it runs: a previous agent's workload, or an earlier run of the id whose killed processes were slow to
+  // leave): every process in it is SIGKILLed, and once they left (at most `leftover_timeout`) it is
+  // removed and created afresh, so the new workload starts instead of failing.
   // Errors: InvalidArgument for a bad id; FailedPrecondition when the mode is kNone and a limit is asked
-  // for; AlreadyExists when the group is present (a workload with that id still runs or was not removed);
-  // Internal with the path and errno text when a directory or file cannot be written (the group is then
-  // removed again). With mode kNone and no limits, returns an empty group (no dirs) that the other
-  // methods accept.
-  absl::StatusOr<CgroupGroup> CreateGroup(const std::string& id, const ResourceLimits& limits) const;
+  // for; Unavailable when a leftover group's processes outlived `leftover_timeout` (stuck in the kernel:
+  // try again later); Internal with the path and errno text when a directory or file cannot be written
+  // (the group is then removed again). With mode kNone and no limits, returns an empty group (no dirs)
+  // that the other methods accept.
+  absl::StatusOr<CgroupGroup> CreateGroup(const std::string& id, const ResourceLimits& limits,
+                                          Duration leftover_timeout = std::chrono::seconds(2)) const;
 
-  // Pids in the group (read from the first hierarchy's cgroup.procs). Empty for an empty or removed group.
+  // Ends what an earlier user of this parent left behind, e.g. an agent of the same node killed with
+  // SIGKILL: for every group under the parent (`<parent>/*`, in each hierarchy), SIGKILLs every process
+  // in it and in groups nested in it, waits until they left (all groups together at most `timeout`) and
+  // removes the groups. Call before creating any group: it would end those too. Returns one entry per
+  // group found (none when the parent is empty or the mode is kNone); the parent itself stays.
+  std::vector<ReapedGroup> ReapOrphans(Duration timeout = std::chrono::seconds(5)) const;
+
+  // Removes the parent's last level (`<root>/<parent>` in each hierarchy; levels above it may be shared
+  // with other agents and stay). OK when gone; FailedPrecondition when it still holds groups (workloads
+  // not yet removed); Internal for other errors. OK without effect in mode kNone.
+  absl::Status RemoveParent() const;
+
+  // Pids in the group (the union of every hierarchy's cgroup.procs). Empty for an empty or removed group.
   std::vector<pid_t> Pids(const CgroupGroup& group) const;
 
   // Sends SIGKILL to every process in the group, including ones that left the workload's process group
@@ -111,6 +144,11 @@ class CgroupManager {
       : mode_(mode), reason_(std::move(reason)), hierarchies_(std::move(hierarchies)), options_(std::move(options)) {}
 
   absl::Status WriteLimits(const CgroupGroup& group, const ResourceLimits& limits) const;
+  // SIGKILLs every process in `dirs` and in groups nested in them, waits (until `deadline`, steady clock)
+  // for them to leave and removes the groups, innermost first. Adds the processes signalled to `killed`.
+  // OK when removed; Unavailable when processes outlived the deadline; Internal for other errors.
+  absl::Status KillAndRemove(const std::vector<std::string>& dirs, std::chrono::steady_clock::time_point deadline,
+                             int& killed) const;
 
   // Constant after construction.
   const CgroupMode mode_;

@@ -18,8 +18,12 @@ namespace gpugeek::agent {
 namespace {
 
 using ::gpugeek::agent::testing::BaseEnv;
+using ::gpugeek::agent::testing::ProcessAlive;
 using ::gpugeek::agent::testing::ReadAll;
+using ::gpugeek::agent::testing::ReapChild;
+using ::gpugeek::agent::testing::SpawnLeftover;
 using ::gpugeek::agent::testing::TempDir;
+using ::gpugeek::agent::testing::WaitForDeath;
 using ::gpugeek::agent::testing::WaitForExit;
 using ::gpugeek::agent::testing::WaitForFile;
 using ::gpugeek::agent::testing::WriteAll;
@@ -50,7 +54,11 @@ TEST(CgroupManagerTest, V1TreeGetsLimitsInItsFiles) {
   EXPECT_EQ(ReadAll(dir / "cpu/gpugeek/job-1.r0/cpu.cfs_period_us"), "100000");
   EXPECT_EQ(ReadAll(dir / "cpu/gpugeek/job-1.r0/cpu.cfs_quota_us"), "150000");
 
-  EXPECT_EQ((*manager)->CreateGroup("job-1.r0", {}).status().code(), absl::StatusCode::kAlreadyExists);
+  // A group already there is a leftover: taken over (afresh, without the old limits).
+  const auto again = (*manager)->CreateGroup("job-1.r0", {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->dirs, group->dirs);
+  EXPECT_FALSE(std::filesystem::exists(dir / "memory/gpugeek/job-1.r0/memory.limit_in_bytes"));
   ASSERT_TRUE((*manager)->Remove(*group).ok());
   EXPECT_FALSE(std::filesystem::exists(dir / "memory/gpugeek/job-1.r0"));
   EXPECT_FALSE(std::filesystem::exists(dir / "cpu/gpugeek/job-1.r0"));
@@ -118,6 +126,101 @@ TEST(CgroupManagerTest, NoUsableHierarchySaysWhy) {
   EXPECT_TRUE(unlimited->dirs.empty());
   EXPECT_TRUE((*manager)->Remove(*unlimited).ok());
   EXPECT_EQ((*manager)->KillAll(*unlimited), 0);
+}
+
+// An agent killed with SIGKILL leaves its workloads running in their groups; the next agent of the node
+// (a new manager for the same parent) ends them and removes the groups, nested ones included.
+TEST(CgroupManagerTest, ReapOrphansKillsWhatAPreviousManagerLeftAndRemovesTheGroups) {
+  TempDir dir;
+  MakeV1Tree(dir);
+  auto previous = CgroupManager::Create({.root = dir.path(), .parent = "gpugeek/m1"});
+  ASSERT_TRUE(previous.ok()) << previous.status();
+  auto group = (*previous)->CreateGroup("j-00000001-0", {.memory_bytes = 1ull << 30});
+  ASSERT_TRUE(group.ok()) << group.status();
+  const pid_t leader = SpawnLeftover(group->procs_files);
+  const pid_t nested = SpawnLeftover({dir / "memory/gpugeek/m1/j-00000001-0/inner/cgroup.procs"});
+  std::filesystem::create_directories(dir / "cpu/gpugeek/m1/empty-1");  // a group with no process
+  ASSERT_TRUE(ProcessAlive(leader));
+  ASSERT_TRUE(ProcessAlive(nested));
+  auto other_node = CgroupManager::Create({.root = dir.path(), .parent = "gpugeek/m2"});
+  ASSERT_TRUE(other_node.ok());
+  ASSERT_TRUE((*other_node)->CreateGroup("keep", {}).ok());
+
+  auto manager = CgroupManager::Create({.root = dir.path(), .parent = "gpugeek/m1"});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  const std::vector<ReapedGroup> reaped = (*manager)->ReapOrphans(std::chrono::seconds(5));
+  ASSERT_EQ(reaped.size(), 2u);
+  EXPECT_EQ(reaped[0].id, "empty-1");
+  EXPECT_EQ(reaped[0].killed, 0);
+  EXPECT_EQ(reaped[0].dirs, std::vector<std::string>{dir / "cpu/gpugeek/m1/empty-1"});
+  EXPECT_TRUE(reaped[0].status.ok()) << reaped[0].status;
+  EXPECT_EQ(reaped[1].id, "j-00000001-0");
+  EXPECT_EQ(reaped[1].killed, 2);
+  EXPECT_EQ(reaped[1].dirs, group->dirs);
+  EXPECT_TRUE(reaped[1].status.ok()) << reaped[1].status;
+  EXPECT_TRUE(WaitForDeath(leader));
+  EXPECT_TRUE(WaitForDeath(nested));
+  ReapChild(leader);
+  ReapChild(nested);
+  EXPECT_FALSE(std::filesystem::exists(dir / "memory/gpugeek/m1/j-00000001-0"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "cpu/gpugeek/m1/j-00000001-0"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "cpu/gpugeek/m1/empty-1"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "memory/gpugeek/m1")) << "the node's own group stays";
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "memory/gpugeek/m2/keep")) << "another node's group is not touched";
+  EXPECT_TRUE((*manager)->ReapOrphans().empty());
+
+  // An agent leaving removes its node's group, not the parent other nodes share, and only once empty.
+  auto held = (*manager)->CreateGroup("held", {});
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ((*manager)->RemoveParent().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*manager)->Remove(*held).ok());
+  EXPECT_TRUE((*manager)->RemoveParent().ok());
+  EXPECT_FALSE(std::filesystem::exists(dir / "memory/gpugeek/m1"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "cpu/gpugeek/m1"));
+  EXPECT_TRUE(std::filesystem::is_directory(dir / "memory/gpugeek"));
+  EXPECT_TRUE((*manager)->RemoveParent().ok()) << "already gone";
+}
+
+// The reported failure: "failed to start: cgroup .../j-00000001-0 already exists (workload j-00000001-0
+// still present)". A group left with a live process is now ended and its name reused.
+TEST(CgroupManagerTest, StartingAWorkloadWhoseGroupWasLeftBehindEndsTheLeftoverAndStarts) {
+  TempDir dir;
+  MakeV1Tree(dir);
+  auto manager = CgroupManager::Create({.root = dir.path(), .parent = "gpugeek/m1"});
+  ASSERT_TRUE(manager.ok());
+  auto left = (*manager)->CreateGroup("j-00000001-0", {});
+  ASSERT_TRUE(left.ok());
+  const pid_t leftover = SpawnLeftover(left->procs_files);
+  FakeClock clock;
+  auto executor = Executor::Create({.log_dir = dir / "logs", .clock = &clock, .cgroups = manager->get()});
+  ASSERT_TRUE(executor.ok());
+  const auto pid = (*executor)->Start({.id = "j-00000001-0",
+                                       .command = "exec sleep 300",
+                                       .working_dir = dir.path(),
+                                       .env = BaseEnv(),
+                                       .limits = {.memory_bytes = 1ull << 30}});
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_TRUE(WaitForDeath(leftover));
+  ReapChild(leftover);
+  EXPECT_EQ(ReadAll(dir / "memory/gpugeek/m1/j-00000001-0/cgroup.procs"), std::to_string(*pid));
+  EXPECT_EQ(ReadAll(dir / "memory/gpugeek/m1/j-00000001-0/memory.limit_in_bytes"), "1073741824");
+  ASSERT_TRUE((*executor)->Cancel("j-00000001-0", Duration::zero()).ok());
+  ASSERT_TRUE(WaitForExit(**executor, "j-00000001-0").has_value());
+}
+
+// A leftover whose process does not die in time (here: a pid in a plain tree's file that never goes
+// away, as a process stuck in the kernel would) is Unavailable, and nothing of the new workload remains.
+TEST(CgroupManagerTest, ALeftoverThatOutlivesTheWaitIsUnavailable) {
+  TempDir dir;
+  MakeV1Tree(dir);
+  auto manager = CgroupManager::Create({.root = dir.path()});
+  ASSERT_TRUE(manager.ok());
+  // The manager never signals init (nor itself), and init always runs.
+  WriteAll(dir / "memory/gpugeek/stuck/cgroup.procs", "1\n");
+  const auto group = (*manager)->CreateGroup("stuck", {}, std::chrono::milliseconds(50));
+  EXPECT_EQ(group.status().code(), absl::StatusCode::kUnavailable) << group.status();
+  EXPECT_THAT(std::string(group.status().message()), HasSubstr("still has processes"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "cpu/gpugeek/stuck"));
 }
 
 TEST(CgroupManagerTest, BadOptionsAndIdsAreInvalidArguments) {
@@ -259,6 +362,43 @@ TEST_F(RealCgroupTest, KillAllReachesProcessesThatLeftTheProcessGroup) {
   ASSERT_TRUE(executor_->Cancel("escape", Duration::zero()).ok());
   ASSERT_TRUE(WaitForExit(*executor_, "escape").has_value());
   EXPECT_TRUE(testing::WaitForDeath(escaped));
+}
+
+// The defect this guards against: an agent killed with SIGKILL left `sleep` running in its group; the
+// restarted agent (a new manager for the same node) must end it and remove the group.
+TEST_F(RealCgroupTest, ANewManagerForTheSameParentEndsWhatThePreviousOneLeft) {
+  auto group = manager_->CreateGroup("left", {.memory_bytes = 1ull << 30});
+  ASSERT_TRUE(group.ok()) << group.status();
+  const pid_t leftover = SpawnLeftover(group->procs_files);
+  ASSERT_THAT(ReadAll(GroupDir("memory", "left") + "/cgroup.procs"), HasSubstr(std::to_string(leftover)));
+
+  auto manager = CgroupManager::Create({.parent = parent_});
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  const std::vector<ReapedGroup> reaped = (*manager)->ReapOrphans();
+  ASSERT_EQ(reaped.size(), 1u);
+  EXPECT_EQ(reaped[0].id, "left");
+  EXPECT_EQ(reaped[0].killed, 1);
+  EXPECT_TRUE(reaped[0].status.ok()) << reaped[0].status;
+  EXPECT_TRUE(WaitForDeath(leftover));
+  ReapChild(leftover);
+  EXPECT_FALSE(std::filesystem::exists(GroupDir("memory", "left")));
+  EXPECT_FALSE(std::filesystem::exists(GroupDir("cpu", "left")));
+  EXPECT_TRUE((*manager)->RemoveParent().ok());
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(GroupDir("memory", "left")).parent_path()));
+}
+
+// Start() of an id whose group still holds a process (a race, or a leftover) ends it and starts.
+TEST_F(RealCgroupTest, StartEndsALeftoverInTheWorkloadsGroup) {
+  auto group = manager_->CreateGroup("again", {});
+  ASSERT_TRUE(group.ok()) << group.status();
+  const pid_t leftover = SpawnLeftover(group->procs_files);
+  const auto pid = executor_->Start(Request("again", "exec sleep 1000", {.memory_bytes = 256ull << 20}));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  EXPECT_TRUE(WaitForDeath(leftover));
+  ReapChild(leftover);
+  EXPECT_EQ(ReadAll(GroupDir("memory", "again") + "/cgroup.procs"), fmt::format("{}\n", *pid));
+  ASSERT_TRUE(executor_->Cancel("again", Duration::zero()).ok());
+  ASSERT_TRUE(WaitForExit(*executor_, "again").has_value());
 }
 
 }  // namespace

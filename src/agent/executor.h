@@ -138,8 +138,11 @@ class Executor {
   // Starts a workload; returns its pid (also its process group id) once the command is exec'd.
   // Errors: InvalidArgument (bad id, empty command, an environment name that is empty or has '=', a value
   // with a NUL); AlreadyExists (that id is running); NotFound (working_dir missing); FailedPrecondition
-  // (working_dir not a directory, limits without cgroups); Internal (log file, cgroup, fork or exec
-  // failed, with the step and errno text). On error nothing keeps running and no cgroup is left.
+  // (working_dir not a directory, limits without cgroups); Unavailable (a leftover cgroup of that id, e.g.
+  // from an agent killed with SIGKILL, still held processes 2 s after they were SIGKILLed: see
+  // CgroupManager::CreateGroup, which otherwise ends them and reuses the name, blocking for that while);
+  // Internal (log file, cgroup, fork or exec failed, with the step and errno text). On error nothing
+  // keeps running and no cgroup is left.
   absl::StatusOr<pid_t> Start(const LaunchRequest& request);
 
   // Sends SIGTERM to the workload's process group and arms a SIGKILL for `grace` (default: the options')

@@ -1,10 +1,13 @@
 #pragma once
 // Helpers shared by the executor and cgroup tests: temporary directories, file reads, bounded waits.
 
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +15,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/executor.h"
 #include "gtest/gtest.h"
@@ -93,5 +97,34 @@ inline bool WaitForDeath(pid_t pid, std::chrono::milliseconds timeout = std::chr
 }
 
 inline EnvMap BaseEnv() { return {{"PATH", "/usr/local/bin:/usr/bin:/bin"}}; }
+
+// Starts `sleep 300` in a session of its own, a child of the test (reap it with ReapChild), and writes its
+// pid to each of `procs_files` (a cgroup's cgroup.procs, which moves it there; or a plain tree's file): a
+// workload that a previous agent, killed with SIGKILL, left behind.
+inline pid_t SpawnLeftover(const std::vector<std::string>& procs_files) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    ::execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  EXPECT_GT(pid, 0);
+  for (const std::string& file : procs_files) {
+    std::filesystem::create_directories(std::filesystem::path(file).parent_path());
+    std::ofstream out(file, std::ios::app);
+    out << pid << std::flush;
+    EXPECT_TRUE(out.good()) << "cannot write " << pid << " to " << file;
+  }
+  return pid;
+}
+
+// Kills (if still needed) and reaps a child of the test.
+inline void ReapChild(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
 
 }  // namespace gpugeek::agent::testing

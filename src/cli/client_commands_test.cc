@@ -1,5 +1,5 @@
 // End-to-end tests of `gpugeek server` and the client commands (submit, jobs, job, logs, cancel,
-// events, nodes, node, cordon, uncordon, drain, pool): a real ControlPlaneServer on port 0 in this
+// events, nodes, node, cordon, uncordon, drain, remove-node, pool): a real ControlPlaneServer on port 0 in this
 // process, an emulated node registered over the REST API (this test plays its agent), and the built
 // `gpugeek` binary run against it with --server.
 #include <gtest/gtest.h>
@@ -305,6 +305,40 @@ TEST_F(ClientCommandsTest, CordonKeepsJobsPendingCancelAndUncordon) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Contains(r.err, "gpugeek cordon: ")) << r.err;
   EXPECT_TRUE(Contains(r.err, "ghost")) << r.err;
+}
+
+TEST_F(ClientCommandsTest, RemoveNodeRefusesAnUpNodeThenRemovesADrainedOne) {
+  RegisterNode("node-a", "8xA100-SXM-80GB");
+  RegisterNode("node-b", "2xL4");
+  Result r = RunGpugeek("remove-node node-a" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err,
+                       "gpugeek remove-node: node node-a is up: drain it and stop its agent first (gpugeek "
+                       "drain node-a)"))
+      << r.err;
+  ASSERT_EQ(RunGpugeek("drain node-a" + server_flag_).exit_code, 0);
+  r = RunGpugeek("remove-node node-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "node node-a removed (was cordoned)\n");
+  r = RunGpugeek("nodes" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(Contains(r.out, "node-a")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "node-b")) << r.out;
+  r = RunGpugeek("pool --json" + server_flag_);
+  EXPECT_EQ(json::parse(r.out)["gpu_milli_total"], 2000) << r.out;
+  r = RunGpugeek("remove-node node-a" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Contains(r.err, "gpugeek remove-node: ")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "no node 'node-a'")) << r.err;
+
+  ASSERT_EQ(RunGpugeek("cordon node-b" + server_flag_).exit_code, 0);
+  r = RunGpugeek("remove-node node-b --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json n = json::parse(r.out);
+  EXPECT_EQ(n["name"], "node-b");
+  EXPECT_EQ(n["state"], "cordoned");
+  r = RunGpugeek("nodes" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "No nodes registered")) << r.out;
 }
 
 TEST_F(ClientCommandsTest, JobsPagesUpToTheLimit) {

@@ -3,6 +3,7 @@
 //   gpugeek node NAME             one node: host, GPUs with telemetry, jobs
 //   gpugeek cordon|uncordon NAME  stop / resume placing new work on a node
 //   gpugeek drain NAME            cordon, and send the node's jobs back to PENDING to run elsewhere
+//   gpugeek remove-node NAME      take a decommissioned node (down, or cordoned with no jobs) out of the pool
 //   gpugeek pool                  GPUs by model and capacity type, allocated, free, fragmentation
 // each with --server URL and --json.
 
@@ -30,7 +31,8 @@ std::string Joined(const json& list) {
 
 void RegisterNodes(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
-  CLI::App* sub = app.add_subcommand("nodes", "List the pool's nodes (see also: node, cordon, uncordon, drain, pool)");
+  CLI::App* sub =
+      app.add_subcommand("nodes", "List the pool's nodes (see also: node, cordon, uncordon, drain, remove-node, pool)");
   AddClientFlags(sub, flags.get());
   sub->callback([flags] {
     const std::string cmd = "nodes";
@@ -141,6 +143,30 @@ void RegisterNodeAction(CLI::App& app, const std::string& action, const std::str
   });
 }
 
+void RegisterRemoveNode(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string name;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "remove-node",
+      "Take a decommissioned node out of the pool, its metrics and Prometheus target with it: gpugeek "
+      "remove-node NAME. The node must be down (its agent stopped), or cordoned with no jobs on it; an agent "
+      "that starts again registers again");
+  sub->add_option("name", o->name, "Node name")->required();
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "remove-node";
+    json n = OrFail(cmd, Connect(cmd, o->flags)->Delete("/v1/nodes/" + UrlEncode(o->name)));
+    if (o->flags.json) {
+      PrintJson(n);
+      return;
+    }
+    std::cout << fmt::format("node {} removed (was {})\n", Text(n["name"]), Text(n["state"]));
+  });
+}
+
 void RegisterPool(CLI::App& app) {
   auto flags = std::make_shared<ClientFlags>();
   CLI::App* sub = app.add_subcommand("pool",
@@ -188,6 +214,7 @@ void RegisterNodeCommands(CLI::App& app) {
   RegisterNodeAction(app, "uncordon", "Place new jobs on a cordoned node again: gpugeek uncordon NAME");
   RegisterNodeAction(app, "drain",
                      "Cordon a node and send its jobs back to PENDING to run elsewhere: gpugeek drain NAME");
+  RegisterRemoveNode(app);
   RegisterPool(app);
 }
 

@@ -210,6 +210,10 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
     ASSIGN_OR_RETURN(NodeView node, cp.Node(r.param("name")));
     return Reply::Json(NodeToJson(node));
   });
+  server.Route("DELETE", "/v1/nodes/{name}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(NodeView node, cp.RemoveNode(r.param("name")));
+    return Reply::Json(NodeToJson(node));
+  });
   for (const std::string action : {"cordon", "uncordon", "drain"}) {
     server.Route("POST", "/v1/nodes/{name}/" + action,
                  [&cp, action](const Request& r) { return NodeAction(cp, r, action); });

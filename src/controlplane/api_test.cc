@@ -233,5 +233,57 @@ TEST_F(ApiTest, PrometheusServiceDiscoveryListsAgentsThatServeMetrics) {
   EXPECT_TRUE((*client_->Get("/v1/openapi.json"))["paths"].contains("/v1/prometheus/targets"));
 }
 
+TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
+  auto reg = [&](const std::string& node, const std::string& metrics_address) {
+    api::Registration r;
+    r.node = node;
+    r.address = "127.0.0.1";
+    r.metrics_address = metrics_address;
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xT4"), node, {node, 8, uint64_t{64} << 30, 1, ""});
+    ASSERT_TRUE(client_->Post("/v1/agents/register", api::ToJson(r)).ok());
+  };
+  reg("node-a", "10.0.0.7:9471");
+  reg("node-b", "10.0.0.8:9471");
+
+  auto up = client_->Delete("/v1/nodes/node-a");
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StartsWith(up.status().message(), "node node-a is up: drain it and stop its agent first"))
+      << up.status();
+  ASSERT_TRUE(client_->Post("/v1/nodes/node-a/cordon", nlohmann::json::object()).ok());
+  auto removed = client_->Delete("/v1/nodes/node-a");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ((*removed)["name"], "node-a");
+  EXPECT_EQ((*removed)["state"], "cordoned");
+  EXPECT_EQ(client_->Delete("/v1/nodes/node-a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Get("/v1/nodes/node-a").status().code(), absl::StatusCode::kNotFound);
+
+  auto nodes = client_->Get("/v1/nodes");
+  ASSERT_EQ((*nodes)["nodes"].size(), 1u);
+  EXPECT_EQ((*nodes)["nodes"][0]["name"], "node-b");
+  auto targets = client_->Get("/v1/prometheus/targets");
+  ASSERT_EQ(targets->size(), 1u);
+  EXPECT_EQ((*targets)[0]["targets"], nlohmann::json::array({"10.0.0.8:9471"}));
+  EXPECT_EQ((*client_->Get("/v1/pool"))["gpu_milli_total"], 2000);
+  httplib::Client raw(server_->url());
+  auto scrape = raw.Get("/metrics");
+  ASSERT_TRUE(scrape);
+  EXPECT_THAT(scrape->body, ::testing::Not(::testing::HasSubstr("node=\"node-a\"")));
+  EXPECT_THAT(scrape->body,
+              ::testing::HasSubstr("\ngpugeek_node_up{node=\"node-b\",capacity_type=\"on-demand\",region=\"\"} 1\n"));
+  EXPECT_THAT(scrape->body, ::testing::HasSubstr("\ngpugeek_http_request_duration_seconds_count{method=\"DELETE\","
+                                                 "route=\"/v1/nodes/{name}\",code=\"200\"} 1\n"));
+  EXPECT_TRUE((*client_->Get("/v1/openapi.json"))["paths"]["/v1/nodes/{name}"].contains("delete"));
+
+  // Its agent comes back: a heartbeat is told to register again, and it does.
+  api::Heartbeat hb;
+  hb.node = "node-a";
+  auto reply = client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_TRUE(api::HeartbeatReplyFromJson(*reply)->reregister);
+  reg("node-a", "10.0.0.7:9471");
+  EXPECT_EQ((*client_->Get("/v1/nodes/node-a"))["state"], "ready");
+  EXPECT_EQ(client_->Get("/v1/prometheus/targets")->size(), 2u);
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

@@ -853,6 +853,48 @@ absl::Status ControlPlane::Drain(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<NodeView> ControlPlane::RemoveNode(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // A node silent past the timeout is down now, with its jobs requeued, even between two passes.
+  CheckNodesLocked();
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return absl::NotFoundError(fmt::format("no node '{}'", name));
+  const NodeState& s = it->second;
+  if (!s.down && !s.cordoned) {
+    return absl::FailedPreconditionError(
+        fmt::format("node {} is up: drain it and stop its agent first (gpugeek drain {}), then remove it once it "
+                    "is down",
+                    name, name));
+  }
+  std::vector<std::string> jobs;
+  for (const auto& [id, live] : live_) {
+    for (const auto& m : live.allocation.members) {
+      if (m.node == name) {
+        jobs.push_back(id);
+        break;
+      }
+    }
+  }
+  if (!jobs.empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "node {} still holds jobs: {}; drain it (gpugeek drain {}) and wait for them to leave, or stop its agent "
+        "and wait until it is down",
+        name, fmt::join(jobs, ", "), name));
+  }
+  NodeView removed;
+  removed.registration = s.registration;
+  removed.state = NodeStateName(s.down, s.cordoned);
+  removed.cordoned = s.cordoned;
+  removed.last_heartbeat = s.last_heartbeat;
+  removed.samples = s.samples;
+  // NotFound: the row is gone already; memory follows the store.
+  if (absl::Status st = store_.DeleteNode(name); !st.ok() && !absl::IsNotFound(st)) return st;
+  nodes_.erase(it);
+  CapacityChangedLocked();
+  spdlog::info("control plane: node {} removed ({})", name, removed.state);
+  return removed;
+}
+
 PoolView ControlPlane::Pool() {
   PoolView view;
   if (auto counts = store_.CountJobs(); counts.ok()) {

@@ -149,6 +149,13 @@ class ControlPlane {
   absl::Status SetCordoned(const std::string& name, bool cordoned);
   // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere.
   absl::Status Drain(const std::string& name);
+  // Removes a decommissioned node from the pool: from the store and from memory, so it leaves Nodes(),
+  // Pool(), the Prometheus targets and the node metrics at once. NotFound for an unknown node;
+  // FailedPrecondition, saying why and what to do, unless the node is down (silent past the node
+  // timeout; its jobs were requeued then) or cordoned, and no live job has a member on it. Returns the
+  // node as it was. An agent that comes back later registers again as a new node (ready, uncordoned),
+  // so stop the agent of a cordoned node before removing it.
+  absl::StatusOr<NodeView> RemoveNode(const std::string& name);
   // The schedulable pool (nodes up and not cordoned) by GPU model and capacity type.
   PoolView Pool();
   // Jobs per (state, priority): one aggregate store query (Store::CountJobs).

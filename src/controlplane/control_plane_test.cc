@@ -369,5 +369,84 @@ TEST_F(ControlPlaneTest, DrainMovesJobsAndPoolCountsGpus) {
   EXPECT_EQ(cp_->SetCordoned("nope", true).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(ControlPlaneTest, RemoveNodeTakesADecommissionedNodeOutAndItsAgentCanComeBack) {
+  Register("node-a", "8xH100-SXM-80GB");
+  Register("node-b", "4xA100-PCIe-80GB", "spot");
+  const std::string id = Submit(kFourH100);
+  cp_->Reconcile();
+  ASSERT_EQ(State(id), JobState::kScheduled);
+  EXPECT_EQ(cp_->Pool().gpu_milli_total, 12000);
+
+  // Up and serving: refused, saying what to do.
+  auto up = cp_->RemoveNode("node-a");
+  EXPECT_EQ(up.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(up.status().message(),
+            "node node-a is up: drain it and stop its agent first (gpugeek drain node-a), then remove it once it is "
+            "down");
+  EXPECT_EQ(cp_->RemoveNode("ghost").status().code(), absl::StatusCode::kNotFound);
+  // Cordoned but still holding a job: refused, naming the job.
+  ASSERT_TRUE(cp_->SetCordoned("node-a", true).ok());
+  auto busy = cp_->RemoveNode("node-a");
+  EXPECT_EQ(busy.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(busy.status().message(), HasSubstr("node node-a still holds jobs: j-00000001;"));
+  ASSERT_EQ(cp_->Nodes().size(), 2u);
+
+  // node-a falls silent past the 5 s timeout while node-b keeps beating. No pass ran in between:
+  // RemoveNode sees it down itself and its job is requeued first.
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(seconds(1));
+    Beat("node-b");
+  }
+  auto removed = cp_->RemoveNode("node-a");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->registration.node, "node-a");
+  EXPECT_EQ(removed->state, "down");
+  EXPECT_TRUE(removed->cordoned);
+  EXPECT_TRUE(removed->jobs.empty());
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kPending);
+  EXPECT_EQ(job->record.restarts, 1);
+  std::vector<NodeView> nodes = cp_->Nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0].registration.node, "node-b");
+  PoolView pool = cp_->Pool();
+  ASSERT_EQ(pool.rows.size(), 1u);
+  EXPECT_EQ(pool.rows[0].gpu_model, "A100-PCIe-80GB");
+  EXPECT_EQ(pool.gpu_milli_total, 4000);
+  EXPECT_EQ(cp_->Node("node-a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetNode("node-a").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cp_->RemoveNode("node-a").status().code(), absl::StatusCode::kNotFound);
+  cp_->Reconcile();
+  EXPECT_EQ(State(id), JobState::kPending);  // no H100 left
+
+  // Durable: a restarted server does not bring it back.
+  Restart();
+  ASSERT_EQ(cp_->Nodes().size(), 1u);
+  EXPECT_EQ(cp_->Nodes()[0].registration.node, "node-b");
+
+  // Its agent comes back: told to register again, it is a new node (ready, not cordoned) and the job runs there.
+  EXPECT_TRUE(Beat("node-a").reregister);
+  Register("node-a", "8xH100-SXM-80GB");
+  auto back = cp_->Node("node-a");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->state, "ready");
+  EXPECT_FALSE(back->cordoned);
+  EXPECT_EQ(cp_->Pool().gpu_milli_total, 12000);
+  cp_->Reconcile();
+  job = cp_->GetJob(id);
+  ASSERT_EQ(job->record.state, JobState::kScheduled);
+  EXPECT_EQ(job->record.epoch, 2);
+  EXPECT_EQ(job->allocation->members[0].node, "node-a");
+  EXPECT_EQ(Beat("node-a").assignments.size(), 1u);
+
+  // A cordoned node with no job on it may go at once (node-b: its agent is stopped first, in practice).
+  ASSERT_TRUE(cp_->SetCordoned("node-b", true).ok());
+  removed = cp_->RemoveNode("node-b");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(removed->state, "cordoned");
+  ASSERT_EQ(cp_->Nodes().size(), 1u);
+  EXPECT_EQ(cp_->Pool().gpu_milli_total, 8000);
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

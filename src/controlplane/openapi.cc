@@ -136,6 +136,10 @@ J Build() {
                                               QueryParam("limit", "integer", "1..1000")};
   paths["/v1/nodes"]["get"] = Op("List nodes", JsonResponse("nodes", {{"type", "object"}}));
   paths["/v1/nodes/{name}"]["get"] = Op("Get a node", JsonResponse("the node", Ref("Node")));
+  paths["/v1/nodes/{name}"]["delete"] =
+      Op("Remove a decommissioned node from the pool (its metrics and Prometheus target go with it). 409 unless it "
+         "is down or cordoned with no job on it; an agent that comes back later registers again",
+         JsonResponse("the node as it was", Ref("Node")));
   paths["/v1/nodes/{name}"]["parameters"] = {PathParam("name")};
   for (const std::string action : {"cordon", "uncordon", "drain"}) {
     const std::string path = "/v1/nodes/{name}/" + action;

@@ -381,6 +381,16 @@ absl::StatusOr<NodeRecord> SqliteStore::GetNode(const std::string& id) {
   return ReadNode(s);
 }
 
+absl::Status SqliteStore::DeleteNode(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Statement s(db_, "DELETE FROM nodes WHERE id = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete node");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<NodeRecord>> SqliteStore::ListNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   Statement s(db_, "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes ORDER BY id");

@@ -40,6 +40,7 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq, int limit) override;
   absl::Status PutNode(const NodeRecord& node) override;
   absl::StatusOr<NodeRecord> GetNode(const std::string& id) override;
+  absl::Status DeleteNode(const std::string& id) override;
   absl::StatusOr<std::vector<NodeRecord>> ListNodes() override;
 
   // The schema version after migration.

@@ -113,6 +113,9 @@ class Store {
   virtual absl::Status PutNode(const NodeRecord& node) = 0;
   // NotFound if absent.
   virtual absl::StatusOr<NodeRecord> GetNode(const std::string& id) = 0;
+  // Deletes a node row (a node removed from the pool). NotFound if absent. Jobs are untouched: their
+  // allocations keep naming the node as history.
+  virtual absl::Status DeleteNode(const std::string& id) = 0;
   // All nodes, ordered by id.
   virtual absl::StatusOr<std::vector<NodeRecord>> ListNodes() = 0;
 };

@@ -209,6 +209,30 @@ TEST_F(SqliteStoreTest, NodesUpsertAndList) {
   EXPECT_EQ(store_->PutNode({.id = ""}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SqliteStoreTest, DeleteNodeRemovesOnlyThatNodeDurablyAndLeavesJobsAlone) {
+  ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
+  ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "down"}).ok());
+  JobRecord j = *store_->CreateJob(NewJob("j-1"));
+  j.state = JobState::kScheduled;
+  j.allocation_json = R"({"node":"n2"})";
+  ASSERT_TRUE(store_->UpdateJob(j).ok());
+
+  ASSERT_TRUE(store_->DeleteNode("n2").ok());
+  EXPECT_EQ(store_->GetNode("n2").status().code(), absl::StatusCode::kNotFound);
+  absl::Status again = store_->DeleteNode("n2");
+  EXPECT_EQ(again.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(again.message(), "store: no node 'n2'");
+  Reopen();
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].id, "n1");
+  EXPECT_EQ(store_->GetJob("j-1")->allocation_json, R"({"node":"n2"})");
+  // The same name can be put again (a removed node whose agent comes back).
+  ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "ready"}).ok());
+  EXPECT_EQ(store_->GetNode("n2")->state, "ready");
+}
+
 TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerSchema) {
   store_.reset();
   sqlite3* db = nullptr;

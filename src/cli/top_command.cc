@@ -40,6 +40,8 @@ using nlohmann::json;
 
 constexpr char kCmd[] = "top";
 constexpr double kMaxIntervalSeconds = 86400;
+// Three API calls a refresh: faster than 10 a second would load the server for nothing a human sees.
+constexpr double kMinIntervalSeconds = 0.1;
 constexpr int kJobsPage = 1000;  // the server's largest page
 
 // The jobs to show: every job when they fit in one page, else the active ones (a page per state).
@@ -247,11 +249,11 @@ void RegisterTopCommand(CLI::App& app) {
                 "printed every interval)");
   AddClientFlags(sub, &o->flags);
   sub->callback([o] {
-    if (!(o->interval > 0) || o->interval > kMaxIntervalSeconds) {
-      Fail(
-          kCmd,
-          fmt::format("--interval must be a number of seconds > 0 and <= {}, got {}", kMaxIntervalSeconds, o->interval),
-          kExitUsage);
+    if (!(o->interval >= kMinIntervalSeconds) || o->interval > kMaxIntervalSeconds) {
+      Fail(kCmd,
+           fmt::format("--interval must be a number of seconds from {} to {}, got {}", kMinIntervalSeconds,
+                       kMaxIntervalSeconds, o->interval),
+           kExitUsage);
     }
     const std::string server = ResolveServerUrl(o->flags.server);
     auto client = Connect(kCmd, o->flags, std::chrono::seconds(5));

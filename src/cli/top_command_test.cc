@@ -359,10 +359,11 @@ TEST(TopCommandFlagsTest, OnceFailsWhenTheServerCannotBeReached) {
 }
 
 TEST(TopCommandFlagsTest, IntervalMustBePositive) {
-  for (const std::string bad : {"0", "-1", "100000"}) {
+  for (const std::string bad : {"0", "-1", "100000", "1e-09", "0.05"}) {
     Result r = RunGpugeek("top --once --server http://127.0.0.1:1 --interval=" + bad);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
-    EXPECT_EQ(r.err, fmt::format("gpugeek top: --interval must be a number of seconds > 0 and <= 86400, got {}\n", bad))
+    EXPECT_EQ(r.err,
+              fmt::format("gpugeek top: --interval must be a number of seconds from 0.1 to 86400, got {}\n", bad))
         << bad;
   }
 }

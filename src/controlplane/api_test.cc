@@ -5,6 +5,10 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <filesystem>
 #include <thread>
 
@@ -14,6 +18,7 @@
 #include "http/status_http.h"
 #include "hw/emulate_spec.h"
 #include "hw/emulated_discovery.h"
+#include "store/sqlite_store.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -283,6 +288,66 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
   reg("node-a", "10.0.0.7:9471");
   EXPECT_EQ((*client_->Get("/v1/nodes/node-a"))["state"], "ready");
   EXPECT_EQ(client_->Get("/v1/prometheus/targets")->size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpugeek::controlplane
+
+namespace gpugeek::controlplane {
+namespace {
+
+// A graceful stop waits for open connections (here one that never finishes its request, up to the
+// HTTP read timeout). The controllers stop first, so that wait is not taken for silent nodes: the
+// job placed on the node stays placed, not requeued.
+TEST(ServerStopTest, DrainingConnectionsDoesNotMarkNodesDown) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gpugeek_stop_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto server = ControlPlaneServer::Start({.port = 0,
+                                           .data_dir = dir.string(),
+                                           .node_timeout = std::chrono::milliseconds(300),
+                                           .reconcile_interval = std::chrono::milliseconds(10)});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = *http::Client::Create({.base_url = (*server)->url()});
+  api::Registration r;
+  r.node = "n1";
+  r.address = "127.0.0.1";
+  r.inventory =
+      hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xH100-SXM-80GB"), "n1", {"n1", 32, 1ull << 38, 1, ""});
+  ASSERT_TRUE(client->Post("/v1/agents/register", api::ToJson(r)).ok());
+  auto job = client->Post("/v1/jobs", {{"spec_yaml", "name: j\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n"}});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = (*job)["id"];
+  for (int i = 0; i < 100 && (*client->Get("/v1/jobs/" + id))["state"] != "SCHEDULED"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(client->Post("/v1/agents/n1/heartbeat", api::ToJson(api::Heartbeat{.node = "n1"})).ok());
+  client.reset();
+  int fd = -1;
+  {
+    // A raw connection sending half a request line.
+    const std::string url = (*server)->url();
+    const int port = std::stoi(url.substr(url.rfind(':') + 1));
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_GT(::write(fd, "GET /v1/healthz HTTP/1.1\r\n", 26), 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // accepted, and its worker reading
+  const auto start = std::chrono::steady_clock::now();
+  (*server)->Stop();
+  EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));  // longer than node_timeout
+  ::close(fd);
+  server->reset();
+  auto store = store::SqliteStore::Open({.path = (dir / "gpugeek.db").string()});
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto stored = (*store)->GetJob(id);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state, api::JobState::kScheduled);
+  EXPECT_EQ(stored->restarts, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -164,6 +164,8 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const Control
   if (options.metrics != nullptr) {
     cp->metrics_ = std::make_unique<ControlPlaneMetrics>(*options.metrics);
     cp->metrics_->RegisterCollectors(*cp);
+    cp->metrics_->DeclarePolicy(options.policy);
+    cp->metrics_->DeclarePolicy("BestFit");  // places until there are typical pods
   }
   return cp;
 }

@@ -126,7 +126,13 @@ ControlPlaneMetrics::ControlPlaneMetrics(metrics::Registry& registry)
                                            {"method", "route", "code"}, metrics::ExponentialBuckets(0.0005, 2, 17))),
       build_info_(registry.AddGauge("gpugeek_build_info", "1; the version of gpugeek.", {"version"})) {
   build_info_.With({kVersion}).Set(1);
+  // Counters that rules compare with increase() exist from the start, at 0: a series that appears only
+  // at its first event would leave `increase(...) == 0` with no data (GpugeekQueueStuck never firing).
+  submissions_.With({"accepted"});
+  submissions_.With({"rejected"});
 }
+
+void ControlPlaneMetrics::DeclarePolicy(const std::string& policy) { placements_.With({policy}); }
 
 void ControlPlaneMetrics::RegisterCollectors(ControlPlane& cp) {
   registry_.AddCollector([&cp](Writer& w) { WriteNodes(cp, w); });

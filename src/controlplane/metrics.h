@@ -43,6 +43,8 @@ class ControlPlaneMetrics {
   void Recovered(Duration requeue_to_running);
   void SchedulingCycle(Duration elapsed);
   void Placed(const std::string& policy);
+  // Exports gpugeek_scheduling_placements_total{policy} at 0 before the first placement.
+  void DeclarePolicy(const std::string& policy);
   // An HTTP request finished (http::RequestObserver); `route` is the pattern, e.g. "/v1/jobs/{id}".
   void HttpRequest(const std::string& method, const std::string& route, int status, Duration elapsed);
 

@@ -49,13 +49,16 @@ ControlPlaneServer::~ControlPlaneServer() { Stop(); }
 
 void ControlPlaneServer::Stop() {
   if (control_plane_) control_plane_->BeginShutdown();
-  if (http_) http_->Stop();
+  // The controllers stop first: while the HTTP server drains its connections (up to its timeouts) no
+  // heartbeat may be served, and a reconcile pass would take the silence for dead nodes and requeue
+  // their running jobs. A restarted server gives every node a fresh node_timeout.
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
   if (loop_.joinable()) loop_.join();
+  if (http_) http_->Stop();
 }
 
 void ControlPlaneServer::Loop() {

@@ -567,6 +567,19 @@ void ControlPlane::Reconcile() {
   if (metrics_) metrics_->SchedulingCycle(clock_.Now() - start);
 }
 
+std::vector<std::string> ControlPlane::JobsOnNodeLocked(const std::string& node) const {
+  std::vector<std::string> ids;
+  for (const auto& [id, live] : live_) {
+    for (const auto& m : live.allocation.members) {
+      if (m.node == node) {
+        ids.push_back(id);
+        break;
+      }
+    }
+  }
+  return ids;
+}
+
 void ControlPlane::CheckNodesLocked() {
   const TimePoint now = clock_.Now();
   for (auto& [name, s] : nodes_) {
@@ -575,16 +588,7 @@ void ControlPlane::CheckNodesLocked() {
     CapacityChangedLocked();
     spdlog::warn("control plane: node {} is down (no heartbeat for {} ms)", name,
                  std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_heartbeat).count());
-    std::vector<std::string> affected;
-    for (const auto& [id, live] : live_) {
-      for (const auto& m : live.allocation.members) {
-        if (m.node == name) {
-          affected.push_back(id);
-          break;
-        }
-      }
-    }
-    for (const std::string& id : affected) {
+    for (const std::string& id : JobsOnNodeLocked(name)) {
       LiveJob& live = live_.at(id);
       absl::Status st = api::IsTerminal(live.record.state)
                             ? ReleaseLocked(live)
@@ -840,16 +844,8 @@ absl::Status ControlPlane::SetCordoned(const std::string& name, bool cordoned) {
 absl::Status ControlPlane::Drain(const std::string& name) {
   RETURN_IF_ERROR(SetCordoned(name, true));
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> affected;
-  for (const auto& [id, live] : live_) {
-    for (const auto& m : live.allocation.members) {
-      if (m.node == name && !api::IsTerminal(live.record.state)) {
-        affected.push_back(id);
-        break;
-      }
-    }
-  }
-  for (const std::string& id : affected) {
+  for (const std::string& id : JobsOnNodeLocked(name)) {
+    if (api::IsTerminal(live_.at(id).record.state)) continue;  // ended; its members are stopping
     RETURN_IF_ERROR(RequeueLocked(live_.at(id), fmt::format("node {} drained; requeued", name)));
   }
   return absl::OkStatus();
@@ -868,16 +864,7 @@ absl::StatusOr<NodeView> ControlPlane::RemoveNode(const std::string& name) {
                     "is down",
                     name, name));
   }
-  std::vector<std::string> jobs;
-  for (const auto& [id, live] : live_) {
-    for (const auto& m : live.allocation.members) {
-      if (m.node == name) {
-        jobs.push_back(id);
-        break;
-      }
-    }
-  }
-  if (!jobs.empty()) {
+  if (const std::vector<std::string> jobs = JobsOnNodeLocked(name); !jobs.empty()) {
     return absl::FailedPreconditionError(fmt::format(
         "node {} still holds jobs: {}; drain it (gpugeek drain {}) and wait for them to leave, or stop its agent "
         "and wait until it is down",

@@ -221,6 +221,8 @@ class ControlPlane {
   void RebuildClusterLocked();
   void ScheduleLocked();
   void CheckNodesLocked();
+  // Live jobs (holding an allocation) with a member on `node`, by id.
+  std::vector<std::string> JobsOnNodeLocked(const std::string& node) const;
   absl::Status RequeueLocked(LiveJob& live, const std::string& reason);
   // Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
   void CommittedLocked(const std::string& id, api::JobState from, api::JobState to);

@@ -71,18 +71,6 @@ std::string Ago(const std::string& server_time, TimePoint now) {
   return fmt::format("{}d ago", s / 86400);
 }
 
-std::string UrlEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 std::string Text(const nlohmann::json& j) {
   if (j.is_null()) return "-";
   if (j.is_string()) return j.get<std::string>();

@@ -54,8 +54,7 @@ std::string LocalTime(const std::string& server_time);
 // How long before `now` a server time was: "3s ago", "5m ago", "2h ago", "4d ago"; "-" when it does not parse.
 std::string Ago(const std::string& server_time, TimePoint now);
 
-// Percent-encodes a query value.
-std::string UrlEncode(const std::string& s);
+using http::UrlEncode;  // percent-encodes a path segment or query value
 
 // The JSON value as display text: strings unquoted, null as "-".
 std::string Text(const nlohmann::json& j);

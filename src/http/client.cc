@@ -1,5 +1,7 @@
 #include "http/client.h"
 
+#include <cctype>
+
 #include <httplib.h>
 
 #include <fmt/format.h>
@@ -15,6 +17,18 @@ absl::Status Unreachable(const std::string& url, const std::string& what, httpli
 }
 
 }  // namespace
+
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
 
 Client::Client(const ClientOptions& options) : options_(options) {}
 Client::~Client() = default;

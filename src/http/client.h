@@ -20,6 +20,9 @@ class Client;
 
 namespace gpugeek::http {
 
+// Percent-encodes a path segment or query value (RFC 3986: all but unreserved characters).
+std::string UrlEncode(const std::string& s);
+
 struct ClientOptions {
   std::string base_url;  // "http://127.0.0.1:8470"
   Duration connect_timeout = std::chrono::seconds(3);

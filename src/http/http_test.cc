@@ -141,6 +141,11 @@ TEST(ServerPortTest, APortInUseIsRefusedNotShared) {
   EXPECT_NE(s.message().find("the port is in use"), absl::string_view::npos) << s;
 }
 
+TEST(UrlEncodeTest, KeepsUnreservedAndEncodesTheRest) {
+  EXPECT_EQ(UrlEncode("j-00000001_a.b~"), "j-00000001_a.b~");
+  EXPECT_EQ(UrlEncode("up{job=\"x\"} == 1"), "up%7Bjob%3D%22x%22%7D%20%3D%3D%201");
+}
+
 TEST(Client, UnreachableServerIsUnavailable) {
   auto s = Server::Create({});
   ASSERT_TRUE((*s)->Start().ok());

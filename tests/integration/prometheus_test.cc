@@ -29,6 +29,7 @@ namespace gpugeek {
 namespace {
 
 namespace fs = std::filesystem;
+using http::UrlEncode;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using subprocess::Process;
@@ -48,18 +49,6 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
     s.replace(at, from.size(), to);
   }
   return s;
-}
-
-std::string UrlEncode(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
 }
 
 // The gpugeek_* metric names an expression reads.

@@ -5,6 +5,9 @@ namespace {
 class SystemClock final : public Clock {
  public:
   TimePoint Now() const override { return std::chrono::time_point_cast<Duration>(std::chrono::system_clock::now()); }
+  MonoTime Monotonic() const override {
+    return std::chrono::time_point_cast<Duration>(std::chrono::steady_clock::now());
+  }
 };
 }  // namespace
 

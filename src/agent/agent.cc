@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent_metrics.h"
+#include "api/names.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "http/client.h"
@@ -30,21 +31,6 @@ namespace {
 
 constexpr Duration kPollPeriod = std::chrono::milliseconds(100);
 constexpr Duration kMinBackoff = std::chrono::milliseconds(500);
-
-absl::Status ValidateNodeName(const std::string& node) {
-  if (node.empty() || node.size() > 128) {
-    return absl::InvalidArgumentError(fmt::format("node name \"{}\" must be 1-128 characters", node));
-  }
-  for (char c : node) {
-    const bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          fmt::format("node name \"{}\" has character '{}'; allowed are A-Z a-z 0-9 . _ -", node, c));
-    }
-  }
-  return absl::OkStatus();
-}
 
 std::string HostName() {
   char name[256] = {};
@@ -90,6 +76,20 @@ size_t TrimToUtf8Boundary(const std::string& data) {
   }
   return n;
 }
+
+// `message` cut to the protocol's limit (api::kMaxMessageBytes) at a UTF-8 boundary, so a long error
+// text (a path, a driver's message) cannot make the server refuse the whole heartbeat.
+std::string BoundMessage(std::string message) {
+  if (message.size() <= api::kMaxMessageBytes) return message;
+  constexpr std::string_view kEllipsis = "...";
+  message.resize(api::kMaxMessageBytes - kEllipsis.size());
+  // Drop a character cut in half (its continuation bytes and its lead byte).
+  while (!message.empty() && (static_cast<unsigned char>(message.back()) & 0xC0) == 0x80) message.pop_back();
+  if (!message.empty() && (static_cast<unsigned char>(message.back()) & 0x80) != 0) message.pop_back();
+  return message + std::string(kEllipsis);
+}
+
+int64_t Millis(Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
 // Reads up to `max` bytes of `path` from `offset`. Returns the bytes and whether more follow them.
 struct LogRead {
@@ -184,7 +184,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("AgentOptions.data_dir must be set");
   if (options.clock == nullptr) return absl::InvalidArgumentError("AgentOptions.clock must not be null");
   if (options.node.empty()) options.node = HostName();
-  RETURN_IF_ERROR(ValidateNodeName(options.node));
+  // The protocol's rule (the server refuses other names).
+  RETURN_IF_ERROR(api::ValidateName("node name", options.node, api::NameKind::kNode));
   if (options.capacity_type != "on-demand" && options.capacity_type != "spot" && options.capacity_type != "reserved") {
     return absl::InvalidArgumentError(
         fmt::format("capacity type \"{}\" must be one of on-demand, spot, reserved", options.capacity_type));
@@ -195,6 +196,11 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (options.max_log_bytes_per_workload == 0 || options.max_log_bytes_per_heartbeat == 0) {
     return absl::InvalidArgumentError("log byte caps must be positive");
   }
+  if (options.max_log_bytes_per_workload > api::kMaxLogChunkBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("max_log_bytes_per_workload {} is over the protocol's {} bytes per chunk",
+                    options.max_log_bytes_per_workload, api::kMaxLogChunkBytes));
+  }
   if (options.base_env.empty()) options.base_env = DefaultBaseEnv();
 
   ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client,
@@ -202,6 +208,11 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
                                          .connect_timeout = options.connect_timeout,
                                          .read_timeout = options.request_timeout}));
   ASSIGN_OR_RETURN(hw::NodeInventory inventory, options.discovery->Discover());
+  if (inventory.gpus.size() > api::kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(fmt::format("the node has {} GPUs; the protocol carries at most {}",
+                                                  inventory.gpus.size(), api::kMaxGpusPerNode));
+  }
+  ASSIGN_OR_RETURN(std::string instance_id, api::NewInstanceId());
   RETURN_IF_ERROR(MakeDirs(options.data_dir + "/logs"));
   RETURN_IF_ERROR(MakeDirs(options.data_dir + "/work"));
   std::unique_ptr<CgroupManager> cgroups;
@@ -236,12 +247,13 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     metrics->SetInventory(inventory);
   }
   return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups),
-                                          std::move(*executor), std::move(metrics), std::move(inventory), claim_fd));
+                                          std::move(*executor), std::move(metrics), std::move(inventory), claim_fd,
+                                          std::move(instance_id)));
 }
 
 Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
              std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory,
-             int node_claim_fd)
+             int node_claim_fd, std::string instance_id)
     : options_(std::move(options)),
       node_(options_.node),
       client_(std::move(client)),
@@ -249,9 +261,12 @@ Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::un
       executor_(std::move(executor)),
       node_claim_fd_(node_claim_fd),
       metrics_(std::move(metrics)),
+      instance_id_(std::move(instance_id)),
       inventory_(std::move(inventory)),
       metrics_address_(options_.metrics_address),
-      interval_(options_.heartbeat_interval) {}
+      interval_(options_.heartbeat_interval),
+      lease_(std::chrono::milliseconds(api::RegistrationReply{}.lease_ms)),
+      fence_grace_(std::chrono::milliseconds(api::RegistrationReply{}.fence_grace_ms)) {}
 
 Agent::~Agent() {
   // The executor kills and reaps what still runs and removes the workloads' groups; the node's group is
@@ -283,6 +298,21 @@ bool Agent::registered() const {
   return registered_;
 }
 
+bool Agent::fenced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fenced_;
+}
+
+Duration Agent::lease() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lease_;
+}
+
+Duration Agent::fence_grace() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fence_grace_;
+}
+
 std::string Agent::CgroupDescription() const {
   if (cgroups_ == nullptr) return "none: cgroup limits disabled (--no-cgroups)";
   return cgroups_->Describe();
@@ -310,7 +340,8 @@ absl::Status Agent::Register() {
                       .capacity_type = options_.capacity_type,
                       .region = options_.region,
                       .labels = options_.labels,
-                      .metrics_address = metrics_address()};
+                      .metrics_address = metrics_address(),
+                      .instance_id = instance_id_};
   ASSIGN_OR_RETURN(nlohmann::json body, client_->Post("/v1/agents/register", api::ToJson(r)));
   auto reply = api::RegistrationReplyFromJson(body);
   if (!reply.ok()) {
@@ -319,8 +350,12 @@ absl::Status Agent::Register() {
   std::lock_guard<std::mutex> lock(mu_);
   registered_ = true;
   if (reply->heartbeat_interval_ms > 0) interval_ = std::chrono::milliseconds(reply->heartbeat_interval_ms);
-  spdlog::info("agent {}: registered with {} ({} GPUs; heartbeat every {} ms)", node_, options_.server_url,
-               inventory_.gpus.size(), std::chrono::duration_cast<std::chrono::milliseconds>(interval_).count());
+  lease_ = std::chrono::milliseconds(reply->lease_ms);
+  fence_grace_ = std::chrono::milliseconds(reply->fence_grace_ms);
+  spdlog::info(
+      "agent {}: registered with {} as instance {} ({} GPUs; heartbeat every {} ms, lease {} ms, fence grace {} ms)",
+      node_, options_.server_url, instance_id_, inventory_.gpus.size(), Millis(interval_), Millis(lease_),
+      Millis(fence_grace_));
   return absl::OkStatus();
 }
 
@@ -340,12 +375,16 @@ void Agent::PollLocked() {
       m.state = State::kExited;
       m.pid = 0;
       report_soon_ = true;
+      // "fenced: " tells the server the workload did not fail: the agent stopped it on losing contact.
       m.report = {.job_id = job,
                   .epoch = m.assignment.epoch,
                   .phase = api::WorkloadPhase::kExited,
                   .exit_code = e.exit_code,
                   .term_signal = e.term_signal,
-                  .message = e.Describe(),
+                  .message = BoundMessage(m.fenced ? fmt::format("fenced: the agent lost contact with the server "
+                                                                 "for its {} ms lease; {}",
+                                                                 Millis(lease_), e.Describe())
+                                                   : e.Describe()),
                   .node_rank = m.assignment.node_rank};
       spdlog::info("agent {}: job {} (epoch {}, rank {}) {}", node_, job, m.assignment.epoch, m.assignment.node_rank,
                    m.report.message);
@@ -353,6 +392,46 @@ void Agent::PollLocked() {
     }
   }
   ForgetDoneMembersLocked();
+}
+
+void Agent::CheckLeaseLocked() {
+  if (fenced_ || !last_ack_sent_.has_value()) return;
+  const MonoTime expiry = *last_ack_sent_ + lease_;
+  const MonoTime now = options_.clock->Monotonic();
+  if (now < expiry) return;
+  fenced_ = true;
+  if (metrics_ != nullptr) metrics_->RecordFenced();
+  int stopping = 0;
+  for (auto& [job, m] : members_) {
+    if (m.state != State::kRunning && m.state != State::kStopping) continue;
+    // The grace counts from the lease's expiry, not from when this noticed it (a frozen or busy agent
+    // notices late): the SIGKILL lands by last_ack_sent + lease + fence_grace, before the server re-places.
+    const Duration grace =
+        std::min<Duration>(std::chrono::milliseconds(std::max<int64_t>(0, m.assignment.grace_ms)), fence_grace_);
+    const Duration left = std::max<Duration>(Duration::zero(), expiry + grace - now);
+    // A workload already stopping keeps its SIGTERM; its SIGKILL moves earlier when this deadline is sooner.
+    if (absl::Status s = executor_->Cancel(m.workload_id, left); !s.ok()) {
+      spdlog::debug("agent {}: fence {}: {}", node_, m.workload_id, s);  // NotFound: it just ended
+      continue;
+    }
+    if (m.state == State::kRunning) m.fenced = true;
+    m.state = State::kStopping;
+    ++stopping;
+  }
+  spdlog::error(
+      "agent {}: fenced: no heartbeat sent in the last {} ms was answered (the lease); stopping {} workload(s) "
+      "(SIGTERM now, SIGKILL within {} ms) and starting nothing until the server answers, as it will re-place them",
+      node_, Millis(now - *last_ack_sent_), stopping,
+      Millis(std::max<Duration>(Duration::zero(), expiry + fence_grace_ - now)));
+}
+
+void Agent::RenewLeaseLocked(MonoTime sent) {
+  if (!last_ack_sent_.has_value() || sent > *last_ack_sent_) last_ack_sent_ = sent;
+  if (!fenced_) return;
+  const MonoTime now = options_.clock->Monotonic();
+  if (now >= *last_ack_sent_ + lease_) return;  // answered, but too late to count: still fenced
+  fenced_ = false;
+  spdlog::warn("agent {}: the server answers again; no longer fenced (its reply decides what runs)", node_);
 }
 
 void Agent::ForgetDoneMembersLocked() {
@@ -370,6 +449,7 @@ void Agent::ForgetDoneMembersLocked() {
 api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets) {
   api::Heartbeat hb;
   hb.node = node_;
+  hb.instance_id = instance_id_;
   if (auto samples = options_.discovery->Sample(); samples.ok()) {
     if (metrics_ != nullptr) metrics_->RecordSamples(*samples);
     hb.samples = std::move(*samples);
@@ -390,6 +470,7 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
   uint64_t budget = options_.max_log_bytes_per_heartbeat;
   for (auto& [id, source] : logs_) {
     if (source.drained || budget == 0) continue;
+    if (hb.logs.size() >= api::kMaxReportsPerHeartbeat) break;  // the rest go next time
     auto read = ReadLog(executor_->LogPath(id), source.offset, std::min(budget, options_.max_log_bytes_per_workload));
     if (!read.ok()) {
       spdlog::warn("agent {}: {}", node_, read.status());
@@ -412,13 +493,20 @@ absl::Status Agent::Tick() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     PollLocked();
+    CheckLeaseLocked();
   }
   if (!registered()) RETURN_IF_ERROR(Register());
 
   std::map<std::string, uint64_t> new_offsets;
   const api::Heartbeat hb = BuildHeartbeat(new_offsets);
+  // Before the request: the server receives it later, so a lease counted from here ends first.
+  const MonoTime sent = options_.clock->Monotonic();
   absl::StatusOr<nlohmann::json> body = PostHeartbeat(hb);
   if (!body.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      CheckLeaseLocked();
+    }
     if (absl::IsNotFound(body.status())) {
       spdlog::warn("agent {}: the server does not know this node ({}); registering again", node_, body.status());
       {
@@ -432,8 +520,11 @@ absl::Status Agent::Tick() {
   absl::StatusOr<api::HeartbeatReply> reply = api::HeartbeatReplyFromJson(*body);
 
   {
-    // The server answered 2xx: it has the log bytes, whatever it thinks of the rest.
+    // The server answered 2xx: it has the log bytes, whatever it thinks of the rest, and it renewed
+    // its lease on this node.
     std::lock_guard<std::mutex> lock(mu_);
+    RenewLeaseLocked(sent);
+    CheckLeaseLocked();
     for (const auto& [id, offset] : new_offsets) logs_[id].offset = offset;
     for (auto& [id, source] : logs_) {
       if (source.drained) continue;
@@ -522,6 +613,9 @@ void Agent::Reconcile(const api::HeartbeatReply& reply) {
   }
   ForgetDoneMembersLocked();
 
+  // Fenced (this reply came back after the lease ran out): the server may be re-placing this node's work;
+  // the first reply within the lease decides what starts.
+  if (fenced_) return;
   for (const auto& [job, a] : desired) {
     if (members_.contains(job)) continue;  // held (same epoch), or the old epoch is still stopping
     Fence& fence = fences_[job];
@@ -553,12 +647,16 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
                     .checkpoint_dir = a.checkpoint_dir,
                     .restart_count = a.restart_count};
   std::optional<hw::Vendor> vendor;
-  for (int index : a.gpu_indices) {
-    if (index < 0 || static_cast<size_t>(index) >= inventory_.gpus.size()) {
+  std::set<std::string> seen;
+  for (const std::string& uuid : a.gpu_uuids) {
+    auto found = std::find_if(inventory_.gpus.begin(), inventory_.gpus.end(),
+                              [&](const hw::GpuDevice& g) { return g.uuid == uuid; });
+    if (found == inventory_.gpus.end()) {
       return absl::InvalidArgumentError(
-          fmt::format("GPU index {} does not exist on node {} ({} GPUs)", index, node_, inventory_.gpus.size()));
+          fmt::format("GPU {} is not on node {} (it has {} GPUs)", uuid, node_, inventory_.gpus.size()));
     }
-    const hw::GpuDevice& d = inventory_.gpus[static_cast<size_t>(index)];
+    if (!seen.insert(uuid).second) return absl::InvalidArgumentError(fmt::format("GPU {} is assigned twice", uuid));
+    const hw::GpuDevice& d = *found;
     if (vendor.has_value() && *vendor != d.vendor) {
       return absl::InvalidArgumentError(
           fmt::format("the assigned GPUs mix vendors ({} and {})", hw::VendorName(*vendor), hw::VendorName(d.vendor)));
@@ -589,7 +687,7 @@ void Agent::StartLocked(const api::Assignment& a) {
     m.report = {.job_id = a.job_id,
                 .epoch = a.epoch,
                 .phase = api::WorkloadPhase::kFailedToStart,
-                .message = std::string(status.message()),
+                .message = BoundMessage(std::string(status.message())),
                 .node_rank = a.node_rank};
     spdlog::warn("agent {}: job {} (epoch {}) failed to start: {}", node_, a.job_id, a.epoch, status.message());
     if (metrics_ != nullptr) metrics_->RecordExit(ExitOutcome::kFailed);
@@ -617,7 +715,7 @@ void Agent::StartLocked(const api::Assignment& a) {
   log.epoch = a.epoch;
   log.epoch_start = size_error ? 0 : static_cast<uint64_t>(log_size);
   spdlog::info("agent {}: started job {} (epoch {}, rank {}/{}, GPUs [{}]) as pid {}", node_, a.job_id, a.epoch,
-               a.node_rank, a.num_nodes, fmt::join(a.gpu_indices, ","), *pid);
+               a.node_rank, a.num_nodes, fmt::join(a.gpu_uuids, ","), *pid);
 }
 
 bool Agent::StopRequested() const {
@@ -640,6 +738,16 @@ void Agent::WaitFor(Duration d) {
 
 absl::Status Agent::Run(std::stop_token stop) {
   std::stop_callback on_stop(stop, [this] { Stop(); });
+  // The lease must be enforced on time even while Tick blocks in an HTTP request (up to request_timeout,
+  // or registration retries backing off up to max_backoff): this thread fences and delivers the SIGKILLs.
+  std::jthread watchdog([this](std::stop_token done) {
+    while (!done.stop_requested()) {
+      std::this_thread::sleep_for(kPollPeriod);
+      std::lock_guard<std::mutex> lock(mu_);
+      CheckLeaseLocked();
+      PollLocked();
+    }
+  });
   Duration backoff = kMinBackoff;
   std::optional<bool> reachable;  // logged on change only
   while (!StopRequested()) {

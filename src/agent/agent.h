@@ -9,14 +9,16 @@
 // (api/agent_protocol.h) sends desired state, and this class reconciles towards it, idempotently.
 //
 // One heartbeat cycle, Tick():
-//   1. Poll the executor: record how each ended workload ended (exit code, signal, OOM).
-//   2. Register if not registered yet (POST /v1/agents/register with the inventory).
+//   1. Poll the executor: record how each ended workload ended (exit code, signal, OOM); check the lease
+//      (see "Self-fencing" below).
+//   2. Register if not registered yet (POST /v1/agents/register with the inventory and instance id).
 //   3. Build the Heartbeat: a GpuSample per GPU (Discovery::Sample); a WorkloadReport for each workload
 //      held (running or stopping: "running"; ended: "exited" with code / signal / message; could not
 //      start: "failed-to-start"); the log bytes written since the last acknowledged offset, at most
 //      `max_log_bytes_per_workload` per workload and `max_log_bytes_per_heartbeat` in all.
 //   4. POST it to /v1/agents/{node}/heartbeat. Log offsets advance only when the server answered 2xx, so
-//      a lost heartbeat re-sends the same bytes at the same offsets, never different ones.
+//      a lost heartbeat re-sends the same bytes at the same offsets, never different ones. A 2xx answer
+//      renews the lease from the moment this heartbeat was SENT.
 //   5. Reconcile the reply (unless it says `reregister`; see below):
 //      - Fencing. For each job the agent remembers the highest epoch any reply listed. A listed assignment
 //        with a lower epoch is stale and dropped (logged once): it is never started, and it does not keep
@@ -24,7 +26,8 @@
 //        agent has already started (or declined) for that job: a repeated or delayed reply cannot start a
 //        workload twice.
 //      - A listed assignment the agent does not hold is started (unless marked `cancel`: it is then
-//        reported as exited, "cancelled before it started", and never run).
+//        reported as exited, "cancelled before it started", and never run), unless the agent is fenced:
+//        then it waits for a reply that arrives within the lease.
 //      - A listed assignment with a higher epoch than the workload the agent runs for that job replaces
 //        it: the old one is cancelled with ITS grace, and the new one starts in the first Tick after the
 //        old one has been reaped (they share the member's log file and working directory).
@@ -39,17 +42,49 @@
 //   NOT reconcile that reply (a server that does not know the node has no meaningful list for it);
 //   workloads keep running and the next heartbeat's reply decides.
 //
+// Self-fencing. A node the server cannot hear from is, to the server, lost: after its lease it re-places
+// the node's jobs elsewhere. If the node is alive but cut off (a partition, a frozen VM or a stalled
+// agent), the old workloads must be gone by then, or a gang member runs in two places (two writers on
+// one checkpoint). So the agent enforces the same lease on itself, measured on the MONOTONIC clock
+// (Clock::Monotonic(); a wall-clock step neither fences nor delays it):
+//   - `last_ack_sent` = the send time of the newest heartbeat the server answered 2xx.
+//   - At last_ack_sent + lease_ms with no newer success, the agent is FENCED: it cancels every workload
+//     it holds with grace min(grace_ms, fence_grace_ms) counted from that deadline (SIGTERM now, SIGKILL
+//     at last_ack_sent + lease_ms + min(grace_ms, fence_grace_ms); the executor delivers it on the
+//     first Poll at or after it, within ~100 ms in Run), logs it once and counts it
+//     (gpugeek_agent_fenced_total). A fenced workload's exit report says "fenced: ...".
+//   - While fenced it keeps heartbeating and reporting, but starts nothing.
+//   - A heartbeat answered 2xx whose send time + lease_ms is still ahead un-fences it (one answered
+//     after the lease had run out even from its own send time does not); the reply is reconciled as
+//     usual: the server has by then moved or requeued what it lost, and its list decides.
+//   The server counts its lease from its RECEIPT of the last heartbeat, which is never before the
+//   agent sent it, so the agent's deadline always comes first. Timeline with the defaults
+//   (RegistrationReply: heartbeats every 1 s, lease_ms 3000, fence_grace_ms 2000), t = send time of
+//   the last answered heartbeat:
+//     t             the last answered heartbeat is sent; the server receives it at t + d (d >= 0)
+//     t + 3 s       the agent fences: SIGTERM to every workload it holds, nothing new starts
+//     t + d + 3 s   the server's lease (counted from receipt) runs out; it waits out grace and margin
+//     t + 5 s       SIGKILL to whatever is left: every workload is gone (bar one executor poll, ~100 ms)
+//     t + d + 6 s   the server declares the node down, presumes its members stopped, and may re-place
+//                   them (lease 3 s + fence grace 2 s + a 1 s margin)
+//   so a member is never running in two places. Fencing is checked at each Tick and, in Run, by a
+//   watchdog thread every 100 ms (which also polls the executor), so a heartbeat blocked in its HTTP
+//   request (up to request_timeout) delays neither the fence nor its SIGKILL. Reachable in time, the
+//   agent never fences: a 1 s heartbeat has three tries per lease.
+//
 // Workloads. The member of job J with node rank R runs as executor workload `J-R` (a job id must be valid
 // as a workload id, see ValidateWorkloadId; otherwise the assignment is reported failed-to-start), in the
 // working directory `<data_dir>/work/J-R` (created), with its combined stdout/stderr in
 // `<data_dir>/logs/J-R.log`. Log offsets are byte positions in that file; a replacement (higher epoch)
 // appends to it. Environment, lowest precedence first: PATH, HOME and LANG of the agent (`base_env`), the
 // assignment's `env`, then BuildWorkloadEnv's GPUGEEK_* and device variables (a job spec cannot override
-// the devices it was given). Device indices are translated to the vendor library's own numbering
-// (GpuDevice::source_index), and the vendor of the assigned GPUs picks CUDA_VISIBLE_DEVICES (NVIDIA) or
-// ROCR_/HIP_VISIBLE_DEVICES (AMD); an assignment that names an unknown GPU index or GPUs of two vendors is
-// reported failed-to-start. CPU (cpu_milli) and memory (memory_bytes) limits go to cgroups when
-// `cgroup_limits` is on and the host offers cgroups; otherwise they are not enforced (logged per workload).
+// the devices it was given). The assignment names GPUs by UUID (Assignment::gpu_uuids); each is looked up
+// in the node's inventory (hw::GpuDevice::uuid) and given to the workload in the vendor library's own
+// numbering (GpuDevice::source_index), and the vendor of the assigned GPUs picks CUDA_VISIBLE_DEVICES
+// (NVIDIA) or ROCR_/HIP_VISIBLE_DEVICES (AMD); an assignment that names a UUID the node does not have
+// (the message names it), the same GPU twice or GPUs of two vendors is reported failed-to-start. CPU (cpu_milli) and
+// memory (memory_bytes) limits go to cgroups when `cgroup_limits` is on and the host offers cgroups; otherwise they are
+// not enforced (logged per workload).
 //
 // Run() registers (retrying with capped exponential backoff while the server is unreachable, logging once
 // per change between reachable and unreachable), then Ticks every heartbeat interval (the server's
@@ -69,6 +104,10 @@
 // instead of killing the first one's workloads. Without cgroups (cgroup_limits off, or none on the host)
 // leftovers cannot be found: see README.md. On destruction the agent removes its (then empty) node group.
 //
+// Instance id. Create() draws a random 128-bit id (api::NewInstanceId) that registration and every
+// heartbeat carry: a server seeing a new id for a known node knows the agent restarted (it holds nothing
+// it did not start itself), the same id that it reconnected.
+//
 // Memory: per job ever assigned to this node the agent keeps its fence (two integers) and its log offset,
 // a few dozen bytes, for its lifetime. After an agent restart both are forgotten: logs are re-shipped from
 // offset 0 (the server keeps what it has by offset) and fencing starts over (the server's epochs still
@@ -79,7 +118,8 @@
 // serves them (MetricsListener) and tells the agent where (SetMetricsAddress), which registration announces.
 //
 // Thread-safety: Tick() and Run() drive the agent from one thread at a time (Run calls Tick; never call
-// both concurrently). Stop(), the accessors and Workloads() may be called from any thread at any time.
+// both concurrently; Run's own watchdog thread shares mu_ with them). Stop(), the accessors and
+// Workloads() may be called from any thread at any time.
 
 #include <condition_variable>
 #include <cstdint>
@@ -129,8 +169,9 @@ struct AgentOptions {
   // Variables every workload starts with. Empty: PATH (default "/usr/local/bin:/usr/bin:/bin"), HOME and
   // LANG copied from the agent's own environment where set.
   EnvMap base_env;
-  uint64_t max_log_bytes_per_workload = 256 << 10;  // bytes shipped per workload per heartbeat
-  uint64_t max_log_bytes_per_heartbeat = 1 << 20;   // bytes shipped per heartbeat in all
+  // Bytes shipped per workload per heartbeat: 1 .. api::kMaxLogChunkBytes (1 MiB).
+  uint64_t max_log_bytes_per_workload = 256 << 10;
+  uint64_t max_log_bytes_per_heartbeat = 1 << 20;  // bytes shipped per heartbeat in all
   Duration connect_timeout = std::chrono::seconds(3);
   Duration request_timeout = std::chrono::seconds(10);  // read timeout of each request
   Duration max_backoff = std::chrono::seconds(30);      // Run's registration retry cap (starts at 0.5 s)
@@ -160,10 +201,11 @@ class Agent {
   // Validates the options, discovers the node's inventory (Discovery::Discover), creates the data
   // directories, the cgroup manager (when cgroup_limits), ends what a previous agent of this node left in
   // its cgroups (see the file comment), and creates the executor. Does not contact the server.
-  // Errors: InvalidArgument (missing server_url / discovery / data_dir / clock, bad node name,
-  // capacity_type, heartbeat interval or log caps, malformed URL); the discovery's error; Internal when a
-  // directory cannot be created; FailedPrecondition when another live agent on this host holds the node's
-  // cgroup (same node name).
+  // Draws the agent's instance id. Errors: InvalidArgument (missing server_url / discovery / data_dir /
+  // clock, bad node name, capacity_type, heartbeat interval or log caps, malformed URL, an inventory of
+  // more than api::kMaxGpusPerNode GPUs); the discovery's error; Internal when a directory cannot be
+  // created or no random source gives an instance id; FailedPrecondition when another live agent on this
+  // host holds the node's cgroup (same node name).
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);
 
   // SIGKILLs whatever still runs (through the executor), then removes the node's cgroup (`<parent>/<node>`)
@@ -175,14 +217,16 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // One heartbeat cycle (see the file comment). Errors: Unavailable when the server cannot be reached
-  // (workloads keep running; the next Tick retries with the same log offsets); the server's error for a
-  // refused registration or heartbeat; InvalidArgument when a reply does not decode. The executor is
-  // polled and workload exits recorded even when the server is unreachable.
+  // (workloads keep running until the lease runs out, then the agent fences; the next Tick retries with
+  // the same log offsets); the server's error for a refused registration or heartbeat; InvalidArgument
+  // when a reply does not decode. The executor is polled, workload exits recorded and the lease checked
+  // even when the server is unreachable.
   absl::Status Tick();
 
   // Registers, then Ticks every heartbeat interval until `stop` is requested or Stop() is called; then
-  // stops every workload gracefully (see the file comment). Returns OK after a requested stop; errors from
-  // the server are logged and retried, never returned.
+  // stops every workload gracefully (see the file comment). Meanwhile a watchdog thread checks the lease
+  // and polls the executor every 100 ms. Returns OK after a requested stop; errors from the server are
+  // logged and retried, never returned.
   absl::Status Run(std::stop_token stop = {});
   // Asks Run() to stop and return. Thread-safe, idempotent, non-blocking.
   void Stop();
@@ -199,6 +243,14 @@ class Agent {
   // The interval in force (the server's, after registration).
   Duration heartbeat_interval() const;
   bool registered() const;
+  // Whether the agent is fenced now (its lease ran out; see the file comment). Thread-safe.
+  bool fenced() const;
+  // The lease and fence grace in force (RegistrationReply's; 3 s and 2 s until registered). Thread-safe.
+  Duration lease() const;
+  Duration fence_grace() const;
+  // This agent's instance id (32 lower-case hex digits), drawn by Create and sent in registration and
+  // every heartbeat.
+  const std::string& instance_id() const { return instance_id_; }
   const hw::NodeInventory& inventory() const { return inventory_; }
   // "cgroup v2", "cgroup v1" or "none: <why>" (also when cgroup_limits is off).
   std::string CgroupDescription() const;
@@ -213,6 +265,7 @@ class Agent {
     State state = State::kRunning;
     bool listed = true;  // listed at its epoch by the last reconciled reply
     pid_t pid = 0;
+    bool fenced = false;         // stopped because the agent fenced itself
     api::WorkloadReport report;  // the final report once ended / failed / not started
   };
   struct Fence {
@@ -237,7 +290,7 @@ class Agent {
 
   Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
         std::unique_ptr<Executor> executor, std::shared_ptr<AgentMetrics> metrics, hw::NodeInventory inventory,
-        int node_claim_fd);
+        int node_claim_fd, std::string instance_id);
 
   absl::Status Register();
   // POSTs one heartbeat and records its result and round trip in the metrics.
@@ -246,6 +299,11 @@ class Agent {
   void UpdateWorkloadsMetricLocked();
   // Records the exits Poll() returns. Requires mu_ held.
   void PollLocked();
+  // Fences the agent if the lease has run out (see the file comment). Requires mu_.
+  void CheckLeaseLocked();
+  // A heartbeat sent at `sent` was answered 2xx: renews the lease, un-fencing when it is still ahead.
+  // Requires mu_.
+  void RenewLeaseLocked(MonoTime sent);
   api::Heartbeat BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets);
   void Reconcile(const api::HeartbeatReply& reply);
   // Starts `a` as member of its job; records a failed-to-start member when it cannot. Requires mu_.
@@ -264,14 +322,20 @@ class Agent {
   std::unique_ptr<Executor> executor_;            // set at construction; reset only by ~Agent
   const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups
   const std::shared_ptr<AgentMetrics> metrics_;   // null without AgentOptions::metrics; thread-safe itself
+  const std::string instance_id_;                 // api::NewInstanceId, drawn by Create
   hw::NodeInventory inventory_;                   // Tick thread; replaced on re-registration
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_requested_ = false;             // guarded by mu_
-  bool registered_ = false;                 // guarded by mu_
-  std::string metrics_address_;             // guarded by mu_
-  Duration interval_;                       // guarded by mu_
+  bool stop_requested_ = false;  // guarded by mu_
+  bool registered_ = false;      // guarded by mu_
+  std::string metrics_address_;  // guarded by mu_
+  Duration interval_;            // guarded by mu_
+  Duration lease_;               // guarded by mu_; RegistrationReply::lease_ms
+  Duration fence_grace_;         // guarded by mu_; RegistrationReply::fence_grace_ms
+  // Monotonic send time of the newest heartbeat answered 2xx; unset until one was (nothing is held before).
+  std::optional<MonoTime> last_ack_sent_;   // guarded by mu_
+  bool fenced_ = false;                     // guarded by mu_
   std::map<std::string, Member> members_;   // guarded by mu_; by job id
   std::map<std::string, Fence> fences_;     // guarded by mu_; by job id
   std::map<std::string, LogSource> logs_;   // guarded by mu_; by workload id

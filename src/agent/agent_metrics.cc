@@ -34,6 +34,7 @@ struct AgentMetrics::Instruments {
   metrics::Family<metrics::Gauge>* last_success = nullptr;  // child created on the first success
   metrics::Gauge* workloads = nullptr;
   std::map<ExitOutcome, metrics::Counter*> exits;
+  metrics::Counter* fenced = nullptr;
 };
 
 std::shared_ptr<AgentMetrics> AgentMetrics::Create(metrics::Registry& registry, const std::string& node,
@@ -64,6 +65,12 @@ std::shared_ptr<AgentMetrics> AgentMetrics::Create(metrics::Registry& registry, 
        {ExitOutcome::kSucceeded, ExitOutcome::kFailed, ExitOutcome::kOomKilled, ExitOutcome::kCancelled}) {
     in->exits[o] = &exits.With({node, std::string(ExitOutcomeName(o))});
   }
+  in->fenced = &registry
+                    .AddCounter("gpugeek_agent_fenced_total",
+                                "Times this agent fenced itself: its lease ran out with no heartbeat answered, so it "
+                                "stopped every workload it held.",
+                                {"node"})
+                    .With({node});
   registry.AddGauge("gpugeek_build_info", "1, labelled with the gpugeek version.", {"node", "version"})
       .With({node, version})
       .Set(1);
@@ -111,6 +118,8 @@ void AgentMetrics::RecordHeartbeat(bool acknowledged, Duration round_trip, TimeP
 void AgentMetrics::SetWorkloads(size_t running) { in_->workloads->Set(static_cast<double>(running)); }
 
 void AgentMetrics::RecordExit(ExitOutcome outcome) { in_->exits.at(outcome)->Inc(); }
+
+void AgentMetrics::RecordFenced() { in_->fenced->Inc(); }
 
 void AgentMetrics::Collect(metrics::Writer& w) const {
   using metrics::Type;

@@ -61,6 +61,8 @@ class AgentMetrics {
   void RecordHeartbeat(bool acknowledged, Duration round_trip, TimePoint now);
   void SetWorkloads(size_t running);
   void RecordExit(ExitOutcome outcome);
+  // The agent fenced itself (its lease ran out; see agent.h): gpugeek_agent_fenced_total + 1.
+  void RecordFenced();
 
  private:
   struct Instruments;

@@ -162,6 +162,7 @@ TEST_F(AgentMetricsTest, EmulatedGpusAndHeartbeats) {
   EXPECT_THAT(Series(text, "gpugeek_gpu_healthy"), ::testing::IsEmpty());
   EXPECT_THAT(Series(text, "gpugeek_agent_last_heartbeat_success_timestamp_seconds"), ::testing::IsEmpty());
   EXPECT_THAT(lines, Contains(R"(gpugeek_agent_heartbeats_total{node="n1",result="ok"} 0)"));
+  EXPECT_THAT(lines, Contains(R"(gpugeek_agent_fenced_total{node="n1"} 0)"));
   EXPECT_THAT(lines, Contains(R"(gpugeek_build_info{node="n1",version="0.1.0"} 1)"));
   EXPECT_THAT(lines, Contains("# TYPE gpugeek_gpu_ecc_uncorrected_errors_total counter"));
   EXPECT_THAT(lines, Contains("# TYPE gpugeek_gpu_xid_errors_total counter"));
@@ -234,7 +235,7 @@ TEST_F(AgentMetricsTest, WorkloadsAndTheirExitsByOutcome) {
   cp_.SetAssignments({{.job_id = "ok", .epoch = 1, .run = "exit 0"},
                       {.job_id = "bad", .epoch = 1, .run = "exit 3"},
                       {.job_id = "long", .epoch = 1, .run = "sleep 30", .grace_ms = 100},
-                      {.job_id = "nogpu", .epoch = 1, .gpu_indices = {7}, .run = "true"}});
+                      {.job_id = "nogpu", .epoch = 1, .gpu_uuids = {"GPU-not-here"}, .run = "true"}});
   ASSERT_TRUE(agent->Tick().ok());
   const auto value_of = [&](const std::string& series) {
     for (const std::string& l : Lines(registry_.Render())) {

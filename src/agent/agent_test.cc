@@ -16,11 +16,13 @@
 
 #include "agent/executor_test_util.h"
 #include "api/agent_protocol.h"
+#include "common/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http/client.h"
 #include "http/server.h"
 #include "hw/emulated_discovery.h"
+#include "metrics/registry.h"
 
 namespace gpugeek::agent {
 namespace {
@@ -61,10 +63,17 @@ class FakeControlPlane {
       }
       registrations_.push_back(*reg);
       known_ = true;
-      return http::Reply::Json(api::ToJson(api::RegistrationReply{.heartbeat_interval_ms = interval_ms_}));
+      return http::Reply::Json(api::ToJson(api::RegistrationReply{
+          .heartbeat_interval_ms = interval_ms_, .lease_ms = lease_ms_, .fence_grace_ms = fence_grace_ms_}));
     });
     server_->Route("POST", "/v1/agents/{node}/heartbeat",
                    [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
+                     std::function<void()> hook;
+                     {
+                       std::lock_guard<std::mutex> lock(mu_);
+                       hook = on_heartbeat_;
+                     }
+                     if (hook) hook();  // outside mu_: it may take long (a slow server)
                      auto j = r.JsonBody();
                      if (!j.ok()) return j.status();
                      auto hb = api::HeartbeatFromJson(*j);
@@ -108,6 +117,17 @@ class FakeControlPlane {
   void SetIntervalMs(int64_t ms) {
     std::lock_guard<std::mutex> lock(mu_);
     interval_ms_ = ms;
+  }
+  void SetLease(int64_t lease_ms, int64_t fence_grace_ms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lease_ms_ = lease_ms;
+    fence_grace_ms_ = fence_grace_ms;
+  }
+  // Runs `hook` at the start of handling each heartbeat (before the reply): a slow server, or a clock
+  // that moves while the agent waits. Empty: none.
+  void OnHeartbeat(std::function<void()> hook) {
+    std::lock_guard<std::mutex> lock(mu_);
+    on_heartbeat_ = std::move(hook);
   }
   void ReregisterOnce() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -172,6 +192,9 @@ class FakeControlPlane {
   mutable std::mutex mu_;
   std::vector<api::Assignment> assignments_;
   int64_t interval_ms_ = 1000;
+  int64_t lease_ms_ = 3000;
+  int64_t fence_grace_ms_ = 2000;
+  std::function<void()> on_heartbeat_;
   bool reregister_once_ = false;
   bool known_ = false;
   int fail_heartbeats_ = 0;
@@ -183,8 +206,24 @@ class FakeControlPlane {
 };
 
 api::Assignment MakeAssignment(const std::string& job, int64_t epoch, const std::string& run,
-                               std::vector<int> gpus = {}, int64_t grace_ms = 2000) {
-  return {.job_id = job, .epoch = epoch, .gpu_indices = std::move(gpus), .run = run, .grace_ms = grace_ms};
+                               std::vector<std::string> gpu_uuids = {}, int64_t grace_ms = 2000) {
+  return {.job_id = job, .epoch = epoch, .gpu_uuids = std::move(gpu_uuids), .run = run, .grace_ms = grace_ms};
+}
+
+// The UUIDs of the agent's GPUs at `indices` (how the server names them in an assignment).
+std::vector<std::string> Gpus(const Agent& agent, const std::vector<int>& indices) {
+  std::vector<std::string> uuids;
+  for (int i : indices) uuids.push_back(agent.inventory().gpus.at(static_cast<size_t>(i)).uuid);
+  return uuids;
+}
+
+// The value of the exact series `series` (name and labels) in `registry`'s text; "absent" when missing.
+std::string SeriesValue(const metrics::Registry& registry, const std::string& series) {
+  std::istringstream in(registry.Render());
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(series + " ")) return line.substr(series.size() + 1);
+  }
+  return "absent";
 }
 
 std::optional<api::WorkloadReport> ReportFor(const api::Heartbeat& hb, const std::string& job) {
@@ -275,6 +314,8 @@ TEST_F(AgentTest, RegistrationCarriesTheEmulatedInventoryAndHeartbeatsCarrySampl
   EXPECT_EQ(r.inventory.gpus[7].source, "emulated");
   EXPECT_EQ(r.inventory.links[0][5].kind, hw::LinkKind::kNvLink);
   EXPECT_EQ(r.inventory, agent->inventory());
+  EXPECT_EQ(r.instance_id, agent->instance_id());
+  EXPECT_EQ(agent->instance_id().size(), 32u);
 
   auto hb = cp_->last_heartbeat();
   ASSERT_TRUE(hb.has_value());
@@ -286,12 +327,27 @@ TEST_F(AgentTest, RegistrationCarriesTheEmulatedInventoryAndHeartbeatsCarrySampl
   ASSERT_TRUE(agent->Tick().ok());
   EXPECT_EQ(cp_->registrations().size(), 1u) << "registers once";
   EXPECT_EQ(cp_->heartbeats().size(), 2u);
+  for (const api::Heartbeat& beat : cp_->heartbeats()) EXPECT_EQ(beat.instance_id, agent->instance_id());
+  EXPECT_EQ(agent->lease(), 3s) << "RegistrationReply's default lease";
+  EXPECT_EQ(agent->fence_grace(), 2s);
+
+  // A restarted agent (a new Agent, as a new process creates) is a new instance under the same name.
+  const std::string first = agent->instance_id();
+  agent.reset();
+  agent = MakeAgent("8xH100-SXM-80GB");
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(cp_->registrations().size(), 2u);
+  EXPECT_EQ(cp_->registrations()[1].node, "node-a");
+  EXPECT_EQ(cp_->registrations()[1].instance_id, agent->instance_id());
+  EXPECT_NE(agent->instance_id(), first);
+  EXPECT_EQ(cp_->last_heartbeat()->instance_id, agent->instance_id());
 }
 
 TEST_F(AgentTest, AssignmentStartsAProcessWithItsGpusEnvAndWorkingDirectory) {
   auto agent = MakeAgent("8xH100-SXM-80GB");
   ASSERT_NE(agent, nullptr);
-  api::Assignment a = MakeAssignment("job-7", 3, "env > env.txt; pwd > pwd.txt; sleep 30", {2, 5});
+  api::Assignment a = MakeAssignment("job-7", 3, "env > env.txt; pwd > pwd.txt; sleep 30", Gpus(*agent, {2, 5}));
   a.node_rank = 1;
   a.num_nodes = 2;
   a.master_addr = "10.0.0.1";
@@ -338,7 +394,7 @@ TEST_F(AgentTest, AssignmentStartsAProcessWithItsGpusEnvAndWorkingDirectory) {
 TEST_F(AgentTest, Mi300xNodeGetsRocrAndHipVisibleDevices) {
   auto agent = MakeAgent("8xMI300X");
   ASSERT_NE(agent, nullptr);
-  cp_->SetAssignments({MakeAssignment("amd", 1, "env > env.txt", {2, 3})});
+  cp_->SetAssignments({MakeAssignment("amd", 1, "env > env.txt", Gpus(*agent, {2, 3}))});
   ASSERT_TRUE(agent->Tick().ok());
   ASSERT_TRUE(WaitForFile(WorkDir("amd-0") + "/env.txt"));
   ASSERT_TRUE(TickUntil(*agent, [&] {
@@ -437,6 +493,32 @@ TEST_F(AgentTest, UnacknowledgedLogBytesAreSentAgainAtTheSameOffset) {
   EXPECT_EQ(cp_->log("j"), "hello\nworld\n");
 }
 
+// The defect: log bytes went as JSON strings, so output that was not UTF-8 arrived altered (U+FFFD) and
+// then partly dropped ("hello world" became "llo world": the offsets no longer matched). Chunks now
+// carry raw bytes (base64 on the wire): the server's copy is the file, byte for byte.
+TEST_F(AgentTest, NonUtf8OutputArrivesByteExact) {
+  auto agent = MakeAgent("1xL4");
+  ASSERT_NE(agent, nullptr);
+  // dash's printf takes octal escapes: \377\376 are the bytes 0xff 0xfe (invalid UTF-8).
+  cp_->SetAssignments({MakeAssignment("bytes", 1, "printf '\\377\\376hello world\\n'; printf 'caf\\303'")});
+  const std::string expected = std::string("\xff\xfe") + "hello world\n" + "caf\xc3";
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("bytes");
+    return r && r->phase == api::WorkloadPhase::kExited && cp_->log("bytes").size() >= expected.size();
+  }));
+  EXPECT_EQ(ReadAll(dir_ / "logs/bytes-0.log"), expected);
+  EXPECT_EQ(cp_->log("bytes"), expected);
+  std::string shipped;
+  for (const api::Heartbeat& hb : cp_->heartbeats()) {
+    for (const api::LogChunk& c : hb.logs) {
+      EXPECT_EQ(c.offset, shipped.size());
+      shipped += c.data;
+    }
+  }
+  EXPECT_EQ(shipped, expected);
+  EXPECT_EQ(cp_->duplicate_chunks(), 0);
+}
+
 TEST_F(AgentTest, CancelTerminatesTheProcessGroupWithinTheGrace) {
   auto agent = MakeAgent();
   ASSERT_NE(agent, nullptr);
@@ -506,13 +588,21 @@ TEST_F(AgentTest, CancelledBeforeItStartedIsNeverRun) {
 TEST_F(AgentTest, ABadAssignmentIsReportedFailedToStart) {
   auto agent = MakeAgent("2xL4");
   ASSERT_NE(agent, nullptr);
-  cp_->SetAssignments({MakeAssignment("gpu9", 1, "true", {9}), MakeAssignment("bad/id", 1, "true")});
+  const std::string l4 = agent->inventory().gpus[0].uuid;
+  cp_->SetAssignments({MakeAssignment("unknown", 1, "touch ran", {l4, "GPU-8f3c0d1e-not-on-this-node"}),
+                       MakeAssignment("twice", 1, "touch ran", {l4, l4}), MakeAssignment("bad/id", 1, "true")});
   ASSERT_TRUE(agent->Tick().ok());
   ASSERT_TRUE(agent->Tick().ok());
-  auto gpu9 = LastReport("gpu9");
-  ASSERT_TRUE(gpu9.has_value());
-  EXPECT_EQ(gpu9->phase, api::WorkloadPhase::kFailedToStart);
-  EXPECT_THAT(gpu9->message, HasSubstr("GPU index 9 does not exist"));
+  auto unknown = LastReport("unknown");
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->phase, api::WorkloadPhase::kFailedToStart);
+  EXPECT_EQ(unknown->message, "GPU GPU-8f3c0d1e-not-on-this-node is not on node node-a (it has 2 GPUs)");
+  auto twice = LastReport("twice");
+  ASSERT_TRUE(twice.has_value());
+  EXPECT_EQ(twice->phase, api::WorkloadPhase::kFailedToStart);
+  EXPECT_EQ(twice->message, fmt::format("GPU {} is assigned twice", l4));
+  EXPECT_FALSE(std::filesystem::exists(WorkDir("unknown-0") + "/ran"));
+  EXPECT_FALSE(std::filesystem::exists(WorkDir("twice-0") + "/ran"));
   auto bad = LastReport("bad/id");
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->phase, api::WorkloadPhase::kFailedToStart);
@@ -561,12 +651,14 @@ TEST_F(AgentTest, AnAssignmentWithALowerEpochThanOneSeenIsNeverStarted) {
 TEST_F(AgentTest, AHigherEpochReplacesTheRunningWorkload) {
   auto agent = MakeAgent();
   ASSERT_NE(agent, nullptr);
-  cp_->SetAssignments({MakeAssignment("r", 1, "echo start-$GPUGEEK_RESTART_COUNT >> marks; sleep 300", {0})});
+  cp_->SetAssignments(
+      {MakeAssignment("r", 1, "echo start-$GPUGEEK_RESTART_COUNT >> marks; sleep 300", Gpus(*agent, {0}))});
   ASSERT_TRUE(agent->Tick().ok());
   const pid_t old_pid = agent->Workloads().at(0).pid;
   ASSERT_TRUE(WaitForFile(WorkDir("r-0") + "/marks"));
 
-  api::Assignment next = MakeAssignment("r", 2, "echo start-$GPUGEEK_RESTART_COUNT >> marks; sleep 300", {1});
+  api::Assignment next =
+      MakeAssignment("r", 2, "echo start-$GPUGEEK_RESTART_COUNT >> marks; sleep 300", Gpus(*agent, {1}));
   next.restart_count = 1;
   cp_->SetAssignments({next});
   ASSERT_TRUE(TickUntil(*agent, [&] {
@@ -580,6 +672,150 @@ TEST_F(AgentTest, AHigherEpochReplacesTheRunningWorkload) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->epoch, 2);
   EXPECT_EQ(r->phase, api::WorkloadPhase::kRunning);
+}
+
+// The defect: after a node loss a job ran twice at once: the cut-off agent kept its workload running
+// (11.7 s of two writers on one checkpoint after a freeze; without end if the agent never heard back)
+// while the server re-placed the job. Now the agent fences itself at lease_ms after the SEND of its last
+// answered heartbeat (on the monotonic clock), SIGKILLs what is left by lease + fence grace, starts
+// nothing while fenced, and un-fences on the first answer that comes within the lease.
+TEST_F(AgentTest, FencesItselfWhenNoHeartbeatIsAnsweredWithinTheLease) {
+  FakeClock clock(TimePoint(std::chrono::seconds(1'700'000'000)));
+  metrics::Registry registry;
+  auto agent = MakeAgent("2xH100-SXM-80GB", [&](AgentOptions& o) {
+    o.clock = &clock;
+    o.metrics = &registry;
+  });
+  ASSERT_NE(agent, nullptr);
+  // "polite" ends on SIGTERM; "stubborn" and its child ignore it. Both have a grace (30 s) longer than
+  // the fence grace (2 s), which caps it.
+  const api::Assignment polite = MakeAssignment("polite", 1, "sleep 300", {}, 30000);
+  const api::Assignment stubborn =
+      MakeAssignment("stubborn", 1, "trap '' TERM; sleep 300 & echo $! > child.pid; wait", {}, 30000);
+  cp_->SetAssignments({polite, stubborn});
+  ASSERT_TRUE(agent->Tick().ok());  // sent at t = 0 and answered
+  ASSERT_TRUE(WaitForFile(WorkDir("stubborn-0") + "/child.pid"));
+  const pid_t child = std::stoi(ReadAll(WorkDir("stubborn-0") + "/child.pid"));
+  ASSERT_EQ(agent->Workloads().size(), 2u);
+  const pid_t polite_pid = agent->Workloads()[0].pid;
+  const pid_t stubborn_pid = agent->Workloads()[1].pid;
+  EXPECT_EQ(SeriesValue(registry, R"(gpugeek_agent_fenced_total{node="node-a"})"), "0");
+
+  clock.Advance(1s);
+  ASSERT_TRUE(agent->Tick().ok());  // sent at t = 1 s and answered: the lease runs to t = 4 s
+  cp_->FailHeartbeats(1000);        // from now on no answer reaches the agent
+  clock.Advance(2900ms);            // t = 3.9 s
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(agent->fenced());
+  EXPECT_TRUE(ProcessAlive(polite_pid));
+  EXPECT_EQ(agent->Workloads()[0].state, "running");
+
+  clock.Advance(100ms);  // t = 4 s: lease_ms after the last answered send
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(agent->fenced());
+  EXPECT_EQ(SeriesValue(registry, R"(gpugeek_agent_fenced_total{node="node-a"})"), "1");
+  EXPECT_TRUE(WaitForDeath(polite_pid, 5s)) << "SIGTERM when the lease ran out";
+  EXPECT_TRUE(ProcessAlive(child)) << "it ignores SIGTERM; the fence grace has not run out";
+
+  clock.Advance(1900ms);  // t = 5.9 s
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(ProcessAlive(child)) << "SIGKILL only at lease + fence grace";
+  EXPECT_EQ(agent->Workloads()[1].state, "stopping");
+  clock.Advance(100ms);  // t = 6 s = last answered send + lease + fence grace
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(WaitForDeath(child, 5s)) << "SIGKILLed by lease + fence grace, not after its own 30 s grace";
+  EXPECT_TRUE(WaitForDeath(stubborn_pid, 5s));
+  EXPECT_EQ(SeriesValue(registry, R"(gpugeek_agent_fenced_total{node="node-a"})"), "1") << "one fencing, counted once";
+
+  // An answer arrives, but 3.5 s after its heartbeat was sent: past the lease even from that send, so
+  // the agent stays fenced and starts nothing the reply lists.
+  cp_->FailHeartbeats(0);
+  cp_->SetAssignments({polite, stubborn, MakeAssignment("fresh", 1, "echo up > started; sleep 300")});
+  cp_->OnHeartbeat([&] { clock.Advance(3500ms); });
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_TRUE(agent->fenced());
+  for (const WorkloadStatus& w : agent->Workloads()) EXPECT_NE(w.job_id, "fresh") << "started while fenced";
+  EXPECT_FALSE(std::filesystem::exists(WorkDir("fresh-0")));
+
+  // Answered within the lease: un-fenced, and the reply is reconciled as usual.
+  cp_->OnHeartbeat(nullptr);
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_FALSE(agent->fenced());
+  ASSERT_TRUE(WaitForFile(WorkDir("fresh-0") + "/started"));
+  ASSERT_TRUE(agent->Tick().ok());
+  auto fresh = LastReport("fresh");
+  ASSERT_TRUE(fresh.has_value());
+  EXPECT_EQ(fresh->phase, api::WorkloadPhase::kRunning);
+  // The fenced ones stay ended (their epoch is never started twice), reported as fenced, not failed.
+  auto p = LastReport("polite"), st = LastReport("stubborn");
+  ASSERT_TRUE(p.has_value() && st.has_value());
+  EXPECT_EQ(p->phase, api::WorkloadPhase::kExited);
+  EXPECT_EQ(p->term_signal, SIGTERM);
+  EXPECT_TRUE(p->message.starts_with("fenced: the agent lost contact with the server for its 3000 ms lease; "))
+      << p->message;
+  EXPECT_EQ(st->term_signal, SIGKILL);
+  EXPECT_TRUE(st->message.starts_with("fenced: ")) << st->message;
+  EXPECT_EQ(SeriesValue(registry, R"(gpugeek_agent_fenced_total{node="node-a"})"), "1");
+}
+
+TEST_F(AgentTest, AWallClockStepDoesNotFence) {
+  FakeClock clock(TimePoint(std::chrono::seconds(1'700'000'000)));
+  auto agent = MakeAgent("1xL4", [&](AgentOptions& o) { o.clock = &clock; });
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("steady", 1, "sleep 300")});
+  ASSERT_TRUE(agent->Tick().ok());  // sent at monotonic t = 0 and answered
+  const pid_t pid = agent->Workloads().at(0).pid;
+  clock.StepWall(1h);
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_FALSE(agent->fenced());
+
+  cp_->FailHeartbeats(1000);
+  clock.StepWall(1h);  // NTP, or `date -s`: two hours ahead of the last answer on the wall clock
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(agent->fenced());
+  clock.StepWall(-3h);  // and then an hour behind it
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(agent->fenced());
+  EXPECT_TRUE(ProcessAlive(pid));
+  EXPECT_EQ(agent->Workloads().at(0).state, "running");
+
+  clock.Advance(2999ms);  // real time passing is what counts
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(agent->fenced());
+  clock.Advance(1ms);
+  EXPECT_EQ(agent->Tick().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(agent->fenced());
+  EXPECT_TRUE(WaitForDeath(pid, 5s));
+}
+
+// A heartbeat can block for the whole request timeout (10 s) when the server is cut off mid-request;
+// the lease must still be enforced on time. Run's watchdog fences and delivers the SIGKILL meanwhile.
+TEST_F(AgentTest, RunFencesOnTimeWhileAHeartbeatHangs) {
+  cp_->SetIntervalMs(50);
+  cp_->SetLease(300, 200);
+  auto agent = MakeAgent("1xL4");
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("hang", 1, "trap '' TERM; sleep 300 & echo $! > child.pid; wait", {}, 30000)});
+  std::jthread runner([&](std::stop_token stop) { EXPECT_TRUE(agent->Run(stop).ok()); });
+  ASSERT_TRUE(WaitForFile(WorkDir("hang-0") + "/child.pid"));
+  const pid_t child = std::stoi(ReadAll(WorkDir("hang-0") + "/child.pid"));
+  EXPECT_EQ(agent->lease(), 300ms);
+  EXPECT_FALSE(agent->fenced());
+
+  cp_->OnHeartbeat([] { std::this_thread::sleep_for(4s); });  // the server stops answering, mid-request
+  const auto hung_at = std::chrono::steady_clock::now();
+  EXPECT_TRUE(WaitForDeath(child, 4s));
+  const auto killed_after = std::chrono::steady_clock::now() - hung_at;
+  // Last answered send <= ~60 ms after hung_at; fence at +300 ms, SIGKILL at +500 ms (+ a 100 ms poll).
+  EXPECT_LT(killed_after, 2500ms) << "the fence waited for the hung request";
+  EXPECT_GE(killed_after, 200ms) << "SIGKILL came before lease + fence grace";
+  EXPECT_TRUE(agent->fenced());
+
+  cp_->OnHeartbeat(nullptr);  // answers again: un-fenced at the next heartbeat
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (agent->fenced() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(agent->fenced());
+  runner.request_stop();
 }
 
 TEST_F(AgentTest, UnreachableServerIsUnavailableAndTheNextTickAfterItIsBackWorks) {
@@ -675,7 +911,7 @@ TEST_F(AgentTest, ARestartedAgentEndsWhatThePreviousOneLeftInItsCgroups) {
   EXPECT_FALSE(std::filesystem::exists(cgroot / "cpu/gpugeek/node-a/j-00000001-0"));
   EXPECT_TRUE(std::filesystem::exists(cgroot / "memory/gpugeek/node-b/other-0")) << "another node's";
 
-  api::Assignment a = MakeAssignment("j-00000001", 1, "sleep 300", {0});
+  api::Assignment a = MakeAssignment("j-00000001", 1, "sleep 300", Gpus(*agent, {0}));
   a.memory_bytes = 64ull << 20;
   cp_->SetAssignments({a});
   ASSERT_TRUE(agent->Tick().ok());

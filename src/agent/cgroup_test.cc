@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -392,11 +394,17 @@ TEST_F(RealCgroupTest, StartEndsALeftoverInTheWorkloadsGroup) {
   auto group = manager_->CreateGroup("again", {});
   ASSERT_TRUE(group.ok()) << group.status();
   const pid_t leftover = SpawnLeftover(group->procs_files);
-  const auto pid = executor_->Start(Request("again", "exec sleep 1000", {.memory_bytes = 256ull << 20}));
+  const auto pid =
+      executor_->Start(Request("again", "echo $$ > again.pid; exec sleep 1000", {.memory_bytes = 256ull << 20}));
   ASSERT_TRUE(pid.ok()) << pid.status();
   EXPECT_TRUE(WaitForDeath(leftover));
   ReapChild(leftover);
-  EXPECT_EQ(ReadAll(GroupDir("memory", "again") + "/cgroup.procs"), fmt::format("{}\n", *pid));
+  ASSERT_TRUE(WaitForFile(dir_ / "again.pid"));
+  // The group holds the workload's shim (the pid Start returned) and its shell, nothing else.
+  std::stringstream procs(ReadAll(GroupDir("memory", "again") + "/cgroup.procs"));
+  std::set<pid_t> members;
+  for (pid_t member; procs >> member;) members.insert(member);
+  EXPECT_EQ(members, (std::set<pid_t>{*pid, std::stoi(ReadAll(dir_ / "again.pid"))}));
   ASSERT_TRUE(executor_->Cancel("again", Duration::zero()).ok());
   ASSERT_TRUE(WaitForExit(*executor_, "again").has_value());
 }

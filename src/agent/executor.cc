@@ -6,8 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <utility>
 
@@ -15,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/str_join.h"
+#include "agent/shim_protocol.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 
@@ -36,6 +39,8 @@ class FdList {
     fds_.push_back(fd);
     return fd;
   }
+  // Stops holding `fd`: the caller keeps it open.
+  void Release(int fd) { std::erase(fds_, fd); }
 
  private:
   std::vector<int> fds_;
@@ -67,41 +72,83 @@ absl::Status MakeDirs(const std::string& path) {
   return absl::OkStatus();
 }
 
-// The step of the child's setup that failed, sent back over the status pipe with its errno.
-enum class ChildStep : int { kSetsid = 1, kCgroup, kChdir, kRedirect, kExec };
-struct ChildError {
-  ChildStep step;
-  int err;
-};
+using shim::RecordKind;
 
-const char* ChildStepName(ChildStep step) {
-  switch (step) {
-    case ChildStep::kSetsid:
+// The most ExecutorOptions::orphan_grace may be: what gpugeek-shim's --grace-ms accepts (one hour).
+constexpr Duration kMaxOrphanGrace = std::chrono::hours(1);
+
+// The step a failure record on the status pipe names.
+const char* StepName(RecordKind kind) {
+  switch (kind) {
+    case RecordKind::kSetsid:
       return "setsid";
-    case ChildStep::kCgroup:
+    case RecordKind::kCgroup:
       return "joining the workload's cgroup";
-    case ChildStep::kChdir:
+    case RecordKind::kChdir:
       return "chdir to the working directory";
-    case ChildStep::kRedirect:
+    case RecordKind::kRedirect:
       return "redirecting stdin/stdout/stderr";
-    case ChildStep::kExec:
+    case RecordKind::kExec:
       return "exec of the shell";
+    case RecordKind::kExecShim:
+      return "exec of the shim";
+    case RecordKind::kShimSetup:
+      return "the shim's setup";
+    case RecordKind::kShimFork:
+      return "the shim's fork of the workload";
+    case RecordKind::kStarted:
+    case RecordKind::kExited:
+      break;
   }
   return "setup";
 }
 
+// The shim to use: `configured` (made absolute: the child execs it after chdir), else `gpugeek-shim` next
+// to /proc/self/exe, else the build tree's. FailedPrecondition naming every path looked at when none is
+// an executable file.
+absl::StatusOr<std::string> ResolveShim(const std::string& configured) {
+  std::vector<std::string> candidates;
+  std::error_code ec;
+  if (!configured.empty()) {
+    candidates.push_back(std::filesystem::absolute(configured, ec).string());
+  } else {
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back((exe.parent_path() / "gpugeek-shim").string());
+#ifdef GPUGEEK_SHIM_BUILD_PATH
+    candidates.push_back(GPUGEEK_SHIM_BUILD_PATH);
+#endif
+  }
+  for (const std::string& path : candidates) {
+    if (std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0) return path;
+  }
+  return absl::FailedPreconditionError(
+      fmt::format("gpugeek-shim is missing or not executable (looked at {}): install it next to the gpugeek "
+                  "binary (the build puts it there), set ExecutorOptions.shim_path, or turn it off "
+                  "(ExecutorOptions.use_shim = false: workloads then outlive an agent killed with SIGKILL)",
+                  absl::StrJoin(candidates, ", ")));
+}
+
+// What the forked child does besides the common steps.
+struct ChildExec {
+  const char* path;         // the shim, or the shell without it
+  char* const* argv;        // argv[0] == path
+  bool keep_status_fd;      // true with the shim: the status pipe stays open across exec
+  int lifeline_fd;          // the lifeline's read end, kept open across exec; -1 without the shim
+  RecordKind exec_failure;  // kExecShim or kExec
+};
+
 // Runs in the forked child of a possibly multi-threaded parent: only async-signal-safe calls, no
 // allocation, no locks. Never returns.
 [[noreturn]] void RunChild(int status_fd, const std::vector<int>& procs_fds, const std::string& oom_score_adj,
-                           const char* working_dir, int stdin_fd, int log_fd, const char* shell, char* const argv[],
+                           const char* working_dir, int stdin_fd, int log_fd, const ChildExec& exec,
                            char* const envp[]) {
-  auto fail = [status_fd](ChildStep step) {
-    const ChildError e{step, errno};
+  auto fail = [status_fd](RecordKind step) {
+    const shim::Record e{step, errno};
     ssize_t unused = ::write(status_fd, &e, sizeof(e));
     (void)unused;
     ::_exit(127);
   };
-  if (::setsid() < 0) fail(ChildStep::kSetsid);
+  if (::setsid() < 0) fail(RecordKind::kSetsid);
 
   // The agent may block or ignore signals (SIGPIPE, SIGCHLD for a signalfd); a workload starts clean.
   sigset_t none;
@@ -131,16 +178,18 @@ const char* ChildStepName(ChildStep step) {
   } while (pid != 0);
   const size_t len = static_cast<size_t>(digits + sizeof(digits) - p);
   for (int fd : procs_fds) {
-    if (::write(fd, p, len) != static_cast<ssize_t>(len)) fail(ChildStep::kCgroup);
+    if (::write(fd, p, len) != static_cast<ssize_t>(len)) fail(RecordKind::kCgroup);
   }
 
-  if (::chdir(working_dir) != 0) fail(ChildStep::kChdir);
-  if (::dup2(stdin_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) fail(ChildStep::kRedirect);
+  if (::chdir(working_dir) != 0) fail(RecordKind::kChdir);
+  if (::dup2(stdin_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) fail(RecordKind::kRedirect);
   // Descriptors the agent opened without O_CLOEXEC (another thread, a library) must not leak into the
-  // workload. Best effort: close_range needs Linux 5.11.
+  // workload. Best effort: close_range needs Linux 5.11. Then the two the shim needs are opened up again.
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
-  ::execve(shell, argv, envp);
-  fail(ChildStep::kExec);
+  if (exec.keep_status_fd && ::fcntl(status_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
+  if (exec.lifeline_fd >= 0 && ::fcntl(exec.lifeline_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
+  ::execve(exec.path, exec.argv, envp);
+  fail(exec.exec_failure);
   ::_exit(127);  // not reached: fail() exits
 }
 
@@ -209,12 +258,36 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions optio
         fmt::format("shell {} is not executable: {}", options.shell, ErrnoText(errno)));
   }
   if (options.default_grace < Duration::zero()) return absl::InvalidArgumentError("default_grace must be >= 0");
+  if (options.orphan_grace < Duration::zero() || options.orphan_grace > kMaxOrphanGrace) {
+    return absl::InvalidArgumentError("ExecutorOptions.orphan_grace must be within 0 .. 1 hour");
+  }
   if (options.oom_score_adj < -1000 || options.oom_score_adj > 1000) {
     return absl::InvalidArgumentError(
         fmt::format("ExecutorOptions.oom_score_adj {} is outside -1000..1000", options.oom_score_adj));
   }
-  RETURN_IF_ERROR(MakeDirs(options.log_dir));
-  return std::unique_ptr<Executor>(new Executor(std::move(options)));
+  int lifeline[2] = {-1, -1};
+  if (options.use_shim) {
+    ASSIGN_OR_RETURN(options.shim_path, ResolveShim(options.shim_path));
+    if (::pipe2(lifeline, O_CLOEXEC) != 0) {
+      return absl::InternalError(fmt::format("lifeline pipe2: {}", ErrnoText(errno)));
+    }
+    lifeline[0] = MoveAbove2(lifeline[0]);
+    lifeline[1] = MoveAbove2(lifeline[1]);
+    if (lifeline[0] < 0 || lifeline[1] < 0) {
+      const int err = errno;
+      for (int fd : lifeline) {
+        if (fd >= 0) ::close(fd);
+      }
+      return absl::InternalError(fmt::format("lifeline fcntl: {}", ErrnoText(err)));
+    }
+  }
+  if (absl::Status made = MakeDirs(options.log_dir); !made.ok()) {
+    for (int fd : lifeline) {
+      if (fd >= 0) ::close(fd);
+    }
+    return made;
+  }
+  return std::unique_ptr<Executor>(new Executor(std::move(options), lifeline[0], lifeline[1]));
 }
 
 Executor::~Executor() {
@@ -224,9 +297,13 @@ Executor::~Executor() {
     int status;
     while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (w.status_fd >= 0) ::close(w.status_fd);
     RemoveCgroupLocked(w.cgroup);
   }
   running_.clear();
+  // Every shim was SIGKILLed and reaped above: closing the lifeline ends nothing more.
+  if (lifeline_read_ >= 0) ::close(lifeline_read_);
+  if (lifeline_write_ >= 0) ::close(lifeline_write_);
   // Killed processes leave their cgroup a moment after the signal; give them up to a second.
   for (int attempt = 0; attempt < 100 && !pending_removals_.empty(); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -339,8 +416,29 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   }
 
   // Everything the child needs, prepared before fork: the child must not allocate.
-  std::string arg0 = options_.shell, arg1 = "-c", arg2 = request.command;
-  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), nullptr};
+  const bool shim = options_.use_shim;
+  const Duration orphan_grace =
+      std::clamp(request.orphan_grace.value_or(options_.orphan_grace), Duration::zero(), options_.orphan_grace);
+  std::vector<std::string> args;
+  if (shim) {
+    args = {options_.shim_path,
+            "--status-fd",
+            std::to_string(status_write),
+            "--lifeline-fd",
+            std::to_string(lifeline_read_),
+            "--grace-ms",
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(orphan_grace).count()),
+            "--"};
+  }
+  args.insert(args.end(), {options_.shell, "-c", request.command});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const ChildExec exec{.path = argv[0],
+                       .argv = argv.data(),
+                       .keep_status_fd = shim,
+                       .lifeline_fd = shim ? lifeline_read_ : -1,
+                       .exec_failure = shim ? RecordKind::kExecShim : RecordKind::kExec};
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);
   for (std::string& s : env_strings) envp.push_back(s.data());
@@ -354,25 +452,37 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
     return fail(absl::InternalError(fmt::format("workload {}: fork failed: {}", request.id, ErrnoText(err))));
   }
   if (pid == 0) {
-    RunChild(status_write, procs_fds, oom_score_adj, request.working_dir.c_str(), null_fd, log_fd,
-             options_.shell.c_str(), argv, envp.data());
+    RunChild(status_write, procs_fds, oom_score_adj, request.working_dir.c_str(), null_fd, log_fd, exec, envp.data());
   }
   ::close(status_write);
 
-  // EOF means the exec happened (the pipe is close-on-exec); a record means a step failed.
-  ChildError child_error{};
+  // Without the shim, EOF means the shell was exec'd (the pipe is close-on-exec). With it, the shim says
+  // kStarted once the shell was exec'd. Any other record names the step that failed.
+  shim::Record record{};
   ssize_t n;
   do {
-    n = ::read(status_read, &child_error, sizeof(child_error));
+    n = ::read(status_read, &record, sizeof(record));
   } while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    int ignored;
-    while (::waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+  const bool full = n == static_cast<ssize_t>(sizeof(record));
+  if (shim ? !(full && record.kind == RecordKind::kStarted) : n != 0) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    const std::string what = fmt::format("workload {}: {} ({}) failed: {}", request.id, ChildStepName(child_error.step),
-                                         child_error.step == ChildStep::kExec ? options_.shell : request.working_dir,
-                                         ErrnoText(child_error.err));
-    if (child_error.step == ChildStep::kChdir && child_error.err == ENOENT) return fail(absl::NotFoundError(what));
+    if (!full || record.kind == RecordKind::kStarted || record.kind == RecordKind::kExited) {
+      return fail(
+          absl::InternalError(fmt::format("workload {}: gpugeek-shim ({}) ended before it started the "
+                                          "workload (wait status {:#x})",
+                                          request.id, options_.shim_path, status)));
+    }
+    const char* path = request.working_dir.c_str();
+    if (record.kind == RecordKind::kExec) path = options_.shell.c_str();
+    if (record.kind == RecordKind::kExecShim || record.kind == RecordKind::kShimSetup ||
+        record.kind == RecordKind::kShimFork) {
+      path = options_.shim_path.c_str();
+    }
+    const std::string what = fmt::format("workload {}: {} ({}) failed: {}", request.id, StepName(record.kind), path,
+                                         ErrnoText(record.value));
+    if (record.kind == RecordKind::kChdir && record.value == ENOENT) return fail(absl::NotFoundError(what));
     return fail(absl::InternalError(what));
   }
 
@@ -381,6 +491,12 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   w.pid = pid;
   w.cgroup = std::move(group);
   w.started = options_.clock->Now();
+  if (shim) {
+    // Kept to read the shim's kExited record once it is reaped; by then nothing writes to it any more.
+    ::fcntl(status_read, F_SETFL, O_NONBLOCK);
+    fds.Release(status_read);
+    w.status_fd = status_read;
+  }
   return pid;
 }
 
@@ -428,6 +544,8 @@ bool Executor::TryReapLocked(Workload& w, WorkloadExit& exit) {
     spdlog::warn("executor: workload {} (pid {}) was reaped elsewhere: {}", w.id, w.pid, ErrnoText(errno));
     if (options_.cgroups != nullptr) options_.cgroups->KillAll(w.cgroup);
     RemoveCgroupLocked(w.cgroup);
+    if (w.status_fd >= 0) ::close(w.status_fd);
+    w.status_fd = -1;
     return true;
   }
   if (info.si_pid == 0) return false;
@@ -436,6 +554,15 @@ bool Executor::TryReapLocked(Workload& w, WorkloadExit& exit) {
   SignalGroupLocked(w, SIGKILL);
   int status = 0;
   while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (w.status_fd >= 0) {
+    // The shell's own status when the shim recorded it; else the shim's (SIGKILLed with its group).
+    shim::Record record{};
+    while (::read(w.status_fd, &record, sizeof(record)) == static_cast<ssize_t>(sizeof(record))) {
+      if (record.kind == RecordKind::kExited) status = record.value;
+    }
+    ::close(w.status_fd);
+    w.status_fd = -1;
   }
   if (WIFEXITED(status)) {
     exit.exit_code = WEXITSTATUS(status);

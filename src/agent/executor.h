@@ -11,16 +11,24 @@
 // the limits), resets signal dispositions and mask, changes to the working directory, points stdin at
 // /dev/null and both stdout and stderr at ONE log file, `<log_dir>/<id>.log`, opened with O_APPEND (so a
 // restarted workload appends, and the two streams interleave in the order they were written, as a
-// terminal would show them), and execs `/bin/sh -c RUN` with the given environment and nothing else.
-// Start() returns once the exec has happened (or reports why it could not: a close-on-exec pipe carries
-// the failing step and errno back), so a Cancel() right after Start() always reaches the whole group.
+// terminal would show them), and execs `gpugeek-shim ... -- /bin/sh -c RUN` with the given environment
+// and nothing else. The shim (shim_main.cc) forks and execs the shell in its own process group and
+// cgroups, and supervises it: when the agent process dies, however (a lifeline pipe whose write end only
+// the agent holds reads EOF), the shim SIGTERMs the workload's whole tree, SIGKILLs it after
+// min(LaunchRequest::orphan_grace, ExecutorOptions::orphan_grace), and exits; when the shell ends, the shim
+// exits the same way. Start() returns once the shell's exec has happened (or reports why it could not:
+// the status pipe carries the failing step and errno back), so a Cancel() right after Start() always
+// reaches the whole group.
 //
 // Poll() reaps without blocking (waitid WNOHANG) and returns the workloads that ended since the last call.
-// When a group's leader (the shell) has exited, processes it left behind in its group and cgroup are
-// SIGKILLed before the leader is reaped (its pid, and so the group id, cannot be reused until then), and
-// the cgroups are removed. Cancel() sends SIGTERM to the group and sets a deadline of now + grace on the
-// injected Clock; the first Poll() at or after the deadline SIGKILLs the group (and its cgroup). The agent
-// calls Poll() periodically (every 100 ms or so); nothing happens between calls.
+// When a group's leader (the shim) has exited, processes left behind in its group and cgroup are SIGKILLed
+// before the leader is reaped (its pid, and so the group id, cannot be reused until then), and the cgroups
+// are removed. The exit reported is the shell's, exactly (code, signal, core dump), as the shim recorded
+// it on the status pipe; the shim's own status when there is no record (the group was SIGKILLed).
+// Cancel() sends SIGTERM to the group (the shim ignores it; the shell and its children get it once) and
+// sets a deadline of now + grace on the injected Clock; the first Poll() at or after the deadline
+// SIGKILLs the group (and its cgroup). The agent calls Poll() periodically (every 100 ms or so); nothing
+// happens between calls.
 //
 // Thread-safety: all methods may be called from any thread; one mutex serializes them. Start() holds it
 // across fork+exec (a few milliseconds).
@@ -84,14 +92,17 @@ struct LaunchRequest {
   std::string working_dir;  // must exist and be a directory
   EnvMap env;               // the complete environment (nothing is inherited from the agent)
   ResourceLimits limits;    // enforced through the executor's CgroupManager; zero fields: no limit
+  // SIGTERM -> SIGKILL grace when the agent dies while the workload runs (the member's grace), capped at
+  // ExecutorOptions::orphan_grace; nullopt: the cap. Unused without the shim.
+  std::optional<Duration> orphan_grace;
 };
 
 // How a workload ended.
 struct WorkloadExit {
   std::string id;
-  pid_t pid = 0;                 // the leader's pid (and process group id) while it ran
+  pid_t pid = 0;                 // the leader's (the shim's) pid, also the process group id, while it ran
   std::optional<int> exit_code;  // 0-255 when the shell exited
-  int term_signal = 0;           // the signal that killed the shell, 0 when it exited
+  int term_signal = 0;           // the signal that killed the shell (or the shim), 0 when it exited
   bool core_dumped = false;
   bool cancelled = false;           // Cancel() was called
   bool killed_after_grace = false;  // Cancel()'s grace ran out and the group was SIGKILLed
@@ -119,13 +130,24 @@ struct ExecutorOptions {
   // way (kubelet, pkg/kubelet/qos/policy.go). Lowering it below the agent's own value needs
   // CAP_SYS_RESOURCE; without it the workload keeps the agent's value.
   int oom_score_adj = 500;
+  // The workload supervisor (see the top of this file). Empty: `gpugeek-shim` next to the running binary
+  // (/proc/self/exe), else the one this build made (GPUGEEK_SHIM_BUILD_PATH, for tests in the build tree).
+  std::string shim_path;
+  // false: exec the shell directly, without the shim. Then a workload outlives an agent killed with
+  // SIGKILL (only cgroups, when present, let a restarted agent reap it).
+  bool use_shim = true;
+  // The most a workload gets between SIGTERM and SIGKILL once its agent died: the control plane soon
+  // hands its GPUs to others, so a dead agent's workloads must let go within seconds.
+  Duration orphan_grace = std::chrono::seconds(2);
 };
 
 class Executor {
  public:
-  // Errors: InvalidArgument for an empty log_dir, a null clock, a shell that is not an absolute path or
-  // an oom_score_adj outside -1000..1000;
-  // Internal when log_dir cannot be created.
+  // Errors: InvalidArgument for an empty log_dir, a null clock, a shell that is not an absolute path, a
+  // negative default_grace or orphan_grace, or an oom_score_adj outside -1000..1000;
+  // FailedPrecondition when the shell, or (use_shim) the shim, is not an executable file: the message
+  // names the paths looked at;
+  // Internal when log_dir or the lifeline pipe cannot be created.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(ExecutorOptions options);
 
   // SIGKILLs every workload still running (no grace: a graceful shutdown Cancel()s them and Poll()s until
@@ -135,14 +157,15 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Starts a workload; returns its pid (also its process group id) once the command is exec'd.
+  // Starts a workload; returns the pid of its leader, the shim (also the process group id of the shim, the
+  // shell and its children; without the shim, the shell's), once the shell is exec'd.
   // Errors: InvalidArgument (bad id, empty command, an environment name that is empty or has '=', a value
   // with a NUL); AlreadyExists (that id is running); NotFound (working_dir missing); FailedPrecondition
   // (working_dir not a directory, limits without cgroups); Unavailable (a leftover cgroup of that id, e.g.
   // from an agent killed with SIGKILL, still held processes 2 s after they were SIGKILLed: see
   // CgroupManager::CreateGroup, which otherwise ends them and reuses the name, blocking for that while);
-  // Internal (log file, cgroup, fork or exec failed, with the step and errno text). On error nothing
-  // keeps running and no cgroup is left.
+  // Internal (log file, cgroup, fork or exec of the shim or the shell failed, with the step and errno
+  // text). On error nothing keeps running and no cgroup is left.
   absl::StatusOr<pid_t> Start(const LaunchRequest& request);
 
   // Sends SIGTERM to the workload's process group and arms a SIGKILL for `grace` (default: the options')
@@ -174,9 +197,11 @@ class Executor {
     bool cancelled = false;
     std::optional<TimePoint> kill_deadline;
     bool killed_after_grace = false;
+    int status_fd = -1;  // read end of the shim's status pipe (non-blocking); -1 without the shim
   };
 
-  explicit Executor(ExecutorOptions options) : options_(std::move(options)) {}
+  Executor(ExecutorOptions options, int lifeline_read, int lifeline_write)
+      : options_(std::move(options)), lifeline_read_(lifeline_read), lifeline_write_(lifeline_write) {}
 
   // Signals the group (and, for SIGKILL, every process in the cgroup). Requires mu_.
   void SignalGroupLocked(const Workload& w, int sig);
@@ -185,7 +210,11 @@ class Executor {
   void RemoveCgroupLocked(const CgroupGroup& group);
 
   // Constant after construction.
-  const ExecutorOptions options_;
+  const ExecutorOptions options_;  // shim_path resolved
+  // The lifeline pipe (close-on-exec, -1 without the shim): each shim inherits the read end; the write end
+  // stays in this process only, so the shims read EOF once it is gone (or this Executor is destroyed).
+  const int lifeline_read_;
+  const int lifeline_write_;
 
   mutable std::mutex mu_;
   std::map<std::string, Workload> running_;    // guarded by mu_

@@ -2,7 +2,11 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <set>
@@ -22,6 +26,7 @@ namespace {
 using ::gpugeek::agent::testing::BaseEnv;
 using ::gpugeek::agent::testing::ProcessAlive;
 using ::gpugeek::agent::testing::ReadAll;
+using ::gpugeek::agent::testing::ReapChild;
 using ::gpugeek::agent::testing::TempDir;
 using ::gpugeek::agent::testing::WaitForDeath;
 using ::gpugeek::agent::testing::WaitForExit;
@@ -338,6 +343,287 @@ TEST_F(ExecutorTest, FiftyConcurrentWorkloadsFromSeveralThreadsAreAllReaped) {
     EXPECT_EQ(ReadAll(executor_->LogPath(e.id)), fmt::format("{}\n", n));
   }
   EXPECT_EQ(executor_->running_count(), 0u);
+}
+
+TEST_F(ExecutorTest, CancelSigtermsTheWholeGroupThenSigkillsWhatIgnoredIt) {
+  // The plain sleep keeps SIGTERM's default; the shell, and the grandchild it starts after the trap, ignore it.
+  const auto pid = executor_->Start(Request("grace",
+                                            "sleep 1000 & echo $! > plain.pid; trap '' TERM; "
+                                            "sh -c 'echo $$ > stubborn.pid; exec sleep 1000' & "
+                                            "while :; do sleep 0.05; done"));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  ASSERT_TRUE(WaitForFile(work_dir_ + "/plain.pid"));
+  ASSERT_TRUE(WaitForFile(work_dir_ + "/stubborn.pid"));
+  const pid_t plain = std::stoi(ReadAll(work_dir_ + "/plain.pid"));
+  const pid_t stubborn = std::stoi(ReadAll(work_dir_ + "/stubborn.pid"));
+  EXPECT_EQ(::getpgid(plain), *pid);
+  EXPECT_EQ(::getpgid(stubborn), *pid);
+
+  ASSERT_TRUE(executor_->Cancel("grace", std::chrono::seconds(10)).ok());
+  EXPECT_TRUE(WaitForDeath(plain)) << "SIGTERM reached the whole group";
+  EXPECT_TRUE(executor_->Poll().empty());
+  EXPECT_TRUE(ProcessAlive(stubborn));
+  EXPECT_TRUE(executor_->IsRunning("grace"));
+  clock_.Advance(std::chrono::seconds(10));
+  const auto exit = WaitForExit(*executor_, "grace");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->killed_after_grace);
+  EXPECT_EQ(exit->term_signal, SIGKILL);
+  EXPECT_EQ(exit->Describe(), "killed by signal 9 (SIGKILL) after the cancel grace period");
+  EXPECT_TRUE(WaitForDeath(stubborn));
+}
+
+TEST_F(ExecutorTest, TheShellIsTheShimsChildInTheShimsGroup) {
+  const auto pid = executor_->Start(Request("parent", "echo $PPID > ppid; cut -d' ' -f5 /proc/$$/stat > pgid"));
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  const auto exit = WaitForExit(*executor_, "parent");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->succeeded()) << exit->Describe();
+  EXPECT_EQ(exit->pid, *pid);
+  EXPECT_EQ(ReadAll(work_dir_ + "/ppid"), fmt::format("{}\n", *pid));
+  EXPECT_EQ(ReadAll(work_dir_ + "/pgid"), fmt::format("{}\n", *pid));
+}
+
+// A daemon that left the session (setsid) is orphaned to the shim, a subreaper, when the shell exits, and
+// killed with the rest: no cgroup is needed to find it.
+TEST_F(ExecutorTest, ADaemonThatLeftTheSessionDiesWhenTheShellExits) {
+  ASSERT_TRUE(executor_
+                  ->Start(Request("daemon",
+                                  "setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & "
+                                  "while [ ! -s daemon.pid ]; do sleep 0.01; done; exit 4"))
+                  .ok());
+  const auto exit = WaitForExit(*executor_, "daemon");
+  ASSERT_TRUE(exit.has_value());
+  ASSERT_TRUE(exit->exit_code.has_value()) << exit->Describe();
+  EXPECT_EQ(*exit->exit_code, 4);
+  const pid_t daemon = std::stoi(ReadAll(work_dir_ + "/daemon.pid"));
+  EXPECT_NE(::getsid(daemon), exit->pid);
+  EXPECT_TRUE(WaitForDeath(daemon));
+}
+
+// The same commands with and without the shim end with the same report: exit code, signal, core dump.
+TEST(ExecutorShimTest, ExitsAreReportedExactlyAsWithoutTheShim) {
+  TempDir dir;
+  FakeClock clock;
+  auto with = Executor::Create({.log_dir = dir / "logs", .clock = &clock});
+  auto without = Executor::Create({.log_dir = dir / "logs-noshim", .clock = &clock, .use_shim = false});
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(without.ok()) << without.status();
+  const std::vector<std::string> commands = {
+      "exit 0",
+      "exit 3",
+      "exit 255",
+      "kill -USR1 $$",
+      "kill -TERM $$",
+      "kill -KILL $$",
+      "kill -HUP $$; sleep 5",
+      "ulimit -c 0; kill -ABRT $$",
+      // Dumps core where the host allows it (then core_dumped is true both ways), writing `core` in its
+      // working directory.
+      "ulimit -c unlimited 2>/dev/null; kill -SEGV $$",
+  };
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const std::string id = fmt::format("c{}", i);
+    const std::string with_dir = dir / ("with/" + id), without_dir = dir / ("without/" + id);
+    std::filesystem::create_directories(with_dir);
+    std::filesystem::create_directories(without_dir);
+    ASSERT_TRUE((*with)->Start({.id = id, .command = commands[i], .working_dir = with_dir, .env = BaseEnv()}).ok());
+    ASSERT_TRUE(
+        (*without)->Start({.id = id, .command = commands[i], .working_dir = without_dir, .env = BaseEnv()}).ok());
+    const auto a = WaitForExit(**with, id);
+    const auto b = WaitForExit(**without, id);
+    ASSERT_TRUE(a.has_value() && b.has_value()) << commands[i];
+    EXPECT_EQ(a->exit_code, b->exit_code) << commands[i];
+    EXPECT_EQ(a->term_signal, b->term_signal) << commands[i];
+    EXPECT_EQ(a->core_dumped, b->core_dumped) << commands[i];
+    EXPECT_EQ(a->Describe(), b->Describe()) << commands[i];
+  }
+  // And what they are: the same reports the executor gave before the shim.
+  const std::vector<std::string> expected = {"exited with code 0",
+                                             "exited with code 3",
+                                             "exited with code 255",
+                                             "killed by signal 10 (SIGUSR1)",
+                                             "killed by signal 15 (SIGTERM)",
+                                             "killed by signal 9 (SIGKILL)",
+                                             "killed by signal 1 (SIGHUP)",
+                                             "killed by signal 6 (SIGABRT)"};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE((*with)
+                    ->Start({.id = fmt::format("again{}", i),
+                             .command = commands[i],
+                             .working_dir = dir / fmt::format("with/c{}", i),
+                             .env = BaseEnv()})
+                    .ok());
+    const auto e = WaitForExit(**with, fmt::format("again{}", i));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->Describe(), expected[i]) << commands[i];
+  }
+}
+
+// One process of the host, from /proc/<pid>/stat.
+struct ProcEntry {
+  pid_t pid = 0;
+  std::string comm;
+  char state = 0;
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+  pid_t session = 0;
+};
+
+std::vector<ProcEntry> AllProcesses() {
+  std::vector<ProcEntry> all;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = ReadAll(entry.path() / "stat");
+    const size_t open = stat.find('(');
+    const size_t close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    ProcEntry p;
+    p.pid = std::stoi(name);
+    p.comm = stat.substr(open + 1, close - open - 1);
+    std::stringstream rest(stat.substr(close + 1));
+    rest >> p.state >> p.ppid >> p.pgrp >> p.session;
+    all.push_back(p);
+  }
+  return all;
+}
+
+// The live processes descended from `root`.
+std::vector<ProcEntry> LiveDescendants(pid_t root) {
+  const std::vector<ProcEntry> all = AllProcesses();
+  std::map<pid_t, pid_t> parent;
+  for (const ProcEntry& p : all) parent[p.pid] = p.ppid;
+  std::vector<ProcEntry> found;
+  for (const ProcEntry& p : all) {
+    if (p.state == 'Z') continue;
+    for (pid_t up = p.ppid; up > 1 && parent.contains(up); up = parent[up]) {
+      if (up == root) {
+        found.push_back(p);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+// The requirement: an agent killed with SIGKILL leaves nothing running, cgroups or not. A forked child
+// plays the agent: it starts a workload whose tree has two plain sleeps, a grandchild that ignores SIGTERM
+// and a daemon that left the session (and ignores SIGTERM too), and is then SIGKILLed. The shim SIGTERMs
+// the tree at once and SIGKILLs what is left when the grace has passed.
+TEST(ExecutorShimTest, TheWorkloadTreeEndsWithinTheGraceWhenTheAgentIsKilled) {
+  constexpr auto kGrace = std::chrono::milliseconds(1500);
+  TempDir dir;
+  std::filesystem::create_directories(dir / "work");
+  pid_t agent = ::fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    auto executor = Executor::Create({.log_dir = dir / "logs", .orphan_grace = kGrace});
+    if (!executor.ok()) ::_exit(10);
+    const auto pid =
+        (*executor)->Start({.id = "member",
+                            .command = "sleep 1000 & sleep 1000 & sh -c 'trap \"\" TERM; exec sleep 1000' & "
+                                       "setsid sh -c 'trap \"\" TERM; exec sleep 1000' & wait",
+                            .working_dir = dir / "work",
+                            .env = BaseEnv(),
+                            .orphan_grace = std::chrono::seconds(30)});  // capped at the executor's orphan_grace
+    if (!pid.ok()) ::_exit(11);
+    for (;;) ::pause();
+  }
+  // The tree: shim -> sh -> 4 x sleep (2 plain, 1 ignoring SIGTERM, 1 in a session of its own).
+  std::vector<ProcEntry> tree;
+  // Whatever fails, nothing of the test outlives it.
+  struct Cleanup {
+    pid_t& agent;
+    std::vector<ProcEntry>& tree;
+    ~Cleanup() {
+      if (agent > 0) ReapChild(agent);
+      for (const ProcEntry& p : tree) {
+        if (ProcessAlive(p.pid)) ::kill(p.pid, SIGKILL);
+      }
+    }
+  } cleanup{agent, tree};
+  const auto ready_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < ready_deadline) {
+    tree = LiveDescendants(agent);
+    if (std::count_if(tree.begin(), tree.end(), [](const ProcEntry& p) { return p.comm == "sleep"; }) == 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(tree.size(), 6u);
+  pid_t shim = 0;
+  for (const ProcEntry& p : tree) {
+    if (p.ppid == agent) shim = p.pid;
+  }
+  ASSERT_NE(shim, 0);
+  std::set<pid_t> term_ignoring;  // what only SIGKILL ends: sleeps whose SigIgn has SIGTERM (bit 15)
+  for (const ProcEntry& p : tree) {
+    if (p.comm != "sleep") continue;
+    std::stringstream status(ReadAll(fmt::format("/proc/{}/status", p.pid)));
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("SigIgn:") && (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGTERM - 1))) != 0) {
+        term_ignoring.insert(p.pid);
+      }
+    }
+    if (p.session != shim) {
+      EXPECT_TRUE(term_ignoring.contains(p.pid)) << "the daemon ignores SIGTERM";
+    }
+  }
+  ASSERT_EQ(term_ignoring.size(), 2u);
+
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(agent, &status, 0), agent);
+  agent = 0;
+  ASSERT_TRUE(WIFSIGNALED(status));
+  std::map<pid_t, std::chrono::milliseconds> died_after;
+  while (died_after.size() < tree.size() &&
+         std::chrono::steady_clock::now() < killed_at + kGrace + std::chrono::seconds(3)) {
+    for (const ProcEntry& p : tree) {
+      if (!died_after.contains(p.pid) && !ProcessAlive(p.pid)) {
+        died_after[p.pid] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed_at);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (const ProcEntry& p : tree) {
+    ASSERT_TRUE(died_after.contains(p.pid)) << p.comm << " " << p.pid << " outlived its agent";
+    EXPECT_LE(died_after[p.pid], kGrace + std::chrono::seconds(1)) << p.comm << " " << p.pid;
+    if (term_ignoring.contains(p.pid)) {
+      EXPECT_GE(died_after[p.pid], kGrace) << "SIGKILLed only after the grace: " << p.pid;
+    } else if (p.pid != shim) {
+      EXPECT_LT(died_after[p.pid], kGrace) << "ended by the SIGTERM: " << p.comm << " " << p.pid;
+    }
+  }
+}
+
+TEST(ExecutorCreateTest, AMissingShimIsRefusedUnlessTurnedOff) {
+  TempDir dir;
+  const auto missing = Executor::Create({.log_dir = dir / "l", .shim_path = dir / "no-such-shim"});
+  ASSERT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("gpugeek-shim is missing or not executable (looked at " + (dir / "no-such-shim") + ")"));
+  WriteAll(dir / "not-executable", "#!/bin/sh\n");
+  EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .shim_path = dir / "not-executable"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(Executor::Create({.log_dir = dir / "l", .shim_path = dir / "no-such-shim", .use_shim = false}).ok());
+  EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .orphan_grace = -std::chrono::seconds(1)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A shim that cannot run the shell reports why, as the executor did without it.
+TEST(ExecutorCreateTest, AShellThatCannotBeExecutedIsReportedThroughTheShim) {
+  TempDir dir;
+  WriteAll(dir / "shell", "not a program\n");
+  ASSERT_EQ(::chmod((dir / "shell").c_str(), 0755), 0);
+  auto executor = Executor::Create({.log_dir = dir / "logs", .shell = dir / "shell"});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const auto pid = (*executor)->Start({.id = "x", .command = "true", .working_dir = dir.path(), .env = BaseEnv()});
+  ASSERT_EQ(pid.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(pid.status().message(),
+            "workload x: exec of the shell (" + (dir / "shell") + ") failed: Exec format error");
+  EXPECT_EQ((*executor)->running_count(), 0u);
 }
 
 TEST(ExecutorCreateTest, RejectsBadOptions) {

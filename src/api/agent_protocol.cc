@@ -1,8 +1,19 @@
 #include "api/agent_protocol.h"
 
+#include <fcntl.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+
 #include <fmt/format.h>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/string_view.h"
+
 #include "api/json_reader.h"
+#include "api/names.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "hw/inventory_json.h"
@@ -12,7 +23,110 @@ namespace {
 
 constexpr int64_t kMaxEpoch = int64_t{1} << 53;  // exact in JSON doubles, for clients that use them
 
+// The node-name rule (api/names.h): 1-128 of [A-Za-z0-9._-], the first a letter or digit.
+absl::Status CheckNodeName(const JsonReader& r, const std::string& key, const std::string& name) {
+  return ValidateName(r.Path(key), name, NameKind::kNode);
+}
+
+// An optional instance id: at most kMaxUuidBytes hex digits (NewInstanceId draws 32).
+absl::StatusOr<std::string> ReadInstanceId(const JsonReader& r) {
+  ASSIGN_OR_RETURN(std::string id, r.String("instance_id", std::string()));
+  if (id.size() > kMaxUuidBytes) return r.Error("instance_id", fmt::format("must be at most {} bytes", kMaxUuidBytes));
+  for (char c : id) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
+      return r.Error("instance_id", "must hold only hex digits");
+    }
+  }
+  return id;
+}
+
+absl::StatusOr<std::string> BoundedString(const JsonReader& r, const std::string& key, size_t max,
+                                          std::optional<std::string> fallback = std::nullopt) {
+  ASSIGN_OR_RETURN(std::string s, r.String(key, std::move(fallback)));
+  if (s.size() > max) return r.Error(key, fmt::format("is {} bytes; at most {} are allowed", s.size(), max));
+  return s;
+}
+
+// The array of strings under `key` (absent = empty), at most `max_items` of 1..`max_len` bytes each.
+absl::StatusOr<std::vector<std::string>> StringList(const JsonReader& r, const std::string& key, size_t max_items,
+                                                    size_t max_len) {
+  std::vector<std::string> out;
+  if (!r.Has(key)) return out;
+  const nlohmann::json& list = r.json().at(key);
+  if (!list.is_array()) return r.Error(key, "must be an array of strings");
+  if (list.size() > max_items) {
+    return r.Error(key, fmt::format("has {} entries; at most {} are allowed", list.size(), max_items));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = fmt::format("{}[{}]", key, i);
+    if (!list[i].is_string()) return r.Error(path, "must be a string");
+    std::string s = list[i].get<std::string>();
+    if (s.empty() || s.size() > max_len) return r.Error(path, fmt::format("must be 1-{} bytes", max_len));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// The objects under `key`, refusing more than `max` before any is decoded.
+absl::StatusOr<std::vector<JsonReader>> BoundedObjects(const JsonReader& r, const std::string& key, size_t max) {
+  ASSIGN_OR_RETURN(std::vector<JsonReader> list, r.Objects(key));
+  if (list.size() > max) return r.Error(key, fmt::format("has {} entries; at most {} are allowed", list.size(), max));
+  return list;
+}
+
+// Base64 of at most kMaxLogChunkBytes decoded bytes.
+absl::StatusOr<std::string> ReadBase64(const JsonReader& r, const std::string& key) {
+  ASSIGN_OR_RETURN(std::string encoded, r.String(key));
+  // 4 characters per 3 bytes, padded: anything longer cannot decode to at most the limit (checked
+  // before decoding, so an oversized value is refused without allocating its decoding).
+  constexpr size_t kMaxEncoded = (kMaxLogChunkBytes + 2) / 3 * 4;
+  if (encoded.size() > kMaxEncoded) {
+    return r.Error(key, fmt::format("decodes to more than {} bytes", kMaxLogChunkBytes));
+  }
+  std::string data;
+  if (!absl::Base64Unescape(absl::string_view(encoded.data(), encoded.size()), &data)) {
+    return r.Error(key, "is not valid base64");
+  }
+  if (data.size() > kMaxLogChunkBytes) {
+    return r.Error(key, fmt::format("decodes to {} bytes; at most {} are allowed", data.size(), kMaxLogChunkBytes));
+  }
+  return data;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> NewInstanceId() {
+  std::array<unsigned char, 16> bytes{};
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  if (got < bytes.size()) {
+    // getrandom(2) missing (ENOSYS on an old kernel or seccomp filter): the same source through the file.
+    const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && got < bytes.size()) {
+      const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  if (got < bytes.size()) {
+    return absl::InternalError("no random source (getrandom(2) and /dev/urandom failed) for an agent instance id");
+  }
+  std::string hex;
+  hex.reserve(2 * bytes.size());
+  for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+  return hex;
+}
 
 std::string_view WorkloadPhaseName(WorkloadPhase p) {
   switch (p) {
@@ -33,17 +147,22 @@ nlohmann::json ToJson(const Registration& r) {
           {"capacity_type", r.capacity_type},
           {"region", r.region},
           {"labels", r.labels},
-          {"metrics_address", r.metrics_address}};
+          {"metrics_address", r.metrics_address},
+          {"instance_id", r.instance_id}};
 }
 
-nlohmann::json ToJson(const RegistrationReply& r) { return {{"heartbeat_interval_ms", r.heartbeat_interval_ms}}; }
+nlohmann::json ToJson(const RegistrationReply& r) {
+  return {{"heartbeat_interval_ms", r.heartbeat_interval_ms},
+          {"lease_ms", r.lease_ms},
+          {"fence_grace_ms", r.fence_grace_ms}};
+}
 
 nlohmann::json ToJson(const Assignment& a) {
   return {{"job_id", a.job_id},
           {"epoch", a.epoch},
           {"node_rank", a.node_rank},
           {"num_nodes", a.num_nodes},
-          {"gpu_indices", a.gpu_indices},
+          {"gpu_uuids", a.gpu_uuids},
           {"gpu_milli", a.gpu_milli},
           {"cpu_milli", a.cpu_milli},
           {"memory_bytes", a.memory_bytes},
@@ -71,11 +190,15 @@ nlohmann::json ToJson(const Heartbeat& h) {
   for (const auto& w : h.workloads) workloads.push_back(ToJson(w));
   nlohmann::json logs = nlohmann::json::array();
   for (const auto& l : h.logs) {
-    // Log bytes may hold invalid UTF-8; the HTTP layer dumps JSON with U+FFFD replacement.
-    logs.push_back(
-        {{"job_id", l.job_id}, {"node_rank", l.node_rank}, {"offset", l.offset}, {"data", l.data}, {"epoch", l.epoch}});
+    // Base64: log bytes may be anything, and a JSON string can carry only valid UTF-8.
+    logs.push_back({{"job_id", l.job_id},
+                    {"node_rank", l.node_rank},
+                    {"offset", l.offset},
+                    {"data_b64", absl::Base64Escape(absl::string_view(l.data.data(), l.data.size()))},
+                    {"epoch", l.epoch}});
   }
-  return {{"node", h.node}, {"samples", samples}, {"workloads", workloads}, {"logs", logs}};
+  return {
+      {"node", h.node}, {"instance_id", h.instance_id}, {"samples", samples}, {"workloads", workloads}, {"logs", logs}};
 }
 
 nlohmann::json ToJson(const HeartbeatReply& r) {
@@ -86,11 +209,12 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
 
 absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration");
-  RETURN_IF_ERROR(
-      r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address"}));
+  RETURN_IF_ERROR(r.CheckObject(
+      {"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address", "instance_id"}));
   Registration out;
   ASSIGN_OR_RETURN(out.node, r.String("node"));
-  if (out.node.empty()) return r.Error("node", "must not be empty");
+  RETURN_IF_ERROR(CheckNodeName(r, "node", out.node));
+  ASSIGN_OR_RETURN(out.instance_id, ReadInstanceId(r));
   ASSIGN_OR_RETURN(out.address, r.String("address", std::string()));
   ASSIGN_OR_RETURN(out.capacity_type, r.String("capacity_type", std::string("on-demand")));
   if (out.capacity_type != "on-demand" && out.capacity_type != "spot" && out.capacity_type != "reserved") {
@@ -100,6 +224,11 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   ASSIGN_OR_RETURN(out.labels, r.StringMap("labels"));
   ASSIGN_OR_RETURN(out.metrics_address, r.String("metrics_address", std::string()));
   ASSIGN_OR_RETURN(const nlohmann::json* inv, r.Raw("inventory"));
+  if (inv->is_object() && inv->contains("gpus") && inv->at("gpus").is_array() &&
+      inv->at("gpus").size() > kMaxGpusPerNode) {
+    return r.Error("inventory.gpus",
+                   fmt::format("has {} entries; at most {} are allowed", inv->at("gpus").size(), kMaxGpusPerNode));
+  }
   auto inventory = hw::InventoryFromJson(*inv);
   if (!inventory.ok()) return r.Error("inventory", std::string(inventory.status().message()));
   out.inventory = std::move(*inventory);
@@ -108,15 +237,17 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
 
 absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration_reply");
-  RETURN_IF_ERROR(r.CheckObject({"heartbeat_interval_ms"}));
+  RETURN_IF_ERROR(r.CheckObject({"heartbeat_interval_ms", "lease_ms", "fence_grace_ms"}));
   RegistrationReply out;
   ASSIGN_OR_RETURN(out.heartbeat_interval_ms, r.Int("heartbeat_interval_ms", 1000, 10, 600'000));
+  ASSIGN_OR_RETURN(out.lease_ms, r.Int("lease_ms", 3000, 100, 3'600'000));
+  ASSIGN_OR_RETURN(out.fence_grace_ms, r.Int("fence_grace_ms", 2000, 0, 3'600'000));
   return out;
 }
 
 absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  RETURN_IF_ERROR(r.CheckObject({"job_id", "epoch", "node_rank", "num_nodes", "gpu_indices", "gpu_milli", "cpu_milli",
+  RETURN_IF_ERROR(r.CheckObject({"job_id", "epoch", "node_rank", "num_nodes", "gpu_uuids", "gpu_milli", "cpu_milli",
                                  "memory_bytes", "master_addr", "master_port", "run", "env", "checkpoint_dir",
                                  "grace_ms", "restart_count", "cancel"}));
   Assignment a;
@@ -126,11 +257,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   ASSIGN_OR_RETURN(int64_t rank, r.Int("node_rank", 0, 0, nodes - 1));
   a.num_nodes = static_cast<int>(nodes);
   a.node_rank = static_cast<int>(rank);
-  ASSIGN_OR_RETURN(auto gpus, r.IntList("gpu_indices"));
-  for (int64_t g : gpus) {
-    if (g < 0 || g > 255) return r.Error("gpu_indices", "must hold device indices 0..255");
-    a.gpu_indices.push_back(static_cast<int>(g));
-  }
+  ASSIGN_OR_RETURN(a.gpu_uuids, StringList(r, "gpu_uuids", kMaxGpusPerNode, kMaxUuidBytes));
   ASSIGN_OR_RETURN(a.gpu_milli, r.Int("gpu_milli", 0, 0, 1000));
   ASSIGN_OR_RETURN(a.cpu_milli, r.Int("cpu_milli", 0, 0, int64_t{1} << 40));
   ASSIGN_OR_RETURN(int64_t mem, r.Int("memory_bytes", 0, 0, INT64_MAX));
@@ -150,16 +277,18 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
 
 absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
   JsonReader r(j, "heartbeat");
-  RETURN_IF_ERROR(r.CheckObject({"node", "samples", "workloads", "logs"}));
+  RETURN_IF_ERROR(r.CheckObject({"node", "instance_id", "samples", "workloads", "logs"}));
   Heartbeat h;
   ASSIGN_OR_RETURN(h.node, r.String("node"));
-  ASSIGN_OR_RETURN(auto samples, r.Objects("samples"));
+  RETURN_IF_ERROR(CheckNodeName(r, "node", h.node));
+  ASSIGN_OR_RETURN(h.instance_id, ReadInstanceId(r));
+  ASSIGN_OR_RETURN(auto samples, BoundedObjects(r, "samples", kMaxGpusPerNode));
   for (size_t i = 0; i < samples.size(); ++i) {
     auto s = hw::SampleFromJson(samples[i].json());
     if (!s.ok()) return absl::InvalidArgumentError(fmt::format("heartbeat.samples[{}]: {}", i, s.status().message()));
     h.samples.push_back(std::move(*s));
   }
-  ASSIGN_OR_RETURN(auto workloads, r.Objects("workloads"));
+  ASSIGN_OR_RETURN(auto workloads, BoundedObjects(r, "workloads", kMaxReportsPerHeartbeat));
   for (const JsonReader& w : workloads) {
     RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank"}));
     WorkloadReport report;
@@ -177,21 +306,21 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
     }
     ASSIGN_OR_RETURN(int64_t sig, w.Int("term_signal", 0, 0, 128));
     report.term_signal = static_cast<int>(sig);
-    ASSIGN_OR_RETURN(report.message, w.String("message", std::string()));
+    ASSIGN_OR_RETURN(report.message, BoundedString(w, "message", kMaxMessageBytes, std::string()));
     ASSIGN_OR_RETURN(int64_t rank, w.Int("node_rank", 0, 0, 1023));
     report.node_rank = static_cast<int>(rank);
     h.workloads.push_back(std::move(report));
   }
-  ASSIGN_OR_RETURN(auto logs, r.Objects("logs"));
+  ASSIGN_OR_RETURN(auto logs, BoundedObjects(r, "logs", kMaxReportsPerHeartbeat));
   for (const JsonReader& l : logs) {
-    RETURN_IF_ERROR(l.CheckObject({"job_id", "node_rank", "offset", "data", "epoch"}));
+    RETURN_IF_ERROR(l.CheckObject({"job_id", "node_rank", "offset", "data_b64", "epoch"}));
     LogChunk chunk;
     ASSIGN_OR_RETURN(chunk.job_id, l.String("job_id"));
     ASSIGN_OR_RETURN(int64_t rank, l.Int("node_rank", 0, 0, 1023));
     chunk.node_rank = static_cast<int>(rank);
     ASSIGN_OR_RETURN(int64_t offset, l.Int("offset", 0, 0, INT64_MAX));
     chunk.offset = static_cast<uint64_t>(offset);
-    ASSIGN_OR_RETURN(chunk.data, l.String("data"));
+    ASSIGN_OR_RETURN(chunk.data, ReadBase64(l, "data_b64"));
     ASSIGN_OR_RETURN(chunk.epoch, l.Int("epoch", 0, 0, kMaxEpoch));
     h.logs.push_back(std::move(chunk));
   }
@@ -202,7 +331,7 @@ absl::StatusOr<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j) {
   JsonReader r(j, "heartbeat_reply");
   RETURN_IF_ERROR(r.CheckObject({"assignments", "reregister"}));
   HeartbeatReply out;
-  ASSIGN_OR_RETURN(auto list, r.Objects("assignments"));
+  ASSIGN_OR_RETURN(auto list, BoundedObjects(r, "assignments", kMaxReportsPerHeartbeat));
   for (size_t i = 0; i < list.size(); ++i) {
     ASSIGN_OR_RETURN(Assignment a,
                      AssignmentFromJson(list[i].json(), fmt::format("heartbeat_reply.assignments[{}]", i)));

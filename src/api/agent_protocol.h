@@ -15,6 +15,20 @@
 //
 // An agent reports each workload it holds in every heartbeat (running, or exited with its code)
 // until the assignment disappears from the reply, and ships new log bytes with it.
+//
+// Leases: an agent that has not had a heartbeat answered 2xx for `RegistrationReply::lease_ms`
+// (measured from the SEND time of the last answered one, on its monotonic clock) fences itself: it
+// cancels every workload with grace min(grace_ms, fence_grace_ms) and starts nothing until a
+// heartbeat is answered again. The server counts its lease from its RECEIPT of the last heartbeat,
+// which is never earlier, and re-places a lost node's work only after lease_ms + fence_grace_ms plus
+// a margin; so one gang member never runs in two places (agent/agent.h has the timeline).
+//
+// Log bytes are raw bytes (a workload may print anything); on the wire they are base64
+// ("data_b64"), so every byte round-trips exactly through JSON.
+//
+// Decoders are strict and bounded: unknown keys, wrong types, node names outside
+// [A-Za-z0-9][A-Za-z0-9._-]{0,127}, strings and lists over the limits below are InvalidArgument naming
+// the field path.
 
 #include <cstdint>
 #include <map>
@@ -29,6 +43,15 @@
 
 namespace gpugeek::api {
 
+// Limits the decoders enforce (a heartbeat is at most a few MiB; these keep a bad peer from making a
+// decoder allocate without bound).
+inline constexpr size_t kMaxNodeNameBytes = 128;
+inline constexpr size_t kMaxUuidBytes = 128;                  // a GPU UUID or an instance id
+inline constexpr size_t kMaxMessageBytes = 4096;              // WorkloadReport::message
+inline constexpr size_t kMaxGpusPerNode = 64;                 // Assignment::gpu_uuids, Heartbeat::samples
+inline constexpr size_t kMaxReportsPerHeartbeat = 4096;       // Heartbeat::workloads, and logs
+inline constexpr size_t kMaxLogChunkBytes = size_t{1} << 20;  // LogChunk::data, decoded
+
 struct Registration {
   std::string node;     // node name, unique in the pool
   std::string address;  // how gang peers reach this node (GPUGEEK_MASTER_ADDR), e.g. "10.0.0.7"
@@ -39,10 +62,20 @@ struct Registration {
   // "host:port" where the agent serves Prometheus metrics (GET /metrics); empty when it serves none.
   // Optional on the wire (JSON key "metrics_address"); GET /v1/prometheus/targets lists it.
   std::string metrics_address;
+  // Drawn once per agent process start (NewInstanceId): the same node name with a new instance id is a
+  // restarted agent (it holds nothing it did not start), the same instance id a reconnecting one.
+  // JSON "instance_id"; optional on the wire (empty: unknown), at most kMaxUuidBytes.
+  std::string instance_id;
 };
 
 struct RegistrationReply {
   int64_t heartbeat_interval_ms = 1000;
+  // The agent's lease: it fences itself (cancels all its workloads) once this long has passed since it
+  // SENT its last heartbeat that was answered 2xx. 100 .. 3,600,000 ms.
+  int64_t lease_ms = 3000;
+  // The longest SIGTERM-to-SIGKILL grace a fenced agent gives a workload (it uses min(grace_ms, this)).
+  // 0 .. 3,600,000 ms.
+  int64_t fence_grace_ms = 2000;
 };
 
 // One member of a job placed on this node.
@@ -51,11 +84,13 @@ struct Assignment {
   int64_t epoch = 0;
   int node_rank = 0;
   int num_nodes = 1;
-  std::vector<int> gpu_indices;  // device indices on this node
-  int64_t gpu_milli = 0;         // per GPU (1000 = whole)
-  int64_t cpu_milli = 0;         // limit; 0 = none
-  uint64_t memory_bytes = 0;     // limit; 0 = none
-  std::string master_addr;       // address of rank 0's node
+  // The GPUs, by hw::GpuDevice::uuid (indices change when a GPU is added, removed or the driver
+  // re-enumerates; a UUID does not). At most kMaxGpusPerNode, each 1..kMaxUuidBytes bytes.
+  std::vector<std::string> gpu_uuids;
+  int64_t gpu_milli = 0;      // per GPU (1000 = whole)
+  int64_t cpu_milli = 0;      // limit; 0 = none
+  uint64_t memory_bytes = 0;  // limit; 0 = none
+  std::string master_addr;    // address of rank 0's node
   int master_port = 0;
   std::string run;
   std::map<std::string, std::string> env;
@@ -73,7 +108,7 @@ struct WorkloadReport {
   WorkloadPhase phase = WorkloadPhase::kRunning;
   std::optional<int> exit_code;  // when exited normally
   int term_signal = 0;           // when killed by a signal
-  std::string message;           // e.g. why it failed to start, "OOM-killed"
+  std::string message;           // e.g. why it failed to start, "OOM-killed"; at most kMaxMessageBytes
   int node_rank = 0;             // which member (a node may hold several members of one gang)
 };
 
@@ -81,12 +116,14 @@ struct LogChunk {
   std::string job_id;
   int node_rank = 0;
   uint64_t offset = 0;  // byte offset of `data` in the member's log for this epoch
+  // Raw bytes, any values (not necessarily UTF-8), at most kMaxLogChunkBytes. JSON "data_b64": base64.
   std::string data;
   int64_t epoch = 0;  // the assignment's epoch: each placement of a job has its own log
 };
 
 struct Heartbeat {
   std::string node;
+  std::string instance_id;             // as in the agent's Registration; JSON "instance_id", optional
   std::vector<hw::GpuSample> samples;  // one per GPU, device index order
   std::vector<WorkloadReport> workloads;
   std::vector<LogChunk> logs;
@@ -114,5 +151,10 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j);
 absl::StatusOr<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
 
 std::string_view WorkloadPhaseName(WorkloadPhase p);  // "running", "exited", "failed-to-start"
+
+// A fresh agent instance id: 128 random bits from the OS (getrandom(2), /dev/urandom as fallback) as 32
+// lower-case hex digits. Not from the seeded Rng: two agents started alike must never draw the same id.
+// Errors: Internal when neither source gives 16 bytes.
+absl::StatusOr<std::string> NewInstanceId();
 
 }  // namespace gpugeek::api

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
 #include "absl/strings/match.h"
 #include "hw/emulate_spec.h"
 #include "hw/emulated_discovery.h"
@@ -15,7 +20,7 @@ Assignment SampleAssignment() {
   a.epoch = 3;
   a.node_rank = 1;
   a.num_nodes = 2;
-  a.gpu_indices = {4, 5, 6, 7};
+  a.gpu_uuids = {"GPU-4", "GPU-5", "GPU-6", "GPU-7"};
   a.gpu_milli = 1000;
   a.cpu_milli = 16000;
   a.memory_bytes = uint64_t{64} << 30;
@@ -40,7 +45,7 @@ TEST(AgentProtocol, HeartbeatReplyRoundTrips) {
   const Assignment& a = back->assignments[0];
   EXPECT_EQ(a.job_id, "j-000007");
   EXPECT_EQ(a.epoch, 3);
-  EXPECT_EQ(a.gpu_indices, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(a.gpu_uuids, (std::vector<std::string>{"GPU-4", "GPU-5", "GPU-6", "GPU-7"}));
   EXPECT_EQ(a.memory_bytes, uint64_t{64} << 30);
   EXPECT_EQ(a.env.at("HF_HOME"), "/cache");
   EXPECT_EQ(a.restart_count, 2);
@@ -124,6 +129,218 @@ TEST(AgentProtocol, BadFieldsAreNamed) {
 
   EXPECT_FALSE(RegistrationFromJson({{"node", "n"}}).ok());  // inventory is required
   EXPECT_FALSE(RegistrationFromJson(nlohmann::json::array()).ok());
+}
+
+// The defect: log bytes travelled as a JSON string, so output that was not UTF-8 was altered on the way
+// (U+FFFD) and the offsets that followed no longer matched the file. Base64 carries every byte.
+TEST(AgentProtocol, LogChunkBytesRoundTripExactlyThroughJsonText) {
+  std::string bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(static_cast<char>(b));
+  bytes += "\xff\xfehello world\n";  // invalid UTF-8 then text, as printf '\xff\xfe...' writes it
+  bytes += "\xc3";                   // a sequence cut short at the end
+  bytes += std::string("\0mid\0", 5);
+  Heartbeat h;
+  h.node = "node-a";
+  h.logs.push_back({.job_id = "j-1", .node_rank = 1, .offset = 7, .data = bytes, .epoch = 4});
+  const std::string text = ToJson(h).dump();  // what the HTTP layer sends
+  const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(parsed.is_discarded());
+  ASSERT_TRUE(parsed.at("logs").at(0).contains("data_b64"));
+  EXPECT_FALSE(parsed.at("logs").at(0).contains("data"));
+  auto back = HeartbeatFromJson(parsed);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->logs.size(), 1u);
+  EXPECT_EQ(back->logs[0].data.size(), 256u + 14u + 1u + 5u);
+  EXPECT_EQ(back->logs[0].data, bytes);
+  EXPECT_EQ(back->logs[0].offset, 7u);
+  EXPECT_EQ(back->logs[0].epoch, 4);
+  EXPECT_EQ(back->logs[0].node_rank, 1);
+}
+
+TEST(AgentProtocol, LogDataIsStandardPaddedBase64) {
+  Heartbeat h;
+  h.node = "n";
+  h.logs.push_back({.job_id = "j", .data = "hi\xff"});
+  EXPECT_EQ(ToJson(h).at("logs").at(0).at("data_b64"), "aGn/");
+  h.logs[0].data = "a";
+  EXPECT_EQ(ToJson(h).at("logs").at(0).at("data_b64"), "YQ==");
+}
+
+TEST(AgentProtocol, BadLogDataIsNamed) {
+  nlohmann::json hb = {{"node", "n"}, {"logs", {{{"job_id", "j"}, {"data_b64", "not base64!"}}}}};
+  auto bad = HeartbeatFromJson(hb);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "heartbeat.logs[0].data_b64: is not valid base64");
+
+  hb["logs"][0].erase("data_b64");
+  hb["logs"][0]["data"] = "plain";  // the old key is no longer part of the protocol
+  bad = HeartbeatFromJson(hb);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "heartbeat.logs[0].data: is not a known field");
+}
+
+TEST(AgentProtocol, LogChunksHoldAtMostOneMebibyte) {
+  Heartbeat h;
+  h.node = "n";
+  h.logs.push_back({.job_id = "j", .data = std::string(kMaxLogChunkBytes, 'x')});
+  auto at_limit = HeartbeatFromJson(ToJson(h));
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_EQ(at_limit->logs[0].data.size(), size_t{1} << 20);
+
+  h.logs[0].data.push_back('y');
+  auto over = HeartbeatFromJson(ToJson(h));
+  ASSERT_FALSE(over.ok());
+  EXPECT_TRUE(absl::StartsWith(over.status().message(), "heartbeat.logs[0].data_b64: decodes to ")) << over.status();
+}
+
+TEST(AgentProtocol, InstanceIdTravelsInRegistrationAndHeartbeat) {
+  auto id = NewInstanceId();
+  ASSERT_TRUE(id.ok()) << id.status();
+  Registration r;
+  r.node = "node-a";
+  r.instance_id = *id;
+  auto reg = RegistrationFromJson(ToJson(r));
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(reg->instance_id, *id);
+
+  Heartbeat h;
+  h.node = "node-a";
+  h.instance_id = *id;
+  auto hb = HeartbeatFromJson(ToJson(h));
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->instance_id, *id);
+
+  nlohmann::json bad = ToJson(h);
+  bad["instance_id"] = "xyz";
+  EXPECT_EQ(HeartbeatFromJson(bad).status().message(), "heartbeat.instance_id: must hold only hex digits");
+  bad["instance_id"] = std::string(129, 'a');
+  EXPECT_EQ(HeartbeatFromJson(bad).status().message(), "heartbeat.instance_id: must be at most 128 bytes");
+  bad.erase("instance_id");
+  auto old = HeartbeatFromJson(bad);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->instance_id, "");
+}
+
+TEST(AgentProtocol, InstanceIdsAre128RandomBitsInHex) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 100; ++i) {
+    auto id = NewInstanceId();
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_EQ(id->size(), 32u);
+    for (char c : *id) EXPECT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << *id;
+    seen.insert(*id);
+  }
+  EXPECT_EQ(seen.size(), 100u);
+}
+
+TEST(AgentProtocol, RegistrationReplyCarriesTheLease) {
+  const nlohmann::json defaults = ToJson(RegistrationReply{});
+  EXPECT_EQ(defaults, (nlohmann::json{{"heartbeat_interval_ms", 1000}, {"lease_ms", 3000}, {"fence_grace_ms", 2000}}));
+  auto back = RegistrationReplyFromJson(
+      ToJson(RegistrationReply{.heartbeat_interval_ms = 500, .lease_ms = 1500, .fence_grace_ms = 0}));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->heartbeat_interval_ms, 500);
+  EXPECT_EQ(back->lease_ms, 1500);
+  EXPECT_EQ(back->fence_grace_ms, 0);
+
+  auto old = RegistrationReplyFromJson({{"heartbeat_interval_ms", 1000}});  // a server from before leases
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->lease_ms, 3000);
+  EXPECT_EQ(old->fence_grace_ms, 2000);
+
+  auto bad = RegistrationReplyFromJson({{"lease_ms", 50}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "registration_reply.lease_ms: = 50 must be between 100 and 3600000");
+  bad = RegistrationReplyFromJson({{"fence_grace_ms", -1}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StartsWith(bad.status().message(), "registration_reply.fence_grace_ms:")) << bad.status();
+}
+
+TEST(AgentProtocol, NodeNamesFollowTheNameRule) {
+  Heartbeat h;
+  for (const std::string& good : std::vector<std::string>{"n", "node-a", "gpu01.rack_2", "9", std::string(128, 'a')}) {
+    h.node = good;
+    EXPECT_TRUE(HeartbeatFromJson(ToJson(h)).ok()) << good;
+  }
+  for (const std::string& bad :
+       std::vector<std::string>{"", "-a", ".a", "a b", "a/b", "n\xc3\xa9", std::string(129, 'a')}) {
+    h.node = bad;
+    auto s = HeartbeatFromJson(ToJson(h)).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StartsWith(s.message(), "heartbeat.node: ")) << s;
+  }
+  const auto colon = RegistrationFromJson(ToJson(Registration{.node = "a:b"})).status();
+  EXPECT_EQ(colon.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(colon.message(), "registration.node: ")) << colon;
+}
+
+TEST(AgentProtocol, GpuUuidsAreBounded) {
+  nlohmann::json j = ToJson(SampleAssignment());
+  j["gpu_uuids"] = std::vector<std::string>(64, "GPU-x");
+  auto ok = AssignmentFromJson(j);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->gpu_uuids.size(), 64u);
+
+  j["gpu_uuids"] = std::vector<std::string>(65, "GPU-x");
+  EXPECT_EQ(AssignmentFromJson(j).status().message(), "assignment.gpu_uuids: has 65 entries; at most 64 are allowed");
+  j["gpu_uuids"] = {"GPU-0", std::string(129, 'u')};
+  EXPECT_EQ(AssignmentFromJson(j).status().message(), "assignment.gpu_uuids[1]: must be 1-128 bytes");
+  j["gpu_uuids"] = {"GPU-0", 1};
+  EXPECT_EQ(AssignmentFromJson(j).status().message(), "assignment.gpu_uuids[1]: must be a string");
+  j["gpu_uuids"] = "GPU-0";
+  EXPECT_EQ(AssignmentFromJson(j).status().message(), "assignment.gpu_uuids: must be an array of strings");
+  j.erase("gpu_uuids");
+  j["gpu_indices"] = {0};  // replaced by gpu_uuids
+  EXPECT_EQ(AssignmentFromJson(j).status().message(), "assignment.gpu_indices: is not a known field");
+}
+
+TEST(AgentProtocol, HeartbeatCountsAndMessagesAreBounded) {
+  Heartbeat h;
+  h.node = "n";
+  h.workloads.push_back({.job_id = "j", .epoch = 1, .message = std::string(4096, 'm')});
+  ASSERT_TRUE(HeartbeatFromJson(ToJson(h)).ok());
+  h.workloads[0].message.push_back('!');
+  EXPECT_EQ(HeartbeatFromJson(ToJson(h)).status().message(),
+            "heartbeat.workloads[0].message: is 4097 bytes; at most 4096 are allowed");
+
+  h.workloads.assign(4096, WorkloadReport{.job_id = "j", .epoch = 1});
+  ASSERT_TRUE(HeartbeatFromJson(ToJson(h)).ok());
+  h.workloads.push_back(h.workloads[0]);
+  EXPECT_EQ(HeartbeatFromJson(ToJson(h)).status().message(),
+            "heartbeat.workloads: has 4097 entries; at most 4096 are allowed");
+
+  h.workloads.clear();
+  h.logs.assign(4097, LogChunk{.job_id = "j", .data = "x"});
+  EXPECT_EQ(HeartbeatFromJson(ToJson(h)).status().message(),
+            "heartbeat.logs: has 4097 entries; at most 4096 are allowed");
+
+  h.logs.clear();
+  h.samples.assign(65, hw::GpuSample{});
+  EXPECT_EQ(HeartbeatFromJson(ToJson(h)).status().message(),
+            "heartbeat.samples: has 65 entries; at most 64 are allowed");
+}
+
+// The fuzzer's seeds are current protocol (a seed the decoders refuse explores only the error paths).
+TEST(AgentProtocol, FuzzSeedsDecode) {
+  const auto load = [](const std::string& name) {
+    std::ifstream in(std::string(GPUGEEK_SOURCE_DIR) + "/src/api/testdata/agent_protocol_corpus/" + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    return nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  };
+  auto hb = HeartbeatFromJson(load("heartbeat.json"));
+  ASSERT_TRUE(hb.ok()) << hb.status();
+  EXPECT_EQ(hb->logs.at(0).data, "step 1\n");
+  auto binary = HeartbeatFromJson(load("heartbeat_binary_log.json"));
+  ASSERT_TRUE(binary.ok()) << binary.status();
+  EXPECT_EQ(binary->logs.at(0).data, std::string("\xff\xfe") + "hello world\n" + std::string("\0\x80\xc3", 3));
+  auto reply = HeartbeatReplyFromJson(load("reply.json"));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->assignments.at(0).gpu_uuids.size(), 2u);
+  auto lease = RegistrationReplyFromJson(load("registration_reply.json"));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->lease_ms, 3000);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/absl_fmt.h"
 
 #include "api/quantity.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 
 namespace gpugeek::api {
@@ -22,6 +23,14 @@ namespace {
 constexpr int kMaxNodes = 1024;
 constexpr int kMaxGpusPerNode = 64;
 constexpr int kMaxPriority = 1000;
+// Limits on the YAML itself, checked before the schema is read. A real spec is a few KiB with a few
+// dozen values, nested three levels; the limits leave orders of magnitude of room.
+constexpr size_t kMaxSpecBytes = size_t{1} << 20;
+// yaml-cpp 0.7 loads an alias (*name) as one more reference to the anchored node, so loading is linear
+// but a walk visits the anchored subtree once per reference: nine levels of nine aliases (a 342-byte
+// "billion laughs") are 9^9 visits. Every walk is bounded by this count of visited values.
+constexpr int kMaxVisitedValues = 100'000;
+constexpr int kMaxYamlDepth = 64;  // mappings and lists open at once
 
 absl::Status FieldError(const std::string& path, absl::string_view what) {
   return absl::InvalidArgumentError(fmt::format("{}: {}", path, what));
@@ -85,9 +94,9 @@ absl::Status CheckName(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 63 && alnum(name.front()) && alnum(name.back());
   for (char c : name) ok = ok && (alnum(c) || c == '-');
   if (!ok) {
-    return FieldError("name", fmt::format("= '{}' must be 1-63 lower-case letters, digits or '-', starting and ending "
+    return FieldError("name", fmt::format("= {} must be 1-63 lower-case letters, digits or '-', starting and ending "
                                           "with a letter or digit (e.g. llama2-70b-lora)",
-                                          name));
+                                          QuoteForMessage(name)));
   }
   return absl::OkStatus();
 }
@@ -350,34 +359,100 @@ bool SecondDocumentHasContent(const std::string& text) {
   return parser.HandleNextDocument(second) && second.content;
 }
 
-// YAML 1.2 requires the keys of a mapping to be unique, but yaml-cpp keeps both pairs and lookups see
-// only the first: a spec saying `priority` twice would silently lose one. InvalidArgument naming the
-// key, its path and both lines. `depth` bounds the walk (a deeper spec is refused by the schema anyway).
-absl::Status CheckUniqueKeys(const YAML::Node& node, const std::string& path, int depth = 0) {
-  if (depth > 32 || !(node.IsMap() || node.IsSequence())) return absl::OkStatus();
-  std::map<std::string, int> lines;
-  int index = 0;
-  for (const auto& item : node) {
-    if (node.IsSequence()) {
-      RETURN_IF_ERROR(CheckUniqueKeys(item, fmt::format("{}[{}]", path, index++), depth + 1));
-      continue;
+// Walks the whole loaded tree once, before the schema reads any of it:
+//  - bounds the work: InvalidArgument once more than kMaxVisitedValues values (or kMaxVisitedKeyBytes
+//    bytes of keys) are visited, aliases counting once per reference, so an alias bomb stops here after
+//    a bounded number of steps; or once the tree nests deeper than kMaxYamlDepth (a self-referencing
+//    alias, `a: &a [*a]`, is infinitely deep);
+//  - YAML 1.2 requires the keys of a mapping to be unique, but yaml-cpp keeps both pairs and lookups
+//    see only the first: a spec saying `priority` twice would silently lose one. InvalidArgument naming
+//    the key, its path and both lines.
+// Paths are rendered only for a message: building one per visited value would copy long keys once per
+// alias reference.
+class TreeCheck {
+ public:
+  absl::Status Check(const YAML::Node& node, int depth) {
+    if (++visited_ > kMaxVisitedValues) {
+      return absl::InvalidArgumentError(fmt::format(
+          "spec: the YAML holds more than {} values, each alias (*name) counting as a copy of what it names; "
+          "use fewer aliases or write a smaller spec",
+          kMaxVisitedValues));
     }
-    if (!item.first.IsScalar()) continue;
-    const std::string key = item.first.Scalar();
-    const std::string at = path.empty() ? key : path + "." + key;
-    const int line = item.first.Mark().line + 1;
-    if (auto [it, inserted] = lines.emplace(key, line); !inserted) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: the key appears twice in the job spec (lines {} and {}); keep one", at, it->second, line));
+    if (!(node.IsMap() || node.IsSequence())) return absl::OkStatus();
+    if (depth >= kMaxYamlDepth) {
+      return absl::InvalidArgumentError(fmt::format("spec: the YAML nests deeper than {} levels (line {}); flatten it",
+                                                    kMaxYamlDepth, node.Mark().line + 1));
     }
-    RETURN_IF_ERROR(CheckUniqueKeys(item.second, at, depth + 1));
+    // Keys live in the loaded document, which outlives the walk.
+    std::map<std::string_view, int> lines;
+    int index = 0;
+    for (const auto& item : node) {
+      if (node.IsSequence()) {
+        path_.push_back({{}, index++});
+        RETURN_IF_ERROR(Check(item, depth + 1));
+        path_.pop_back();
+        continue;
+      }
+      if (!item.first.IsScalar()) {  // refused by the schema; still bounded here
+        RETURN_IF_ERROR(Check(item.first, depth + 1));
+        RETURN_IF_ERROR(Check(item.second, depth + 1));
+        continue;
+      }
+      const std::string& key = item.first.Scalar();
+      key_bytes_ += key.size();
+      if (key_bytes_ > kMaxVisitedKeyBytes) {
+        return absl::InvalidArgumentError(fmt::format(
+            "spec: the YAML holds more than {} bytes of keys once its aliases (*name) are expanded; use fewer "
+            "aliases or shorter keys",
+            kMaxVisitedKeyBytes));
+      }
+      path_.push_back({key, -1});
+      const int line = item.first.Mark().line + 1;
+      if (auto [it, inserted] = lines.emplace(key, line); !inserted) {
+        return absl::InvalidArgumentError(fmt::format(
+            "{}: the key appears twice in the job spec (lines {} and {}); keep one", Path(), it->second, line));
+      }
+      RETURN_IF_ERROR(Check(item.second, depth + 1));
+      path_.pop_back();
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
-}
+
+ private:
+  // 8x the largest spec: only aliases can reach it.
+  static constexpr size_t kMaxVisitedKeyBytes = 8 * kMaxSpecBytes;
+
+  struct Step {
+    std::string_view key;  // a mapping's key, or
+    int index;             // a list's index (key empty)
+  };
+
+  // "resources.accelerators", "a[2].b"; each key shown at most 64 bytes, escaped.
+  std::string Path() const {
+    std::string out;
+    for (const Step& s : path_) {
+      if (s.index >= 0) {
+        out += fmt::format("[{}]", s.index);
+        continue;
+      }
+      if (!out.empty()) out += '.';
+      out += s.key.size() <= 64 ? EscapeForMessage(s.key) : EscapeForMessage(s.key.substr(0, 64)) + "...";
+    }
+    return out;
+  }
+
+  int visited_ = 0;
+  size_t key_bytes_ = 0;
+  std::vector<Step> path_;
+};
 
 }  // namespace
 
 absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCatalog& catalog) {
+  if (yaml_text.size() > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(fmt::format(
+        "spec: {} bytes is over the 1 MiB limit; keep large data in files the job reads", yaml_text.size()));
+  }
   YAML::Node doc;
   try {
     const std::string text(yaml_text);
@@ -393,7 +468,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCa
         fmt::format("job spec is not valid YAML (line {}, column {}): {}", e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   try {
-    RETURN_IF_ERROR(CheckUniqueKeys(doc, ""));
+    RETURN_IF_ERROR(TreeCheck().Check(doc, 0));
     return ParseDocument(doc, catalog);
   } catch (const YAML::Exception& e) {
     // yaml-cpp throws on some malformed shapes (e.g. aliases to missing anchors) while reading.

@@ -1,6 +1,10 @@
 #include "api/job_spec.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 
@@ -124,6 +128,87 @@ TEST(ParseJobSpec, ManyDocumentMarkersAreReadOnlyAsFarAsTheSecond) {
   for (int i = 0; i < 100000; ++i) many += "---\n";
   many += "name: y\n";
   EXPECT_TRUE(ParseJobSpec(many).ok());  // the second document is empty: the rest is never read
+}
+
+// The classic "billion laughs": nine levels of nine aliases, 342 bytes, 9^9 values once expanded.
+std::string AliasBomb() {
+  std::string bomb = "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    bomb += fmt::format("{0}: &{0} [", level);
+    for (int i = 0; i < 9; ++i) bomb += fmt::format("{}*{}", i ? "," : "", static_cast<char>(level - 1));
+    bomb += "]\n";
+  }
+  return bomb;
+}
+
+std::string ErrorOf(std::string_view yaml) {
+  auto spec = ParseJobSpec(yaml);
+  if (spec.ok()) return "(ok)";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+TEST(ParseJobSpec, OversizedSpecIsRefusedBeforeParsing) {
+  EXPECT_EQ(ErrorOf(std::string(16 << 20, '#')),
+            "spec: 16777216 bytes is over the 1 MiB limit; keep large data in files the job reads");
+  const std::string head = "name: x\nrun: a\nresources: {accelerators: T4:1}\n";
+  EXPECT_EQ(ErrorOf(head + std::string((1 << 20) + 1 - head.size(), '#')),
+            "spec: 1048577 bytes is over the 1 MiB limit; keep large data in files the job reads");
+  EXPECT_EQ(ErrorOf(head + std::string((1 << 20) - head.size(), '#')), "(ok)");  // a comment up to the limit
+}
+
+TEST(ParseJobSpec, AliasBombIsRefusedByTheWalkBudget) {
+  EXPECT_EQ(ErrorOf(AliasBomb()),
+            "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
+            "use fewer aliases or write a smaller spec");
+  // The bomb under a known field, after a valid spec: the walk still comes before the schema.
+  EXPECT_EQ(ErrorOf("name: x\nrun: a\nresources: {accelerators: T4:1}\nenv:\n  A: &a [1,1,1,1,1,1,1,1,1,1]\n"
+                    "  B: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  C: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+                    "  D: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  E: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\n"),
+            "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
+            "use fewer aliases or write a smaller spec");
+}
+
+TEST(ParseJobSpec, LongKeysRepeatedByAliasesAreRefused) {
+  // A plain key is at most 1024 characters; an explicit one (`? key`) is not.
+  std::string yaml = "a: &a\n  ? " + std::string(100'000, 'k') + "\n  : 1\nb: [";
+  for (int i = 0; i < 100; ++i) yaml += i ? ",*a" : "*a";
+  yaml += "]\n";
+  EXPECT_EQ(ErrorOf(yaml),
+            "spec: the YAML holds more than 8388608 bytes of keys once its aliases (*name) are expanded; use fewer "
+            "aliases or shorter keys");
+}
+
+TEST(ParseJobSpec, SelfReferencingAliasIsRefusedByTheDepthLimit) {
+  EXPECT_EQ(ErrorOf("a: &a [*a]\n"), "spec: the YAML nests deeper than 64 levels (line 1); flatten it");
+}
+
+TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
+  const std::string head = "name: x\nrun: a\nresources: {accelerators: T4:1}\nx: ";
+  EXPECT_EQ(ErrorOf(head + std::string(64, '[') + std::string(64, ']') + "\n"),
+            "spec: the YAML nests deeper than 64 levels (line 4); flatten it");
+  // 63 lists under the top-level mapping: 64 levels, the most allowed; the schema then refuses `x`.
+  EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run");
+}
+
+TEST(ParseJobSpec, AnchorsAndAliasesStillWork) {
+  auto spec = ParseJobSpec(
+      "name: x\nrun: &cmd python train.py\nresources: {accelerators: &gpu T4:1, regions: [&r eu-west-1, *r]}\n"
+      "env: {CMD: *cmd}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->env.at("CMD"), "python train.py");
+  EXPECT_EQ(spec->resources.regions, (std::vector<std::string>{"eu-west-1", "eu-west-1"}));
+}
+
+TEST(ParseJobSpec, BadNameIsQuotedEscapedAndBounded) {
+  EXPECT_EQ(ErrorOf("name: \"x\\e[2J\"\nrun: a\nresources: {accelerators: T4:1}\n"),
+            "name: = 'x\\x1b[2J' must be 1-63 lower-case letters, digits or '-', starting and ending with a letter "
+            "or digit (e.g. llama2-70b-lora)");
+  EXPECT_EQ(ErrorOf("name: " + std::string(100'000, 'n') + "\nrun: a\nresources: {accelerators: T4:1}\n"),
+            "name: = '" + std::string(64, 'n') +
+                "...' (100000 bytes) must be 1-63 lower-case letters, digits or '-', starting and ending with a "
+                "letter or digit (e.g. llama2-70b-lora)");
 }
 
 TEST(ParseJobSpec, PlannerSizedSpecNeedsNoAccelerators) {

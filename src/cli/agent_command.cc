@@ -74,7 +74,9 @@ void RegisterAgentCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("agent",
                                      "Run this node's agent: register its GPUs with a server and run the "
                                      "workloads it assigns (until SIGINT/SIGTERM)");
-  sub->add_option("--server", o->server, "Control plane URL, e.g. http://10.0.0.1:8470")->required();
+  sub->add_option("--server", o->server,
+                  "The control plane's agent listener (gpugeek server --agent-listen), e.g. http://10.0.0.1:8472")
+      ->required();
   sub->add_option("--name", o->name, "Node name in the pool (default: the host name)");
   sub->add_option("--address", o->address, "Address gang peers use to reach this node (GPUGEEK_MASTER_ADDR)")
       ->capture_default_str();

@@ -266,6 +266,42 @@ TEST_F(ClientCommandsTest, FollowPrintsPlacementLogsAndOutcome) {
   json job = json::parse(r.out);
   EXPECT_EQ(job["state"], "FAILED");
   EXPECT_EQ(job["exit_code"], 3);
+  // gpugeek logs exits with the job's exit code.
+  r = RunGpugeek("logs j-00000002" + server_flag_);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.out, "Traceback: boom\n");
+}
+
+TEST_F(ClientCommandsTest, LogsAreByteExactPrefixedPerRankAndExitWithTheJobsCode) {
+  RegisterNode("node-a", "8xA100-SXM-80GB");
+  const std::string spec = WriteSpec("raw.yaml", "name: raw\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
+  Result r = RunGpugeek("submit " + spec + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = SubmittedId(r.out);
+  ASSERT_EQ(id, "j-00000001") << r.out;
+  // Bytes that are not UTF-8, a NUL and a last line without its newline.
+  const std::string log("ok \xff\xfe\xc3\x28 bytes\nnul \0 here\nno newline", 35);
+  RunAssignedJob("node-a", id, log, 7);
+  ASSERT_TRUE(WaitFor(id, "FAILED"));
+
+  r = RunGpugeek("logs " + id + server_flag_);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out, log);
+  r = RunGpugeek("logs " + id + " -f" + server_flag_);  // ended: returns at once with the job's code
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out, log);
+  r = RunGpugeek("logs " + id + " --rank all" + server_flag_);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(r.out, std::string("[rank 0] ok \xff\xfe\xc3\x28 bytes\n[rank 0] nul \0 here\n[rank 0] no newline\n", 63));
+  r = RunGpugeek("logs " + id + " --json" + server_flag_);
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["state"], "FAILED");
+  EXPECT_EQ(doc["exit_code"], 7);
+  EXPECT_EQ(doc["log_b64"], "b2sg//7DKCBieXRlcwpudWwgACBoZXJlCm5vIG5ld2xpbmU=");
+  r = RunGpugeek("logs " + id + " --rank x" + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "gpugeek logs: --rank: must be 0..1023 or 'all', got 'x'")) << r.err;
 }
 
 TEST_F(ClientCommandsTest, CordonKeepsJobsPendingCancelAndUncordon) {
@@ -294,6 +330,9 @@ TEST_F(ClientCommandsTest, CordonKeepsJobsPendingCancelAndUncordon) {
   ASSERT_EQ(events.size(), 2u) << r.out;
   EXPECT_EQ(events[1]["to"], "CANCELLED");
   EXPECT_TRUE(Contains(events[1]["reason"].get<std::string>(), "not needed")) << events[1];
+  r = RunGpugeek("logs " + id + server_flag_);  // a cancelled job: 130, like a shell after Ctrl-C
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_EQ(r.out, "");
 
   r = RunGpugeek("uncordon node-a --json" + server_flag_);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -2,7 +2,7 @@
 //   gpugeek submit JOB.yaml [--follow] [--tenant T]
 //   gpugeek jobs [--state S] [--tenant T] [--limit N]
 //   gpugeek job ID
-//   gpugeek logs ID [-f] [--rank R]
+//   gpugeek logs ID [-f] [--rank N|all] [--epoch E]
 //   gpugeek cancel ID [--reason TEXT]
 //   gpugeek events [--job ID] [--after SEQ] [--limit N]
 // each with --server URL and --json.
@@ -16,9 +16,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "absl/strings/escaping.h"
 #include "api/job_spec.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/log_reader.h"
 #include "common/absl_fmt.h"
 #include "common/file.h"
 #include "common/table.h"
@@ -30,7 +32,6 @@ namespace {
 using nlohmann::json;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(250);
-constexpr auto kStreamReadTimeout = std::chrono::hours(1);
 
 // 42 s, 3.5 min, 2.0 h, 1.5 d.
 std::string HumanSeconds(double s) {
@@ -87,36 +88,15 @@ int ReportOutcome(const json& job, std::ostream& out) {
   return state == "SUCCEEDED" ? 0 : kExitFailed;
 }
 
-// Streams a job's log (rank `rank`) to `out` until the server ends it (the job ended and its log is
-// complete). Reconnects after a dropped stream, skipping what was already printed.
-void StreamLog(const std::string& cmd, const ClientFlags& flags, const std::string& id, int rank, std::ostream& out) {
-  auto client = Connect(cmd, flags, kStreamReadTimeout);
-  size_t received = 0;
-  for (int attempt = 0;; ++attempt) {
-    size_t seen = 0;  // bytes of this stream so far
-    absl::Status s = client->GetStream(
-        fmt::format("/v1/jobs/{}/logs?follow=true&rank={}", UrlEncode(id), rank), [&](const std::string& chunk) {
-          const size_t begin = seen;
-          seen += chunk.size();
-          if (seen > received) {
-            const size_t skip = received > begin ? received - begin : 0;
-            out.write(chunk.data() + skip, static_cast<std::streamsize>(chunk.size() - skip));
-            out.flush();
-            received = seen;
-          }
-          return true;
-        });
-    if (s.ok()) {
-      // The server ends a follow when the job's log is complete, or after a while (then follow on).
-      const json job = OrFail(cmd, client->Get("/v1/jobs/" + UrlEncode(id)));
-      const std::string state = job.value("state", std::string());
-      if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") return;
-      attempt = -1;
-      continue;
-    }
-    if (s.code() != absl::StatusCode::kUnavailable || attempt >= 5) Fail(cmd, std::string(s.message()));
-    std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+// Prints a job's log (rank 0, every placement) to `out` as it arrives until the job ended and its log
+// is complete.
+void StreamLog(const std::string& cmd, const ClientFlags& flags, const std::string& id, std::ostream& out) {
+  auto client = Connect(cmd, flags);
+  absl::StatusOr<json> last = ReadJobLogs(*client, {.job_id = id, .rank = 0, .follow = true}, [&](std::string_view b) {
+    out.write(b.data(), static_cast<std::streamsize>(b.size()));
+    out.flush();
+  });
+  if (!last.ok()) Fail(cmd, std::string(last.status().message()));
 }
 
 // --follow: waits for placement (printing it), streams the logs, waits for the end; returns the
@@ -142,7 +122,7 @@ int Follow(const std::string& cmd, const ClientFlags& flags, const std::string& 
     status_out << fmt::format("placed {} ({}):\n", id, Text(job.value("state", json())));
     for (const std::string& line : Placement(job["allocation"])) status_out << "  " << line << "\n";
     status_out << std::flush;
-    StreamLog(cmd, flags, id, 0, log_out);
+    StreamLog(cmd, flags, id, log_out);
   }
   for (;;) {
     job = OrFail(cmd, client->Get(path));
@@ -341,35 +321,64 @@ void RegisterLogs(CLI::App& app) {
     ClientFlags flags;
     std::string id;
     bool follow = false;
-    int rank = 0;
+    std::string rank = "0";
+    int64_t epoch = -1;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("logs", "Print a job's output (stdout and stderr of one gang member)");
+  CLI::App* sub = app.add_subcommand(
+      "logs",
+      "Print a job's output (stdout and stderr of its gang members), byte for byte. Each placement of a member "
+      "(epoch) is shown in order, preceded by '== attempt K (epoch E) ==' when there is more than one. Exit code: "
+      "the job's once it ended (SUCCEEDED 0, FAILED its exit code or 1, CANCELLED 130 like a shell after Ctrl-C); "
+      "0 for a job still running; 1 when the server refused or could not be reached");
   sub->add_option("id", o->id, "Job id")->required();
-  sub->add_flag("-f,--follow", o->follow, "Keep streaming until the job ends");
-  sub->add_option("--rank", o->rank, "Node rank in the gang")->capture_default_str()->check(CLI::Range(0, 1023));
+  sub->add_flag("-f,--follow", o->follow, "Keep printing new output until the job ends (then exit with its code)");
+  sub->add_option("--rank", o->rank,
+                  "Node rank in the gang (0..1023), or 'all': every rank, lines prefixed '[rank N] '")
+      ->capture_default_str();
+  sub->add_option("--epoch", o->epoch, "Only this placement of the job (see `gpugeek job ID`: epoch)")
+      ->check(CLI::NonNegativeNumber);
   AddClientFlags(sub, &o->flags);
   sub->callback([o] {
     const std::string cmd = "logs";
-    if (o->follow) {
-      // Fail early on an unknown job (the stream would report it too, less clearly).
-      OrFail(cmd, Connect(cmd, o->flags)->Get("/v1/jobs/" + UrlEncode(o->id)));
-      StreamLog(cmd, o->flags, o->id, o->rank, std::cout);
-      return;
-    }
-    auto client = Connect(cmd, o->flags);
-    std::string text;
-    absl::Status s = client->GetStream(fmt::format("/v1/jobs/{}/logs?rank={}", UrlEncode(o->id), o->rank),
-                                       [&](const std::string& chunk) {
-                                         text += chunk;
-                                         return true;
-                                       });
-    if (!s.ok()) Fail(cmd, std::string(s.message()));
-    if (o->flags.json) {
-      PrintJson({{"job", o->id}, {"rank", o->rank}, {"log", text}});
+    JobLogsOptions options{.job_id = o->id, .follow = o->follow};
+    if (o->rank == "all") {
+      options.rank.reset();
     } else {
-      std::cout << text << std::flush;
+      char* end = nullptr;
+      const long rank = std::strtol(o->rank.c_str(), &end, 10);
+      if (o->rank.empty() || *end != '\0' || rank < 0 || rank > 1023) {
+        Fail(cmd, fmt::format("--rank: must be 0..1023 or 'all', got '{}'", o->rank), kExitUsage);
+      }
+      options.rank = static_cast<int>(rank);
     }
+    if (o->epoch >= 0) options.epoch = o->epoch;
+    auto client = Connect(cmd, o->flags);
+    // --json (without -f) collects the output to print it as one document.
+    const bool collect = o->flags.json && !o->follow;
+    std::string text;
+    absl::StatusOr<json> last = ReadJobLogs(*client, options, [&](std::string_view bytes) {
+      if (collect) {
+        text.append(bytes.data(), bytes.size());
+        return;
+      }
+      std::cout.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      std::cout.flush();
+    });
+    if (!last.ok()) Fail(cmd, std::string(last.status().message()));
+    const std::string state = last->value("state", std::string());
+    const json exit_code = last->value("exit_code", json());
+    if (collect) {
+      json doc = {{"job", o->id},
+                  {"state", state},
+                  {"exit_code", exit_code},
+                  {"log", text},
+                  {"log_b64", absl::Base64Escape(text)}};
+      if (options.rank) doc["rank"] = *options.rank;
+      PrintJson(doc);  // "log" shows invalid UTF-8 as U+FFFD; "log_b64" holds the exact bytes
+    }
+    const int code = JobExitCode(state, exit_code);
+    if (code != 0) throw CLI::RuntimeError(code);
   });
 }
 

@@ -22,11 +22,16 @@ void RegisterServerCommand(CLI::App& app) {
     std::string listen = "127.0.0.1:8470";
     std::string data_dir;
     std::string policy = controlplane::ServerOptions().policy;
+    std::string agent_listen = "127.0.0.1:8472";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
       "server", "Run the control plane: REST API under /v1, job store, scheduler (until Ctrl-C / SIGTERM)");
-  sub->add_option("--listen", o->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  sub->add_option("--listen", o->listen, "HOST:PORT of the API for users and the CLI (port 0: any free port)")
+      ->capture_default_str();
+  sub->add_option("--agent-listen", o->agent_listen,
+                  "HOST:PORT of the agents' own listener (registrations and heartbeats only; port 0: any free port)")
+      ->capture_default_str();
   sub->add_option("--data-dir", o->data_dir,
                   "Store and logs directory (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
@@ -35,6 +40,14 @@ void RegisterServerCommand(CLI::App& app) {
     controlplane::ServerOptions options;
     if (absl::Status s = ParseListen(o->listen, &options.host, &options.port); !s.ok()) {
       Fail(cmd, std::string(s.message()), kExitUsage);
+    }
+    if (std::string agent_host; true) {
+      if (absl::Status s = ParseListen(o->agent_listen, &agent_host, &options.agent_port); !s.ok()) {
+        Fail(cmd, "--agent-listen: " + std::string(s.message()), kExitUsage);
+      }
+      if (agent_host != options.host) {
+        Fail(cmd, "--agent-listen must use the same host as --listen (one bind address for the server)", kExitUsage);
+      }
     }
     options.data_dir = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.policy = o->policy;
@@ -54,8 +67,8 @@ void RegisterServerCommand(CLI::App& app) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("gpugeek-server"));
     auto server = controlplane::ControlPlaneServer::Start(options);
     if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
-    std::cout << fmt::format("gpugeek server listening on {} (data: {}, policy: {})\n", (*server)->url(),
-                             options.data_dir, options.policy)
+    std::cout << fmt::format("gpugeek server listening on {}, agents on {} (data: {}, policy: {})\n",
+                             (*server)->url(), (*server)->agent_url(), options.data_dir, options.policy)
               << fmt::format("  try: gpugeek nodes --server {}\n", (*server)->url()) << std::flush;
 
     int signal = 0;

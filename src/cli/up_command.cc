@@ -40,12 +40,17 @@ void RegisterUpCommand(CLI::App& app) {
     std::string emulate;
     std::string data_dir;
     std::string policy = controlplane::ServerOptions().policy;
+    std::string agent_listen = "127.0.0.1:8472";
     std::string agent_metrics_listen = "127.0.0.1:8471";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
       "up", "Run server + an agent for this host in one process (real GPUs, else an emulated 8-GPU node)");
-  sub->add_option("--listen", o->listen, "HOST:PORT to listen on (port 0: any free port)")->capture_default_str();
+  sub->add_option("--listen", o->listen, "HOST:PORT of the API for users and the CLI (port 0: any free port)")
+      ->capture_default_str();
+  sub->add_option("--agent-listen", o->agent_listen,
+                  "HOST:PORT of the agents' own listener (registrations and heartbeats only; port 0: any free port)")
+      ->capture_default_str();
   sub->add_option("--emulate", o->emulate,
                   fmt::format("Emulate GPUs instead of discovering them, e.g. 8xH100-SXM-80GB (default when the host "
                               "has none: {})",
@@ -63,6 +68,14 @@ void RegisterUpCommand(CLI::App& app) {
     controlplane::ServerOptions options;
     if (absl::Status s = ParseListen(o->listen, &options.host, &options.port); !s.ok()) {
       Fail(cmd, std::string(s.message()), kExitUsage);
+    }
+    if (std::string agent_host; true) {
+      if (absl::Status s = ParseListen(o->agent_listen, &agent_host, &options.agent_port); !s.ok()) {
+        Fail(cmd, "--agent-listen: " + std::string(s.message()), kExitUsage);
+      }
+      if (agent_host != options.host) {
+        Fail(cmd, "--agent-listen must use the same host as --listen (one bind address for the server)", kExitUsage);
+      }
     }
     const std::filesystem::path data = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.data_dir = (data / "server").string();
@@ -103,7 +116,7 @@ void RegisterUpCommand(CLI::App& app) {
     if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
 
     agent::AgentOptions ao;
-    ao.server_url = (*server)->url();
+    ao.server_url = (*server)->agent_url();
     char host[256] = {};
     ao.node = gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0' ? host : "local";
     ao.discovery = discovery.get();

@@ -15,6 +15,7 @@ nlohmann::json ToJson(const Allocation& a) {
                        {"node", m.node},
                        {"sched_node", m.sched_node},
                        {"gpus", m.gpus},
+                       {"gpu_uuids", m.gpu_uuids},
                        {"gpu_milli", m.gpu_milli},
                        {"cpu_milli", m.cpu_milli},
                        {"memory_bytes", m.memory_bytes}});
@@ -38,7 +39,8 @@ absl::StatusOr<Allocation> ParseAllocation(const std::string& json_text) {
   ASSIGN_OR_RETURN(a.released, r.Bool("released", false));
   ASSIGN_OR_RETURN(auto members, r.Objects("members"));
   for (const api::JsonReader& m : members) {
-    RETURN_IF_ERROR(m.CheckObject({"rank", "node", "sched_node", "gpus", "gpu_milli", "cpu_milli", "memory_bytes"}));
+    RETURN_IF_ERROR(
+        m.CheckObject({"rank", "node", "sched_node", "gpus", "gpu_uuids", "gpu_milli", "cpu_milli", "memory_bytes"}));
     AllocationMember member;
     ASSIGN_OR_RETURN(int64_t rank, m.Int("rank", std::nullopt, 0, 1023));
     member.rank = static_cast<int>(rank);
@@ -46,6 +48,14 @@ absl::StatusOr<Allocation> ParseAllocation(const std::string& json_text) {
     ASSIGN_OR_RETURN(member.sched_node, m.String("sched_node"));
     ASSIGN_OR_RETURN(auto gpus, m.IntList("gpus"));
     for (int64_t g : gpus) member.gpus.push_back(static_cast<int>(g));
+    if (m.Has("gpu_uuids")) {  // absent in allocations stored before GPUs were named by UUID
+      ASSIGN_OR_RETURN(const nlohmann::json* uuids, m.Raw("gpu_uuids"));
+      if (!uuids->is_array()) return m.Error("gpu_uuids", "must be a list of strings");
+      for (const nlohmann::json& u : *uuids) {
+        if (!u.is_string()) return m.Error("gpu_uuids", "must be a list of strings");
+        member.gpu_uuids.push_back(u.get<std::string>());
+      }
+    }
     ASSIGN_OR_RETURN(member.gpu_milli, m.Int("gpu_milli", 0, 0, 1000));
     ASSIGN_OR_RETURN(member.cpu_milli, m.Int("cpu_milli", 0, 0, INT64_MAX));
     ASSIGN_OR_RETURN(int64_t mem, m.Int("memory_bytes", 0, 0, INT64_MAX));

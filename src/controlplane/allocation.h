@@ -16,11 +16,12 @@
 namespace gpugeek::controlplane {
 
 struct AllocationMember {
-  int rank = 0;            // node rank in the gang, 0..members-1
-  std::string node;        // registered node name
-  std::string sched_node;  // scheduler node name (node_model.h)
-  std::vector<int> gpus;   // device indices on the node
-  int64_t gpu_milli = 0;   // per GPU
+  int rank = 0;                        // node rank in the gang, 0..members-1
+  std::string node;                    // registered node name
+  std::string sched_node;              // scheduler node name (node_model.h)
+  std::vector<int> gpus;               // device indices on the node when placed (display; the UUIDs are authoritative)
+  std::vector<std::string> gpu_uuids;  // the same GPUs by UUID: what the agent is told and fencing uses
+  int64_t gpu_milli = 0;               // per GPU
   int64_t cpu_milli = 0;
   uint64_t memory_bytes = 0;
 };

@@ -1,7 +1,5 @@
 #include "controlplane/api_routes.h"
 
-#include <thread>
-
 #include <fmt/format.h>
 
 #include "api/json_reader.h"
@@ -20,8 +18,6 @@ using http::Request;
 
 constexpr int kDefaultLimit = 100;
 constexpr int kMaxLimit = 1000;
-constexpr auto kFollowPoll = std::chrono::milliseconds(200);
-constexpr auto kFollowWindow = std::chrono::seconds(30);
 
 absl::StatusOr<int> IntQuery(const Request& r, const std::string& name, int fallback, int lo, int hi) {
   const std::string v = r.query_value(name);
@@ -74,33 +70,21 @@ absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Request& r) {
   return Reply::Json(out);
 }
 
-absl::StatusOr<Reply> Logs(ControlPlane& cp, const Request& r) {
-  const std::string id = r.param("id");
-  ASSIGN_OR_RETURN(int rank, IntQuery(r, "rank", 0, 0, 1023));
-  const std::string follow = r.query_value("follow");
-  ASSIGN_OR_RETURN(std::string text, cp.ReadLog(id, rank));
-  if (follow != "1" && follow != "true") return Reply::Text(std::move(text));
-  Reply reply;
-  reply.content_type = "text/plain; charset=utf-8";
-  reply.stream = [&cp, id, rank, sent = text](const http::ChunkWriter& write) mutable {
-    if (!sent.empty() && !write(sent)) return;
-    // Poll the log until the job ended and its members' logs are complete, then a final read. A
-    // stream lasts at most kFollowWindow: a client that went away without a byte to fail on frees
-    // its thread then, and live followers (gpugeek logs -f) reconnect while the job runs.
-    const auto deadline = std::chrono::steady_clock::now() + kFollowWindow;
-    for (;;) {
-      const bool complete = cp.LogComplete(id);
-      auto now = cp.ReadLog(id, rank);
-      if (!now.ok()) return;
-      if (now->size() > sent.size() && now->compare(0, sent.size(), sent) == 0) {
-        if (!write(now->substr(sent.size()))) return;
-        sent = std::move(*now);
-      }
-      if (complete || std::chrono::steady_clock::now() >= deadline) return;
-      std::this_thread::sleep_for(kFollowPoll);
+// Nodes by name, paged: ?limit=N (1..1000, default 100) &after=NAME; "next_after" names the last node
+// of a full page (null on the last page).
+absl::StatusOr<Reply> ListNodes(ControlPlane& cp, const Request& r) {
+  ASSIGN_OR_RETURN(int limit, IntQuery(r, "limit", kDefaultLimit, 1, kMaxLimit));
+  const std::string after = r.query_value("after");
+  nlohmann::json list = nlohmann::json::array();
+  std::string last;
+  for (const NodeView& n : cp.Nodes(after, limit + 1)) {
+    if (static_cast<int>(list.size()) == limit) {
+      return Reply::Json({{"nodes", list}, {"next_after", last}});
     }
-  };
-  return reply;
+    last = n.registration.node;
+    list.push_back(NodeToJson(n));
+  }
+  return Reply::Json({{"nodes", list}, {"next_after", nullptr}});
 }
 
 absl::StatusOr<Reply> Events(ControlPlane& cp, const Request& r) {
@@ -199,13 +183,9 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
     ASSIGN_OR_RETURN(JobView job, cp.Cancel(r.param("id"), reason));
     return Reply::Json(JobToJson(job));
   });
-  server.Route("GET", "/v1/jobs/{id}/logs", [&cp](const Request& r) { return Logs(cp, r); });
+  AddLogRoutes(server, cp.logs(), [&cp](const std::string& id) { return cp.LogState(id); });
   server.Route("GET", "/v1/events", [&cp](const Request& r) { return Events(cp, r); });
-  server.Route("GET", "/v1/nodes", [&cp](const Request&) -> absl::StatusOr<Reply> {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& n : cp.Nodes()) list.push_back(NodeToJson(n));
-    return Reply::Json({{"nodes", list}});
-  });
+  server.Route("GET", "/v1/nodes", [&cp](const Request& r) { return ListNodes(cp, r); });
   server.Route("GET", "/v1/nodes/{name}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(NodeView node, cp.Node(r.param("name")));
     return Reply::Json(NodeToJson(node));
@@ -228,6 +208,9 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
       return Reply::Text(m->registry().Render(), metrics::kContentType);
     });
   }
+}
+
+void RegisterAgentRoutes(http::Server& server, ControlPlane& cp) {
   server.Route("POST", "/v1/agents/register", [&cp](const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
     ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));

@@ -5,13 +5,12 @@
 //   GET  /v1/jobs?state=&tenant=&name=&after=&limit=                      -> {jobs, next_after}
 //   GET  /v1/jobs/{id}                                                    -> job
 //   POST /v1/jobs/{id}/cancel          {reason?}                          -> job
-//   GET  /v1/jobs/{id}/logs?rank=&follow=                                 -> text (streamed with follow)
+//   GET  /v1/jobs/{id}/logs?rank=&epoch=&offset=&limit=&wait_ms=          -> byte range (log_routes.h)
 //   GET  /v1/events?job=&after=&limit=                                    -> {events}
-//   GET  /v1/nodes, GET /v1/nodes/{name}                                  -> nodes / node
+//   GET  /v1/nodes?after=&limit=, GET /v1/nodes/{name}                    -> {nodes, next_after} / node
 //   POST /v1/nodes/{name}/cordon | /uncordon | /drain                     -> node
 //   GET  /v1/pool                                                         -> pool
 //   POST /v1/plans                     {model_config, task, gpus?, objective?, top?} -> plan
-//   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)
 //   GET  /v1/healthz, GET /v1/openapi.json
 //   GET  /v1/prometheus/targets        Prometheus HTTP service discovery: the agents' metrics addresses
 //   GET  /metrics                      the server's metrics (docs/metrics.md) when the control plane has them
@@ -24,7 +23,11 @@
 
 namespace gpugeek::controlplane {
 
-// Registers every route on `server`. Both must outlive the server's serving.
+// Registers every user route on `server`. Both must outlive the server's serving.
 void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Clock& clock);
+
+// The agents' routes, served on their own listener so user traffic can never starve liveness:
+//   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)
+void RegisterAgentRoutes(http::Server& server, ControlPlane& control_plane);
 
 }  // namespace gpugeek::controlplane

@@ -1,23 +1,50 @@
 #pragma once
-// ControlPlane: the controllers of `gpugeek server`, without HTTP.
+// ControlPlane: the controllers of `gpugeek server` over one committed state, without HTTP.
 //
 // It turns submissions into durable jobs (admission, with the planner when the spec names a model
-// and a task but no accelerators), places pending jobs with the SAME sched::Framework the simulator
-// runs (only the clock and the binder differ: here the binder writes the placement to the store),
-// tracks nodes from their heartbeats, and drives each job through the state machine of
-// api/job_state.h from its agents' reports:
+// and a task but no accelerators), places pending jobs with the SAME sched code the simulator runs
+// (sched::SchedulingQueue and sched::Framework; only the clock and the binder differ: here the binder
+// writes the placement to the store), tracks nodes by their heartbeat leases, and drives each job
+// through the state machine of api/job_state.h from its agents' reports:
 //
 //   submit -> PENDING -> (placed) SCHEDULED -> (every member running) RUNNING
 //          -> (every member exited 0) SUCCEEDED | (a member failed) FAILED | (cancel) CANCELLED
-//   a node silent for `node_timeout` is down: its jobs go back to PENDING (restarts + 1).
+//   a node whose lease lapsed past the fencing deadline is down: its jobs go back to PENDING
+//   (restarts + 1) and are placed again once every member has stopped.
+//
+// Who does what (docs/architecture.md, "Control plane"):
+//   - Writers: the controllers (controllers/: node_lifecycle, job_lifecycle, scheduling, gc) and the
+//     API's write operations run one at a time under the writer token (`writer_mu_`). They own State
+//     (state/state.h), commit every change to the store first (compare-and-set + event in one
+//     transaction), then publish an immutable Snapshot (state/snapshot.h).
+//   - Readers (API views, metrics, `top`, heartbeat replies) read the latest Snapshot: no lock the
+//     writer holds, so they never wait behind a store write, the planner or a scheduling cycle.
+//   - Liveness: a heartbeat renews its node's lease in the LeaseTable (state/lease_table.h; monotonic
+//     clock, no fsync, no writer token), appends its log bytes to the LogStore (per-file locks), queues
+//     its workload reports for the job lifecycle controller, and answers from the snapshot.
+//   - Submissions are committed in groups (one fsync for all that arrive together) without the writer
+//     token, then handed to the scheduling controller.
+//
+// Fencing timeline (defaults; the agent gets lease and fence_grace at registration):
+//   t = 0      the server receives the node's last heartbeat (the agent sent it at t <= 0).
+//   t = 3 s    lease: the node is suspect (no new placements). The agent, 3 s after SENDING its last
+//              answered heartbeat, fences itself: SIGTERM to every member (its per-member shims do the
+//              same if the agent itself is dead or frozen).
+//   t = 5 s    lease + fence_grace: the agent's SIGKILL.
+//   t = 6 s    lease + fence_grace + fence_margin: the node is down; its members are presumed stopped,
+//              their GPUs released, and the jobs requeued. Only now may they run elsewhere.
+// GPUs held by a member are released only when its agent confirms the exit, or at that deadline. A
+// requeued gang is placed again only after every surviving member has stopped, so no member ever
+// runs in two places and no GPU is ever held by two jobs.
 //
 // Durable before acknowledged: every state change is committed to the Store before the call that
-// caused it returns, and before any agent hears of it (assignments are computed from committed
-// records). Create() rebuilds everything from the store, so a restarted server carries on.
+// caused it returns, and before any agent hears of it. Create() rebuilds everything from the store.
 //
-// Time comes from the injected Clock; Reconcile() is one pass of the controllers (node lifecycle,
-// releases, scheduling). The server calls it periodically; tests call it with a FakeClock.
-// Thread-safety: all methods may be called concurrently (one mutex).
+// Time: wall time (Clock::Now) for what users see; monotonic time (Clock::Monotonic) for leases,
+// deadlines and backoff, so a clock step never marks a node down or fires a deadline early.
+// Reconcile() is one pass of the controllers; the server calls it every 100 ms and whenever reports
+// arrive; tests call it with a FakeClock. Thread-safety: every public method may be called
+// concurrently.
 
 #include <atomic>
 #include <condition_variable>
@@ -25,45 +52,35 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "api/agent_protocol.h"
 #include "api/job_spec.h"
 #include "common/clock.h"
 #include "controlplane/allocation.h"
-#include "controlplane/node_model.h"
+#include "controlplane/controllers/context.h"
+#include "controlplane/log_routes.h"
+#include "controlplane/log_store.h"
+#include "controlplane/options.h"
+#include "controlplane/state/lease_table.h"
+#include "controlplane/state/snapshot.h"
+#include "controlplane/state/state.h"
 #include "hw/gpu_catalog.h"
 #include "metrics/registry.h"
-#include "sched/framework.h"
 #include "store/store.h"
 #include "workload/planner.h"
 
 namespace gpugeek::controlplane {
 
 class ControlPlaneMetrics;
-
-struct ControlPlaneOptions {
-  store::Store* store = nullptr;  // borrowed; must outlive the control plane
-  Clock* clock = nullptr;         // nullptr = RealClock()
-  std::string data_dir;           // job logs under <data_dir>/logs
-  // Placement policy of sched's Registry. FGD-style policies use the typical pods of the jobs seen
-  // so far; until there are any, BestFit places.
-  std::string policy = "FGDFit";
-  uint64_t seed = 42;
-  int64_t topology_weight = 10;  // prefer one NVLink domain for multi-GPU members
-  Duration heartbeat_interval = std::chrono::seconds(1);
-  Duration node_timeout = std::chrono::seconds(5);  // silent this long = down
-  const hw::GpuCatalog* catalog = nullptr;          // nullptr = GpuCatalog::Builtin()
-  // Where the server metrics of docs/metrics.md go (controlplane/metrics.h); nullptr = none. Borrowed;
-  // one control plane per registry, and no Render() after the control plane is destroyed (its
-  // collectors read it).
-  metrics::Registry* metrics = nullptr;
-};
+class NodeLifecycleController;
+class JobLifecycleController;
+class SchedulingController;
+class GcController;
 
 struct SubmitRequest {
   std::string spec_yaml;
@@ -80,9 +97,10 @@ struct JobView {
 
 struct NodeView {
   api::Registration registration;
-  std::string state;      // ready | cordoned | down
-  bool cordoned = false;  // also while down
-  TimePoint last_heartbeat;
+  std::string state;         // ready | suspect | cordoned | down
+  bool cordoned = false;     // also while down
+  TimePoint last_heartbeat;  // wall clock, for display
+  Duration heartbeat_age{};  // since the last renewal, monotonic
   std::vector<hw::GpuSample> samples;
   int64_t gpu_milli_allocated = 0;
   std::vector<std::string> jobs;  // live jobs with a member here
@@ -113,8 +131,8 @@ struct PoolView {
 
 class ControlPlane {
  public:
-  // Rebuilds nodes and jobs from the store. InvalidArgument for missing options, NotFound for an
-  // unknown policy.
+  // Rebuilds nodes and jobs from the store. InvalidArgument for missing or inconsistent options,
+  // NotFound for an unknown policy.
   static absl::StatusOr<std::unique_ptr<ControlPlane>> Create(const ControlPlaneOptions& options);
   ~ControlPlane();
 
@@ -129,40 +147,48 @@ class ControlPlane {
   absl::StatusOr<JobView> Cancel(const std::string& id, const std::string& reason);
   absl::StatusOr<std::vector<store::EventRecord>> Events(const std::string& job_id, int64_t after_seq, int limit);
 
-  // The log of one member, all placements in order (each preceded by a "== attempt" line).
-  // NotFound for an unknown job; "" when nothing was logged yet.
-  absl::StatusOr<std::string> ReadLog(const std::string& job_id, int rank);
-  // True when the job ended and every member's log is complete, or the server is shutting down
-  // (log followers stop).
-  bool LogComplete(const std::string& job_id);
-  // Ends log follows at their next poll so a graceful stop never waits on them. Thread-safe.
-  void BeginShutdown() { shutting_down_ = true; }
+  // Job logs: byte-exact per (job, rank, epoch), appended from heartbeats.
+  LogStore& logs() { return *logs_; }
+  // What the log route needs to know of a job (log_routes.h). NotFound for an unknown job.
+  absl::StatusOr<LogJobInfo> LogState(const std::string& job_id);
+  // Ends log long-polls at once so a graceful stop never waits on them. Thread-safe.
+  void BeginShutdown();
+  bool shutting_down() const { return shutting_down_; }
 
-  // Agents.
+  // Agents. Register commits the node and grants its lease; a registration from another agent
+  // process than the one holding the lease (the agent restarted) restarts that node's members: their
+  // jobs are requeued with restarts + 1 and an event saying so.
   absl::StatusOr<api::RegistrationReply> Register(const api::Registration& registration);
+  // Renews the lease, stores telemetry and log bytes, queues the reports; never takes the writer
+  // token. The reply lists the node's assignments from the latest snapshot.
   absl::StatusOr<api::HeartbeatReply> Heartbeat(const api::Heartbeat& heartbeat);
 
-  // Nodes and pool.
-  std::vector<NodeView> Nodes();
+  // Nodes and pool, from the latest snapshot. Nodes: by name, those after `after` ("" = from the
+  // first), at most `limit`.
+  std::vector<NodeView> Nodes(const std::string& after = "", size_t limit = SIZE_MAX);
   absl::StatusOr<NodeView> Node(const std::string& name);
   // cordon: no new placements; uncordon: undo. NotFound for an unknown node.
   absl::Status SetCordoned(const std::string& name, bool cordoned);
-  // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere.
+  // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere once their
+  // members there have stopped.
   absl::Status Drain(const std::string& name);
   // Removes a decommissioned node from the pool: from the store and from memory, so it leaves Nodes(),
   // Pool(), the Prometheus targets and the node metrics at once. NotFound for an unknown node;
-  // FailedPrecondition, saying why and what to do, unless the node is down (silent past the node
-  // timeout; its jobs were requeued then) or cordoned, and no live job has a member on it. Returns the
-  // node as it was. An agent that comes back later registers again as a new node (ready, uncordoned),
-  // so stop the agent of a cordoned node before removing it.
+  // FailedPrecondition, saying why and what to do, unless the node is down (its lease lapsed past the
+  // fencing deadline; its jobs were requeued then) or cordoned, and no live job has a member on it.
+  // Returns the node as it was. An agent that comes back later registers again as a new node.
   absl::StatusOr<NodeView> RemoveNode(const std::string& name);
-  // The schedulable pool (nodes up and not cordoned) by GPU model and capacity type.
+  // The schedulable pool (nodes ready and not cordoned) by GPU model and capacity type.
   PoolView Pool();
   // Jobs per (state, priority): one aggregate store query (Store::CountJobs).
   absl::StatusOr<std::vector<store::JobCount>> CountJobs() { return store_.CountJobs(); }
 
+  // The latest published snapshot (never null after Create).
+  std::shared_ptr<const Snapshot> snapshot() const;
+
   // The injected clock (metrics read ages with it).
   Clock& clock() { return clock_; }
+  const ControlPlaneOptions& options() const { return options_; }
   // The instruments when ControlPlaneOptions::metrics was given, else nullptr.
   ControlPlaneMetrics* metrics() { return metrics_.get(); }
 
@@ -172,74 +198,35 @@ class ControlPlane {
                                             const std::vector<workload::PoolEntry>& pool,
                                             const workload::PlannerOptions& options);
 
-  // One pass of the controllers: node lifecycle, then scheduling of pending jobs.
+  // One pass of the controllers under the writer token: queued reports and submissions, node
+  // lifecycle, job lifecycle (drain deadlines), scheduling, gc; then publishes a snapshot if anything
+  // changed.
   void Reconcile();
+  // Blocks until reports or submissions are queued, or `timeout` passes (the server's loop).
+  void WaitForWork(Duration timeout);
 
  private:
-  struct MemberStatus {
-    bool running = false;
-    bool exited = false;
-    bool failed = false;
-    std::string detail;
-  };
-  struct LiveJob {  // a job whose allocation holds resources
-    store::JobRecord record;
-    api::JobSpec spec;
-    Allocation allocation;
-    std::vector<MemberStatus> members;  // by rank
-  };
-  struct NodeState {
-    api::Registration registration;
-    bool down = false;      // silent for longer than node_timeout
-    bool cordoned = false;  // durable: no new placements
-    TimePoint last_heartbeat;
-    std::vector<hw::GpuSample> samples;
-    std::vector<SchedNode> sched_nodes;
-  };
-
-  // A pending job's parsed spec and scheduler requests. Both derive from the spec and plan stored at
-  // submission, which never change, so a scheduling pass parses each job once, not every 100 ms.
-  struct ParsedJob {
-    absl::StatusOr<api::JobSpec> spec = absl::UnknownError("not parsed");
-    absl::StatusOr<std::vector<sched::Request>> requests = absl::UnknownError("not built");
-    // capacity_generation_ when it last failed to fit; a pass skips it until capacity changes.
-    std::optional<uint64_t> unschedulable_at;
-    std::string shape_key;  // what decides where it fits; equal keys fit or fail alike
-  };
-
   struct PendingSubmit {
     store::JobRecord record;
     absl::StatusOr<store::JobRecord> result = absl::UnknownError("not committed");
     bool done = false;  // guarded by commit_mu_
   };
+  struct QueuedReport {
+    std::string node;
+    api::WorkloadReport report;
+  };
 
   explicit ControlPlane(const ControlPlaneOptions& options);
+  ControllerContext ContextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   absl::StatusOr<JobView> Admit(const SubmitRequest& request);
   absl::StatusOr<store::JobRecord> CommitGrouped(store::JobRecord record);
-  absl::Status Load();
-  // All *Locked methods require mu_.
-  void RebuildClusterLocked();
-  void ScheduleLocked();
-  void CheckNodesLocked();
-  // Live jobs (holding an allocation) with a member on `node`, by id.
-  std::vector<std::string> JobsOnNodeLocked(const std::string& node) const;
-  absl::Status RequeueLocked(LiveJob& live, const std::string& reason);
-  // Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
-  void CommittedLocked(const std::string& id, api::JobState from, api::JobState to);
-  absl::Status ReleaseLocked(LiveJob& live);
-  absl::Status ApplyReportLocked(const std::string& node, const api::WorkloadReport& report);
-  void AppendLogLocked(const api::LogChunk& chunk);
-  std::vector<api::Assignment> AssignmentsForLocked(const std::string& node);
-  // The job's parsed spec and requests, from parsed_ (parsed on first use).
-  ParsedJob& ParsedLocked(const store::JobRecord& job);
-  // Nodes or allocations changed so that capacity may have come back: rebuild the scheduler's
-  // snapshot and retry the jobs that did not fit.
-  void CapacityChangedLocked();
-  absl::StatusOr<JobView> ViewLocked(const store::JobRecord& record);
-  std::vector<workload::PoolEntry> PoolEntriesLocked();
-  std::string LogDir(const std::string& job_id) const;
-
-  friend class StoreBinder;
+  absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  void DrainInboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Appends a heartbeat's log chunks the node is entitled to (its own members).
+  void AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks, const Snapshot& snap);
+  JobView ViewOf(const store::JobRecord& record, const Snapshot& snap) const;
+  std::vector<workload::PoolEntry> PoolEntries(const Snapshot& snap) const;
 
   // Constant after construction.
   const ControlPlaneOptions options_;
@@ -247,35 +234,37 @@ class ControlPlane {
   Clock& clock_;
   const hw::GpuCatalog& catalog_;
   std::unique_ptr<ControlPlaneMetrics> metrics_;  // set by Create after Load; nullptr = no metrics
+  std::unique_ptr<LogStore> logs_;
+  LeaseTable leases_;
 
-  // Group commit of submissions; never held together with mu_ except mu_ inside commit_mu_'s
-  // unlocked section.
+  std::atomic<bool> shutting_down_{false};
+
+  // Group commit of submissions (never held together with writer_mu_).
   std::mutex commit_mu_;
   std::condition_variable commit_cv_;
   std::vector<PendingSubmit*> commit_queue_;  // guarded by commit_mu_
   bool committing_ = false;                   // guarded by commit_mu_
+  std::atomic<int64_t> next_job_number_{1};
 
-  std::atomic<bool> shutting_down_{false};
+  // What heartbeats and submissions hand to the writer.
+  absl::Mutex inbox_mu_;
+  std::vector<QueuedReport> reports_ ABSL_GUARDED_BY(inbox_mu_);
+  std::vector<store::JobRecord> submitted_ ABSL_GUARDED_BY(inbox_mu_);
+  bool work_ ABSL_GUARDED_BY(inbox_mu_) = false;
 
-  std::mutex mu_;  // guards everything below
-  std::map<std::string, NodeState> nodes_;
-  std::map<std::string, LiveJob> live_;                // by job id
-  std::map<std::string, std::string> pending_reason_;  // by job id
-  std::map<std::string, ParsedJob> parsed_;            // pending jobs by id; pruned each scheduling pass
-  std::optional<sched::Cluster> cluster_;
-  std::unique_ptr<sched::Framework> framework_;
-  std::string active_policy_;
-  std::vector<sched::TypicalPod> typical_;
-  std::map<std::string, sched::NodeIndex> sched_index_;  // scheduler node name -> index
-  std::vector<const SchedNode*> sched_nodes_;            // by index
-  bool cluster_dirty_ = true;
-  uint64_t capacity_generation_ = 0;  // see CapacityChangedLocked
-  int64_t next_job_number_ = 1;
-  // When each job still waiting for its recovery was requeued (metrics: requeue -> RUNNING again).
-  // In memory only: Load seeds it from PENDING jobs that were requeued (their updated_at is the
-  // requeue), but a job a restarted server finds already SCHEDULED again has lost its requeue time,
-  // so that one recovery is not observed.
-  std::map<std::string, TimePoint> requeued_at_;
+  // The latest snapshot; the mutex is held only to swap or copy the pointer.
+  mutable absl::Mutex snapshot_mu_;
+  std::shared_ptr<const Snapshot> snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
+
+  // The writer token: held by one writer at a time, across its store commits. Readers and heartbeats
+  // never take it.
+  absl::Mutex writer_mu_;
+  State state_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<NodeLifecycleController> node_lifecycle_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<JobLifecycleController> job_lifecycle_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<SchedulingController> scheduling_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<GcController> gc_ ABSL_GUARDED_BY(writer_mu_);
+  uint64_t published_version_ ABSL_GUARDED_BY(writer_mu_) = 0;
 };
 
 }  // namespace gpugeek::controlplane

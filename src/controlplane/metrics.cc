@@ -24,8 +24,8 @@ std::vector<double> RecoveryBuckets() { return {0.5, 1, 2.5, 5, 10, 30, 60, 120,
 
 void WriteNodes(ControlPlane& cp, Writer& w) {
   const std::vector<NodeView> nodes = cp.Nodes();
-  const TimePoint now = cp.clock().Now();
-  w.Family("gpugeek_node_up", "1 when the node is ready or cordoned, 0 when down (silent past the node timeout).",
+  w.Family("gpugeek_node_up",
+           "1 when the node is ready, suspect or cordoned, 0 when down (its lease lapsed past the fencing deadline).",
            Type::kGauge);
   for (const NodeView& n : nodes) {
     const api::Registration& r = n.registration;
@@ -33,9 +33,9 @@ void WriteNodes(ControlPlane& cp, Writer& w) {
   }
   w.Family("gpugeek_node_cordoned", "1 when no new placements go to the node.", Type::kGauge);
   for (const NodeView& n : nodes) w.Sample({{"node", n.registration.node}}, n.cordoned ? 1 : 0);
-  w.Family("gpugeek_node_heartbeat_age_seconds", "Seconds since the node's last heartbeat.", Type::kGauge);
+  w.Family("gpugeek_node_heartbeat_age_seconds", "Seconds since the node's last heartbeat (monotonic).", Type::kGauge);
   for (const NodeView& n : nodes) {
-    w.Sample({{"node", n.registration.node}}, std::max(0.0, Seconds(now - n.last_heartbeat)));
+    w.Sample({{"node", n.registration.node}}, std::max(0.0, Seconds(n.heartbeat_age)));
   }
 }
 
@@ -121,6 +121,8 @@ ControlPlaneMetrics::ControlPlaneMetrics(metrics::Registry& registry)
                                               "One scheduling pass over the pending queue.", {},
                                               metrics::ExponentialBuckets(0.0001, 4, 10))),
       placements_(registry.AddCounter("gpugeek_scheduling_placements_total", "Jobs placed, by policy.", {"policy"})),
+      nodes_lost_(registry.AddCounter("gpugeek_nodes_lost_total",
+                                      "Nodes declared down: lease lapsed past the fencing deadline.", {})),
       http_requests_(registry.AddHistogram("gpugeek_http_request_duration_seconds",
                                            "REST API latency by method, route pattern and status code.",
                                            {"method", "route", "code"}, metrics::ExponentialBuckets(0.0005, 2, 17))),
@@ -130,7 +132,10 @@ ControlPlaneMetrics::ControlPlaneMetrics(metrics::Registry& registry)
   // at its first event would leave `increase(...) == 0` with no data (GpugeekQueueStuck never firing).
   submissions_.With({"accepted"});
   submissions_.With({"rejected"});
+  nodes_lost_.With({});
 }
+
+void ControlPlaneMetrics::NodeLost() { nodes_lost_.With({}).Inc(); }
 
 void ControlPlaneMetrics::DeclarePolicy(const std::string& policy) { placements_.With({policy}); }
 

@@ -43,6 +43,8 @@ class ControlPlaneMetrics {
   void Recovered(Duration requeue_to_running);
   void SchedulingCycle(Duration elapsed);
   void Placed(const std::string& policy);
+  // A node was declared down (gpugeek_nodes_lost_total).
+  void NodeLost();
   // Exports gpugeek_scheduling_placements_total{policy} at 0 before the first placement.
   void DeclarePolicy(const std::string& policy);
   // An HTTP request finished (http::RequestObserver); `route` is the pattern, e.g. "/v1/jobs/{id}".
@@ -57,6 +59,7 @@ class ControlPlaneMetrics {
   metrics::Family<metrics::Histogram>& recovery_;
   metrics::Family<metrics::Histogram>& scheduling_cycle_;
   metrics::Family<metrics::Counter>& placements_;
+  metrics::Family<metrics::Counter>& nodes_lost_;
   metrics::Family<metrics::Histogram>& http_requests_;
   metrics::Family<metrics::Gauge>& build_info_;
 };

@@ -119,14 +119,33 @@ J Build() {
   paths["/v1/jobs/{id}"]["parameters"] = {PathParam("id")};
   paths["/v1/jobs/{id}/cancel"]["post"] = Op("Cancel a job", JsonResponse("the job", Ref("Job")));
   paths["/v1/jobs/{id}/cancel"]["parameters"] = {PathParam("id")};
-  paths["/v1/jobs/{id}/logs"]["get"] = {
-      {"summary", "A member's log; streamed until the job ends with follow=true"},
-      {"parameters",
-       {PathParam("id"), QueryParam("rank", "integer", "gang rank, default 0"),
-        QueryParam("follow", "boolean", "stream until the job ends")}},
-      {"responses",
-       {{"200", {{"description", "log text"}, {"content", {{"text/plain", {{"schema", {{"type", "string"}}}}}}}}},
-        {"404", JsonResponse("no such job", Ref("Error"))}}}};
+  schemas["LogRange"] = {
+      {"type", "object"},
+      {"properties",
+       {{"job", {{"type", "string"}}},
+        {"rank", {{"type", "integer"}}},
+        {"epoch", {{"type", "integer"}, {"description", "the placement read"}}},
+        {"offset", {{"type", "integer"}}},
+        {"next_offset", {{"type", "integer"}, {"description", "offset of the next read"}}},
+        {"size", {{"type", "integer"}, {"description", "bytes in the log now"}}},
+        {"data_b64", {{"type", "string"}, {"format", "byte"}, {"description", "the raw bytes, base64"}}},
+        {"complete", {{"type", "boolean"}, {"description", "the job ended and no byte will be added"}}},
+        {"state", {{"type", "string"}}},
+        {"exit_code", {{"type", "integer"}, {"nullable", true}}},
+        {"ranks", {{"type", "integer"}}},
+        {"latest_epoch", {{"type", "integer"}, {"nullable", true}}},
+        {"epochs",
+         {{"type", "array"}, {"items", {{"type", "object"}}}, {"description", "[{epoch, size}], oldest first"}}}}}};
+  paths["/v1/jobs/{id}/logs"]["get"] =
+      Op("A byte range of one member's log; follow with offset=next_offset and wait_ms until complete",
+         JsonResponse("the range", Ref("LogRange")));
+  paths["/v1/jobs/{id}/logs"]["get"]["parameters"] = {
+      PathParam("id"),
+      QueryParam("rank", "integer", "gang rank, default 0"),
+      QueryParam("epoch", "integer", "placement, default the rank's latest"),
+      QueryParam("offset", "integer", "first byte, default 0"),
+      QueryParam("limit", "integer", "bytes, 1..1048576, default 262144"),
+      QueryParam("wait_ms", "integer", "0..10000: at the end of a log that may grow, wait this long for bytes")};
   paths["/v1/events"]["get"] = Op(
       "Job state transitions, oldest first",
       JsonResponse("events",

@@ -10,6 +10,17 @@
 #include "controlplane/metrics.h"
 
 namespace gpugeek::controlplane {
+namespace {
+
+// A job spec is at most 1 MiB and a model config 4 MiB (api/job_spec.h, workload/model_config.h);
+// a submission carries both, JSON-escaped.
+constexpr size_t kMaxApiBodyBytes = size_t{12} << 20;
+// A heartbeat carries at most 4 MiB of log bytes (base64) plus telemetry and reports.
+constexpr size_t kMaxAgentBodyBytes = size_t{8} << 20;
+// The shortest time between two controller passes.
+constexpr auto kMinPassGap = std::chrono::milliseconds(10);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(const ServerOptions& options) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("server: --data-dir is required");
@@ -27,21 +38,39 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.data_dir = options.data_dir;
   cp.policy = options.policy;
   cp.heartbeat_interval = options.heartbeat_interval;
-  cp.node_timeout = options.node_timeout;
+  cp.lease = options.lease;
+  cp.fence_grace = options.fence_grace;
+  cp.fence_margin = options.fence_margin;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
-  http::ServerOptions ho;
-  ho.host = options.host;
-  ho.port = options.port;
-  ho.observer = [m = s->control_plane_->metrics()](const std::string& method, const std::string& route, int status,
-                                                   Duration elapsed) {
+  auto observer = [m = s->control_plane_->metrics()](const std::string& method, const std::string& route, int status,
+                                                     Duration elapsed) {
     m->HttpRequest(method, route, status, elapsed);
   };
-  ASSIGN_OR_RETURN(s->http_, http::Server::Create(ho));
+  http::ServerOptions api;
+  api.name = "api";
+  api.host = options.host;
+  api.port = options.port;
+  api.max_body_bytes = kMaxApiBodyBytes;
+  api.observer = observer;
+  ASSIGN_OR_RETURN(s->http_, http::Server::Create(api));
   RegisterApiRoutes(*s->http_, *s->control_plane_, RealClock());
+  http::ServerOptions agents;
+  agents.name = "agents";
+  agents.host = options.host;
+  agents.port = options.agent_port;
+  agents.max_body_bytes = kMaxAgentBodyBytes;
+  agents.observer = observer;
+  // Agents heartbeat every second over keep-alive connections; one that stays silent past its lease
+  // is handled by the lease, not the socket.
+  agents.idle_timeout = std::chrono::seconds(30);
+  agents.header_timeout = std::chrono::seconds(5);
+  ASSIGN_OR_RETURN(s->agents_http_, http::Server::Create(agents));
+  RegisterAgentRoutes(*s->agents_http_, *s->control_plane_);
+  RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });
-  spdlog::info("gpugeek server listening on {} (data in {})", s->url(), options.data_dir);
+  spdlog::info("gpugeek server listening on {} (agents on {}; data in {})", s->url(), s->agent_url(), options.data_dir);
   return s;
 }
 
@@ -56,18 +85,23 @@ void ControlPlaneServer::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  wake_.notify_all();
   if (loop_.joinable()) loop_.join();
   if (http_) http_->Stop();
+  if (agents_http_) agents_http_->Stop();
 }
 
 void ControlPlaneServer::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    const auto start = std::chrono::steady_clock::now();
     control_plane_->Reconcile();
-    lock.lock();
-    wake_.wait_for(lock, options_.reconcile_interval, [this] { return stopping_; });
+    // The next pass comes after reconcile_interval, or sooner when reports or submissions arrive,
+    // but not within kMinPassGap of this one's start, so a stream of heartbeats is handled in batches.
+    std::this_thread::sleep_until(start + kMinPassGap);
+    control_plane_->WaitForWork(options_.reconcile_interval - kMinPassGap);
   }
 }
 

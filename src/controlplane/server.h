@@ -2,6 +2,10 @@
 // ControlPlaneServer: `gpugeek server` in one object. It opens the store (SQLite under data_dir),
 // rebuilds the control plane from it, serves the REST API, and runs the controllers' loop.
 //
+// Two listeners, so user traffic can never starve liveness: the API (`port`) for users, the CLI and
+// Prometheus, and the agents' listener (`agent_port`) for registrations and heartbeats only. Each has
+// its own I/O threads, worker pool, connection limit and deadlines (http/server.h).
+//
 // Metrics: GET /metrics on the same port serves the server half of docs/metrics.md (controlplane/
 // metrics.h) from a metrics::Registry the server owns, or the caller's (ServerOptions::metrics).
 //
@@ -24,11 +28,16 @@ namespace gpugeek::controlplane {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8470;       // 0 = any free port
-  std::string data_dir;  // required: gpugeek.db and logs/
+  int port = 8470;        // the API; 0 = any free port
+  int agent_port = 8472;  // the agents' listener; 0 = any free port
+  std::string data_dir;   // required: gpugeek.db and logs/
   std::string policy = "FGDFit";
   Duration heartbeat_interval = std::chrono::seconds(1);
-  Duration node_timeout = std::chrono::seconds(5);
+  // The fencing timeline (control_plane.h): suspect after `lease`, down after lease + fence_grace +
+  // fence_margin.
+  Duration lease = std::chrono::seconds(3);
+  Duration fence_grace = std::chrono::seconds(2);
+  Duration fence_margin = std::chrono::seconds(1);
   Duration reconcile_interval = std::chrono::milliseconds(100);
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
   // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
@@ -48,6 +57,9 @@ class ControlPlaneServer {
 
   std::string url() const { return http_->url(); }
   int port() const { return http_->port(); }
+  // Where agents register and heartbeat.
+  std::string agent_url() const { return agents_http_->url(); }
+  int agent_port() const { return agents_http_->port(); }
   ControlPlane& control_plane() { return *control_plane_; }
   // What GET /metrics renders.
   metrics::Registry& metrics() { return *metrics_; }
@@ -62,10 +74,10 @@ class ControlPlaneServer {
   metrics::Registry* metrics_ = nullptr;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> control_plane_;
-  std::unique_ptr<http::Server> http_;
+  std::unique_ptr<http::Server> http_;         // users
+  std::unique_ptr<http::Server> agents_http_;  // agents
   std::thread loop_;
   std::mutex mu_;
-  std::condition_variable wake_;
   bool stopping_ = false;  // guarded by mu_
 };
 

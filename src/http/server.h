@@ -1,40 +1,48 @@
 #pragma once
-// Server: a small JSON-over-HTTP server (cpp-httplib underneath) with a router, path parameters,
-// the one Status -> HTTP mapping (status_http.h) and streamed responses.
+// Server: a small JSON-over-HTTP/1.1 server (Boost.Beast underneath) with a router, path parameters,
+// the one Status -> HTTP mapping (status_http.h), streamed responses, deadlines and limits.
 //
-//   auto server = Server::Create({.host = "127.0.0.1", .port = 0});
+//   auto server = Server::Create({.host = "127.0.0.1", .port = 0, .name = "api"});
 //   (*server)->Route("GET", "/v1/jobs/{id}", [&](const Request& r) -> absl::StatusOr<Reply> {
 //     return Reply::Json(store.Get(r.param("id")));
 //   });
 //   RETURN_IF_ERROR((*server)->Start());   // listens; port() tells the bound port
 //
+// The problem it solves: a control plane holds 1,000+ keep-alive agent connections and must survive
+// hostile clients (slow headers, huge headers or bodies) on a 2-core machine. So connections cost no
+// thread while idle: `threads` I/O threads run every accept, read and write asynchronously, and each
+// read or write has a whole-operation deadline. Handlers run on a separate worker pool that grows on
+// demand up to `max_workers` and shrinks when idle, so a slow handler (an fsync, a 30 s long-poll)
+// never delays another connection's I/O.
+//
 // Handlers return a Reply (status 200 unless set) or an error Status, which becomes the JSON error
 // body with its HTTP status. A handler that throws is a bug; the server answers 500 and logs it.
-// Thread-safety: Route before Start; handlers run concurrently on the server's thread pool.
+// Errors the server itself answers are JSON error bodies too (ErrorBody): 400 malformed request,
+// 404 no route, 405 the path exists but not for this method, 408 request head or body too slow,
+// 413 body over `max_body_bytes`, 414 request target over 8 KiB, 431 header block over 16 KiB,
+// 503 every worker busy and the queue full. Each of these except 404/405/503 closes the connection.
+// Thread-safety: Route before Start; handlers run concurrently on the worker pool; stats() from any
+// thread.
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace gpugeek::http {
 
 struct Request {
   std::string method;
-  std::string path;
+  std::string path;                                // percent-decoded, without the query
   std::map<std::string, std::string> path_params;  // from "{name}" segments of the route
-  std::multimap<std::string, std::string> query;
-  std::map<std::string, std::string> headers;  // lower-case names
+  std::multimap<std::string, std::string> query;   // percent-decoded, '+' read as a space
+  std::map<std::string, std::string> headers;      // lower-case names
   std::string body;
 
   // Path parameter by name; "" when absent.
@@ -45,15 +53,17 @@ struct Request {
   absl::StatusOr<nlohmann::json> JsonBody() const;
 };
 
-// Writes chunks of a streamed response. Write returns false once the client has gone away.
+// Writes one chunk of a streamed response and waits until it is handed to the kernel. Returns false
+// once the client has gone away, the write took longer than ServerOptions::write_timeout, or the
+// server is stopping; the stream function should then return. An empty chunk writes nothing.
 using ChunkWriter = std::function<bool(const std::string& chunk)>;
 
 struct Reply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
-  // When set, the body is streamed: the function is called once on the server thread and writes
-  // chunks until it returns (e.g. `logs --follow`).
+  // When set, the body is streamed with chunked transfer encoding: the function is called once on
+  // the worker thread that ran the handler and writes chunks until it returns (e.g. `logs --follow`).
   std::function<void(const ChunkWriter&)> stream;
 
   static Reply Json(const nlohmann::json& j, int status = 200);
@@ -62,41 +72,74 @@ struct Reply {
 
 using Handler = std::function<absl::StatusOr<Reply>(const Request&)>;
 
-// Observes each finished request (for metrics and access logs): method, route pattern, status, time.
+// Observes each request to a route (for metrics and access logs): method, route pattern, status, and
+// the monotonic time from the complete request to its reply being ready to write (for a streamed reply,
+// its head: a long `logs --follow` is not a slow request). Called before the reply is written, from an
+// I/O or worker thread; must be thread-safe. Requests that match no route (404, 405) or fail before
+// routing (400, 408, 413, 414, 431) are not observed.
 using RequestObserver =
     std::function<void(const std::string& method, const std::string& route, int status, Duration elapsed)>;
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 0;  // 0 = any free port; port() says which
-  int threads = 16;
-  size_t max_body_bytes = 16 << 20;
-  RequestObserver observer;  // optional
+  std::string host = "127.0.0.1";    // an IP address or a name that resolves to one
+  int port = 0;                      // 0 = any free port; port() says which
+  int threads = 2;                   // I/O threads (accept, read, write); handlers run on the worker pool
+  size_t max_body_bytes = 16 << 20;  // larger bodies are answered 413
+  RequestObserver observer;          // optional
+  std::string name = "http";         // names this server in log lines, e.g. "api" or "agents"
+  int max_workers = 256;             // handler threads at most; the pool grows on demand up to this
+  int max_queued_requests = 1024;    // requests waiting for a worker at most; beyond, 503
+  Duration worker_idle_timeout = std::chrono::seconds(10);  // an idle worker thread exits after this
+  Duration header_timeout = std::chrono::seconds(10);       // whole request head, from its first byte (or accept)
+  Duration body_timeout = std::chrono::seconds(30);         // whole request body, after the head
+  Duration idle_timeout = std::chrono::seconds(60);         // keep-alive wait for the next request's first byte
+  Duration write_timeout = std::chrono::seconds(30);        // each reply write (each chunk of a stream)
+  int max_connections = 10000;  // open connections at most; beyond, new ones are closed at once
 };
+
+namespace internal {
+class ServerCore;
+}
 
 class Server {
  public:
+  // Counters since Start. Monotonic except connections_open.
+  struct Stats {
+    int64_t connections_open = 0;
+    int64_t connections_refused = 0;  // closed at accept because max_connections were open
+    int64_t requests_served = 0;      // replies written, including error replies
+    int64_t timeouts = 0;             // requests cut by header_timeout, body_timeout or write_timeout
+    int64_t busy_rejections = 0;      // 503s because every worker was busy and the queue full
+  };
+
+  // InvalidArgument when an option is out of range (threads, max_workers, max_connections < 1; a
+  // timeout <= 0). Does not bind yet.
   static absl::StatusOr<std::unique_ptr<Server>> Create(const ServerOptions& options);
   ~Server();  // stops and joins
 
-  // Registers a handler. `pattern` is a path with "{name}" segments, e.g. "/v1/jobs/{id}/logs".
+  // Registers a handler. `pattern` is a path with "{name}" segments, e.g. "/v1/jobs/{id}/logs"; a
+  // segment matches one or more characters other than '/'. Routes are tried in registration order.
   void Route(const std::string& method, const std::string& pattern, Handler handler);
 
-  // Binds and starts serving on a background thread. Unavailable if the address cannot be bound.
+  // Binds (SO_REUSEADDR only, so a port in use by another server is refused) and starts serving on
+  // the I/O threads. Unavailable if the address cannot be bound; FailedPrecondition if started twice.
   absl::Status Start();
   // The bound port (after Start).
   int port() const { return port_; }
   // "http://host:port".
   std::string url() const;
-  // Stops accepting, finishes requests in flight, joins. Idempotent.
+  // Stops accepting, closes idle connections, lets requests in flight finish (streams see their
+  // ChunkWriter return false), then joins every thread. Waits at most body_timeout + write_timeout
+  // for connections, plus however long running handlers take to return. Idempotent.
   void Stop();
+
+  Stats stats() const;
 
  private:
   explicit Server(const ServerOptions& options);
 
   ServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<internal::ServerCore> core_;  // the I/O threads, worker pool and connections
   int port_ = 0;
 };
 

@@ -20,41 +20,82 @@ struct QueuedEvent {
   }
 };
 
+// Everything of a shape that decides where it fits, as text (equal keys fit or fail alike).
+std::string ShapeKey(const sched::ResourceShape& s) {
+  return fmt::format("{},{},{},{},{}", s.cpu_milli, s.memory_bytes, s.num_gpus, s.gpu_milli,
+                     fmt::join(s.allowed_models, "|"));
+}
+
 }  // namespace
 
 absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& observer) {
-  std::priority_queue<QueuedEvent, std::vector<QueuedEvent>, std::greater<>> queue;
+  std::priority_queue<QueuedEvent, std::vector<QueuedEvent>, std::greater<>> events;
   size_t seq = 0;
-  for (size_t i = 0; i < pods.size(); ++i) queue.push({pods[i].arrival, 1, seq++, SimEvent::Kind::kArrival, i});
+  for (size_t i = 0; i < pods.size(); ++i) events.push({pods[i].arrival, 1, seq++, SimEvent::Kind::kArrival, i});
   std::vector<std::vector<sched::Placement>> running(pods.size());
-  const TimePoint start = clock_.Now();
+  std::vector<bool> attempted(pods.size(), false);
+  queue_ = sched::SchedulingQueue(options_.queue);
+  const MonoTime start = clock_.Monotonic();
+  Duration now{0};
   sched::AcceptAllBinder binder;
   sched::Request request;
   request.alternatives.resize(1);
-  while (!queue.empty()) {
-    const QueuedEvent e = queue.top();
-    queue.pop();
-    clock_.Set(start + e.time);
-    SimEvent event{e.kind, e.pod, nullptr};
-    if (e.kind == SimEvent::Kind::kDeparture) {
-      framework_.Release(running[e.pod]);
-      running[e.pod].clear();
-      if (observer) observer(event);
-      continue;
-    }
-    const SimPod& pod = pods[e.pod];
+  const sched::Decision parked_decision;  // unschedulable, no reasons
+
+  // The observer's view of an attempt (or of a pod parked by shape) of pod `i`.
+  auto observe = [&](size_t i, const sched::Decision& decision) {
+    SimEvent event{attempted[i] ? SimEvent::Kind::kRetry : SimEvent::Kind::kArrival, i, &decision};
+    attempted[i] = true;
+    if (observer) observer(event);
+  };
+  const sched::SchedulingQueue::AttemptFn attempt =
+      [&](const sched::QueueItem& item) -> absl::StatusOr<sched::AttemptOutcome> {
+    const size_t i = item.payload;
+    const SimPod& pod = pods[i];
     request.id = pod.id;
+    request.priority = pod.priority;
     request.alternatives[0] = pod.shape;
     absl::StatusOr<sched::Decision> d = framework_.Schedule(request, binder);
     if (!d.ok()) {
       return absl::Status(d.status().code(), fmt::format("pod '{}': {}", pod.id, std::string(d.status().message())));
     }
     if (d->scheduled && pod.runtime) {
-      running[e.pod] = d->placements;
-      queue.push({e.time + *pod.runtime, 0, seq++, SimEvent::Kind::kDeparture, e.pod});
+      running[i] = d->placements;
+      events.push({now + *pod.runtime, 0, seq++, SimEvent::Kind::kDeparture, i});
     }
-    event.decision = &*d;
-    if (observer) observer(event);
+    observe(i, *d);
+    if (d->scheduled) return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kPlaced, ""};
+    if (!options_.requeue_unschedulable) return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kDropped, ""};
+    return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kUnschedulable,
+                                 d->reasons.empty() ? "no node fits" : d->reasons.front().reason};
+  };
+  const sched::SchedulingQueue::ParkedFn parked = [&](const sched::QueueItem& item, const std::string&) {
+    observe(item.payload, parked_decision);
+  };
+
+  while (true) {
+    std::optional<Duration> next;
+    if (!events.empty()) next = events.top().time;
+    if (auto b = queue_.NextBackoffExpiry(); b && (!next || *b - start < *next)) next = *b - start;
+    if (!next) break;
+    clock_.Advance(*next - now);
+    now = *next;
+    while (!events.empty() && events.top().time == now) {
+      const QueuedEvent e = events.top();
+      events.pop();
+      if (e.kind == SimEvent::Kind::kDeparture) {
+        framework_.Release(running[e.pod]);
+        running[e.pod].clear();
+        queue_.CapacityChanged();
+        if (observer) observer(SimEvent{e.kind, e.pod, nullptr});
+        continue;
+      }
+      const SimPod& pod = pods[e.pod];
+      // Every key is new: pods are added once, by index.
+      (void)queue_.Add(sched::QueueItem{std::to_string(e.pod), pod.priority, e.pod, ShapeKey(pod.shape), e.pod});
+    }
+    absl::StatusOr<sched::CycleStats> cycle = queue_.RunCycle(start + now, attempt, parked);
+    if (!cycle.ok()) return cycle.status();
   }
   return absl::OkStatus();
 }

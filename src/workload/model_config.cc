@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/file.h"
+#include "common/json_parse.h"
 #include "common/status_macros.h"
 #include "workload/param_count.h"
 
@@ -26,6 +27,10 @@ constexpr int64_t kMaxDim = int64_t{1} << 22;  // hidden, intermediate, head_dim
 constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, experts, positions / 64
 constexpr double kMaxParameters = 1e15;          // 1000x today's largest models
+// A Hugging Face config.json is a few KiB, nested three or four levels (quantization_config,
+// rope_scaling, text_config.rope_scaling); these bounds refuse hostile text before it is parsed.
+constexpr size_t kMaxConfigBytes = size_t{4} << 20;
+constexpr int kMaxConfigDepth = 64;
 
 // Typed access to one config object with errors that name the field and the model type.
 class Reader {
@@ -529,14 +534,14 @@ bool ModelConfig::IsMoeLayer(int64_t i) const {
 int64_t ModelConfig::NumSlidingLayers() const { return std::count(sliding_layers.begin(), sliding_layers.end(), true); }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text) {
-  json root = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) return absl::InvalidArgumentError("config.json: not valid JSON");
-  return ParseObject(root, 0);
+  auto root = ParseJsonBounded(json_text, {.max_bytes = kMaxConfigBytes, .max_depth = kMaxConfigDepth});
+  if (!root.ok())
+    return absl::InvalidArgumentError(fmt::format("model_config: {}", std::string(root.status().message())));
+  return ParseObject(*root, 0);
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path) {
-  // A Hugging Face config.json is a few KiB; 16 MiB is what the server accepts in one request.
-  ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(path, 16 << 20, "model config"));
+  ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(path, kMaxConfigBytes, "model config"));
   auto config = ParseModelConfig(text);
   if (!config.ok()) {
     return absl::Status(config.status().code(), fmt::format("{}: {}", path, std::string(config.status().message())));

@@ -123,7 +123,10 @@ struct ModelConfig {
 // deepseek_v2, deepseek_v3, gpt_oss, llama4 / llama4_text, t5, vit; any wrapper whose `text_config`
 // holds one of these is read through it.
 //
-// Errors (InvalidArgument): not JSON or not an object; no `model_type`; an unsupported model type
+// Errors (InvalidArgument): text over 4 MiB, nested deeper than 64 levels, not JSON (syntax, invalid
+// UTF-8, a number beyond a double or an integer beyond 64 bits, a key twice in one object: the message
+// starts "model_config: " and names the limit, offset or JSON path; see common/json_parse.h) or not an
+// object; no `model_type`; an unsupported model type
 // (the message names it); a required field missing, of the wrong type or out of range (the message
 // names the field and the model type); a model so large that its count would pass 10^15 parameters.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text);

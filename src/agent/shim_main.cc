@@ -1,0 +1,382 @@
+// gpugeek-shim: the supervisor between the agent and one workload, so that a workload never outlives its
+// agent.
+//
+// The problem: the agent runs each workload as a process group. When the agent dies (SIGKILL, OOM) its
+// workloads keep running unsupervised and keep GPUs the control plane hands to others; without cgroups,
+// or if the agent never comes back, nothing would stop them.
+//
+// Usage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N -- PROGRAM [ARG]...
+//
+// The executor's forked child (already session and group leader, in the workload's cgroups, with the
+// workload's working directory, environment and stdio) execs the shim, which:
+//   - becomes a child subreaper (PR_SET_CHILD_SUBREAPER), so descendants orphaned by their parent, daemons
+//     that setsid()ed included, are reparented to it rather than to init;
+//   - ignores every signal it can (SIGKILL and SIGSTOP cannot be): the workload is a member of the shim's
+//     process group, so a signal sent to the group (the executor's cancel) reaches the workload directly,
+//     once, and the shim survives it to report how the workload ended;
+//   - forks and execs PROGRAM in its own group, reports kStarted with the workload's pid on the status fd
+//     (shim_protocol.h), or kExec with the errno when the exec failed;
+//   - waits for the workload (SIGCHLD through a signalfd) and for EOF on the lifeline fd, the read end of
+//     a pipe whose only write end the agent holds (close-on-exec): EOF means the agent process is gone,
+//     however it died. PR_SET_PDEATHSIG is not used: it fires when the *thread* that forked exits, and
+//     the agent starts workloads from any thread.
+//
+// When the workload (PROGRAM) ends: report kExited with its wait status, SIGKILL whatever it left
+// (everything descended from the shim: its process group, other groups of its session, and orphans
+// reparented to it), reap them, and exit the same way the workload did: the same exit code, or the same
+// signal re-raised with its default action (no core dump of the shim: the executor takes core_dumped from
+// the kExited record).
+// When the lifeline reports EOF: SIGTERM the tree, wait up to --grace-ms for it to end, SIGKILL what is
+// left, reap, exit.
+//
+// The shim is single-threaded and links only libc. Finding the tree scans /proc: a process belongs to it
+// when its chain of parents reaches the shim.
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/shim_protocol.h"
+
+namespace {
+
+using gpugeek::agent::shim::Record;
+using gpugeek::agent::shim::RecordKind;
+
+// How long SIGKILL rounds go on before the shim gives up on processes that do not die (stuck in
+// uninterruptible sleep, e.g. inside a GPU driver): it then exits and leaves them to init.
+constexpr int64_t kKillRoundsMs = 2000;
+// The most --grace-ms accepts (one hour): a grace is seconds to minutes.
+constexpr long kMaxGraceMs = 3600L * 1000;
+
+int g_status_fd = -1;
+pid_t g_self = 0;
+pid_t g_leader = 0;  // the workload's pid
+bool g_leader_done = false;
+int g_leader_status = 0;
+
+int64_t NowMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+void Send(RecordKind kind, int32_t value) {
+  if (g_status_fd < 0) return;
+  const Record record{kind, value};
+  while (write(g_status_fd, &record, sizeof(record)) < 0 && errno == EINTR) {
+  }
+}
+
+[[noreturn]] void Fail(RecordKind kind, int err, const char* what) {
+  Send(kind, err);
+  if (g_status_fd < 0) dprintf(2, "gpugeek-shim: %s: %s\n", what, strerror(err));
+  _exit(127);
+}
+
+[[noreturn]] void Usage(const char* why) {
+  dprintf(2, "gpugeek-shim: %s\nusage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N -- PROGRAM [ARG]...\n",
+          why);
+  Send(RecordKind::kShimSetup, EINVAL);
+  _exit(127);
+}
+
+bool ParseLong(const char* text, long min, long max, long* out) {
+  if (text == nullptr || *text == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  const long v = strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+// One process of the host, from /proc/<pid>/stat.
+struct Proc {
+  pid_t pid;
+  pid_t ppid;
+  pid_t pgrp;
+  char state;
+};
+
+bool ReadProc(pid_t pid, Proc* out) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so parse after the last ')'.
+  const char* paren = strrchr(buf, ')');
+  if (paren == nullptr) return false;
+  int ppid = 0;
+  int pgrp = 0;
+  char state = 0;
+  if (sscanf(paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return false;
+  *out = Proc{pid, ppid, pgrp, state};
+  return true;
+}
+
+int ComparePid(const void* a, const void* b) {
+  const pid_t x = static_cast<const Proc*>(a)->pid;
+  const pid_t y = static_cast<const Proc*>(b)->pid;
+  return (x > y) - (x < y);
+}
+
+// Every process of the host, sorted by pid, in a buffer reused across calls. Returns the count.
+size_t ScanProcs(Proc** out) {
+  static Proc* procs = nullptr;
+  static size_t capacity = 0;
+  size_t n = 0;
+  DIR* dir = opendir("/proc");
+  if (dir != nullptr) {
+    while (const dirent* entry = readdir(dir)) {
+      long pid;
+      if (!ParseLong(entry->d_name, 1, 1L << 30, &pid)) continue;
+      if (n == capacity) {
+        const size_t grown = capacity == 0 ? 1024 : capacity * 2;
+        Proc* bigger = static_cast<Proc*>(realloc(procs, grown * sizeof(Proc)));
+        if (bigger == nullptr) break;  // out of memory: work with what was read
+        procs = bigger;
+        capacity = grown;
+      }
+      if (ReadProc(static_cast<pid_t>(pid), &procs[n])) ++n;
+    }
+    closedir(dir);
+  }
+  qsort(procs, n, sizeof(Proc), ComparePid);
+  *out = procs;
+  return n;
+}
+
+// Whether the chain of parents of `p` reaches the shim.
+bool IsDescendant(const Proc* procs, size_t n, const Proc& p) {
+  pid_t parent = p.ppid;
+  for (int depth = 0; depth < 4096; ++depth) {
+    if (parent == g_self) return true;
+    if (parent <= 1) return false;
+    const Proc key{parent, 0, 0, 0};
+    const Proc* found = static_cast<const Proc*>(bsearch(&key, procs, n, sizeof(Proc), ComparePid));
+    if (found == nullptr) return false;
+    parent = found->ppid;
+  }
+  return false;
+}
+
+// Sends `sig` to every live (non-zombie) descendant of the shim, except members of group `skip_pgrp`
+// (0: none). Returns how many it found.
+int SignalTree(int sig, pid_t skip_pgrp) {
+  Proc* procs = nullptr;
+  const size_t n = ScanProcs(&procs);
+  int found = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Proc& p = procs[i];
+    if (p.pid == g_self || p.state == 'Z' || p.state == 'X' || !IsDescendant(procs, n, p)) continue;
+    ++found;
+    if (skip_pgrp != 0 && p.pgrp == skip_pgrp) continue;
+    kill(p.pid, sig);
+  }
+  return found;
+}
+
+// Reaps every child that has ended, noting the workload's status. Returns false once the shim has no
+// child left.
+bool ReapAll() {
+  for (;;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      if (pid == g_leader) {
+        g_leader_done = true;
+        g_leader_status = status;
+      }
+      continue;
+    }
+    if (pid == 0) return true;
+    if (errno == EINTR) continue;
+    return false;  // ECHILD
+  }
+}
+
+// Waits up to `timeout_ms` (-1: no limit) for SIGCHLD on `signal_fd`, or for `lifeline_fd` (-1: none) to
+// be readable. Returns whether the lifeline reported EOF (or an error, which means the same: no agent).
+bool Wait(int signal_fd, int lifeline_fd, int timeout_ms) {
+  pollfd fds[2] = {{signal_fd, POLLIN, 0}, {lifeline_fd, POLLIN, 0}};
+  const int r = poll(fds, lifeline_fd >= 0 ? 2 : 1, timeout_ms);
+  if (r <= 0) return false;
+  if (fds[0].revents != 0) {
+    signalfd_siginfo info;
+    while (read(signal_fd, &info, sizeof(info)) > 0) {
+    }
+  }
+  if (lifeline_fd >= 0 && fds[1].revents != 0) {
+    char buf[64];
+    const ssize_t n = read(lifeline_fd, buf, sizeof(buf));  // the agent never writes: data is ignored
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return true;
+  }
+  return false;
+}
+
+// SIGKILLs the whole tree in rounds (killing a process reparents its children to the shim, which the next
+// round finds) and reaps it, until nothing is left or kKillRoundsMs passed.
+void KillTree(int signal_fd) {
+  const int64_t deadline = NowMs() + kKillRoundsMs;
+  for (;;) {
+    const bool children = ReapAll();
+    const int alive = SignalTree(SIGKILL, 0);
+    if (!children && alive == 0) return;
+    if (NowMs() >= deadline) return;
+    Wait(signal_fd, -1, 10);
+  }
+}
+
+// Exits as the workload did: the same code, or the same signal with its default action.
+[[noreturn]] void ExitLike(int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    // A core of the shim would only be noise (and could overwrite the workload's `core`).
+    prctl(PR_SET_DUMPABLE, 0);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, nullptr);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    kill(g_self, sig);
+    _exit(128 + sig);  // a signal whose default action does not terminate
+  }
+  _exit(127);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_self = getpid();
+  long status_fd = -1;
+  long lifeline_fd = -1;
+  long grace_ms = -1;
+  int program = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--") == 0) {
+      program = i + 1;
+      break;
+    }
+    long* target = nullptr;
+    if (strcmp(argv[i], "--status-fd") == 0) {
+      target = &status_fd;
+    } else if (strcmp(argv[i], "--lifeline-fd") == 0) {
+      target = &lifeline_fd;
+    } else if (strcmp(argv[i], "--grace-ms") == 0) {
+      target = &grace_ms;
+    } else {
+      Usage("unknown argument");
+    }
+    const long max = target == &grace_ms ? kMaxGraceMs : 1L << 20;
+    if (i + 1 >= argc || !ParseLong(argv[i + 1], 0, max, target)) Usage("bad or missing value");
+    if (target == &status_fd) g_status_fd = static_cast<int>(status_fd);
+    ++i;
+  }
+  if (status_fd < 0 || lifeline_fd < 0 || grace_ms < 0) Usage("--status-fd, --lifeline-fd and --grace-ms are required");
+  if (program < 0 || program >= argc) Usage("no program after --");
+
+  // Neither descriptor may reach the workload.
+  struct stat st;
+  if (fcntl(static_cast<int>(status_fd), F_SETFD, FD_CLOEXEC) != 0) Fail(RecordKind::kShimSetup, errno, "status fd");
+  if (fcntl(static_cast<int>(lifeline_fd), F_SETFD, FD_CLOEXEC) != 0 ||
+      fstat(static_cast<int>(lifeline_fd), &st) != 0) {
+    Fail(RecordKind::kShimSetup, errno, "lifeline fd");
+  }
+  if (!S_ISFIFO(st.st_mode)) Fail(RecordKind::kShimSetup, EINVAL, "lifeline fd is not a pipe");
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) Fail(RecordKind::kShimSetup, errno, "PR_SET_CHILD_SUBREAPER");
+
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, nullptr) != 0) Fail(RecordKind::kShimSetup, errno, "sigprocmask");
+  const int signal_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd < 0) Fail(RecordKind::kShimSetup, errno, "signalfd");
+  struct sigaction action;
+  memset(&action, 0, sizeof(action));
+  action.sa_handler = SIG_IGN;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD) sigaction(sig, &action, nullptr);  // EINVAL: reserved
+  }
+
+  int exec_pipe[2];
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) Fail(RecordKind::kShimSetup, errno, "pipe2");
+  g_leader = fork();
+  if (g_leader < 0) Fail(RecordKind::kShimFork, errno, "fork");
+  if (g_leader == 0) {
+    // The workload starts as the agent would have started it: default dispositions, nothing blocked.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    action.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &action, nullptr);
+    }
+    execv(argv[program], argv + program);
+    const int err = errno;
+    ssize_t unused = write(exec_pipe[1], &err, sizeof(err));
+    (void)unused;
+    _exit(127);
+  }
+  close(exec_pipe[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  do {
+    n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+  } while (n < 0 && errno == EINTR);
+  close(exec_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
+    int ignored;
+    while (waitpid(g_leader, &ignored, 0) < 0 && errno == EINTR) {
+    }
+    Fail(RecordKind::kExec, exec_errno, "exec");
+  }
+  Send(RecordKind::kStarted, g_leader);
+
+  for (;;) {
+    const bool orphaned = Wait(signal_fd, static_cast<int>(lifeline_fd), -1);
+    ReapAll();
+    if (g_leader_done) {
+      Send(RecordKind::kExited, g_leader_status);
+      KillTree(signal_fd);
+      ExitLike(g_leader_status);
+    }
+    if (orphaned) break;
+  }
+
+  // The agent is gone: SIGTERM the tree (the shim's own group at once; the shim ignores SIGTERM), give it
+  // the grace, then SIGKILL what is left.
+  kill(-g_self, SIGTERM);
+  SignalTree(SIGTERM, g_self);
+  const int64_t deadline = NowMs() + grace_ms;
+  for (int64_t now = NowMs(); now < deadline; now = NowMs()) {
+    if (!ReapAll()) break;  // no child left, so no descendant either
+    Wait(signal_fd, -1, static_cast<int>(deadline - now < 50 ? deadline - now : 50));
+  }
+  KillTree(signal_fd);
+  if (g_leader_done) ExitLike(g_leader_status);
+  _exit(127);
+}

@@ -1,0 +1,51 @@
+#include "controlplane/controllers/gc.h"
+
+#include <spdlog/spdlog.h>
+
+#include "api/job_state.h"
+#include "common/absl_fmt.h"
+#include "controlplane/log_store.h"
+
+namespace gpugeek::controlplane {
+
+void GcController::Reconcile(ControllerContext& ctx, MonoTime now) {
+  for (auto it = ctx.state.log_grants.begin(); it != ctx.state.log_grants.end();) {
+    const LogGrant& g = it->second;
+    if (!g.live && g.released_at && now - *g.released_at > ctx.options.log_grant_retention) {
+      it = ctx.state.log_grants.erase(it);
+      ctx.state.dirty = true;
+    } else {
+      ++it;
+    }
+  }
+  if (last_sweep_ && now - *last_sweep_ < kSweepInterval) return;
+  last_sweep_ = now;
+  SweepLogs(ctx);
+}
+
+void GcController::SweepLogs(ControllerContext& ctx) {
+  const TimePoint cutoff = ctx.clock.Now() - ctx.options.log_retention;
+  for (api::JobState state : {api::JobState::kSucceeded, api::JobState::kFailed, api::JobState::kCancelled}) {
+    store::JobFilter filter{.state = state, .limit = 1000};
+    for (;;) {
+      auto page = ctx.store.ListJobs(filter);
+      if (!page.ok()) {
+        spdlog::warn("control plane: log retention sweep: {}", page.status());
+        return;
+      }
+      for (const store::JobRecord& job : *page) {
+        if (job.updated_at >= cutoff || ctx.state.live.contains(job.id) || ctx.logs.JobBytes(job.id) == 0) continue;
+        if (absl::Status st = ctx.logs.RemoveJob(job.id); !st.ok()) {
+          spdlog::warn("control plane: removing the logs of {}: {}", job.id, st);
+          continue;
+        }
+        ctx.state.log_grants.erase(job.id);
+        ++logs_removed_;
+      }
+      if (static_cast<int>(page->size()) < filter.limit) break;
+      filter.after_id = page->back().id;
+    }
+  }
+}
+
+}  // namespace gpugeek::controlplane

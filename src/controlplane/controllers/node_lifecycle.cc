@@ -1,0 +1,62 @@
+#include "controlplane/controllers/node_lifecycle.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "api/job_state.h"
+#include "common/absl_fmt.h"
+#include "controlplane/controllers/transitions.h"
+#include "controlplane/metrics.h"
+
+namespace gpugeek::controlplane {
+
+void NodeLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
+  const std::map<std::string, MonoTime> renewals = ctx.leases.Renewals();
+  for (auto& [name, node] : ctx.state.nodes) {
+    auto it = renewals.find(name);
+    if (it == renewals.end()) continue;  // no lease yet (loaded from the store; granted at load)
+    const Duration silent = now - it->second;
+    if (silent <= ctx.options.lease) {
+      if (node.suspect || node.down) {
+        spdlog::info("control plane: node {} is back", name);
+        node.suspect = false;
+        node.down = false;
+        ctx.state.CapacityChanged();
+      }
+      continue;
+    }
+    if (!node.suspect) {
+      node.suspect = true;
+      ctx.state.CapacityChanged();  // no new placements there
+      spdlog::warn("control plane: node {} is suspect (no heartbeat for {} ms)", name,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
+    }
+    if (!node.down && silent > ctx.options.node_down_after()) Lost(ctx, name, silent);
+  }
+}
+
+void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& node, Duration silent) {
+  ctx.state.nodes[node].down = true;
+  ++nodes_lost_;
+  ctx.state.CapacityChanged();
+  spdlog::warn("control plane: node {} is down (no heartbeat for {} ms; its members were fenced)", node,
+               std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
+  if (ctx.metrics != nullptr) ctx.metrics->NodeLost();
+  for (const std::string& id : ctx.state.JobsOn(node)) {
+    LiveJob& live = ctx.state.live.at(id);
+    // Its members here are stopped by now (the fencing timeline): presume so.
+    for (const AllocationMember& m : live.allocation.members) {
+      MemberStatus& status = live.members[m.rank];
+      if (m.node != node || status.exited) continue;
+      status.exited = true;
+      status.failed = true;
+      status.detail = fmt::format("node {} lost", node);
+    }
+    absl::Status st = api::IsTerminal(live.record.state)
+                          ? ReleaseIfDone(ctx, id)
+                          : Requeue(ctx, id, fmt::format("node {} stopped heartbeating; requeued", node));
+    if (!st.ok()) spdlog::error("control plane: job {} on lost node {}: {}", id, node, st);
+  }
+}
+
+}  // namespace gpugeek::controlplane

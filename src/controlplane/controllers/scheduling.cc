@@ -1,0 +1,267 @@
+#include "controlplane/controllers/scheduling.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "api/job_state.h"
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+#include "controlplane/controllers/transitions.h"
+#include "controlplane/log_store.h"
+#include "controlplane/metrics.h"
+#include "sched/registry.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using api::JobState;
+
+// FGD's typical-pod popularity threshold (Weng et al., ATC'23; sched/frag.h).
+constexpr double kTypicalPodPopularityPct = 95;
+// The typical pods follow the workload; recomputing them costs a cluster rebuild, so new jobs alone
+// trigger it at most this often (capacity changes always do).
+constexpr Duration kTypicalRefresh = std::chrono::seconds(1);
+
+uint64_t SequenceOf(const std::string& job_id) {
+  // Ids are issued in submission order as j-NNNNNNNN.
+  return job_id.size() > 2 ? std::strtoull(job_id.c_str() + 2, nullptr, 10) : 0;
+}
+
+// Writes a permitted gang's placement to the store (the control plane's sched::Binder).
+class StoreBinder final : public sched::Binder {
+ public:
+  StoreBinder(ControllerContext& ctx, const std::vector<const SchedNode*>& sched_nodes, store::JobRecord record)
+      : ctx_(ctx), sched_nodes_(sched_nodes), record_(std::move(record)) {}
+
+  absl::Status Bind(const sched::Request&, std::span<const sched::Placement> placements) override {
+    Allocation a;
+    for (size_t rank = 0; rank < placements.size(); ++rank) {
+      const sched::Placement& p = placements[rank];
+      const SchedNode& sn = *sched_nodes_[p.node];
+      const api::Registration& reg = ctx_.state.nodes.at(sn.node).registration;
+      AllocationMember m;
+      m.rank = static_cast<int>(rank);
+      m.node = sn.node;
+      m.sched_node = sn.spec.name;
+      for (int i = 0; i < p.num_gpus; ++i) {
+        const int device = sn.device_index[p.gpus[i]];
+        m.gpus.push_back(device);
+        m.gpu_uuids.push_back(reg.inventory.gpus.at(device).uuid);
+      }
+      m.gpu_milli = p.num_gpus > 0 ? p.gpu_milli : 0;
+      m.cpu_milli = p.cpu_milli;
+      m.memory_bytes = p.memory_bytes;
+      a.members.push_back(std::move(m));
+      if (rank == 0) {
+        a.gpu_model = sn.spec.gpu_model;
+        a.master_addr = !reg.address.empty() ? reg.address : sn.node;
+      }
+    }
+    // A rendezvous port of rank 0's node, free among the allocations live there.
+    const std::set<int>& used = ctx_.state.ports[a.members.front().node];
+    for (int port = kFirstRendezvousPort; port < kFirstRendezvousPort + kRendezvousPorts; ++port) {
+      if (!used.contains(port)) {
+        a.master_port = port;
+        break;
+      }
+    }
+    if (a.master_port == 0) {
+      return absl::ResourceExhaustedError(
+          fmt::format("node {} has all {} rendezvous ports in use", a.members.front().node, kRendezvousPorts));
+    }
+    store::JobRecord next = record_;
+    next.state = JobState::kScheduled;
+    next.epoch = record_.epoch + 1;
+    next.allocation_json = ToJson(a).dump();
+    next.reason = "placed on " + Describe(a);
+    next.updated_at = ctx_.clock.Now();
+    ASSIGN_OR_RETURN(stored_, ctx_.store.UpdateJob(next));
+    allocation_ = std::move(a);
+    return absl::OkStatus();
+  }
+
+  const store::JobRecord& stored() const { return stored_; }
+  const Allocation& allocation() const { return allocation_; }
+
+ private:
+  ControllerContext& ctx_;
+  const std::vector<const SchedNode*>& sched_nodes_;
+  store::JobRecord record_;
+  store::JobRecord stored_;
+  Allocation allocation_;
+};
+
+}  // namespace
+
+std::shared_ptr<const sched::Cluster> SchedulingController::ClusterCopy() const {
+  if (!cluster_) return nullptr;
+  return std::make_shared<const sched::Cluster>(*cluster_);
+}
+
+void SchedulingController::SyncQueue(ControllerContext& ctx) {
+  for (const auto& [id, pending] : ctx.state.pending) {
+    if (queue_.Contains(id)) continue;
+    sched::QueueItem item{
+        .key = id, .priority = pending.record.priority, .sequence = SequenceOf(id), .shape_key = pending.shape_key};
+    if (absl::Status st = queue_.Add(std::move(item)); !st.ok()) spdlog::error("control plane: queue {}: {}", id, st);
+    workload_changed_ = true;
+  }
+}
+
+void SchedulingController::Forget(const std::string& job_id) { queue_.Remove(job_id); }
+
+void SchedulingController::Rebuild(ControllerContext& ctx) {
+  framework_.reset();
+  cluster_.reset();
+  sched_index_.clear();
+  sched_nodes_.clear();
+  std::vector<sched::NodeSpec> specs;
+  for (const auto& [name, s] : ctx.state.nodes) {
+    if (s.down || s.suspect || s.cordoned) continue;
+    for (const SchedNode& sn : s.sched_nodes) {
+      sched_index_[sn.spec.name] = static_cast<sched::NodeIndex>(specs.size());
+      sched_nodes_.push_back(&sn);
+      specs.push_back(sn.spec);
+    }
+  }
+  auto cluster = sched::Cluster::Create(std::move(specs));
+  if (!cluster.ok()) {
+    spdlog::error("control plane: cannot build the scheduler's cluster: {}", cluster.status());
+    return;
+  }
+  cluster_.emplace(std::move(*cluster));
+  // Resources held by live allocations (draining ones too: their GPUs are not free until released).
+  std::vector<sched::ResourceShape> shapes;
+  for (const auto& [id, live] : ctx.state.live) {
+    for (const AllocationMember& m : live.allocation.members) {
+      if (live.members[m.rank].exited) continue;
+      auto idx = sched_index_.find(m.sched_node);
+      if (idx == sched_index_.end()) continue;  // node not schedulable: nothing else lands there
+      const SchedNode& sn = *sched_nodes_[idx->second];
+      const std::vector<hw::GpuDevice>& devices = ctx.state.nodes.at(sn.node).registration.inventory.gpus;
+      sched::Placement p;
+      p.node = idx->second;
+      p.cpu_milli = m.cpu_milli;
+      p.memory_bytes = m.memory_bytes;
+      p.gpu_milli = static_cast<int32_t>(m.gpu_milli);
+      bool found = true;
+      for (size_t i = 0; i < m.gpus.size(); ++i) {
+        // By UUID: a node that registered again may list its GPUs in another order.
+        int device = m.gpus[i];
+        if (i < m.gpu_uuids.size()) {
+          auto d = std::find_if(devices.begin(), devices.end(),
+                                [&](const hw::GpuDevice& g) { return g.uuid == m.gpu_uuids[i]; });
+          device = d == devices.end() ? -1 : static_cast<int>(d - devices.begin());
+        }
+        auto pos = std::find(sn.device_index.begin(), sn.device_index.end(), device);
+        if (pos == sn.device_index.end()) {
+          found = false;
+          break;
+        }
+        p.gpus[p.num_gpus++] = static_cast<uint8_t>(pos - sn.device_index.begin());
+      }
+      if (found && cluster_->CanBind(p)) {
+        cluster_->Bind(p);
+      } else {
+        spdlog::error("control plane: job {} rank {} no longer fits {}; not counted", id, m.rank, m.sched_node);
+      }
+      shapes.push_back({m.cpu_milli, m.memory_bytes, p.num_gpus, p.gpu_milli, {live.allocation.gpu_model}});
+    }
+  }
+  // The workload's typical pods: what the jobs seen so far asked for (FGD's measure, sched/frag.h).
+  for (const auto& [id, pending] : ctx.state.pending) {
+    if (pending.requests.ok()) shapes.push_back(pending.requests->front().alternatives.front());
+  }
+  typical_ = sched::ComputeTypicalPods(shapes, kTypicalPodPopularityPct, *cluster_);
+  const sched::PolicySpec* policy = sched::Registry::Builtin().FindPolicy(ctx.options.policy);
+  active_policy_ = policy->needs_typical_pods && typical_.empty() ? "BestFit" : policy->name;
+  sched::FrameworkOptions fo;
+  fo.policy = active_policy_;
+  fo.seed = ctx.options.seed;
+  fo.topology_weight = ctx.options.topology_weight;
+  fo.context.typical_pods = typical_;
+  auto framework = sched::Framework::Create(fo, &*cluster_);
+  if (!framework.ok()) {
+    spdlog::error("control plane: cannot build the scheduler: {}", framework.status());
+    return;
+  }
+  framework_ = std::move(*framework);
+  ctx.state.cluster_dirty = false;
+  ctx.state.dirty = true;
+  workload_changed_ = false;
+}
+
+absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerContext& ctx, const std::string& job_id) {
+  using Kind = sched::AttemptOutcome::Kind;
+  auto it = ctx.state.pending.find(job_id);
+  if (it == ctx.state.pending.end()) return sched::AttemptOutcome{.kind = Kind::kDropped};
+  PendingJob& job = it->second;
+  if (!job.requests.ok()) {
+    // Admission checked it; a catalog change could break it. Nothing but a change brings it back.
+    ctx.state.pending_reason[job_id] = std::string(job.requests.status().message());
+    return sched::AttemptOutcome{.kind = Kind::kUnschedulable, .reason = ctx.state.pending_reason[job_id]};
+  }
+  std::string why;
+  for (const sched::Request& request : *job.requests) {
+    StoreBinder binder(ctx, sched_nodes_, job.record);
+    auto decision = framework_->Schedule(request, binder);
+    if (!decision.ok()) {
+      // The binder's error (the store): retried after a backoff, not parked as unschedulable.
+      const std::string reason = fmt::format("placing failed, retrying: {}", decision.status().message());
+      ctx.state.pending_reason[job_id] = reason;
+      ctx.state.dirty = true;
+      return sched::AttemptOutcome{.kind = Kind::kError, .reason = reason};
+    }
+    if (decision->scheduled) {
+      const Allocation& a = binder.allocation();
+      LiveJob live{binder.stored(), *job.spec, a, std::vector<MemberStatus>(a.members.size())};
+      spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
+      ctx.state.ports[a.members.front().node].insert(a.master_port);
+      LogGrant& grant = ctx.state.log_grants[job_id];
+      for (const AllocationMember& m : a.members) grant.members[{live.record.epoch, m.rank}] = m.node;
+      grant.ranks = static_cast<int>(a.members.size());
+      grant.live = true;
+      grant.released_at.reset();
+      ctx.state.live.insert_or_assign(job_id, std::move(live));
+      ctx.state.pending.erase(it);
+      ctx.state.pending_reason.erase(job_id);
+      CountTransition(ctx, job_id, JobState::kPending, JobState::kScheduled);
+      if (ctx.metrics != nullptr) ctx.metrics->Placed(active_policy_);
+      ctx.logs.Wake(job_id);
+      ctx.state.dirty = true;
+      return sched::AttemptOutcome{.kind = Kind::kPlaced};
+    }
+    std::map<std::string, int> counts;
+    for (const auto& r : decision->reasons) ++counts[r.reason];
+    why = request.gang_size > 1 ? fmt::format("no node fits member {} of the gang of {} ({} nodes)",
+                                              decision->members_placed + 1, request.gang_size, cluster_->size())
+                                : fmt::format("no node fits ({} nodes)", cluster_->size());
+    for (const auto& [reason, n] : counts) why += fmt::format("; {}: {}", n, reason);
+  }
+  ctx.state.pending_reason[job_id] = why;
+  ctx.state.dirty = true;
+  return sched::AttemptOutcome{.kind = Kind::kUnschedulable, .reason = why};
+}
+
+void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
+  SyncQueue(ctx);
+  if (ctx.state.capacity_generation != seen_generation_) {
+    seen_generation_ = ctx.state.capacity_generation;
+    queue_.CapacityChanged();
+  }
+  if (ctx.state.cluster_dirty || (workload_changed_ && (!last_rebuild_ || now - *last_rebuild_ >= kTypicalRefresh))) {
+    Rebuild(ctx);
+    last_rebuild_ = now;
+  }
+  if (!framework_) return;
+  const MonoTime start = ctx.clock.Monotonic();
+  auto stats = queue_.RunCycle(
+      now, [&](const sched::QueueItem& item) { return Attempt(ctx, item.key); },
+      [&](const sched::QueueItem& item, const std::string& reason) { ctx.state.pending_reason[item.key] = reason; });
+  if (!stats.ok()) spdlog::error("control plane: scheduling pass: {}", stats.status());
+  if (ctx.metrics != nullptr) ctx.metrics->SchedulingCycle(ctx.clock.Monotonic() - start);
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,62 @@
+#pragma once
+// SchedulingController: places PENDING jobs with the same sched code the simulator runs: the
+// sched::SchedulingQueue (priority then submission order; parked by request shape until capacity
+// changes; backoff after a store error while binding) and sched::Framework (filter, score, reserve,
+// permit for gangs, bind). Only the binder is the control plane's: it commits the placement to the
+// store (epoch + 1, GPUs by UUID, a rendezvous port of rank 0's node) before any agent hears of it.
+//
+// Its private state: the queue, the scheduler's snapshot of the schedulable pool (sched::Cluster,
+// rebuilt from State when nodes or allocations change, updated in place by each placement) and the
+// typical pods of the workload (FGD's measure).
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "controlplane/controllers/context.h"
+#include "sched/cluster.h"
+#include "sched/frag.h"
+#include "sched/framework.h"
+#include "sched/scheduling_queue.h"
+
+namespace gpugeek::controlplane {
+
+// Rendezvous ports (MASTER_PORT) are allocated per node from [kFirstRendezvousPort,
+// kFirstRendezvousPort + kRendezvousPorts): 29500 is torchrun's default.
+inline constexpr int kFirstRendezvousPort = 29500;
+inline constexpr int kRendezvousPorts = 1000;
+
+class SchedulingController {
+ public:
+  // One pass at monotonic time `now`.
+  void Reconcile(ControllerContext& ctx, MonoTime now);
+
+  // A pending job that left the queue other than by placement (cancelled).
+  void Forget(const std::string& job_id);
+
+  // For the snapshot: a copy of the scheduler's pool (nullptr before the first pass), the typical
+  // pods and the policy placing now.
+  std::shared_ptr<const sched::Cluster> ClusterCopy() const;
+  const std::vector<sched::TypicalPod>& typical() const { return typical_; }
+  const std::string& active_policy() const { return active_policy_; }
+
+ private:
+  void Rebuild(ControllerContext& ctx);
+  void SyncQueue(ControllerContext& ctx);
+  absl::StatusOr<sched::AttemptOutcome> Attempt(ControllerContext& ctx, const std::string& job_id);
+
+  sched::SchedulingQueue queue_;
+  uint64_t seen_generation_ = 0;
+  std::optional<sched::Cluster> cluster_;
+  std::unique_ptr<sched::Framework> framework_;
+  std::string active_policy_;
+  std::vector<sched::TypicalPod> typical_;
+  std::map<std::string, sched::NodeIndex> sched_index_;  // scheduler node name -> index
+  std::vector<const SchedNode*> sched_nodes_;            // by index
+  std::optional<MonoTime> last_rebuild_;
+  bool workload_changed_ = false;  // jobs arrived since the typical pods were computed
+};
+
+}  // namespace gpugeek::controlplane

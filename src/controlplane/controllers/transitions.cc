@@ -1,0 +1,166 @@
+#include "controlplane/controllers/transitions.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "common/status_macros.h"
+#include "controlplane/job_request.h"
+#include "controlplane/log_store.h"
+#include "controlplane/metrics.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using api::JobState;
+
+// Everything of a job's requests that decides where it fits (not its id or priority), as text.
+std::string ShapeKey(const std::vector<sched::Request>& requests) {
+  std::string key;
+  for (const sched::Request& r : requests) {
+    key += fmt::format("gang={} distinct={} capacity={} selector=", r.gang_size, r.distinct_nodes,
+                       r.capacity_type ? static_cast<int>(*r.capacity_type) : -1);
+    for (const auto& [label, values] : r.node_selector) key += fmt::format("{}:{};", label, fmt::join(values, ","));
+    for (const sched::ResourceShape& a : r.alternatives) {
+      key += fmt::format("|{},{},{},{},{}", a.cpu_milli, a.memory_bytes, a.num_gpus, a.gpu_milli,
+                         fmt::join(a.allowed_models, ","));
+    }
+    key += '\n';
+  }
+  return key;
+}
+
+bool AllExited(const LiveJob& live) {
+  return std::all_of(live.members.begin(), live.members.end(), [](const MemberStatus& m) { return m.exited; });
+}
+
+}  // namespace
+
+void CountTransition(ControllerContext& ctx, const std::string& id, JobState from, JobState to) {
+  if (from == to) return;
+  ctx.state.dirty = true;
+  if (ctx.metrics == nullptr) return;
+  ctx.metrics->Transition(from, to);
+  const MonoTime now = ctx.clock.Monotonic();
+  if (to == JobState::kPending) {
+    // From the first loss: a job requeued again before it ran has been recovering all along.
+    ctx.state.requeued_at.try_emplace(id, now);
+    return;
+  }
+  if (to != JobState::kRunning && !api::IsTerminal(to)) return;
+  auto it = ctx.state.requeued_at.find(id);
+  if (it == ctx.state.requeued_at.end()) return;
+  if (to == JobState::kRunning) ctx.metrics->Recovered(now - it->second);
+  ctx.state.requeued_at.erase(it);
+}
+
+MonoTime DrainDeadline(const ControllerContext& ctx, const LiveJob& live, MonoTime now) {
+  return now + live.spec.checkpoint.grace + ctx.options.node_down_after();
+}
+
+absl::Status CommitJobState(ControllerContext& ctx, LiveJob& live, JobState to, std::string reason,
+                            std::optional<int> exit_code) {
+  store::JobRecord next = live.record;
+  next.state = to;
+  next.reason = std::move(reason);
+  next.updated_at = ctx.clock.Now();
+  if (exit_code) next.exit_code = exit_code;
+  const JobState from = live.record.state;
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  CountTransition(ctx, live.record.id, from, to);
+  if (api::IsTerminal(to) && !live.drain_deadline)
+    live.drain_deadline = DrainDeadline(ctx, live, ctx.clock.Monotonic());
+  ctx.logs.Wake(live.record.id);
+  return absl::OkStatus();
+}
+
+absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason) {
+  auto it = ctx.state.live.find(job_id);
+  if (it == ctx.state.live.end()) return absl::OkStatus();
+  LiveJob& live = it->second;
+  if (api::IsTerminal(live.record.state) || live.draining) return absl::OkStatus();
+  const bool drained = AllExited(live);
+  store::JobRecord next = live.record;
+  Allocation allocation = live.allocation;
+  allocation.released = drained;
+  next.allocation_json = ToJson(allocation).dump();
+  next.state = JobState::kPending;
+  next.restarts = live.record.restarts + 1;
+  next.reason = drained ? reason : reason + "; placed again once its members have stopped";
+  next.updated_at = ctx.clock.Now();
+  const JobState from = live.record.state;
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  CountTransition(ctx, job_id, from, JobState::kPending);
+  spdlog::info("control plane: {} requeued: {}", job_id, next.reason);
+  live.draining = true;
+  live.drain_deadline = DrainDeadline(ctx, live, ctx.clock.Monotonic());
+  ctx.logs.Wake(job_id);
+  ctx.state.dirty = true;
+  if (drained) return ReleaseIfDone(ctx, job_id);
+  return absl::OkStatus();
+}
+
+absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
+  auto it = ctx.state.live.find(job_id);
+  if (it == ctx.state.live.end()) return absl::OkStatus();
+  LiveJob& live = it->second;
+  if (!AllExited(live)) return absl::OkStatus();
+  const bool requeued = live.draining && !api::IsTerminal(live.record.state);
+  if (!api::IsTerminal(live.record.state) && !requeued) return absl::OkStatus();  // still running
+  // The stored allocation says released, unless a requeue already wrote it so.
+  ASSIGN_OR_RETURN(Allocation stored, ParseAllocation(live.record.allocation_json));
+  if (!stored.released) {
+    store::JobRecord next = live.record;
+    stored.released = true;
+    next.allocation_json = ToJson(stored).dump();
+    next.updated_at = ctx.clock.Now();
+    ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  }
+  const store::JobRecord record = live.record;
+  if (!live.allocation.members.empty()) {
+    auto ports = ctx.state.ports.find(live.allocation.members.front().node);
+    if (ports != ctx.state.ports.end()) ports->second.erase(live.allocation.master_port);
+  }
+  if (auto grant = ctx.state.log_grants.find(job_id); grant != ctx.state.log_grants.end()) {
+    grant->second.live = false;
+    grant->second.released_at = ctx.clock.Monotonic();
+  }
+  ctx.state.live.erase(it);
+  ctx.state.CapacityChanged();
+  ctx.logs.Wake(job_id);
+  if (requeued) AddPending(ctx, record);
+  return absl::OkStatus();
+}
+
+absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail) {
+  auto it = ctx.state.live.find(job_id);
+  if (it == ctx.state.live.end()) return absl::OkStatus();
+  for (MemberStatus& m : it->second.members) {
+    if (m.exited) continue;
+    m.exited = true;
+    m.failed = true;
+    m.detail = detail;
+  }
+  return ReleaseIfDone(ctx, job_id);
+}
+
+void AddPending(ControllerContext& ctx, const store::JobRecord& record) {
+  PendingJob& p = ctx.state.pending[record.id];
+  p.record = record;
+  p.spec = api::ParseJobSpec(record.spec_yaml, ctx.catalog);
+  if (!p.spec.ok()) {
+    p.requests = p.spec.status();
+  } else if (record.plan_json.empty()) {
+    p.requests = BuildRequests(record.id, *p.spec, nullptr);
+  } else if (auto plan = PlanFromJson(record.plan_json); plan.ok()) {
+    p.requests = BuildRequests(record.id, *p.spec, &*plan);
+  } else {
+    p.requests = plan.status();
+  }
+  if (p.requests.ok()) p.shape_key = ShapeKey(*p.requests);
+  ctx.state.dirty = true;
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,43 @@
+#pragma once
+// Job transitions that several controllers share: every one commits to the store first (compare-and-set
+// + event in one transaction), then updates State. Writer token required (ControllerContext).
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "api/job_state.h"
+#include "controlplane/controllers/context.h"
+
+namespace gpugeek::controlplane {
+
+// Moves `live`'s job to `to` (reason and, when given, exit code), keeping live.record current, and
+// counts the transition (metrics, recovery timing). A job that ends gets a drain deadline: members
+// that have not confirmed their exit by then are presumed stopped.
+absl::Status CommitJobState(ControllerContext& ctx, LiveJob& live, api::JobState to, std::string reason,
+                            std::optional<int> exit_code = std::nullopt);
+
+// Sends a placed job back to PENDING (restarts + 1) with `reason`. Its allocation drains: members
+// still running are told to stop, and the job is placed again only once every one has exited
+// (confirmed, or presumed at the drain deadline), so a member never runs in two places.
+absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason);
+
+// Releases the allocation of `job_id` if every member has exited: its resources and rendezvous port
+// return to the pool; a draining (requeued) job enters the scheduling queue. No-op otherwise.
+absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id);
+
+// Marks every member of `job_id` not yet exited as exited with `detail` (presumed stopped: its node is
+// down, or the drain deadline passed), then releases the allocation.
+absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail);
+
+// Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
+void CountTransition(ControllerContext& ctx, const std::string& id, api::JobState from, api::JobState to);
+
+// Adds a stored PENDING job to State::pending with its spec and requests parsed once.
+void AddPending(ControllerContext& ctx, const store::JobRecord& record);
+
+// The time by which every member of `live` must have stopped once told to: its grace, then the
+// fencing timeline, from `now`.
+MonoTime DrainDeadline(const ControllerContext& ctx, const LiveJob& live, MonoTime now);
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,54 @@
+#pragma once
+// ControlPlaneOptions: what `gpugeek server` configures in the control plane (control_plane.h).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/clock.h"
+
+namespace gpugeek::hw {
+class GpuCatalog;
+}
+namespace gpugeek::metrics {
+class Registry;
+}
+namespace gpugeek::store {
+class Store;
+}
+
+namespace gpugeek::controlplane {
+
+struct ControlPlaneOptions {
+  store::Store* store = nullptr;  // borrowed; must outlive the control plane
+  Clock* clock = nullptr;         // nullptr = RealClock()
+  std::string data_dir;           // job logs under <data_dir>/logs
+  // Placement policy of sched's Registry. FGD-style policies use the typical pods of the jobs seen
+  // so far; until there are any, BestFit places.
+  std::string policy = "FGDFit";
+  uint64_t seed = 42;
+  int64_t topology_weight = 10;  // prefer one NVLink domain for multi-GPU members
+  Duration heartbeat_interval = std::chrono::seconds(1);
+  // The fencing timeline (control_plane.h): a node whose lease is not renewed for `lease` is suspect;
+  // its agent then stops its members within `fence_grace`; after lease + fence_grace + fence_margin
+  // the node is down and its members presumed stopped. Requires lease > heartbeat_interval.
+  Duration lease = std::chrono::seconds(3);
+  Duration fence_grace = std::chrono::seconds(2);
+  Duration fence_margin = std::chrono::seconds(1);
+  // Log bytes kept per job (LogStore); output past it is dropped with a marker line.
+  uint64_t log_quota_bytes = uint64_t{1} << 30;
+  // Logs, and the log grants of released allocations, of jobs ended longer ago than this are deleted.
+  Duration log_retention = std::chrono::hours(24 * 7);
+  // How long after its release an allocation's nodes may still ship log bytes for it.
+  Duration log_grant_retention = std::chrono::minutes(10);
+  const hw::GpuCatalog* catalog = nullptr;  // nullptr = GpuCatalog::Builtin()
+  // Where the server metrics of docs/metrics.md go (controlplane/metrics.h); nullptr = none. Borrowed;
+  // one control plane per registry, and no Render() after the control plane is destroyed (its
+  // collectors read it).
+  metrics::Registry* metrics = nullptr;
+
+  // When a silent node is down: lease + fence_grace + fence_margin.
+  Duration node_down_after() const { return lease + fence_grace + fence_margin; }
+};
+
+}  // namespace gpugeek::controlplane

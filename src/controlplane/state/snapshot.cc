@@ -1,0 +1,48 @@
+#include "controlplane/state/snapshot.h"
+
+#include "api/job_state.h"
+
+namespace gpugeek::controlplane {
+
+std::vector<std::string> State::JobsOn(const std::string& node) const {
+  std::vector<std::string> ids;
+  for (const auto& [id, job] : live) {
+    for (const AllocationMember& m : job.allocation.members) {
+      if (m.node == node) {
+        ids.push_back(id);
+        break;
+      }
+    }
+  }
+  return ids;
+}
+
+std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(const State& state) {
+  std::unordered_map<std::string, std::vector<api::Assignment>> out;
+  for (const auto& [id, live] : state.live) {
+    for (const AllocationMember& m : live.allocation.members) {
+      if (live.members[m.rank].exited) continue;
+      api::Assignment a;
+      a.job_id = id;
+      a.epoch = live.record.epoch;
+      a.node_rank = m.rank;
+      a.num_nodes = static_cast<int>(live.allocation.members.size());
+      a.gpu_uuids = m.gpu_uuids;
+      a.gpu_milli = m.gpu_milli;
+      a.cpu_milli = m.cpu_milli;
+      a.memory_bytes = m.memory_bytes;
+      a.master_addr = live.allocation.master_addr;
+      a.master_port = live.allocation.master_port;
+      a.run = live.spec.run;
+      a.env = live.spec.env;
+      a.checkpoint_dir = live.spec.checkpoint.dir;
+      a.grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(live.spec.checkpoint.grace).count();
+      a.restart_count = live.record.restarts - (live.draining ? 1 : 0);
+      a.cancel = api::IsTerminal(live.record.state) || live.draining;
+      out[m.node].push_back(std::move(a));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpugeek::controlplane

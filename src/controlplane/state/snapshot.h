@@ -1,0 +1,51 @@
+#pragma once
+// Snapshot: an immutable view of the committed state, published by the writer after each pass that
+// changed something. API views, metrics, `gpugeek top` and heartbeat replies read the latest one
+// without taking any lock the writer holds: a reader never waits behind a store write, the planner
+// or a scheduling cycle, and always sees one consistent instant.
+//
+// Publishing swaps a shared_ptr under a mutex held for the swap only; a reader copies the pointer and
+// then reads at leisure (the snapshot it holds stays alive until it drops it).
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api/agent_protocol.h"
+#include "controlplane/state/state.h"
+#include "sched/cluster.h"
+#include "sched/frag.h"
+
+namespace gpugeek::controlplane {
+
+struct NodeSnapshot {
+  api::Registration registration;
+  std::string state;  // ready | suspect | cordoned | down
+  bool cordoned = false;
+  int64_t gpu_milli_allocated = 0;
+  std::vector<std::string> jobs;  // live jobs with a member here
+};
+
+struct Snapshot {
+  uint64_t version = 0;                                                       // bumped on every publish
+  std::map<std::string, NodeSnapshot> nodes;                                  // by name
+  std::unordered_map<std::string, std::vector<api::Assignment>> assignments;  // by node
+  std::unordered_map<std::string, LogGrant> log_grants;                       // by job id
+  std::unordered_map<std::string, std::string> pending_reasons;               // by job id
+  // The scheduler's view of the schedulable pool (nodes ready and uncordoned) with the resources live
+  // allocations hold; nullptr until the first pass.
+  std::shared_ptr<const sched::Cluster> cluster;
+  std::vector<sched::TypicalPod> typical;
+  std::string policy;  // the placement policy in use
+  int pending_jobs = 0;
+};
+
+// The assignments of every node, from the live jobs: the desired state each heartbeat reply carries.
+// A member that has exited is not listed; a member of a job that ended or is draining is listed with
+// `cancel`, so its agent stops it.
+std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(const State& state);
+
+}  // namespace gpugeek::controlplane

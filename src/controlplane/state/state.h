@@ -1,0 +1,108 @@
+#pragma once
+// State: the controllers' working copy of the committed state. It belongs to the writer (whoever
+// holds ControlPlane's writer token: the server's controller thread, or a test calling Reconcile);
+// nothing else reads or writes it. Readers see the Snapshot the writer publishes after each pass
+// (snapshot.h); heartbeats touch only the LeaseTable (lease_table.h).
+//
+// Every change here follows a store commit (compare-and-set + event in one transaction): the store is
+// the record, this is its in-memory index, rebuilt from the store when the server starts.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "api/agent_protocol.h"
+#include "api/job_spec.h"
+#include "common/clock.h"
+#include "controlplane/allocation.h"
+#include "controlplane/node_model.h"
+#include "sched/request.h"
+#include "store/store.h"
+
+namespace gpugeek::controlplane {
+
+// A registered node as the controllers see it.
+struct NodeState {
+  api::Registration registration;
+  std::string instance_id;  // the agent process that holds the lease
+  bool cordoned = false;    // durable: no new placements
+  bool suspect = false;     // lease expired: no new placements, members not yet presumed stopped
+  bool down = false;        // lease expired past the fencing deadline: members presumed stopped
+  std::vector<SchedNode> sched_nodes;
+};
+
+// A member of a placed gang, as its agent last reported it.
+struct MemberStatus {
+  bool running = false;
+  bool exited = false;  // confirmed by the agent, or presumed after the fencing deadline
+  bool failed = false;
+  std::string detail;
+};
+
+// A job whose allocation holds resources: placed, or being taken back (requeued, cancelled or ended
+// with members still stopping). Its GPUs return to the pool only when every member has exited
+// (confirmed by its agent) or its fencing deadline passed (ARCHITECTURE.md, "Fencing").
+struct LiveJob {
+  store::JobRecord record;
+  api::JobSpec spec;
+  Allocation allocation;
+  std::vector<MemberStatus> members;  // by rank
+  // Set when the allocation is being taken back while the job is PENDING again (its node was lost or
+  // drained): the members still running are told to stop, and the job is not placed again until they
+  // have (a member never runs in two places at once).
+  bool draining = false;
+  // When the allocation is given up regardless of reports: set when it starts draining, or the job
+  // ends, to now + the members' grace + the fencing margin.
+  std::optional<MonoTime> drain_deadline;
+};
+
+// A PENDING job waiting for a placement: its spec and scheduler requests are parsed once, at submission
+// or load (both derive from what was stored then and never change).
+struct PendingJob {
+  store::JobRecord record;
+  absl::StatusOr<api::JobSpec> spec = absl::UnknownError("not parsed");
+  absl::StatusOr<std::vector<sched::Request>> requests = absl::UnknownError("not built");
+  std::string shape_key;  // what decides where it fits; equal keys fit or fail alike
+};
+
+// Which node may ship log bytes for a job's member: (epoch, rank) -> node. Kept for a while after the
+// allocation is released (log_grant_retention), because an agent ships the rest of a long log after
+// the member's exit.
+struct LogGrant {
+  std::map<std::pair<int64_t, int>, std::string> members;  // (epoch, rank) -> node
+  int ranks = 0;
+  bool live = false;                    // the allocation still holds resources
+  std::optional<MonoTime> released_at;  // when it stopped being live
+};
+
+struct State {
+  std::map<std::string, NodeState> nodes;             // by name
+  std::map<std::string, LiveJob> live;                // by job id
+  std::map<std::string, PendingJob> pending;          // by job id
+  std::map<std::string, std::string> pending_reason;  // by job id
+  std::map<std::string, LogGrant> log_grants;         // by job id
+  // Rendezvous ports in use, by node (rank 0's node of each live allocation).
+  std::map<std::string, std::set<int>> ports;
+  // Bumped whenever capacity may have come back (a node up or uncordoned, an allocation released).
+  uint64_t capacity_generation = 0;
+  // Something a snapshot shows changed since the last publish.
+  bool dirty = true;
+  // The scheduler's view must be rebuilt (nodes or allocations changed).
+  bool cluster_dirty = true;
+  // When each job still waiting for its recovery was requeued, monotonic (metrics: requeue ->
+  // RUNNING again).
+  std::map<std::string, MonoTime> requeued_at;
+
+  void CapacityChanged() {
+    cluster_dirty = true;
+    dirty = true;
+    ++capacity_generation;
+  }
+  // Live jobs with a member on `node`, by id.
+  std::vector<std::string> JobsOn(const std::string& node) const;
+};
+
+}  // namespace gpugeek::controlplane

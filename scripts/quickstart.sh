@@ -13,11 +13,13 @@ step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 step build/gpugeek devices                    # real GPUs via NVML / ROCm SMI, if any
 step build/gpugeek catalog
 
-port=${GPUGEEK_PORT:-8470}
+port=${GPUGEEK_PORT:-8470}              # the API: users, the CLI, Prometheus
+agent_port=${GPUGEEK_AGENT_PORT:-8472}  # the agents' own listener (the in-process agent uses it)
 url="http://127.0.0.1:$port"
 log=$(mktemp -t gpugeek-up.XXXXXX.log)
-printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s &\033[0m   (log: %s)\n' "$port" "$log"
-build/gpugeek up --listen "127.0.0.1:$port" >"$log" 2>&1 &
+printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s --agent-listen 127.0.0.1:%s &\033[0m   (log: %s)\n' \
+  "$port" "$agent_port" "$log"
+build/gpugeek up --listen "127.0.0.1:$port" --agent-listen "127.0.0.1:$agent_port" >"$log" 2>&1 &
 up_pid=$!
 trap 'kill -TERM "$up_pid" 2>/dev/null; wait "$up_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 150); do

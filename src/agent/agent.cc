@@ -30,6 +30,12 @@ namespace gpugeek::agent {
 namespace {
 
 constexpr Duration kPollPeriod = std::chrono::milliseconds(100);
+// How much later than the agent's own lease each workload's shim lease runs out. A live agent fences
+// first (its watchdog checks every kPollPeriod) and SIGTERMs the group; the shim, seeing that, sends no
+// second SIGTERM, which could cut a checkpoint short. A frozen agent's shims act alone, this much later:
+// their SIGKILL lands by last_ack_sent + lease + kShimLeaseSlack + grace, still before the server
+// re-places (receipt + lease + fence grace + its 1 s margin; see agent.h).
+constexpr Duration kShimLeaseSlack = std::chrono::milliseconds(200);
 constexpr Duration kMinBackoff = std::chrono::milliseconds(500);
 
 std::string HostName() {
@@ -364,6 +370,9 @@ void Agent::UpdateWorkloadsMetricLocked() {
 }
 
 void Agent::PollLocked() {
+  // First: a workload its shim stopped because the lease ran out while this agent was frozen is then
+  // reported as fenced (the agent fences on waking), not as failed.
+  CheckLeaseLocked();
   std::vector<WorkloadExit> exits = executor_->Poll();
   if (metrics_ != nullptr) {
     for (const WorkloadExit& e : exits) metrics_->RecordExit(OutcomeOf(e));
@@ -423,6 +432,11 @@ void Agent::CheckLeaseLocked() {
       "(SIGTERM now, SIGKILL within {} ms) and starting nothing until the server answers, as it will re-place them",
       node_, Millis(now - *last_ack_sent_), stopping,
       Millis(std::max<Duration>(Duration::zero(), expiry + fence_grace_ - now)));
+}
+
+Duration Agent::ShimLeaseLeftLocked() const {
+  if (!last_ack_sent_.has_value()) return lease_ + kShimLeaseSlack;
+  return *last_ack_sent_ + lease_ + kShimLeaseSlack - options_.clock->Monotonic();
 }
 
 void Agent::RenewLeaseLocked(MonoTime sent) {
@@ -521,10 +535,12 @@ absl::Status Agent::Tick() {
 
   {
     // The server answered 2xx: it has the log bytes, whatever it thinks of the rest, and it renewed
-    // its lease on this node.
+    // its lease on this node. The shims' leases follow the agent's (plus the slack), counted from the
+    // send time too, so the bound on their SIGKILL does not depend on how long the answer took.
     std::lock_guard<std::mutex> lock(mu_);
     RenewLeaseLocked(sent);
     CheckLeaseLocked();
+    if (!fenced_) executor_->RenewLeases(ShimLeaseLeftLocked());
     for (const auto& [id, offset] : new_offsets) logs_[id].offset = offset;
     for (auto& [id, source] : logs_) {
       if (source.drained) continue;
@@ -676,6 +692,10 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
     req.limits = {.cpu_millis = static_cast<uint64_t>(std::max<int64_t>(0, a.cpu_milli)),
                   .memory_bytes = a.memory_bytes};
   }
+  // If this agent dies or freezes, the shim stops the workload as the fence would: with the fence's grace
+  // (min(grace_ms, fence_grace)), once the agent's lease (plus the slack) has run out.
+  req.orphan_grace = std::min<Duration>(std::chrono::milliseconds(std::max<int64_t>(0, a.grace_ms)), fence_grace_);
+  req.lease = std::max<Duration>(std::chrono::milliseconds(1), ShimLeaseLeftLocked());
   return req;
 }
 

@@ -72,6 +72,32 @@
 //   request (up to request_timeout) delays neither the fence nor its SIGKILL. Reachable in time, the
 //   agent never fences: a 1 s heartbeat has three tries per lease.
 //
+// The shims' lease. Self-fencing needs the agent to run. An agent that is frozen (SIGSTOP, a long stall,
+// stuck in the kernel) keeps its workloads' lifelines open, so their shims never see the EOF that an
+// agent's death gives them, and the workloads would run on after the server re-placed them. So each
+// shim holds a lease too (LaunchRequest::lease, Executor::RenewLeases), and the agent renews it at the
+// same moment as its own: on every heartbeat answered 2xx it writes to each lifeline the deadline
+// last_ack_sent + lease_ms + 200 ms (kShimLeaseSlack), as an absolute CLOCK_BOOTTIME time; a workload
+// starts with the same deadline. Past it, with no later renewal, the shim does what it does on EOF:
+// SIGTERM the workload tree (not the group again if it already had one, from the agent's own fence or a
+// cancel), and SIGKILL what is left after min(grace_ms, fence_grace_ms), the shim's grace. With a frozen
+// agent and the defaults:
+//     t + 3.2 s     each shim SIGTERMs its workload tree
+//     t + 5.2 s     each shim SIGKILLs what is left (plus its wake-up latency, well under 100 ms)
+//     t + d + 6 s   the server may re-place them: 0.8 s later at least
+//   The bound: the shim's SIGKILL comes by t + lease + 200 ms + min(grace, fence grace) <= receipt + 5.2 s,
+//   whatever the round trip. Why the deadline is written, not a byte per answer: a byte renews when the
+//   answer ARRIVES, after the server received the heartbeat, so the SIGKILL would come by receipt + rtt +
+//   lease + grace: past receipt + 6 s for any answer slower than 1 s (a slow server, a long GC, a
+//   retransmit). The deadline is counted from the SEND time like the agent's own, and is absolute, so a
+//   renewal the shim reads late (descheduled, throttled by its CPU quota) means the same. Why the 200 ms:
+//   a live agent fences first (its watchdog checks every 100 ms) and SIGTERMs the group, so its shims
+//   send no second SIGTERM, which could cut a checkpoint short; a frozen one's shims act alone. The shim
+//   counts on CLOCK_BOOTTIME, which, unlike CLOCK_MONOTONIC, runs while the machine is suspended: after a
+//   suspend longer than the lease the shims stop their workloads on resume (the agent's own monotonic
+//   lease does not notice a suspend). A workload stopped so is reported as fenced once the agent runs
+//   again (it checks the lease before polling the executor).
+//
 // Workloads. The member of job J with node rank R runs as executor workload `J-R` (a job id must be valid
 // as a workload id, see ValidateWorkloadId; otherwise the assignment is reported failed-to-start), in the
 // working directory `<data_dir>/work/J-R` (created), with its combined stdout/stderr in
@@ -304,6 +330,9 @@ class Agent {
   // A heartbeat sent at `sent` was answered 2xx: renews the lease, un-fencing when it is still ahead.
   // Requires mu_.
   void RenewLeaseLocked(MonoTime sent);
+  // What is left of the workloads' shim lease: last_ack_sent + lease + kShimLeaseSlack (agent.cc) - now
+  // (lease + slack before any answer). Requires mu_.
+  Duration ShimLeaseLeftLocked() const;
   api::Heartbeat BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets);
   void Reconcile(const api::HeartbeatReply& reply);
   // Starts `a` as member of its job; records a failed-to-start member when it cannot. Requires mu_.

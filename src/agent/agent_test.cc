@@ -788,6 +788,51 @@ TEST_F(AgentTest, AWallClockStepDoesNotFence) {
   EXPECT_TRUE(WaitForDeath(pid, 5s));
 }
 
+// Each answered heartbeat renews the workloads' shim leases, so a workload outlives many leases while the
+// server answers. An agent that then stops running (frozen: here, simply never ticked again, so it does
+// not fence itself either) leaves it to the shim, which stops it by last send + lease + 200 ms slack +
+// the fence grace (the shim's grace: min(grace_ms, fence grace), not the assignment's 30 s). When the
+// agent runs again it fences first and reports the workload as fenced, not failed.
+TEST_F(AgentTest, AnsweredHeartbeatsRenewTheShimLeaseAndAFrozenAgentsWorkloadStillStops) {
+  cp_->SetLease(300, 200);
+  auto agent = MakeAgent("1xL4");
+  ASSERT_NE(agent, nullptr);
+  cp_->SetAssignments({MakeAssignment("j", 1, "trap '' TERM; sleep 300 & echo $! > child.pid; wait", {}, 30000)});
+  ASSERT_TRUE(TickUntil(*agent, [&] { return std::filesystem::exists(WorkDir("j-0") + "/child.pid"); }));
+  ASSERT_TRUE(WaitForFile(WorkDir("j-0") + "/child.pid"));
+  const pid_t child = std::stoi(ReadAll(WorkDir("j-0") + "/child.pid"));
+  const pid_t shim = agent->Workloads().at(0).pid;
+  EXPECT_EQ(agent->lease(), 300ms);
+
+  // 1.5 s of answered heartbeats: five leases.
+  const auto until = std::chrono::steady_clock::now() + 1500ms;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(agent->Tick().ok());
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(agent->Tick().ok());
+  const auto frozen_at = std::chrono::steady_clock::now();  // after the last send
+  EXPECT_TRUE(ProcessAlive(child)) << "the lease was renewed";
+  EXPECT_EQ(agent->Workloads().at(0).state, "running");
+
+  EXPECT_TRUE(WaitForDeath(child, 3s)) << "the shim did not stop the frozen agent's workload";
+  const auto died_after = std::chrono::steady_clock::now() - frozen_at;
+  EXPECT_GE(died_after, 600ms) << "SIGKILL before send + lease + slack + fence grace (700 ms)";
+  EXPECT_LT(died_after, 1700ms);
+  EXPECT_TRUE(WaitForDeath(shim, 2s));
+  EXPECT_FALSE(agent->fenced()) << "a frozen agent does not fence itself";
+
+  // The agent runs again: it fences at once (its lease ran out long ago) and reports the exit as fenced.
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("j");
+    return r && r->phase == api::WorkloadPhase::kExited;
+  }));
+  auto r = LastReport("j");
+  EXPECT_EQ(r->term_signal, SIGKILL);
+  EXPECT_TRUE(r->message.starts_with("fenced: the agent lost contact with the server for its 300 ms lease; "))
+      << r->message;
+}
+
 // A heartbeat can block for the whole request timeout (10 s) when the server is cut off mid-request;
 // the lease must still be enforced on time. Run's watchdog fences and delivers the SIGKILL meanwhile.
 TEST_F(AgentTest, RunFencesOnTimeWhileAHeartbeatHangs) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,19 @@ using shim::RecordKind;
 
 // The most ExecutorOptions::orphan_grace may be: what gpugeek-shim's --grace-ms accepts (one hour).
 constexpr Duration kMaxOrphanGrace = std::chrono::hours(1);
+// The most LaunchRequest::lease may be: what gpugeek-shim's --lease-ms accepts (one day).
+constexpr Duration kMaxLease = std::chrono::hours(24);
+
+// CLOCK_BOOTTIME in nanoseconds: the shim's lease clock (shim_protocol.h LeaseRenewal). Not the injected
+// Clock: the value crosses into another process, which reads the kernel's clock.
+int64_t BootTimeNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// `d` in whole milliseconds, rounded up.
+int64_t CeilMillis(Duration d) { return std::chrono::ceil<std::chrono::milliseconds>(d).count(); }
 
 // The step a failure record on the status pipe names.
 const char* StepName(RecordKind kind) {
@@ -265,29 +279,11 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions optio
     return absl::InvalidArgumentError(
         fmt::format("ExecutorOptions.oom_score_adj {} is outside -1000..1000", options.oom_score_adj));
   }
-  int lifeline[2] = {-1, -1};
   if (options.use_shim) {
     ASSIGN_OR_RETURN(options.shim_path, ResolveShim(options.shim_path));
-    if (::pipe2(lifeline, O_CLOEXEC) != 0) {
-      return absl::InternalError(fmt::format("lifeline pipe2: {}", ErrnoText(errno)));
-    }
-    lifeline[0] = MoveAbove2(lifeline[0]);
-    lifeline[1] = MoveAbove2(lifeline[1]);
-    if (lifeline[0] < 0 || lifeline[1] < 0) {
-      const int err = errno;
-      for (int fd : lifeline) {
-        if (fd >= 0) ::close(fd);
-      }
-      return absl::InternalError(fmt::format("lifeline fcntl: {}", ErrnoText(err)));
-    }
   }
-  if (absl::Status made = MakeDirs(options.log_dir); !made.ok()) {
-    for (int fd : lifeline) {
-      if (fd >= 0) ::close(fd);
-    }
-    return made;
-  }
-  return std::unique_ptr<Executor>(new Executor(std::move(options), lifeline[0], lifeline[1]));
+  RETURN_IF_ERROR(MakeDirs(options.log_dir));
+  return std::unique_ptr<Executor>(new Executor(std::move(options)));
 }
 
 Executor::~Executor() {
@@ -297,13 +293,11 @@ Executor::~Executor() {
     int status;
     while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (w.status_fd >= 0) ::close(w.status_fd);
+    // The shim was SIGKILLed and reaped: closing its lifeline ends nothing more.
+    CloseFds(w);
     RemoveCgroupLocked(w.cgroup);
   }
   running_.clear();
-  // Every shim was SIGKILLed and reaped above: closing the lifeline ends nothing more.
-  if (lifeline_read_ >= 0) ::close(lifeline_read_);
-  if (lifeline_write_ >= 0) ::close(lifeline_write_);
   // Killed processes leave their cgroup a moment after the signal; give them up to a second.
   for (int attempt = 0; attempt < 100 && !pending_removals_.empty(); ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -355,6 +349,11 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
         fmt::format("workload {}: working directory {} is not a directory", request.id, request.working_dir));
+  }
+  if (request.lease.has_value() && (*request.lease <= Duration::zero() || *request.lease > kMaxLease)) {
+    return absl::InvalidArgumentError(
+        fmt::format("workload {}: the lease must be within 1 ms .. 24 h (got {} ms)", request.id,
+                    std::chrono::duration_cast<std::chrono::milliseconds>(*request.lease).count()));
   }
   const bool wants_limits = request.limits.cpu_millis != 0 || request.limits.memory_bytes != 0;
   if (wants_limits && options_.cgroups == nullptr) {
@@ -415,8 +414,24 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
     return fail(absl::InternalError(fmt::format("fcntl: {}", ErrnoText(errno))));
   }
 
-  // Everything the child needs, prepared before fork: the child must not allocate.
+  // The lifeline: the shim gets the read end; the write end stays here (close-on-exec, so no other child
+  // keeps it open past its exec), non-blocking so that a renewal never blocks the agent.
   const bool shim = options_.use_shim;
+  int lifeline_read = -1;
+  int lifeline_write = -1;
+  if (shim) {
+    int lifeline[2];
+    if (::pipe2(lifeline, O_CLOEXEC) != 0) {
+      return fail(absl::InternalError(fmt::format("lifeline pipe2: {}", ErrnoText(errno))));
+    }
+    lifeline_read = fds.Add(MoveAbove2(lifeline[0]));
+    lifeline_write = fds.Add(MoveAbove2(lifeline[1]));
+    if (lifeline_read < 0 || lifeline_write < 0 || ::fcntl(lifeline_write, F_SETFL, O_NONBLOCK) != 0) {
+      return fail(absl::InternalError(fmt::format("lifeline fcntl: {}", ErrnoText(errno))));
+    }
+  }
+
+  // Everything the child needs, prepared before fork: the child must not allocate.
   const Duration orphan_grace =
       std::clamp(request.orphan_grace.value_or(options_.orphan_grace), Duration::zero(), options_.orphan_grace);
   std::vector<std::string> args;
@@ -425,10 +440,11 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
             "--status-fd",
             std::to_string(status_write),
             "--lifeline-fd",
-            std::to_string(lifeline_read_),
+            std::to_string(lifeline_read),
             "--grace-ms",
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(orphan_grace).count()),
-            "--"};
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(orphan_grace).count())};
+    if (request.lease.has_value()) args.insert(args.end(), {"--lease-ms", std::to_string(CeilMillis(*request.lease))});
+    args.push_back("--");
   }
   args.insert(args.end(), {options_.shell, "-c", request.command});
   std::vector<char*> argv;
@@ -437,7 +453,7 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   const ChildExec exec{.path = argv[0],
                        .argv = argv.data(),
                        .keep_status_fd = shim,
-                       .lifeline_fd = shim ? lifeline_read_ : -1,
+                       .lifeline_fd = lifeline_read,
                        .exec_failure = shim ? RecordKind::kExecShim : RecordKind::kExec};
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);
@@ -496,6 +512,11 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
     ::fcntl(status_read, F_SETFL, O_NONBLOCK);
     fds.Release(status_read);
     w.status_fd = status_read;
+    fds.Release(lifeline_read);
+    fds.Release(lifeline_write);
+    w.lifeline_read = lifeline_read;
+    w.lifeline_write = lifeline_write;
+    w.leased = request.lease.has_value();
   }
   return pid;
 }
@@ -512,7 +533,7 @@ absl::Status Executor::Cancel(const std::string& id, std::optional<Duration> gra
   if (it == running_.end()) return absl::NotFoundError(fmt::format("no running workload {}", id));
   Workload& w = it->second;
   const Duration g = std::max(Duration::zero(), grace.value_or(options_.default_grace));
-  const TimePoint deadline = options_.clock->Now() + g;
+  const MonoTime deadline = options_.clock->Monotonic() + g;
   const bool first = !w.cancelled;
   w.cancelled = true;
   if (!w.kill_deadline.has_value() || deadline < *w.kill_deadline) w.kill_deadline = deadline;
@@ -544,8 +565,7 @@ bool Executor::TryReapLocked(Workload& w, WorkloadExit& exit) {
     spdlog::warn("executor: workload {} (pid {}) was reaped elsewhere: {}", w.id, w.pid, ErrnoText(errno));
     if (options_.cgroups != nullptr) options_.cgroups->KillAll(w.cgroup);
     RemoveCgroupLocked(w.cgroup);
-    if (w.status_fd >= 0) ::close(w.status_fd);
-    w.status_fd = -1;
+    CloseFds(w);
     return true;
   }
   if (info.si_pid == 0) return false;
@@ -561,9 +581,8 @@ bool Executor::TryReapLocked(Workload& w, WorkloadExit& exit) {
     while (::read(w.status_fd, &record, sizeof(record)) == static_cast<ssize_t>(sizeof(record))) {
       if (record.kind == RecordKind::kExited) status = record.value;
     }
-    ::close(w.status_fd);
-    w.status_fd = -1;
   }
+  CloseFds(w);
   if (WIFEXITED(status)) {
     exit.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {
@@ -573,6 +592,30 @@ bool Executor::TryReapLocked(Workload& w, WorkloadExit& exit) {
   if (options_.cgroups != nullptr) exit.oom_kills = options_.cgroups->OomKills(w.cgroup);
   RemoveCgroupLocked(w.cgroup);
   return true;
+}
+
+void Executor::CloseFds(Workload& w) {
+  for (int* fd : {&w.status_fd, &w.lifeline_read, &w.lifeline_write}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
+size_t Executor::RenewLeases(Duration left) {
+  if (left <= Duration::zero()) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  const shim::LeaseRenewal renewal{.until_ns = BootTimeNs() + std::min(left, kMaxLease).count()};
+  size_t renewed = 0;
+  for (const auto& [id, w] : running_) {
+    if (!w.leased || w.lifeline_write < 0) continue;
+    ssize_t n;
+    do {
+      n = ::write(w.lifeline_write, &renewal, sizeof(renewal));
+    } while (n < 0 && errno == EINTR);
+    // EAGAIN: the pipe is full, so the shim has not read thousands of renewals; it has no use for one more.
+    if (n == static_cast<ssize_t>(sizeof(renewal))) ++renewed;
+  }
+  return renewed;
 }
 
 void Executor::RemoveCgroupLocked(const CgroupGroup& group) {
@@ -588,7 +631,8 @@ void Executor::RemoveCgroupLocked(const CgroupGroup& group) {
 std::vector<WorkloadExit> Executor::Poll() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<WorkloadExit> done;
-  const TimePoint now = options_.clock->Now();
+  const TimePoint now = options_.clock->Now();  // finished, shown to users
+  const MonoTime mono_now = options_.clock->Monotonic();
   for (auto it = running_.begin(); it != running_.end();) {
     Workload& w = it->second;
     WorkloadExit exit;
@@ -598,7 +642,7 @@ std::vector<WorkloadExit> Executor::Poll() {
       it = running_.erase(it);
       continue;
     }
-    if (w.kill_deadline.has_value() && now >= *w.kill_deadline && !w.killed_after_grace) {
+    if (w.kill_deadline.has_value() && mono_now >= *w.kill_deadline && !w.killed_after_grace) {
       SignalGroupLocked(w, SIGKILL);
       w.killed_after_grace = true;
     }

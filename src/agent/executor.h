@@ -13,20 +13,22 @@
 // restarted workload appends, and the two streams interleave in the order they were written, as a
 // terminal would show them), and execs `gpugeek-shim ... -- /bin/sh -c RUN` with the given environment
 // and nothing else. The shim (shim_main.cc) forks and execs the shell in its own process group and
-// cgroups, and supervises it: when the agent process dies, however (a lifeline pipe whose write end only
-// the agent holds reads EOF), the shim SIGTERMs the workload's whole tree, SIGKILLs it after
-// min(LaunchRequest::orphan_grace, ExecutorOptions::orphan_grace), and exits; when the shell ends, the shim
-// exits the same way. Start() returns once the shell's exec has happened (or reports why it could not:
-// the status pipe carries the failing step and errno back), so a Cancel() right after Start() always
-// reaches the whole group.
+// cgroups, and supervises it: when the agent process dies, however (the workload's lifeline pipe, whose
+// write end only the agent holds, reads EOF), or, for a workload started with a LaunchRequest::lease, when
+// that lease runs out without a RenewLeases() (the agent is frozen, or cut off from its control plane),
+// the shim SIGTERMs the workload's whole tree, SIGKILLs it after min(LaunchRequest::orphan_grace,
+// ExecutorOptions::orphan_grace), and exits; when the shell ends, the shim exits the same way. Start()
+// returns once the shell's exec has happened (or reports why it could not: the status pipe carries the
+// failing step and errno back), so a Cancel() right after Start() always reaches the whole group.
 //
 // Poll() reaps without blocking (waitid WNOHANG) and returns the workloads that ended since the last call.
 // When a group's leader (the shim) has exited, processes left behind in its group and cgroup are SIGKILLed
 // before the leader is reaped (its pid, and so the group id, cannot be reused until then), and the cgroups
 // are removed. The exit reported is the shell's, exactly (code, signal, core dump), as the shim recorded
 // it on the status pipe; the shim's own status when there is no record (the group was SIGKILLed).
-// Cancel() sends SIGTERM to the group (the shim ignores it; the shell and its children get it once) and
-// sets a deadline of now + grace on the injected Clock; the first Poll() at or after the deadline
+// Cancel() sends SIGTERM to the group (the shim notes it, and sends none of its own later; the shell and
+// its children get it once) and sets a deadline of now + grace on the injected Clock's monotonic time (a
+// wall-clock step neither brings it forward nor delays it); the first Poll() at or after the deadline
 // SIGKILLs the group (and its cgroup). The agent calls Poll() periodically (every 100 ms or so); nothing
 // happens between calls.
 //
@@ -92,9 +94,15 @@ struct LaunchRequest {
   std::string working_dir;  // must exist and be a directory
   EnvMap env;               // the complete environment (nothing is inherited from the agent)
   ResourceLimits limits;    // enforced through the executor's CgroupManager; zero fields: no limit
-  // SIGTERM -> SIGKILL grace when the agent dies while the workload runs (the member's grace), capped at
-  // ExecutorOptions::orphan_grace; nullopt: the cap. Unused without the shim.
+  // SIGTERM -> SIGKILL grace when the agent dies or the lease runs out while the workload runs (the
+  // member's grace), capped at ExecutorOptions::orphan_grace; nullopt: the cap. Unused without the shim.
   std::optional<Duration> orphan_grace;
+  // The shim's lease: unless RenewLeases() extends it, the shim stops the workload (as when the agent dies)
+  // once this long has passed since the shim started. Counted by the shim on CLOCK_BOOTTIME, so it runs on
+  // while the agent process is frozen and while the machine is suspended. Rounded up to whole
+  // milliseconds; 1 ms .. 24 h. nullopt: no lease, only the agent's death stops the workload (uses
+  // without a control plane). Unused without the shim.
+  std::optional<Duration> lease;
 };
 
 // How a workload ended.
@@ -147,7 +155,7 @@ class Executor {
   // negative default_grace or orphan_grace, or an oom_score_adj outside -1000..1000;
   // FailedPrecondition when the shell, or (use_shim) the shim, is not an executable file: the message
   // names the paths looked at;
-  // Internal when log_dir or the lifeline pipe cannot be created.
+  // Internal when log_dir cannot be created.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(ExecutorOptions options);
 
   // SIGKILLs every workload still running (no grace: a graceful shutdown Cancel()s them and Poll()s until
@@ -160,12 +168,12 @@ class Executor {
   // Starts a workload; returns the pid of its leader, the shim (also the process group id of the shim, the
   // shell and its children; without the shim, the shell's), once the shell is exec'd.
   // Errors: InvalidArgument (bad id, empty command, an environment name that is empty or has '=', a value
-  // with a NUL); AlreadyExists (that id is running); NotFound (working_dir missing); FailedPrecondition
-  // (working_dir not a directory, limits without cgroups); Unavailable (a leftover cgroup of that id, e.g.
-  // from an agent killed with SIGKILL, still held processes 2 s after they were SIGKILLed: see
-  // CgroupManager::CreateGroup, which otherwise ends them and reuses the name, blocking for that while);
-  // Internal (log file, cgroup, fork or exec of the shim or the shell failed, with the step and errno
-  // text). On error nothing keeps running and no cgroup is left.
+  // with a NUL, a lease outside 1 ms .. 24 h); AlreadyExists (that id is running); NotFound (working_dir
+  // missing); FailedPrecondition (working_dir not a directory, limits without cgroups); Unavailable (a
+  // leftover cgroup of that id, e.g. from an agent killed with SIGKILL, still held processes 2 s after they
+  // were SIGKILLed: see CgroupManager::CreateGroup, which otherwise ends them and reuses the name, blocking
+  // for that while); Internal (log file, cgroup, pipes, fork or exec of the shim or the shell failed, with
+  // the step and errno text). On error nothing keeps running and no cgroup is left.
   absl::StatusOr<pid_t> Start(const LaunchRequest& request);
 
   // Sends SIGTERM to the workload's process group and arms a SIGKILL for `grace` (default: the options')
@@ -176,6 +184,14 @@ class Executor {
   // Reaps finished workloads without blocking, delivers due SIGKILLs, retries cgroup removals that found
   // the group busy, and returns the workloads that ended since the last call (each exactly once).
   std::vector<WorkloadExit> Poll();
+
+  // Renews the lease of every running workload started with one: its shim now lets it run until `left`
+  // from now (CLOCK_BOOTTIME, read here), or until a later deadline it already had (a renewal never
+  // shortens a lease). Writes one LeaseRenewal (shim_protocol.h) to each lifeline, non-blocking: a full
+  // pipe (a shim that has not read its last 8192 renewals, e.g. stopped) is skipped, and the call never
+  // blocks. Nothing happens for `left` <= 0. Returns how many workloads were renewed. A workload whose
+  // lease already ran out is not revived: its shim is stopping it for good.
+  size_t RenewLeases(Duration left);
 
   // Whether `id` has been started and not yet returned by Poll().
   bool IsRunning(const std::string& id) const;
@@ -193,28 +209,31 @@ class Executor {
     std::string id;
     pid_t pid = 0;
     CgroupGroup cgroup;
-    TimePoint started;
+    TimePoint started;  // wall clock, shown to users
     bool cancelled = false;
-    std::optional<TimePoint> kill_deadline;
+    std::optional<MonoTime> kill_deadline;
     bool killed_after_grace = false;
     int status_fd = -1;  // read end of the shim's status pipe (non-blocking); -1 without the shim
+    // The lifeline (close-on-exec; -1 without the shim): the shim holds the only other copy of the read
+    // end; this process holds the write end (non-blocking) and its own read end, kept open so a renewal
+    // written after the shim exited fails with EAGAIN at worst, never with EPIPE and its SIGPIPE.
+    int lifeline_read = -1;
+    int lifeline_write = -1;
+    bool leased = false;  // started with a LaunchRequest::lease
   };
 
-  Executor(ExecutorOptions options, int lifeline_read, int lifeline_write)
-      : options_(std::move(options)), lifeline_read_(lifeline_read), lifeline_write_(lifeline_write) {}
+  explicit Executor(ExecutorOptions options) : options_(std::move(options)) {}
 
   // Signals the group (and, for SIGKILL, every process in the cgroup). Requires mu_.
   void SignalGroupLocked(const Workload& w, int sig);
   // Reaps `w` if it has exited; fills `exit` and returns true then. Requires mu_.
   bool TryReapLocked(Workload& w, WorkloadExit& exit);
+  // Closes `w`'s status pipe and lifeline. Requires mu_.
+  static void CloseFds(Workload& w);
   void RemoveCgroupLocked(const CgroupGroup& group);
 
   // Constant after construction.
   const ExecutorOptions options_;  // shim_path resolved
-  // The lifeline pipe (close-on-exec, -1 without the shim): each shim inherits the read end; the write end
-  // stays in this process only, so the shims read EOF once it is gone (or this Executor is destroyed).
-  const int lifeline_read_;
-  const int lifeline_write_;
 
   mutable std::mutex mu_;
   std::map<std::string, Workload> running_;    // guarded by mu_

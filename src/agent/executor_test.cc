@@ -246,6 +246,107 @@ TEST_F(ExecutorTest, TermIgnoredIsKilledOnlyAfterTheGrace) {
   EXPECT_EQ(exit->Describe(), "killed by signal 9 (SIGKILL) after the cancel grace period");
 }
 
+// The SIGKILL deadline is on the monotonic clock: a wall-clock step (NTP, `date -s`) neither brings it
+// forward nor delays it; start and end times stay on the wall clock, as users see them.
+TEST_F(ExecutorTest, AWallClockStepDoesNotMoveACancelsSigkill) {
+  ASSERT_TRUE(executor_->Start(Request("stepped", "trap '' TERM; echo 1 > ready; while :; do sleep 0.05; done")).ok());
+  ASSERT_TRUE(WaitForFile(work_dir_ + "/ready"));
+  ASSERT_TRUE(executor_->Cancel("stepped", std::chrono::seconds(10)).ok());
+  clock_.StepWall(std::chrono::hours(1));  // the wall clock is now 1 h past the deadline
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(executor_->Poll().empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(executor_->IsRunning("stepped"));
+  clock_.StepWall(-std::chrono::hours(2));  // and then 1 h before the cancel
+  clock_.Advance(std::chrono::milliseconds(9999));
+  EXPECT_TRUE(executor_->Poll().empty());
+  EXPECT_TRUE(executor_->IsRunning("stepped"));
+  clock_.Advance(std::chrono::milliseconds(1));
+  const auto exit = WaitForExit(*executor_, "stepped");
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->killed_after_grace);
+  EXPECT_EQ(exit->term_signal, SIGKILL);
+  EXPECT_EQ(exit->started, TimePoint(std::chrono::seconds(1000)));
+  EXPECT_EQ(exit->finished, TimePoint(std::chrono::seconds(1000 - 3600 + 10)));
+}
+
+// A leased workload that nobody renews is stopped by its shim when the lease runs out, as if its agent
+// had died: SIGTERM (a plain sleep ends on it), no cancel involved.
+TEST_F(ExecutorTest, WithoutRenewalsTheShimStopsTheWorkloadAtTheLease) {
+  constexpr auto kLease = std::chrono::milliseconds(500);
+  LaunchRequest req = Request("leased", "sleep 1000");
+  req.lease = kLease;
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(executor_->Start(req).ok());
+  const auto exit = WaitForExit(*executor_, "leased", std::chrono::seconds(5));
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_GE(elapsed, kLease);
+  EXPECT_LT(elapsed, kLease + std::chrono::seconds(1));
+  EXPECT_EQ(exit->term_signal, SIGTERM);
+  EXPECT_FALSE(exit->cancelled);
+  EXPECT_EQ(exit->Describe(), "killed by signal 15 (SIGTERM)");
+}
+
+// Renewals keep a leased workload running far past its lease; RenewLeases counts only leased workloads.
+// Once they stop, the lease runs out from the last one.
+TEST_F(ExecutorTest, RenewalsKeepALeasedWorkloadRunning) {
+  constexpr auto kLease = std::chrono::milliseconds(300);
+  LaunchRequest leased = Request("leased", "sleep 1000");
+  leased.lease = kLease;
+  ASSERT_TRUE(executor_->Start(leased).ok());
+  ASSERT_TRUE(executor_->Start(Request("unleased", "sleep 1000")).ok());
+  EXPECT_EQ(executor_->RenewLeases(Duration::zero()), 0u);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);  // 5 leases
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(executor_->RenewLeases(kLease), 1u);
+    EXPECT_TRUE(executor_->Poll().empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(executor_->RenewLeases(kLease), 1u);
+  const auto last_renewal = std::chrono::steady_clock::now();
+  EXPECT_TRUE(executor_->IsRunning("leased"));
+  const auto exit = WaitForExit(*executor_, "leased", std::chrono::seconds(5));
+  const auto elapsed = std::chrono::steady_clock::now() - last_renewal;
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_GE(elapsed, kLease);
+  EXPECT_LT(elapsed, kLease + std::chrono::seconds(1));
+  EXPECT_EQ(exit->term_signal, SIGTERM);
+  EXPECT_TRUE(executor_->IsRunning("unleased")) << "no lease, no expiry";
+  EXPECT_EQ(executor_->RenewLeases(kLease), 0u);
+}
+
+// A workload being cancelled (SIGTERM sent, SIGKILL due much later) whose lease then runs out gets no
+// second SIGTERM from its shim (it could cut the checkpoint the first one started short), and is
+// SIGKILLed after the shim's grace.
+TEST(ExecutorShimTest, ALeaseRunningOutDuringACancelSendsNoSecondSigterm) {
+  constexpr auto kLease = std::chrono::milliseconds(500);
+  constexpr auto kGrace = std::chrono::milliseconds(500);
+  TempDir dir;
+  FakeClock clock;  // never advanced: the executor's own SIGKILL (30 s) never comes
+  auto executor = Executor::Create({.log_dir = dir / "logs", .clock = &clock, .orphan_grace = kGrace});
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*executor)
+                  ->Start({.id = "ckpt",
+                           .command = "trap 'echo term >> terms' TERM; echo 1 > ready; while :; do sleep 0.05; done",
+                           .working_dir = dir.path(),
+                           .env = BaseEnv(),
+                           .lease = kLease})
+                  .ok());
+  ASSERT_TRUE(WaitForFile(dir / "ready"));
+  ASSERT_TRUE((*executor)->Cancel("ckpt", std::chrono::seconds(30)).ok());
+  const auto exit = WaitForExit(**executor, "ckpt", std::chrono::seconds(5));
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->term_signal, SIGKILL);
+  EXPECT_FALSE(exit->killed_after_grace) << "the shim's SIGKILL, not the executor's";
+  EXPECT_EQ(ReadAll(dir / "terms"), "term\n") << "exactly one SIGTERM";
+  EXPECT_GE(elapsed, kLease + kGrace);
+  EXPECT_LT(elapsed, kLease + kGrace + std::chrono::seconds(1));
+}
+
 TEST_F(ExecutorTest, ZeroGraceKillsAtOnce) {
   ASSERT_TRUE(executor_->Start(Request("now", "trap '' TERM; while :; do sleep 0.05; done")).ok());
   ASSERT_TRUE(executor_->Cancel("now", Duration::zero()).ok());
@@ -598,6 +699,102 @@ TEST(ExecutorShimTest, TheWorkloadTreeEndsWithinTheGraceWhenTheAgentIsKilled) {
   }
 }
 
+// The requirement: a FROZEN agent's workloads stop too, before the control plane re-places them. A forked
+// child plays the agent: it starts a workload whose tree has a plain sleep and a grandchild that ignores
+// SIGTERM, renews the 1 s lease every 100 ms for 2 s (twice the lease: renewals keep it running), then
+// stops itself (SIGSTOP) right after the last renewal. Its lifeline stays open, so only the lease ends the
+// tree: SIGTERM at the lease, SIGKILL after the grace, while the agent process still exists.
+TEST(ExecutorShimTest, TheWorkloadTreeEndsAfterTheLeaseWhenTheAgentIsFrozen) {
+  constexpr auto kLease = std::chrono::milliseconds(1000);
+  constexpr auto kGrace = std::chrono::milliseconds(1000);
+  constexpr auto kTolerance = std::chrono::milliseconds(100);  // last renewal -> the test sees the stop
+  TempDir dir;
+  std::filesystem::create_directories(dir / "work");
+  pid_t agent = ::fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    auto executor = Executor::Create({.log_dir = dir / "logs", .orphan_grace = kGrace});
+    if (!executor.ok()) ::_exit(10);
+    const auto pid = (*executor)->Start({.id = "member",
+                                         .command = "sleep 1000 & sh -c 'trap \"\" TERM; exec sleep 1000' & wait",
+                                         .working_dir = dir / "work",
+                                         .env = BaseEnv(),
+                                         .lease = kLease});
+    if (!pid.ok()) ::_exit(11);
+    const auto until = std::chrono::steady_clock::now() + 2 * kLease;
+    for (;;) {
+      if ((*executor)->RenewLeases(kLease) != 1) ::_exit(12);
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::raise(SIGSTOP);  // frozen, right after the last renewal; the lifeline stays open
+    for (;;) ::pause();
+  }
+  std::vector<ProcEntry> tree;  // shim -> sh -> 2 x sleep (one ignoring SIGTERM)
+  struct Cleanup {
+    pid_t& agent;
+    std::vector<ProcEntry>& tree;
+    ~Cleanup() {
+      if (agent > 0) ReapChild(agent);  // SIGKILL ends a stopped process too
+      for (const ProcEntry& p : tree) {
+        if (ProcessAlive(p.pid)) ::kill(p.pid, SIGKILL);
+      }
+    }
+  } cleanup{agent, tree};
+  const auto ready_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < ready_deadline) {
+    tree = LiveDescendants(agent);
+    if (std::count_if(tree.begin(), tree.end(), [](const ProcEntry& p) { return p.comm == "sleep"; }) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(tree.size(), 4u);
+  pid_t term_ignoring = 0;
+  for (const ProcEntry& p : tree) {
+    if (p.comm != "sleep") continue;
+    std::stringstream status(ReadAll(fmt::format("/proc/{}/status", p.pid)));
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("SigIgn:") && (std::stoull(line.substr(7), nullptr, 16) & (1ull << (SIGTERM - 1))) != 0) {
+        term_ignoring = p.pid;
+      }
+    }
+  }
+  ASSERT_NE(term_ignoring, 0);
+
+  int status = 0;
+  ASSERT_EQ(::waitpid(agent, &status, WUNTRACED), agent);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WIFSTOPPED(status)) << "the agent exited with status " << status << " instead of stopping";
+  for (const ProcEntry& p : tree) {
+    EXPECT_TRUE(ProcessAlive(p.pid)) << p.comm << " " << p.pid << " ended while the lease was renewed";
+  }
+  std::map<pid_t, std::chrono::milliseconds> died_after;
+  while (died_after.size() < tree.size() &&
+         std::chrono::steady_clock::now() < stopped_at + kLease + kGrace + 3 * kLease) {
+    for (const ProcEntry& p : tree) {
+      if (!died_after.contains(p.pid) && !ProcessAlive(p.pid)) {
+        died_after[p.pid] =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - stopped_at);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (const ProcEntry& p : tree) {
+    ASSERT_TRUE(died_after.contains(p.pid)) << p.comm << " " << p.pid << " outlived its frozen agent";
+    EXPECT_LE(died_after[p.pid], kLease + kGrace + std::chrono::seconds(1)) << p.comm << " " << p.pid;
+    EXPECT_GE(died_after[p.pid], kLease - kTolerance) << "not before the lease ran out: " << p.comm << " " << p.pid;
+    if (p.pid == term_ignoring) {
+      EXPECT_GE(died_after[p.pid], kLease + kGrace - kTolerance) << "SIGKILLed only after the grace";
+    } else if (p.comm == "sleep") {
+      EXPECT_LT(died_after[p.pid], kLease + kGrace) << "ended by the SIGTERM";
+    }
+  }
+  // The agent is still there, frozen: the lease did it, not EOF.
+  const std::string stat = ReadAll(fmt::format("/proc/{}/stat", agent));
+  ASSERT_NE(stat.rfind(')'), std::string::npos);
+  EXPECT_EQ(stat[stat.rfind(')') + 2], 'T') << stat;
+  ::kill(agent, SIGCONT);
+}
+
 TEST(ExecutorCreateTest, AMissingShimIsRefusedUnlessTurnedOff) {
   TempDir dir;
   const auto missing = Executor::Create({.log_dir = dir / "l", .shim_path = dir / "no-such-shim"});
@@ -610,6 +807,19 @@ TEST(ExecutorCreateTest, AMissingShimIsRefusedUnlessTurnedOff) {
   EXPECT_TRUE(Executor::Create({.log_dir = dir / "l", .shim_path = dir / "no-such-shim", .use_shim = false}).ok());
   EXPECT_EQ(Executor::Create({.log_dir = dir / "l", .orphan_grace = -std::chrono::seconds(1)}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ExecutorCreateTest, ALeaseOutsideOneMillisecondToADayIsRefused) {
+  TempDir dir;
+  auto executor = Executor::Create({.log_dir = dir / "l"});
+  ASSERT_TRUE(executor.ok());
+  for (Duration lease : {Duration::zero(), -Duration(std::chrono::seconds(1)),
+                         Duration(std::chrono::hours(24) + std::chrono::milliseconds(1))}) {
+    const auto pid =
+        (*executor)->Start({.id = "x", .command = "true", .working_dir = dir.path(), .env = BaseEnv(), .lease = lease});
+    EXPECT_EQ(pid.status().code(), absl::StatusCode::kInvalidArgument) << lease.count();
+  }
+  EXPECT_EQ((*executor)->running_count(), 0u);
 }
 
 // A shim that cannot run the shell reports why, as the executor did without it.

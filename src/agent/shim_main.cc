@@ -5,7 +5,7 @@
 // workloads keep running unsupervised and keep GPUs the control plane hands to others; without cgroups,
 // or if the agent never comes back, nothing would stop them.
 //
-// Usage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N -- PROGRAM [ARG]...
+// Usage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N [--lease-ms N] -- PROGRAM [ARG]...
 //
 // The executor's forked child (already session and group leader, in the workload's cgroups, with the
 // workload's working directory, environment and stdio) execs the shim, which:
@@ -13,21 +13,31 @@
 //     that setsid()ed included, are reparented to it rather than to init;
 //   - ignores every signal it can (SIGKILL and SIGSTOP cannot be): the workload is a member of the shim's
 //     process group, so a signal sent to the group (the executor's cancel) reaches the workload directly,
-//     once, and the shim survives it to report how the workload ended;
+//     once, and the shim survives it to report how the workload ended. SIGTERM is blocked and read from
+//     the signalfd instead: the shim notes that the group was sent one (a cancel, the agent's fence) and
+//     never sends it a second one;
 //   - forks and execs PROGRAM in its own group, reports kStarted with the workload's pid on the status fd
 //     (shim_protocol.h), or kExec with the errno when the exec failed;
 //   - waits for the workload (SIGCHLD through a signalfd) and for EOF on the lifeline fd, the read end of
 //     a pipe whose only write end the agent holds (close-on-exec): EOF means the agent process is gone,
 //     however it died. PR_SET_PDEATHSIG is not used: it fires when the *thread* that forked exits, and
 //     the agent starts workloads from any thread.
+//   - with --lease-ms L, also holds a lease: it runs until L ms after the shim started, and each
+//     LeaseRenewal record (shim_protocol.h) the agent writes to the lifeline moves that deadline to the
+//     CLOCK_BOOTTIME time it carries (never earlier). The lease running out is treated exactly like EOF:
+//     an agent that is alive but frozen (SIGSTOP, a stall, a host partitioned with its agent) keeps the
+//     pipe open, and its workloads must still be gone before the control plane re-places them. The
+//     deadline is on CLOCK_BOOTTIME, so a suspended machine's leases have run out when it resumes; poll
+//     waits on CLOCK_MONOTONIC, so it never sleeps more than kLeaseCheckMs at a time.
 //
 // When the workload (PROGRAM) ends: report kExited with its wait status, SIGKILL whatever it left
 // (everything descended from the shim: its process group, other groups of its session, and orphans
 // reparented to it), reap them, and exit the same way the workload did: the same exit code, or the same
 // signal re-raised with its default action (no core dump of the shim: the executor takes core_dumped from
 // the kExited record).
-// When the lifeline reports EOF: SIGTERM the tree, wait up to --grace-ms for it to end, SIGKILL what is
-// left, reap, exit.
+// When the lifeline reports EOF, or the lease runs out: SIGTERM the tree (the shim's own group only if it
+// was not sent one already), wait up to --grace-ms for it to end, SIGKILL what is left, reap, exit. A
+// renewal arriving after that changes nothing: the stop is for good.
 //
 // The shim is single-threaded and links only libc. Finding the tree scans /proc: a process belongs to it
 // when its chain of parents reaches the shim.
@@ -52,6 +62,7 @@
 
 namespace {
 
+using gpugeek::agent::shim::LeaseRenewal;
 using gpugeek::agent::shim::Record;
 using gpugeek::agent::shim::RecordKind;
 
@@ -60,17 +71,30 @@ using gpugeek::agent::shim::RecordKind;
 constexpr int64_t kKillRoundsMs = 2000;
 // The most --grace-ms accepts (one hour): a grace is seconds to minutes.
 constexpr long kMaxGraceMs = 3600L * 1000;
+// The most --lease-ms accepts (one day).
+constexpr long kMaxLeaseMs = 24L * 3600 * 1000;
+// The longest single wait while a lease runs: poll's timeout does not count a suspend, the lease does.
+constexpr int64_t kLeaseCheckMs = 100;
 
 int g_status_fd = -1;
 pid_t g_self = 0;
 pid_t g_leader = 0;  // the workload's pid
 bool g_leader_done = false;
 int g_leader_status = 0;
+bool g_leased = false;         // started with --lease-ms
+int64_t g_lease_until_ns = 0;  // CLOCK_BOOTTIME
+bool g_group_termed = false;   // the shim's process group was sent SIGTERM (seen on the signalfd)
 
 int64_t NowMs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t BootNs() {
+  timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 void Send(RecordKind kind, int32_t value) {
@@ -87,7 +111,9 @@ void Send(RecordKind kind, int32_t value) {
 }
 
 [[noreturn]] void Usage(const char* why) {
-  dprintf(2, "gpugeek-shim: %s\nusage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N -- PROGRAM [ARG]...\n",
+  dprintf(2,
+          "gpugeek-shim: %s\nusage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N [--lease-ms N] -- PROGRAM "
+          "[ARG]...\n",
           why);
   Send(RecordKind::kShimSetup, EINVAL);
   _exit(127);
@@ -213,23 +239,51 @@ bool ReapAll() {
   }
 }
 
-// Waits up to `timeout_ms` (-1: no limit) for SIGCHLD on `signal_fd`, or for `lifeline_fd` (-1: none) to
-// be readable. Returns whether the lifeline reported EOF (or an error, which means the same: no agent).
+// Applies the LeaseRenewal records in `data` (`n` bytes), keeping a record split across reads for the
+// next call. Each write is one whole record, so a split happens only if a read asks for less than a
+// record; kept anyway, as the pipe promises nothing more.
+void TakeRenewals(const char* data, size_t n) {
+  static char partial[sizeof(LeaseRenewal)];
+  static size_t partial_len = 0;
+  for (size_t i = 0; i < n; ++i) {
+    partial[partial_len++] = data[i];
+    if (partial_len < sizeof(partial)) continue;
+    partial_len = 0;
+    LeaseRenewal renewal;
+    memcpy(&renewal, partial, sizeof(renewal));
+    if (renewal.until_ns > g_lease_until_ns) g_lease_until_ns = renewal.until_ns;
+  }
+}
+
+// Waits up to `timeout_ms` (-1: no limit) for a signal on `signal_fd` (SIGCHLD; SIGTERM sets
+// g_group_termed), or for `lifeline_fd` (-1: none) to be readable, whose renewals it applies. Returns
+// whether the lifeline reported EOF (or an error, which means the same: no agent).
 bool Wait(int signal_fd, int lifeline_fd, int timeout_ms) {
   pollfd fds[2] = {{signal_fd, POLLIN, 0}, {lifeline_fd, POLLIN, 0}};
   const int r = poll(fds, lifeline_fd >= 0 ? 2 : 1, timeout_ms);
   if (r <= 0) return false;
   if (fds[0].revents != 0) {
     signalfd_siginfo info;
-    while (read(signal_fd, &info, sizeof(info)) > 0) {
+    while (read(signal_fd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+      if (info.ssi_signo == SIGTERM) g_group_termed = true;
     }
   }
   if (lifeline_fd >= 0 && fds[1].revents != 0) {
-    char buf[64];
-    const ssize_t n = read(lifeline_fd, buf, sizeof(buf));  // the agent never writes: data is ignored
+    char buf[64 * sizeof(LeaseRenewal)];
+    const ssize_t n = read(lifeline_fd, buf, sizeof(buf));
     if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return true;
+    if (n > 0) TakeRenewals(buf, static_cast<size_t>(n));
   }
   return false;
+}
+
+// The poll timeout until the lease needs checking: -1 without a lease, 0 once it ran out.
+int LeaseTimeoutMs() {
+  if (!g_leased) return -1;
+  const int64_t left_ns = g_lease_until_ns - BootNs();
+  if (left_ns <= 0) return 0;
+  const int64_t left_ms = (left_ns + 999999) / 1000000;
+  return static_cast<int>(left_ms < kLeaseCheckMs ? left_ms : kLeaseCheckMs);
 }
 
 // SIGKILLs the whole tree in rounds (killing a process reparents its children to the shim, which the next
@@ -275,6 +329,7 @@ int main(int argc, char** argv) {
   long status_fd = -1;
   long lifeline_fd = -1;
   long grace_ms = -1;
+  long lease_ms = -1;
   int program = -1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--") == 0) {
@@ -288,16 +343,22 @@ int main(int argc, char** argv) {
       target = &lifeline_fd;
     } else if (strcmp(argv[i], "--grace-ms") == 0) {
       target = &grace_ms;
+    } else if (strcmp(argv[i], "--lease-ms") == 0) {
+      target = &lease_ms;
     } else {
       Usage("unknown argument");
     }
-    const long max = target == &grace_ms ? kMaxGraceMs : 1L << 20;
+    const long max = target == &grace_ms ? kMaxGraceMs : target == &lease_ms ? kMaxLeaseMs : 1L << 20;
     if (i + 1 >= argc || !ParseLong(argv[i + 1], 0, max, target)) Usage("bad or missing value");
     if (target == &status_fd) g_status_fd = static_cast<int>(status_fd);
     ++i;
   }
   if (status_fd < 0 || lifeline_fd < 0 || grace_ms < 0) Usage("--status-fd, --lifeline-fd and --grace-ms are required");
   if (program < 0 || program >= argc) Usage("no program after --");
+  if (lease_ms >= 0) {
+    g_leased = true;
+    g_lease_until_ns = BootNs() + static_cast<int64_t>(lease_ms) * 1000000;  // the lease starts now
+  }
 
   // Neither descriptor may reach the workload.
   struct stat st;
@@ -309,17 +370,21 @@ int main(int argc, char** argv) {
   if (!S_ISFIFO(st.st_mode)) Fail(RecordKind::kShimSetup, EINVAL, "lifeline fd is not a pipe");
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) Fail(RecordKind::kShimSetup, errno, "PR_SET_CHILD_SUBREAPER");
 
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  if (sigprocmask(SIG_BLOCK, &chld, nullptr) != 0) Fail(RecordKind::kShimSetup, errno, "sigprocmask");
-  const int signal_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  // SIGCHLD wakes the loop. SIGTERM is blocked (never delivered, so its default action does not matter)
+  // and read from the signalfd too: it tells that the group was sent one.
+  sigset_t waited;
+  sigemptyset(&waited);
+  sigaddset(&waited, SIGCHLD);
+  sigaddset(&waited, SIGTERM);
+  if (sigprocmask(SIG_BLOCK, &waited, nullptr) != 0) Fail(RecordKind::kShimSetup, errno, "sigprocmask");
+  const int signal_fd = signalfd(-1, &waited, SFD_CLOEXEC | SFD_NONBLOCK);
   if (signal_fd < 0) Fail(RecordKind::kShimSetup, errno, "signalfd");
   struct sigaction action;
   memset(&action, 0, sizeof(action));
   action.sa_handler = SIG_IGN;
   for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD) sigaction(sig, &action, nullptr);  // EINVAL: reserved
+    if (sig == SIGKILL || sig == SIGSTOP || sigismember(&waited, sig)) continue;
+    sigaction(sig, &action, nullptr);  // EINVAL: reserved
   }
 
   int exec_pipe[2];
@@ -357,19 +422,20 @@ int main(int argc, char** argv) {
   Send(RecordKind::kStarted, g_leader);
 
   for (;;) {
-    const bool orphaned = Wait(signal_fd, static_cast<int>(lifeline_fd), -1);
+    const bool orphaned = Wait(signal_fd, static_cast<int>(lifeline_fd), LeaseTimeoutMs());
     ReapAll();
     if (g_leader_done) {
       Send(RecordKind::kExited, g_leader_status);
       KillTree(signal_fd);
       ExitLike(g_leader_status);
     }
-    if (orphaned) break;
+    if (orphaned || LeaseTimeoutMs() == 0) break;
   }
 
-  // The agent is gone: SIGTERM the tree (the shim's own group at once; the shim ignores SIGTERM), give it
-  // the grace, then SIGKILL what is left.
-  kill(-g_self, SIGTERM);
+  // The agent is gone, or its lease ran out: SIGTERM the tree (the shim's own group at once, unless a
+  // cancel or the agent's fence already did: a second SIGTERM can cut a checkpoint short; the shim's own
+  // SIGTERM is only noted), give it the grace, then SIGKILL what is left.
+  if (!g_group_termed) kill(-g_self, SIGTERM);
   SignalTree(SIGTERM, g_self);
   const int64_t deadline = NowMs() + grace_ms;
   for (int64_t now = NowMs(); now < deadline; now = NowMs()) {

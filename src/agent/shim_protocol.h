@@ -10,6 +10,10 @@
 //                                 then kExited (value: the workload's raw wait status) once it ended.
 // Without the shim (ExecutorOptions::use_shim false) the child writes only failure records and the pipe
 // is close-on-exec: EOF means the shell was exec'd.
+//
+// The lifeline, the other direction: one pipe per workload whose write end only the agent process holds
+// (close-on-exec, non-blocking). EOF means the agent is gone. A shim started with --lease-ms also reads
+// LeaseRenewal records from it: each one extends its lease (see shim_main.cc).
 
 #include <stdint.h>
 
@@ -34,5 +38,14 @@ struct Record {
   RecordKind kind;
   int32_t value;
 };
+
+// One lease renewal on the lifeline: the workload may run until `until_ns`, on CLOCK_BOOTTIME (which,
+// unlike CLOCK_MONOTONIC, keeps counting while the machine is suspended). Absolute, so a record read late
+// (the shim was descheduled or throttled by its cgroup's CPU quota) still means the same deadline. Written
+// with one write() of 8 bytes (< PIPE_BUF: whole or not at all, also on a non-blocking pipe).
+struct LeaseRenewal {
+  int64_t until_ns;
+};
+static_assert(sizeof(LeaseRenewal) == 8);
 
 }  // namespace gpugeek::agent::shim

@@ -216,6 +216,10 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   RETURN_IF_ERROR(CheckNodeName(r, "node", out.node));
   ASSIGN_OR_RETURN(out.instance_id, ReadInstanceId(r));
   ASSIGN_OR_RETURN(out.address, r.String("address", std::string()));
+  if (!out.address.empty()) {  // a host, checked by the host:port rule (IPv6 literals bracketed)
+    const bool v6 = out.address.find(':') != std::string::npos && !out.address.starts_with("[");
+    RETURN_IF_ERROR(ValidateHostPort("registration.address", (v6 ? "[" + out.address + "]" : out.address) + ":1"));
+  }
   ASSIGN_OR_RETURN(out.capacity_type, r.String("capacity_type", std::string("on-demand")));
   if (out.capacity_type != "on-demand" && out.capacity_type != "spot" && out.capacity_type != "reserved") {
     return r.Error("capacity_type", "must be one of on-demand, spot, reserved");
@@ -223,6 +227,19 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   ASSIGN_OR_RETURN(out.region, r.String("region", std::string()));
   ASSIGN_OR_RETURN(out.labels, r.StringMap("labels"));
   ASSIGN_OR_RETURN(out.metrics_address, r.String("metrics_address", std::string()));
+  if (!out.metrics_address.empty()) {
+    RETURN_IF_ERROR(ValidateHostPort("registration.metrics_address", out.metrics_address));
+    // Prometheus scrapes it, so it must be the node itself: its address (or loopback on a loopback node).
+    const std::string host = out.metrics_address.substr(0, out.metrics_address.rfind(':'));
+    const std::string address = out.address.empty() ? "127.0.0.1" : out.address;
+    const bool loopback = address == "127.0.0.1" || address == "localhost" || address == "[::1]" || address == "::1";
+    if (host != address && !(loopback && (host == "127.0.0.1" || host == "localhost" || host == "[::1]"))) {
+      return r.Error("metrics_address",
+                     fmt::format("host '{}' is not this node's address '{}'; serve the agent's metrics on the node "
+                                 "itself (gpugeek agent --metrics-listen {}:PORT)",
+                                 host.substr(0, 64), address.substr(0, 64), address.substr(0, 64)));
+    }
+  }
   ASSIGN_OR_RETURN(const nlohmann::json* inv, r.Raw("inventory"));
   if (inv->is_object() && inv->contains("gpus") && inv->at("gpus").is_array() &&
       inv->at("gpus").size() > kMaxGpusPerNode) {

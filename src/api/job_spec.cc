@@ -31,6 +31,11 @@ constexpr size_t kMaxSpecBytes = size_t{1} << 20;
 // "billion laughs") are 9^9 visits. Every walk is bounded by this count of visited values.
 constexpr int kMaxVisitedValues = 100'000;
 constexpr int kMaxYamlDepth = 64;  // mappings and lists open at once
+// yaml-cpp's scanner keeps every token of an unclosed flow collection ('[', '{') queued until it closes,
+// about 280 bytes each: a 1 MiB spec of 500,000 nested '[' held 137 MiB before its parser refused the
+// depth. Counting every '[' and '{' byte, wherever it stands, is an upper bound on that nesting that no
+// quoting can hide; 10,000 of them cost the scanner at most about 3 MiB. A real spec has a few dozen.
+constexpr int kMaxFlowOpeners = 10'000;
 
 absl::Status FieldError(const std::string& path, absl::string_view what) {
   return absl::InvalidArgumentError(fmt::format("{}: {}", path, what));
@@ -351,12 +356,79 @@ class ContentProbe final : public YAML::EventHandler {
   void OnMapEnd() override {}
 };
 
-bool SecondDocumentHasContent(const std::string& text) {
+// Counts the values of the first document as its events stream past, without building a tree: yaml-cpp
+// builds about 450 bytes per loaded value (a 1 MiB flow list of 500,000 items took 225 MiB and 1.1 s to
+// load, and only then did TreeCheck refuse it), while this pass holds only the scanner's state. Values
+// are counted as TreeCheck counts them (the root, each list item and each mapping value; not plain
+// keys; an alias once), so it refuses nothing TreeCheck would accept. Nesting is the number of
+// collections open at once.
+class ValueCounter final : public YAML::EventHandler {
+ public:
+  int values = 0;
+  int max_depth = 0;
+  int deepest_line = 0;  // 1-based line of the first collection opened at max_depth
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { Node(); }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { Node(); }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { Node(); }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Open(mark, false);
+  }
+  void OnSequenceEnd() override { open_.pop_back(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Open(mark, true);
+  }
+  void OnMapEnd() override { open_.pop_back(); }
+
+ private:
+  struct Level {
+    bool map;
+    bool next_is_key;
+  };
+  // A node starts in the innermost open collection: a mapping's children alternate key, value.
+  void Node() {
+    const bool key = !open_.empty() && open_.back().map && open_.back().next_is_key;
+    if (!open_.empty() && open_.back().map) open_.back().next_is_key = !open_.back().next_is_key;
+    if (!key) ++values;
+  }
+  void Open(const YAML::Mark& mark, bool map) {
+    Node();
+    open_.push_back({map, true});
+    if (static_cast<int>(open_.size()) > max_depth) {
+      max_depth = static_cast<int>(open_.size());
+      deepest_line = mark.line + 1;
+    }
+  }
+  std::vector<Level> open_;
+};
+
+// Before yaml-cpp builds a tree: the values and nesting of the first document within TreeCheck's limits
+// (same messages), and no second document with content. Throws what yaml-cpp throws on malformed YAML.
+absl::Status CheckDocumentsBeforeLoading(const std::string& text) {
   std::istringstream in(text);
   YAML::Parser parser(in);
-  ContentProbe first, second;
-  if (!parser.HandleNextDocument(first)) return false;
-  return parser.HandleNextDocument(second) && second.content;
+  ValueCounter first;
+  if (!parser.HandleNextDocument(first)) return absl::OkStatus();
+  if (first.values > kMaxVisitedValues) {
+    return absl::InvalidArgumentError(
+        fmt::format("spec: the YAML holds more than {} values, each alias (*name) counting as a copy of what it names; "
+                    "use fewer aliases or write a smaller spec",
+                    kMaxVisitedValues));
+  }
+  if (first.max_depth > kMaxYamlDepth) {
+    return absl::InvalidArgumentError(fmt::format("spec: the YAML nests deeper than {} levels (line {}); flatten it",
+                                                  kMaxYamlDepth, first.deepest_line));
+  }
+  // One job per spec: a second document (after `---`) would otherwise be dropped without a word.
+  // At most two documents are read, whatever follows (LoadAll on 10,000 `---` takes seconds).
+  ContentProbe second;
+  if (parser.HandleNextDocument(second) && second.content) {
+    return absl::InvalidArgumentError(
+        "job spec holds more than one YAML document (separated by ---); submit one job per file");
+  }
+  return absl::OkStatus();
 }
 
 // Walks the whole loaded tree once, before the schema reads any of it:
@@ -453,16 +525,19 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text, const hw::GpuCa
     return absl::InvalidArgumentError(fmt::format(
         "spec: {} bytes is over the 1 MiB limit; keep large data in files the job reads", yaml_text.size()));
   }
+  int flow_openers = 0;
+  for (char c : yaml_text) flow_openers += (c == '[' || c == '{') ? 1 : 0;
+  if (flow_openers > kMaxFlowOpeners) {
+    return absl::InvalidArgumentError(
+        fmt::format("spec: the YAML has {} '[' and '{{' characters; at most {} are allowed (flow collections nest "
+                    "at most {} levels): write a smaller spec",
+                    flow_openers, kMaxFlowOpeners, kMaxYamlDepth));
+  }
   YAML::Node doc;
   try {
     const std::string text(yaml_text);
+    RETURN_IF_ERROR(CheckDocumentsBeforeLoading(text));
     doc = YAML::Load(text);
-    // One job per spec: a second document (after `---`) would otherwise be dropped without a word.
-    // At most two documents are read, whatever follows (LoadAll on 10,000 `---` takes seconds).
-    if (SecondDocumentHasContent(text)) {
-      return absl::InvalidArgumentError(
-          "job spec holds more than one YAML document (separated by ---); submit one job per file");
-    }
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         fmt::format("job spec is not valid YAML (line {}, column {}): {}", e.mark.line + 1, e.mark.column + 1, e.msg));

@@ -84,6 +84,10 @@ struct JobSpec {
 };
 
 // Parses and validates a job spec from YAML text. `catalog` resolves GPU names.
+// Bounded for text from outside, each limit an InvalidArgument naming it: at most 1 MiB of text, 10,000
+// '[' and '{' characters, one document with content, 100,000 values nested at most 64 deep (all checked
+// before yaml-cpp builds a tree), and the same once aliases are expanded, each counting as a copy of
+// what it names (checked on the loaded tree).
 absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text,
                                      const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin());
 

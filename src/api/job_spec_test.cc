@@ -192,6 +192,47 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run");
 }
 
+// yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
+// refused the depth; the text is refused before yaml-cpp sees it.
+TEST(ParseJobSpec, DeepFlowNestingIsRefusedBeforeScanning) {
+  const std::string head = "name: x\nrun: a\nresources: {accelerators: T4:1}\nx: ";
+  EXPECT_EQ(ErrorOf(head + std::string(500'000, '[') + std::string(500'000, ']') + "\n"),
+            "spec: the YAML has 500001 '[' and '{' characters; at most 10000 are allowed (flow collections nest at "
+            "most 64 levels): write a smaller spec");
+  // 10,000 in all (one in `head`) pass the count; yaml-cpp's own depth guard then refuses them.
+  EXPECT_EQ(ErrorOf(head + std::string(9'999, '[') + std::string(9'999, ']') + "\n"),
+            "job spec is not valid YAML (line 4, column 20002): bad file");
+  EXPECT_EQ(ErrorOf(head + std::string(100, '[') + std::string(100, ']') + "\n"),
+            "spec: the YAML nests deeper than 64 levels (line 4); flatten it");
+}
+
+// Loading 500,000 list items would build a 225 MiB tree before the walk refused it; the event pass
+// counts them without a tree.
+TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
+  std::string yaml = "name: x\nrun: a\nresources: {accelerators: T4:1}\nx: [";
+  for (int i = 0; i < 500'000; ++i) yaml += "1,";
+  yaml += "1]\n";
+  EXPECT_EQ(ErrorOf(yaml),
+            "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
+            "use fewer aliases or write a smaller spec");
+  // Counted as the walk counts: the root, 4 values, the list and 99,994 items are 100,000 values, the
+  // most allowed (the schema then refuses `x`); one item more is too many.
+  const auto list_of = [](int items) {
+    std::string text = "name: x\nrun: a\nresources: {accelerators: T4:1}\nx: [";
+    for (int i = 0; i < items; ++i) text += i ? ",1" : "1";
+    return text + "]\n";
+  };
+  EXPECT_EQ(ErrorOf(list_of(99'994)),
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run");
+  EXPECT_EQ(ErrorOf(list_of(99'995)),
+            "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
+            "use fewer aliases or write a smaller spec");
+  // Keys do not count: a mapping of 60,000 entries holds 60,000 values.
+  std::string map = "name: x\nrun: a\nresources: {accelerators: T4:1}\nenv: {";
+  for (int i = 0; i < 60'000; ++i) map += fmt::format("{}K{}: v", i ? ", " : "", i);
+  EXPECT_EQ(ErrorOf(map + "}\n"), "(ok)");
+}
+
 TEST(ParseJobSpec, AnchorsAndAliasesStillWork) {
   auto spec = ParseJobSpec(
       "name: x\nrun: &cmd python train.py\nresources: {accelerators: &gpu T4:1, regions: [&r eu-west-1, *r]}\n"

@@ -181,8 +181,8 @@ TEST(AgentCommand, BadMetricsAddressIsAUsageError) {
 
 TEST(UpCommand, ServesTheAgentsMetricsApartFromTheServer) {
   TempDir dir;
-  Gpugeek up({"up", "--listen", "127.0.0.1:0", "--agent-metrics-listen", "127.0.0.1:0", "--emulate", "1xH100-SXM-80GB",
-              "--data-dir", dir.path().string()},
+  Gpugeek up({"up", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--agent-metrics-listen", "127.0.0.1:0",
+              "--emulate", "1xH100-SXM-80GB", "--data-dir", dir.path().string()},
              dir.path() / "up.log");
   const std::string url = up.WaitForOutput(kMetricsLine);
   ASSERT_FALSE(url.empty()) << up.output();

@@ -1,7 +1,7 @@
 // End-to-end tests of `gpugeek server` and the client commands (submit, jobs, job, logs, cancel,
 // events, nodes, node, cordon, uncordon, drain, remove-node, pool): a real ControlPlaneServer on port 0 in this
-// process, an emulated node registered over the REST API (this test plays its agent), and the built
-// `gpugeek` binary run against it with --server.
+// process, an emulated node registered on the agents' listener (this test plays its agent), and the
+// built `gpugeek` binary run against the API with --server.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -76,18 +76,23 @@ class ClientCommandsTest : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "specs" / "models");
-    // The node heartbeats only when a test plays its agent: keep it from being declared down.
+    // The node heartbeats only when a test plays its agent: a long lease keeps it from being suspect
+    // or down meanwhile.
     auto s = controlplane::ControlPlaneServer::Start(
-        {.port = 0, .data_dir = (dir_ / "data").string(), .node_timeout = std::chrono::minutes(5)});
+        {.port = 0, .agent_port = 0, .data_dir = (dir_ / "data").string(), .lease = std::chrono::minutes(5)});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     auto c = http::Client::Create({.base_url = server_->url()});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
+    auto a = http::Client::Create({.base_url = server_->agent_url()});
+    ASSERT_TRUE(a.ok());
+    agent_ = std::move(*a);
     server_flag_ = " --server " + server_->url();
   }
   void TearDown() override {
     client_.reset();
+    agent_.reset();
     server_.reset();
     fs::remove_all(dir_);
   }
@@ -97,7 +102,7 @@ class ClientCommandsTest : public ::testing::Test {
     r.node = node;
     r.address = "127.0.0.1";
     r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(spec), node, {node, 32, uint64_t{256} << 30, 1, ""});
-    auto reply = client_->Post("/v1/agents/register", api::ToJson(r));
+    auto reply = agent_->Post("/v1/agents/register", api::ToJson(r));
     ASSERT_TRUE(reply.ok()) << reply.status();
   }
 
@@ -124,7 +129,7 @@ class ClientCommandsTest : public ::testing::Test {
     hb.node = node;
     int64_t epoch = -1;
     for (int i = 0; i < 200 && epoch < 0; ++i) {
-      auto reply = client_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb));
+      auto reply = agent_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb));
       ASSERT_TRUE(reply.ok()) << reply.status();
       auto parsed = api::HeartbeatReplyFromJson(*reply);
       ASSERT_TRUE(parsed.ok()) << parsed.status();
@@ -137,16 +142,17 @@ class ClientCommandsTest : public ::testing::Test {
     const size_t half = log.size() / 2;
     hb.workloads = {{.job_id = id, .epoch = epoch, .phase = api::WorkloadPhase::kRunning}};
     hb.logs = {{.job_id = id, .offset = 0, .data = log.substr(0, half), .epoch = epoch}};
-    ASSERT_TRUE(client_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb)).ok());
+    ASSERT_TRUE(agent_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb)).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the follower sees a running job
     hb.workloads = {{.job_id = id, .epoch = epoch, .phase = api::WorkloadPhase::kExited, .exit_code = exit_code}};
     hb.logs = {{.job_id = id, .offset = half, .data = log.substr(half), .epoch = epoch}};
-    ASSERT_TRUE(client_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb)).ok());
+    ASSERT_TRUE(agent_->Post("/v1/agents/" + node + "/heartbeat", api::ToJson(hb)).ok());
   }
 
   fs::path dir_;
   std::unique_ptr<controlplane::ControlPlaneServer> server_;
-  std::unique_ptr<http::Client> client_;
+  std::unique_ptr<http::Client> client_;  // the API
+  std::unique_ptr<http::Client> agent_;   // the agents' listener
   std::string server_flag_;
 };
 
@@ -461,8 +467,8 @@ TEST(ServerCommand, ServesUntilSigterm) {
     dup2(out[1], STDOUT_FILENO);
     close(out[0]);
     close(out[1]);
-    execl(GPUGEEK_BINARY, GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--data-dir", (dir / "data").c_str(),
-          "--policy", "GpuPacking", nullptr);
+    execl(GPUGEEK_BINARY, GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+          "--data-dir", (dir / "data").c_str(), "--policy", "GpuPacking", nullptr);
     _exit(127);
   }
   close(out[1]);
@@ -480,16 +486,22 @@ TEST(ServerCommand, ServesUntilSigterm) {
   ASSERT_NE(fgets(line, sizeof(line), f), nullptr);
   std::smatch m;
   const std::string first(line);
-  ASSERT_TRUE(
-      std::regex_search(first, m, std::regex("^gpugeek server listening on (http://127\\.0\\.0\\.1:[0-9]+) \\(data: ")))
+  ASSERT_TRUE(std::regex_search(first, m,
+                                std::regex("^gpugeek server listening on (http://127\\.0\\.0\\.1:[0-9]+), agents on "
+                                           "(http://127\\.0\\.0\\.1:[0-9]+) \\(data: ")))
       << first;
   const std::string url = m[1].str();
+  const std::string agent_url = m[2].str();
+  EXPECT_NE(url, agent_url);
   EXPECT_TRUE(Contains(first, (dir / "data").string())) << first;
   EXPECT_TRUE(fs::exists(dir / "data"));
 
   Result r = RunGpugeek("pool --json --server " + url);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["policy"], "GpuPacking") << r.out;
+  // The agents' listener serves registrations and heartbeats, not the API.
+  r = RunGpugeek("pool --json --server " + agent_url);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
 
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   std::string rest;
@@ -512,6 +524,12 @@ TEST(ServerCommand, ServesUntilSigterm) {
   r = RunGpugeek("server --listen nowhere");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(Contains(r.err, "gpugeek server: --listen 'nowhere' must be HOST:PORT")) << r.err;
+  r = RunGpugeek("server --listen 127.0.0.1:0 --agent-listen nowhere");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "gpugeek server: --agent-listen: ")) << r.err;
+  r = RunGpugeek("server --listen 127.0.0.1:0 --agent-listen 0.0.0.0:0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "--agent-listen must use the same host as --listen")) << r.err;
   fs::remove_all(dir);
 }
 

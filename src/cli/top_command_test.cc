@@ -176,14 +176,19 @@ class TopCommandTest : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() / ("gpugeek_top_test_" + std::to_string(::getpid())));
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
-    server_ =
-        new Process({GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--data-dir", (*dir_ / "server").string()},
-                    *dir_ / "server.log");
-    const std::regex listening("listening on (http://127\\.0\\.0\\.1:[0-9]+)");
+    server_ = new Process({GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+                           "--data-dir", (*dir_ / "server").string()},
+                          *dir_ / "server.log");
+    const std::regex listening(
+        "listening on (http://127\\.0\\.0\\.1:[0-9]+), agents on (http://127\\.0\\.0\\.1:[0-9]+)");
+    std::string agent_url;
     for (int i = 0; i < 200 && url_->empty(); ++i) {
       std::smatch m;
       const std::string out = server_->output();
-      if (std::regex_search(out, m, listening)) *url_ = m[1];
+      if (std::regex_search(out, m, listening)) {
+        *url_ = m[1];
+        agent_url = m[2];
+      }
       std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
@@ -191,10 +196,10 @@ class TopCommandTest : public ::testing::Test {
     *node_a_ = "top-a-" + std::to_string(::getpid());
     *node_b_ = "top-b-" + std::to_string(::getpid());
     for (const auto& [name, spec] : {std::pair(*node_a_, "4xA100-SXM-80GB"), std::pair(*node_b_, "2xL4")}) {
-      agents_->push_back(
-          std::make_unique<Process>(std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *url_, "--name", name,
-                                                             "--emulate", spec, "--data-dir", (*dir_ / name).string()},
-                                    *dir_ / (name + ".log")));
+      agents_->push_back(std::make_unique<Process>(
+          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--name", name, "--emulate", spec,
+                                   "--data-dir", (*dir_ / name).string()},
+          *dir_ / (name + ".log")));
     }
     // Both registered, each with a telemetry sample per GPU.
     bool ready = false;

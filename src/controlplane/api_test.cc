@@ -1,5 +1,5 @@
-// The REST API end to end over loopback: a real ControlPlaneServer (SQLite, HTTP on port 0) and
-// the JSON client.
+// The REST API end to end over loopback: a real ControlPlaneServer (SQLite, both listeners on port 0)
+// and the JSON client; the test plays the agents on the agents' listener.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "controlplane/server.h"
 #include "http/client.h"
@@ -29,15 +30,21 @@ class ApiTest : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("gpugeek_api_test_" + std::to_string(::getpid()) + "_" +
                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
-    auto s = ControlPlaneServer::Start({.port = 0, .data_dir = dir_.string()});
+    // The test heartbeats only when it plays an agent: a long lease keeps its nodes up meanwhile.
+    auto s = ControlPlaneServer::Start(
+        {.port = 0, .agent_port = 0, .data_dir = dir_.string(), .lease = std::chrono::minutes(5)});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     auto c = http::Client::Create({.base_url = server_->url()});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
+    auto a = http::Client::Create({.base_url = server_->agent_url()});
+    ASSERT_TRUE(a.ok());
+    agent_ = std::move(*a);
   }
   void TearDown() override {
-    client_.reset();  // close the keep-alive connection before the server waits for it
+    client_.reset();  // close the keep-alive connections before the server waits for them
+    agent_.reset();
     server_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -46,7 +53,7 @@ class ApiTest : public ::testing::Test {
     r.node = node;
     r.address = "127.0.0.1";
     r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(spec), node, {node, 32, uint64_t{256} << 30, 1, ""});
-    auto reply = client_->Post("/v1/agents/register", api::ToJson(r));
+    auto reply = agent_->Post("/v1/agents/register", api::ToJson(r));
     ASSERT_TRUE(reply.ok()) << reply.status();
   }
   // Waits (bounded) until the job reaches `state`.
@@ -61,7 +68,8 @@ class ApiTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::unique_ptr<ControlPlaneServer> server_;
-  std::unique_ptr<http::Client> client_;
+  std::unique_ptr<http::Client> client_;  // the API (users)
+  std::unique_ptr<http::Client> agent_;   // the agents' listener
 };
 
 TEST_F(ApiTest, SubmitScheduleHeartbeatAndFinish) {
@@ -76,34 +84,41 @@ TEST_F(ApiTest, SubmitScheduleHeartbeatAndFinish) {
 
   api::Heartbeat hb;
   hb.node = "node-a";
-  auto reply = client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
+  auto reply = agent_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
   ASSERT_TRUE(reply.ok()) << reply.status();
   auto parsed = api::HeartbeatReplyFromJson(*reply);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->assignments.size(), 1u);
-  EXPECT_EQ(parsed->assignments[0].gpu_indices.size(), 2u);
+  EXPECT_EQ(parsed->assignments[0].gpu_uuids.size(), 2u);
+  auto placed = client_->Get("/v1/jobs/" + id);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  EXPECT_EQ((*placed)["allocation"]["members"][0]["gpu_uuids"], nlohmann::json(parsed->assignments[0].gpu_uuids));
 
   hb.workloads = {{id, 1, api::WorkloadPhase::kExited, 0}};
   hb.logs = {{id, 0, 0, "hi\n", 1}};
-  ASSERT_TRUE(client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb)).ok());
+  ASSERT_TRUE(agent_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb)).ok());
+  ASSERT_TRUE(WaitFor(id, "SUCCEEDED"));  // the report takes effect on the controllers' next pass
   auto done = client_->Get("/v1/jobs/" + id);
-  EXPECT_EQ((*done)["state"], "SUCCEEDED");
   EXPECT_EQ((*done)["exit_code"], 0);
 
-  // Logs: plain, and follow (ends because the job ended).
-  httplib::Client raw(server_->url());
-  auto log = raw.Get("/v1/jobs/" + id + "/logs");
-  ASSERT_TRUE(log);
-  EXPECT_EQ(log->body, "hi\n");
-  std::string followed;
-  ASSERT_TRUE(client_
-                  ->GetStream("/v1/jobs/" + id + "/logs?follow=true",
-                              [&](const std::string& c) {
-                                followed += c;
-                                return true;
-                              })
-                  .ok());
-  EXPECT_EQ(followed, "hi\n");
+  // Logs: a ranged, byte-exact read (JSON, the bytes base64); the job ended, so they are complete and
+  // a long-poll at the end answers at once.
+  auto log = client_->Get("/v1/jobs/" + id + "/logs");
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::string bytes;
+  ASSERT_TRUE(absl::Base64Unescape((*log)["data_b64"].get<std::string>(), &bytes)) << log->dump();
+  EXPECT_EQ(bytes, "hi\n");
+  EXPECT_EQ((*log)["next_offset"], 3);
+  EXPECT_EQ((*log)["size"], 3);
+  EXPECT_EQ((*log)["complete"], true);
+  EXPECT_EQ((*log)["state"], "SUCCEEDED");
+  EXPECT_EQ((*log)["epoch"], 1);
+  const auto start = std::chrono::steady_clock::now();
+  auto tail = client_->Get("/v1/jobs/" + id + "/logs?offset=3&wait_ms=5000");
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  EXPECT_EQ((*tail)["data_b64"], "");
+  EXPECT_EQ((*tail)["complete"], true);
 
   auto events = client_->Get("/v1/events?job=" + id);
   ASSERT_TRUE(events.ok());
@@ -136,10 +151,73 @@ TEST_F(ApiTest, BadInputIs4xxNamingTheField) {
 
   api::Heartbeat hb;
   hb.node = "node-b";
-  auto mismatch = client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
+  auto mismatch = agent_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
   EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
-  auto bad_hb = client_->Post("/v1/agents/node-a/heartbeat", {{"node", "node-a"}, {"workloads", 3}});
+  auto bad_hb = agent_->Post("/v1/agents/node-a/heartbeat", {{"node", "node-a"}, {"workloads", 3}});
   EXPECT_TRUE(absl::StartsWith(bad_hb.status().message(), "heartbeat.workloads: must be a list")) << bad_hb.status();
+  // A wrong method on a known path: 405, a JSON error.
+  auto wrong_method = raw.Delete("/v1/jobs");
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
+  EXPECT_TRUE(nlohmann::json::parse(wrong_method->body, nullptr, false).contains("message")) << wrong_method->body;
+}
+
+// Users and agents have a listener each: the agents' routes are not on the API, and the API's are not
+// on the agents' listener.
+TEST_F(ApiTest, AgentsAndUsersHaveSeparateListeners) {
+  EXPECT_NE(server_->port(), server_->agent_port());
+  api::Registration r;
+  r.node = "node-a";
+  r.address = "127.0.0.1";
+  r.inventory =
+      hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xT4"), "node-a", {"node-a", 8, uint64_t{64} << 30, 1, ""});
+  EXPECT_EQ(client_->Post("/v1/agents/register", api::ToJson(r)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(api::Heartbeat{.node = "node-a"})).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(agent_->Get("/v1/jobs").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(agent_->Get("/v1/nodes").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*client_->Get("/v1/nodes"))["nodes"].size(), 0u);
+  ASSERT_TRUE(agent_->Post("/v1/agents/register", api::ToJson(r)).ok());
+  EXPECT_EQ((*client_->Get("/v1/nodes"))["nodes"].size(), 1u);
+}
+
+// GET /v1/nodes pages by name: ?limit= (1..1000, default 100) &after=NAME; next_after names the last
+// node of a full page and is null on the last one.
+TEST_F(ApiTest, NodesArePagedByName) {
+  for (const std::string node : {"node-c", "node-a", "node-e", "node-b", "node-d"}) RegisterNode(node, "1xT4");
+  auto names = [](const nlohmann::json& page) {
+    std::vector<std::string> out;
+    for (const auto& n : page["nodes"]) out.push_back(n["name"]);
+    return out;
+  };
+  auto first = client_->Get("/v1/nodes?limit=2");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(names(*first), (std::vector<std::string>{"node-a", "node-b"}));
+  EXPECT_EQ((*first)["next_after"], "node-b");
+  auto second = client_->Get("/v1/nodes?limit=2&after=node-b");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(names(*second), (std::vector<std::string>{"node-c", "node-d"}));
+  EXPECT_EQ((*second)["next_after"], "node-d");
+  auto last = client_->Get("/v1/nodes?limit=2&after=node-d");
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(names(*last), (std::vector<std::string>{"node-e"}));
+  EXPECT_TRUE((*last)["next_after"].is_null());
+  // A page that ends exactly at the last node says so: nothing follows.
+  auto exact = client_->Get("/v1/nodes?limit=5");
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(names(*exact).size(), 5u);
+  EXPECT_TRUE((*exact)["next_after"].is_null());
+  auto all = client_->Get("/v1/nodes");  // default limit 100
+  EXPECT_EQ(names(*all), (std::vector<std::string>{"node-a", "node-b", "node-c", "node-d", "node-e"}));
+  EXPECT_TRUE((*all)["next_after"].is_null());
+  // `after` need not name a node: the page starts after it in name order.
+  EXPECT_EQ(names(*client_->Get("/v1/nodes?after=node-bb")), (std::vector<std::string>{"node-c", "node-d", "node-e"}));
+  EXPECT_TRUE(names(*client_->Get("/v1/nodes?after=zzz")).empty());
+  for (const std::string bad : {"0", "1001", "-1", "x"}) {
+    auto r = client_->Get("/v1/nodes?limit=" + bad);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "limit")) << r.status();
+  }
 }
 
 TEST_F(ApiTest, CancelAndPaging) {
@@ -200,6 +278,7 @@ TEST_F(ApiTest, ServesPrometheusMetricsOnTheApiPort) {
                   "1\n"));
   EXPECT_THAT(text, ::testing::HasSubstr("\ngpugeek_http_request_duration_seconds_count{method=\"GET\",route=\"/v1/"
                                          "jobs/{id}\",code=\"404\"} 1\n"));
+  // Agents' requests too (their own listener, the same metrics).
   EXPECT_THAT(text, ::testing::HasSubstr("\ngpugeek_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/"
                                          "agents/register\",code=\"200\"} 1\n"));
   EXPECT_THAT(text,
@@ -214,12 +293,13 @@ TEST_F(ApiTest, PrometheusServiceDiscoveryListsAgentsThatServeMetrics) {
   auto reg = [&](const std::string& node, const std::string& metrics_address) {
     api::Registration r;
     r.node = node;
-    r.address = "127.0.0.1";
+    // The metrics address must be the node's own (Registration decoding checks it).
+    r.address = metrics_address.empty() ? "127.0.0.1" : metrics_address.substr(0, metrics_address.rfind(':'));
     r.capacity_type = "spot";
     r.region = "cn-east-1";
     r.metrics_address = metrics_address;
     r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xT4"), node, {node, 8, uint64_t{64} << 30, 1, ""});
-    ASSERT_TRUE(client_->Post("/v1/agents/register", api::ToJson(r)).ok());
+    ASSERT_TRUE(agent_->Post("/v1/agents/register", api::ToJson(r)).ok());
   };
   auto empty = client_->Get("/v1/prometheus/targets");
   ASSERT_TRUE(empty.ok()) << empty.status();
@@ -242,10 +322,10 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
   auto reg = [&](const std::string& node, const std::string& metrics_address) {
     api::Registration r;
     r.node = node;
-    r.address = "127.0.0.1";
+    r.address = metrics_address.substr(0, metrics_address.rfind(':'));  // the node's own address
     r.metrics_address = metrics_address;
     r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xT4"), node, {node, 8, uint64_t{64} << 30, 1, ""});
-    ASSERT_TRUE(client_->Post("/v1/agents/register", api::ToJson(r)).ok());
+    ASSERT_TRUE(agent_->Post("/v1/agents/register", api::ToJson(r)).ok());
   };
   reg("node-a", "10.0.0.7:9471");
   reg("node-b", "10.0.0.8:9471");
@@ -282,7 +362,7 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
   // Its agent comes back: a heartbeat is told to register again, and it does.
   api::Heartbeat hb;
   hb.node = "node-a";
-  auto reply = client_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
+  auto reply = agent_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_TRUE(api::HeartbeatReplyFromJson(*reply)->reregister);
   reg("node-a", "10.0.0.7:9471");
@@ -296,35 +376,42 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
 namespace gpugeek::controlplane {
 namespace {
 
-// A graceful stop waits for open connections (here one that never finishes its request, up to the
-// HTTP read timeout). The controllers stop first, so that wait is not taken for silent nodes: the
-// job placed on the node stays placed, not requeued.
+// A graceful stop lets requests in flight finish (here one whose body arrives slowly, past the
+// fencing deadline). The controllers stop first, so that wait is not taken for silent nodes: the job
+// placed on the node stays placed, not requeued.
 TEST(ServerStopTest, DrainingConnectionsDoesNotMarkNodesDown) {
   const auto dir = std::filesystem::temp_directory_path() / ("gpugeek_stop_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
+  // A silent node is down after 100 + 100 + 300 ms.
   auto server = ControlPlaneServer::Start({.port = 0,
+                                           .agent_port = 0,
                                            .data_dir = dir.string(),
-                                           .node_timeout = std::chrono::milliseconds(300),
+                                           .heartbeat_interval = std::chrono::milliseconds(50),
+                                           .lease = std::chrono::milliseconds(100),
+                                           .fence_grace = std::chrono::milliseconds(100),
+                                           .fence_margin = std::chrono::milliseconds(300),
                                            .reconcile_interval = std::chrono::milliseconds(10)});
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = *http::Client::Create({.base_url = (*server)->url()});
+  auto agent = *http::Client::Create({.base_url = (*server)->agent_url()});
   api::Registration r;
   r.node = "n1";
   r.address = "127.0.0.1";
   r.inventory =
       hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("2xH100-SXM-80GB"), "n1", {"n1", 32, 1ull << 38, 1, ""});
-  ASSERT_TRUE(client->Post("/v1/agents/register", api::ToJson(r)).ok());
+  ASSERT_TRUE(agent->Post("/v1/agents/register", api::ToJson(r)).ok());
   auto job = client->Post("/v1/jobs", {{"spec_yaml", "name: j\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n"}});
   ASSERT_TRUE(job.ok()) << job.status();
   const std::string id = (*job)["id"];
   for (int i = 0; i < 100 && (*client->Get("/v1/jobs/" + id))["state"] != "SCHEDULED"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ASSERT_TRUE(client->Post("/v1/agents/n1/heartbeat", api::ToJson(api::Heartbeat{.node = "n1"})).ok());
+  ASSERT_TRUE(agent->Post("/v1/agents/n1/heartbeat", api::ToJson(api::Heartbeat{.node = "n1"})).ok());
   client.reset();
+  agent.reset();
   int fd = -1;
   {
-    // A raw connection sending half a request line.
+    // A raw connection sending a request head and half its body.
     const std::string url = (*server)->url();
     const int port = std::stoi(url.substr(url.rfind(':') + 1));
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -333,12 +420,22 @@ TEST(ServerStopTest, DrainingConnectionsDoesNotMarkNodesDown) {
     addr.sin_port = htons(static_cast<uint16_t>(port));
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ASSERT_GT(::write(fd, "GET /v1/healthz HTTP/1.1\r\n", 26), 0);
+    const std::string head =
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{";
+    ASSERT_EQ(::write(fd, head.data(), head.size()), static_cast<ssize_t>(head.size()));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // accepted, and its worker reading
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted, and reading the body
+  // The rest of the body comes 700 ms into the stop; the request is answered (400: no spec_yaml) and
+  // only then does the stop finish.
+  std::thread slow([fd] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    (void)!::write(fd, "}", 1);
+  });
   const auto start = std::chrono::steady_clock::now();
   (*server)->Stop();
-  EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));  // longer than node_timeout
+  // Longer than the fencing deadline.
+  EXPECT_GT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  slow.join();
   ::close(fd);
   server->reset();
   auto store = store::SqliteStore::Open({.path = (dir / "gpugeek.db").string()});

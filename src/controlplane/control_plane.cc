@@ -28,6 +28,8 @@ namespace fs = std::filesystem;
 using api::JobState;
 
 constexpr int kPageSize = 1000;
+// Up to this many nodes, each registration publishes a snapshot at once (see Register).
+constexpr size_t kPublishEachRegistrationUpTo = 256;
 // Log followers that may long-poll at once (LogStore::WaitForBytes); more are answered at once.
 constexpr int kMaxLogWaiters = 128;
 
@@ -135,6 +137,7 @@ absl::Status ControlPlane::Load() {
     }
     NodeState& s = state_.nodes[n.id];
     s.registration = *reg;
+    s.shared_registration = std::make_shared<const api::Registration>(*reg);
     s.instance_id = reg->instance_id;
     s.cordoned = n.state == "cordoned";
     s.sched_nodes = ToSchedNodes(s.registration);
@@ -232,7 +235,7 @@ void ControlPlane::PublishLocked() {
   snap->version = ++published_version_;
   for (const auto& [name, s] : state_.nodes) {
     NodeSnapshot& n = snap->nodes[name];
-    n.registration = s.registration;
+    n.registration = s.shared_registration;
     n.state = NodeStateName(s);
     n.cordoned = s.cordoned;
   }
@@ -250,6 +253,12 @@ void ControlPlane::PublishLocked() {
   snap->assignments = BuildAssignments(state_);
   snap->log_grants.insert(state_.log_grants.begin(), state_.log_grants.end());
   snap->pending_reasons.insert(state_.pending_reason.begin(), state_.pending_reason.end());
+  // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
+  // Pool() must show it with this snapshot, not after the next pass.
+  if (state_.cluster_dirty) {
+    ControllerContext ctx = ContextLocked();
+    scheduling_->RefreshCluster(ctx);
+  }
   snap->cluster = scheduling_->ClusterCopy();
   snap->typical = scheduling_->typical();
   snap->policy = scheduling_->active_policy().empty() ? options_.policy : scheduling_->active_policy();
@@ -464,6 +473,7 @@ absl::StatusOr<api::RegistrationReply> ControlPlane::Register(const api::Registr
     return st;
   }
   s.registration = registration;
+  s.shared_registration = std::make_shared<const api::Registration>(registration);
   s.instance_id = registration.instance_id;
   s.down = false;
   s.suspect = false;
@@ -495,7 +505,9 @@ absl::StatusOr<api::RegistrationReply> ControlPlane::Register(const api::Registr
       if (!st.ok()) spdlog::error("control plane: job {} on restarted node {}: {}", id, registration.node, st);
     }
   }
-  PublishLocked();
+  // A registration flood (a cluster starting) must not rebuild the snapshot per node: a small pool
+  // sees the node at once; a large one in the next pass (<= reconcile interval), published once.
+  if (state_.nodes.size() <= kPublishEachRegistrationUpTo) PublishLocked();
   api::RegistrationReply reply;
   reply.heartbeat_interval_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(options_.heartbeat_interval).count();
@@ -554,7 +566,7 @@ std::vector<NodeView> ControlPlane::Nodes(const std::string& after, size_t limit
        it != snap->nodes.end() && out.size() < limit; ++it) {
     const auto& [name, n] = *it;
     NodeView v;
-    v.registration = n.registration;
+    v.registration = *n.registration;
     v.state = n.state;
     v.cordoned = n.cordoned;
     v.gpu_milli_allocated = n.gpu_milli_allocated;
@@ -570,10 +582,13 @@ std::vector<NodeView> ControlPlane::Nodes(const std::string& after, size_t limit
 }
 
 absl::StatusOr<NodeView> ControlPlane::Node(const std::string& name) {
-  for (NodeView& v : Nodes()) {
-    if (v.registration.node == name) return std::move(v);
-  }
-  return absl::NotFoundError(fmt::format("no node '{}'", name));
+  // The first node after the one just before `name`: `name` itself when it exists.
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  auto it = snap->nodes.find(name);
+  if (it == snap->nodes.end()) return absl::NotFoundError(fmt::format("no node '{}'", name));
+  std::vector<NodeView> one = Nodes(it == snap->nodes.begin() ? "" : std::prev(it)->first, 1);
+  if (one.empty() || one[0].registration.node != name) return absl::NotFoundError(fmt::format("no node '{}'", name));
+  return std::move(one[0]);
 }
 
 absl::Status ControlPlane::SetCordoned(const std::string& name, bool cordoned) {
@@ -679,7 +694,7 @@ std::vector<workload::PoolEntry> ControlPlane::PoolEntries(const Snapshot& snap)
   std::map<std::string, int> counts;
   for (const auto& [name, n] : snap.nodes) {
     if (n.state != "ready") continue;
-    for (const hw::GpuDevice& d : n.registration.inventory.gpus) {
+    for (const hw::GpuDevice& d : n.registration->inventory.gpus) {
       if (!d.model_id.empty()) ++counts[d.model_id];
     }
   }

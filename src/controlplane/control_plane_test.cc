@@ -8,10 +8,8 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
-#include "common/fake_clock.h"
-#include "hw/emulate_spec.h"
-#include "hw/emulated_discovery.h"
-#include "store/sqlite_store.h"
+#include "controlplane/controllers/scheduling.h"
+#include "controlplane/testing/control_plane_fixture.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -25,65 +23,7 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-class ControlPlaneTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("gpugeek_cp_test_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    Restart();
-  }
-  void TearDown() override {
-    cp_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  // A fresh control plane over the same store and data dir: what a server restart does.
-  void Restart() {
-    cp_.reset();
-    store_.reset();
-    auto store = store::SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_});
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    auto cp = ControlPlane::Create({.store = store_.get(), .clock = &clock_, .data_dir = (dir_ / "data").string()});
-    ASSERT_TRUE(cp.ok()) << cp.status();
-    cp_ = std::move(*cp);
-  }
-  void Register(const std::string& node, const std::string& spec, const std::string& capacity = "on-demand",
-                const std::string& region = "") {
-    auto parsed = hw::ParseEmulateSpec(spec);
-    ASSERT_TRUE(parsed.ok()) << parsed.status();
-    api::Registration r;
-    r.node = node;
-    r.address = "10.0.0." + std::to_string(node.back() - 'a' + 1);
-    r.capacity_type = capacity;
-    r.region = region;
-    r.inventory = hw::BuildEmulatedInventory(*parsed, node, {node, 64, uint64_t{512} << 30, 2, "test"});
-    ASSERT_TRUE(cp_->Register(r).ok());
-  }
-  std::string Submit(const std::string& yaml, const std::string& config = "") {
-    auto job = cp_->Submit({.spec_yaml = yaml, .model_config_json = config, .tenant = "team-a"});
-    EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? job->record.id : "";
-  }
-  api::HeartbeatReply Beat(const std::string& node, std::vector<api::WorkloadReport> reports = {},
-                           std::vector<api::LogChunk> logs = {}) {
-    api::Heartbeat hb;
-    hb.node = node;
-    hb.workloads = std::move(reports);
-    hb.logs = std::move(logs);
-    auto reply = cp_->Heartbeat(hb);
-    EXPECT_TRUE(reply.ok()) << reply.status();
-    return reply.ok() ? *reply : api::HeartbeatReply{};
-  }
-  JobState State(const std::string& id) { return cp_->GetJob(id)->record.state; }
-
-  FakeClock clock_{TimePoint(seconds(1'800'000'000))};
-  std::filesystem::path dir_;
-  std::unique_ptr<store::SqliteStore> store_;
-  std::unique_ptr<ControlPlane> cp_;
-};
+class ControlPlaneTest : public testing::ControlPlaneFixture {};
 
 constexpr char kFourH100[] = "name: train\nresources: {accelerators: H100-SXM-80GB:4}\nrun: python train.py\n";
 
@@ -101,7 +41,9 @@ TEST_F(ControlPlaneTest, JobRunsThroughTheWholeLifecycle) {
   ASSERT_EQ(job->allocation->members.size(), 1u);
   EXPECT_EQ(job->allocation->members[0].node, "node-a");
   EXPECT_EQ(job->allocation->members[0].gpus.size(), 4u);
+  EXPECT_EQ(job->allocation->members[0].gpu_uuids.size(), 4u);
   EXPECT_EQ(job->allocation->gpu_model, "H100-SXM-80GB");
+  EXPECT_EQ(job->allocation->master_port, kFirstRendezvousPort);
 
   api::HeartbeatReply reply = Beat("node-a");
   ASSERT_EQ(reply.assignments.size(), 1u);
@@ -109,18 +51,28 @@ TEST_F(ControlPlaneTest, JobRunsThroughTheWholeLifecycle) {
   EXPECT_EQ(a.job_id, id);
   EXPECT_EQ(a.epoch, 1);
   EXPECT_EQ(a.run, "python train.py");
+  EXPECT_EQ(a.gpu_uuids, job->allocation->members[0].gpu_uuids);
   EXPECT_FALSE(a.cancel);
 
-  Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}});
+  // A report takes effect on the next controller pass, not in the heartbeat.
+  Heartbeat("node-a", {{id, 1, api::WorkloadPhase::kRunning}});
+  EXPECT_EQ(State(id), JobState::kScheduled);
+  cp_->Reconcile();
   EXPECT_EQ(State(id), JobState::kRunning);
   reply = Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, 0}}, {{id, 0, 0, "step 1\n", 1}});
-  EXPECT_TRUE(reply.assignments.empty());  // exit recorded: the agent may forget it
+  EXPECT_EQ(reply.assignments.size(), 1u);          // answered before the pass that saw the exit
+  EXPECT_TRUE(Beat("node-a").assignments.empty());  // exit recorded: the agent may forget it
   job = cp_->GetJob(id);
   EXPECT_EQ(job->record.state, JobState::kSucceeded);
   EXPECT_EQ(job->record.exit_code, 0);
   EXPECT_TRUE(job->allocation->released);
-  EXPECT_EQ(*cp_->ReadLog(id, 0), "step 1\n");
-  EXPECT_TRUE(cp_->LogComplete(id));
+  EXPECT_EQ(Log(id, 0, 1), "step 1\n");
+  auto log_state = cp_->LogState(id);
+  ASSERT_TRUE(log_state.ok()) << log_state.status();
+  EXPECT_TRUE(log_state->logs_complete);
+  EXPECT_EQ(log_state->state, "SUCCEEDED");
+  EXPECT_EQ(log_state->num_ranks, 1);
+  EXPECT_EQ(log_state->latest_epoch, (std::map<int, int64_t>{{0, 1}}));
 
   // Events: created, SCHEDULED, RUNNING, SUCCEEDED — each with time and reason.
   auto events = cp_->Events(id, 0, 100);
@@ -196,7 +148,7 @@ TEST_F(ControlPlaneTest, LostNodeRequeuesAndFencesTheOldPlacement) {
   cp_->Reconcile();
   Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}});
   Register("node-b", "8xH100-SXM-80GB");
-  for (int i = 0; i < 6; ++i) {  // node-b keeps beating, node-a falls silent
+  for (int i = 0; i < 7; ++i) {  // node-b keeps beating, node-a falls silent past the 6 s fencing deadline
     clock_.Advance(seconds(1));
     Beat("node-b");
   }
@@ -349,7 +301,7 @@ TEST_F(ControlPlaneTest, LogsDeduplicateResentChunks) {
   Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}}, {{id, 0, 0, "hello ", 1}});
   Beat("node-a", {}, {{id, 0, 0, "hello ", 1}, {id, 0, 6, "world\n", 1}});  // a resend, then new bytes
   Beat("node-a", {}, {{id, 0, 3, "lo world\nbye\n", 1}});                   // overlapping
-  EXPECT_EQ(*cp_->ReadLog(id, 0), "hello world\nbye\n");
+  EXPECT_EQ(Log(id, 0, 1), "hello world\nbye\n");
 }
 
 TEST_F(ControlPlaneTest, DrainMovesJobsAndPoolCountsGpus) {
@@ -365,7 +317,13 @@ TEST_F(ControlPlaneTest, DrainMovesJobsAndPoolCountsGpus) {
   EXPECT_EQ(pool.rows[0].capacity_type, "spot");
   ASSERT_TRUE(cp_->Drain("node-a").ok());
   EXPECT_EQ(State(id), JobState::kPending);
+  EXPECT_EQ(cp_->GetJob(id)->record.restarts, 1);
   EXPECT_EQ(cp_->Node("node-a")->state, "cordoned");
+  // Its member is told to stop; the job is placed again once it has (nowhere else fits 4 H100s anyway).
+  const std::vector<api::Assignment> stop = Assignments("node-a");
+  ASSERT_EQ(stop.size(), 1u);
+  EXPECT_EQ(stop[0].job_id, id);
+  EXPECT_TRUE(stop[0].cancel);
   EXPECT_EQ(cp_->SetCordoned("nope", true).code(), absl::StatusCode::kNotFound);
 }
 
@@ -391,11 +349,11 @@ TEST_F(ControlPlaneTest, RemoveNodeTakesADecommissionedNodeOutAndItsAgentCanCome
   EXPECT_THAT(busy.status().message(), HasSubstr("node node-a still holds jobs: j-00000001;"));
   ASSERT_EQ(cp_->Nodes().size(), 2u);
 
-  // node-a falls silent past the 5 s timeout while node-b keeps beating. No pass ran in between:
-  // RemoveNode sees it down itself and its job is requeued first.
-  for (int i = 0; i < 6; ++i) {
+  // node-a falls silent past the 6 s fencing deadline while node-b keeps beating. No pass ran in
+  // between: RemoveNode sees it down itself and its job is requeued first.
+  for (int i = 0; i < 7; ++i) {
     clock_.Advance(seconds(1));
-    Beat("node-b");
+    Heartbeat("node-b");
   }
   auto removed = cp_->RemoveNode("node-a");
   ASSERT_TRUE(removed.ok()) << removed.status();

@@ -68,11 +68,13 @@ class ControlPlaneMetricsTest : public ::testing::Test {
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? job->record.id : "";
   }
+  // A heartbeat, then the controller pass that applies its reports (as the server's loop does).
   void Beat(const std::string& node, std::vector<api::WorkloadReport> reports = {}) {
     api::Heartbeat hb;
     hb.node = node;
     hb.workloads = std::move(reports);
     ASSERT_TRUE(cp_->Heartbeat(hb).ok());
+    cp_->Reconcile();
   }
   std::string NodeOf(const std::string& id) { return cp_->GetJob(id)->allocation->members.at(0).node; }
   std::string Render() { return registry_->Render(); }
@@ -124,9 +126,10 @@ TEST_F(ControlPlaneMetricsTest, PoolJobsNodesAndCountersFromAScenario) {
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_submissions_total{result=\"rejected\"} 1\n"));
   // FGDFit places once it has typical pods, which it had from the first scheduling pass.
   EXPECT_THAT(text, HasSubstr("\ngpugeek_scheduling_placements_total{policy=\"FGDFit\"} 1\n"));
-  // One pass, timed with the FakeClock: 0 s, in the first bucket.
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_scheduling_cycle_duration_seconds_bucket{le=\"0.0001\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_scheduling_cycle_duration_seconds_count 1\n"));
+  // Two passes (one placed, one applied the heartbeat's report), timed with the FakeClock: 0 s each,
+  // in the first bucket.
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_scheduling_cycle_duration_seconds_bucket{le=\"0.0001\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_scheduling_cycle_duration_seconds_count 2\n"));
   // Nodes: the heartbeat was 3 s ago.
   EXPECT_THAT(text,
               HasSubstr("\ngpugeek_node_up{node=\"node-a\",capacity_type=\"on-demand\",region=\"cn-east-1\"} 1\n"));
@@ -167,19 +170,26 @@ TEST_F(ControlPlaneMetricsTest, RecoveryIsTimedFromTheRequeueToRunningAgain) {
   Beat(first, {{id, 1, api::WorkloadPhase::kRunning}});
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kRunning);
 
-  // `first` falls silent; past the 5 s timeout it is down, the job is requeued and placed on `other`.
+  // `first` falls silent; past the 6 s fencing deadline it is down, the job is requeued (its only
+  // member presumed stopped) and placed on `other`.
+  clock_.Advance(seconds(4));
+  Beat(other);
+  // Suspect (silent past the 3 s lease): still up, not lost.
+  ASSERT_EQ(cp_->Node(first)->state, "suspect");
+  std::string text = Render();
+  EXPECT_THAT(text,
+              HasSubstr(fmt::format(
+                  "\ngpugeek_node_up{{node=\"{}\",capacity_type=\"on-demand\",region=\"cn-east-1\"}} 1\n", first)));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_nodes_lost_total 0\n"));
   clock_.Advance(seconds(3));
   Beat(other);
-  clock_.Advance(seconds(3));
-  Beat(other);
-  cp_->Reconcile();
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kScheduled);
   ASSERT_EQ(NodeOf(id), other);
   clock_.Advance(seconds(2));
   Beat(other, {{id, 2, api::WorkloadPhase::kRunning}});
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kRunning);
 
-  const std::string text = Render();
+  text = Render();
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"1\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"2.5\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_sum 2\n"));
@@ -190,7 +200,8 @@ TEST_F(ControlPlaneMetricsTest, RecoveryIsTimedFromTheRequeueToRunningAgain) {
   EXPECT_THAT(text,
               HasSubstr(fmt::format(
                   "\ngpugeek_node_up{{node=\"{}\",capacity_type=\"on-demand\",region=\"cn-east-1\"}} 0\n", first)));
-  EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_node_heartbeat_age_seconds{{node=\"{}\"}} 8\n", first)));
+  EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_node_heartbeat_age_seconds{{node=\"{}\"}} 9\n", first)));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_nodes_lost_total 1\n"));
   EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_node_heartbeat_age_seconds{{node=\"{}\"}} 0\n", other)));
 }
 
@@ -206,7 +217,11 @@ TEST_F(ControlPlaneMetricsTest, RecoveryPendingAcrossARestartIsStillTimed) {
   EXPECT_THAT(Render(), HasSubstr("\ngpugeek_jobs_oldest_pending_age_seconds 10\n"));
   clock_.Advance(seconds(20));
   Register("node-b", "8xA100-SXM-80GB");
-  cp_->Reconcile();
+  // The drained member reports its exit (its agent stopped it): only now is the job placed again.
+  Beat("node-a");
+  ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kPending);
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, std::nullopt, 15}});
+  ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kScheduled);
   ASSERT_EQ(NodeOf(id), "node-b");
   Beat("node-b", {{id, 2, api::WorkloadPhase::kRunning}});
   const std::string text = Render();

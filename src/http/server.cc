@@ -1,5 +1,7 @@
 #include "http/server.h"
 
+#include "common/json_parse.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -42,11 +44,11 @@ std::string Request::query_value(const std::string& name, const std::string& fal
 }
 
 absl::StatusOr<nlohmann::json> Request::JsonBody() const {
-  try {
-    return nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(fmt::format("request body is not valid JSON at byte {}: {}", e.byte, e.what()));
-  }
+  // The server already bounded the body's size (ServerOptions::max_body_bytes); depth, numbers out of
+  // range and invalid UTF-8 are refused here, before anything walks the tree (common/json_parse.h).
+  auto parsed = ParseJsonBounded(body, JsonLimits{.max_bytes = body.size(), .max_depth = 64});
+  if (!parsed.ok()) return absl::InvalidArgumentError("request body: " + std::string(parsed.status().message()));
+  return parsed;
 }
 
 Reply Reply::Json(const nlohmann::json& j, int status) {

@@ -37,7 +37,7 @@ class EndToEnd : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() / ("gpugeek_e2e_" + std::to_string(::getpid())));
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
-    StartServer(0);
+    StartServer(0, 0);
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     const std::string suffix = "-" + std::to_string(::getpid());
     const std::vector<std::pair<std::string, std::string>> pools = {{"node-h100" + suffix, "8xH100-SXM-80GB"},
@@ -45,10 +45,10 @@ class EndToEnd : public ::testing::Test {
                                                                     {"node-a100" + suffix, "4xA100-PCIe-80GB"},
                                                                     {"node-mi300x" + suffix, "8xMI300X"}};
     for (const auto& [name, spec] : pools) {
-      agents_->push_back(
-          std::make_unique<Process>(std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *url_, "--name", name,
-                                                             "--emulate", spec, "--data-dir", (*dir_ / name).string()},
-                                    *dir_ / (name + ".log")));
+      agents_->push_back(std::make_unique<Process>(
+          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *agent_url_, "--name", name, "--emulate", spec,
+                                   "--data-dir", (*dir_ / name).string()},
+          *dir_ / (name + ".log")));
     }
     // All four registered.
     for (int i = 0; i < 200; ++i) {
@@ -63,18 +63,22 @@ class EndToEnd : public ::testing::Test {
     server_.reset();
     fs::remove_all(*dir_);
   }
-  // Starts the server; port 0 = any, else that port (a restart keeps the agents' URL).
-  static void StartServer(int port) {
+  // Starts the server with its API on `port` and the agents' listener on `agent_port`; 0 = any, else
+  // that port (a restart keeps both: the agents' URL and the CLI's).
+  static void StartServer(int port, int agent_port) {
     server_ = std::make_unique<Process>(
         std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:" + std::to_string(port),
-                                 "--data-dir", (*dir_ / "server").string()},
+                                 "--agent-listen", "127.0.0.1:" + std::to_string(agent_port), "--data-dir",
+                                 (*dir_ / "server").string()},
         *dir_ / "server.log");
-    const std::regex listening("listening on (http://127\\.0\\.0\\.1:[0-9]+)");
+    const std::regex listening(
+        "listening on (http://127\\.0\\.0\\.1:[0-9]+), agents on (http://127\\.0\\.0\\.1:[0-9]+)");
     for (int i = 0; i < 200; ++i) {
       std::smatch m;
       const std::string out = server_->output();
       if (std::regex_search(out, m, listening)) {
         *url_ = m[1];
+        *agent_url_ = m[2];
         return;
       }
       std::this_thread::sleep_for(milliseconds(50));
@@ -119,6 +123,7 @@ class EndToEnd : public ::testing::Test {
 
   static inline fs::path* dir_ = nullptr;
   static inline std::string* url_ = new std::string();
+  static inline std::string* agent_url_ = new std::string();
   static inline std::unique_ptr<Process> server_;
   static inline std::vector<std::unique_ptr<Process>>* agents_ = new std::vector<std::unique_ptr<Process>>();
 };
@@ -203,9 +208,13 @@ TEST_F(EndToEnd, RestartedServerKeepsJobsAndRunningOnesFinish) {
   WaitFor(id, "RUNNING");
   auto before = Client().Get("/v1/jobs?limit=1000");
   ASSERT_TRUE(before.ok());
-  const int port = std::stoi(url_->substr(url_->rfind(':') + 1));
+  const auto port_of = [](const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); };
+  const std::string url = *url_;
+  const std::string agent_url = *agent_url_;
   server_->Stop();
-  StartServer(port);
+  StartServer(port_of(url), port_of(agent_url));
+  ASSERT_EQ(*url_, url);
+  ASSERT_EQ(*agent_url_, agent_url);
   auto after = Client().Get("/v1/jobs?limit=1000");
   ASSERT_TRUE(after.ok()) << after.status();
   ASSERT_EQ((*after)["jobs"].size(), (*before)["jobs"].size());

@@ -86,16 +86,22 @@ class PrometheusTest : public ::testing::Test {
   }
 
   static void StartPool() {
-    server_ = std::make_unique<Process>(std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0",
-                                                                 "--data-dir", (*dir_ / "server").string()},
-                                        *dir_ / "server.log");
-    const std::regex listening("listening on (http://(127\\.0\\.0\\.1:[0-9]+))");
+    server_ = std::make_unique<Process>(
+        std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+                                 "--data-dir", (*dir_ / "server").string()},
+        *dir_ / "server.log");
+    // Prometheus scrapes the server and its service discovery on the API; the agents talk to their own
+    // listener.
+    const std::regex listening(
+        "listening on (http://(127\\.0\\.0\\.1:[0-9]+)), agents on (http://127\\.0\\.0\\.1:[0-9]+)");
+    std::string agent_url;
     for (int i = 0; i < 200 && url_->empty(); ++i) {
       std::smatch m;
       const std::string out = server_->output();
       if (std::regex_search(out, m, listening)) {
         *url_ = m[1];
         *host_port_ = m[2];
+        agent_url = m[3];
       }
       std::this_thread::sleep_for(milliseconds(50));
     }
@@ -106,7 +112,7 @@ class PrometheusTest : public ::testing::Test {
     *node_b_ = "prom-b" + suffix;
     for (const auto& [name, capacity] : {std::pair{*node_a_, "on-demand"}, std::pair{*node_b_, "spot"}}) {
       agents_->push_back(std::make_unique<Process>(
-          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *url_, "--name", name, "--emulate",
+          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--name", name, "--emulate",
                                    "8xA100-SXM-80GB", "--capacity", capacity, "--region", "eu-west", "--data-dir",
                                    (*dir_ / name).string(), "--metrics-listen", "127.0.0.1:0"},
           *dir_ / (name + ".log")));

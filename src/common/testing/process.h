@@ -68,6 +68,8 @@ class Process {
     }
     return true;
   }
+  // The child's process id while it runs (e.g. to read /proc/<pid>/status); -1 once reaped.
+  pid_t pid() const { return pid_; }
   std::string output() const { return ReadFile(log_); }
   // Group 1 of the first match of `re` in the output, waiting up to `timeout`; "" when none came.
   std::string WaitForOutput(const std::regex& re, milliseconds timeout = milliseconds(20000)) const {

@@ -95,9 +95,12 @@ class StoreBinder final : public sched::Binder {
 
 }  // namespace
 
-std::shared_ptr<const sched::Cluster> SchedulingController::ClusterCopy() const {
+std::shared_ptr<const sched::Cluster> SchedulingController::ClusterCopy() {
   if (!cluster_) return nullptr;
-  return std::make_shared<const sched::Cluster>(*cluster_);
+  // Copied only when a rebuild or a placement changed it since the last copy.
+  if (!cluster_copy_ || cluster_changed_) cluster_copy_ = std::make_shared<const sched::Cluster>(*cluster_);
+  cluster_changed_ = false;
+  return cluster_copy_;
 }
 
 void SchedulingController::SyncQueue(ControllerContext& ctx) {
@@ -111,6 +114,12 @@ void SchedulingController::SyncQueue(ControllerContext& ctx) {
 }
 
 void SchedulingController::Forget(const std::string& job_id) { queue_.Remove(job_id); }
+
+void SchedulingController::RefreshCluster(ControllerContext& ctx) {
+  // last_rebuild_ (the typical pods' refresh throttle) is left to the passes: a write must not delay
+  // the typical pods of the jobs the next pass sees.
+  if (ctx.state.cluster_dirty) Rebuild(ctx);
+}
 
 void SchedulingController::Rebuild(ControllerContext& ctx) {
   framework_.reset();
@@ -188,6 +197,7 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
     return;
   }
   framework_ = std::move(*framework);
+  cluster_changed_ = true;
   ctx.state.cluster_dirty = false;
   ctx.state.dirty = true;
   workload_changed_ = false;
@@ -229,6 +239,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
       ctx.state.pending_reason.erase(job_id);
       CountTransition(ctx, job_id, JobState::kPending, JobState::kScheduled);
       if (ctx.metrics != nullptr) ctx.metrics->Placed(active_policy_);
+      cluster_changed_ = true;
       ctx.logs.Wake(job_id);
       ctx.state.dirty = true;
       return sched::AttemptOutcome{.kind = Kind::kPlaced};

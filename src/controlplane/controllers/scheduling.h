@@ -36,9 +36,14 @@ class SchedulingController {
   // A pending job that left the queue other than by placement (cancelled).
   void Forget(const std::string& job_id);
 
+  // Rebuilds the scheduler's pool now if nodes or allocations changed since the last pass (a write
+  // between passes: register, cordon, drain, remove, cancel), so the snapshot published with that
+  // write shows it (Pool()). Places nothing.
+  void RefreshCluster(ControllerContext& ctx);
+
   // For the snapshot: a copy of the scheduler's pool (nullptr before the first pass), the typical
   // pods and the policy placing now.
-  std::shared_ptr<const sched::Cluster> ClusterCopy() const;
+  std::shared_ptr<const sched::Cluster> ClusterCopy();
   const std::vector<sched::TypicalPod>& typical() const { return typical_; }
   const std::string& active_policy() const { return active_policy_; }
 
@@ -50,6 +55,8 @@ class SchedulingController {
   sched::SchedulingQueue queue_;
   uint64_t seen_generation_ = 0;
   std::optional<sched::Cluster> cluster_;
+  std::shared_ptr<const sched::Cluster> cluster_copy_;  // the last copy handed to a snapshot
+  bool cluster_changed_ = false;                        // cluster_ changed since that copy
   std::unique_ptr<sched::Framework> framework_;
   std::string active_policy_;
   std::vector<sched::TypicalPod> typical_;

@@ -80,7 +80,10 @@ absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const st
   auto it = ctx.state.live.find(job_id);
   if (it == ctx.state.live.end()) return absl::OkStatus();
   LiveJob& live = it->second;
-  if (api::IsTerminal(live.record.state) || live.draining) return absl::OkStatus();
+  if (api::IsTerminal(live.record.state)) return absl::OkStatus();
+  // Requeued already (restarts counted once); the caller may just have presumed its last running
+  // members stopped (their node is down), so release it now rather than at the drain deadline.
+  if (live.draining) return ReleaseIfDone(ctx, job_id);
   const bool drained = AllExited(live);
   store::JobRecord next = live.record;
   Allocation allocation = live.allocation;

@@ -19,7 +19,8 @@ absl::Status CommitJobState(ControllerContext& ctx, LiveJob& live, api::JobState
 
 // Sends a placed job back to PENDING (restarts + 1) with `reason`. Its allocation drains: members
 // still running are told to stop, and the job is placed again only once every one has exited
-// (confirmed, or presumed at the drain deadline), so a member never runs in two places.
+// (confirmed, or presumed at the drain deadline), so a member never runs in two places. A job that
+// is draining already is not requeued again: it is released if every member has exited by now.
 absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason);
 
 // Releases the allocation of `job_id` if every member has exited: its resources and rendezvous port

@@ -22,8 +22,8 @@
 namespace gpugeek::controlplane {
 
 struct NodeSnapshot {
-  api::Registration registration;
-  std::string state;  // ready | suspect | cordoned | down
+  std::shared_ptr<const api::Registration> registration;  // never null
+  std::string state;                                      // ready | suspect | cordoned | down
   bool cordoned = false;
   int64_t gpu_milli_allocated = 0;
   std::vector<std::string> jobs;  // live jobs with a member here

@@ -8,6 +8,7 @@
 // the record, this is its in-memory index, rebuilt from the store when the server starts.
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,6 +28,8 @@ namespace gpugeek::controlplane {
 // A registered node as the controllers see it.
 struct NodeState {
   api::Registration registration;
+  // The same registration, shared with every snapshot published while it holds (set with it).
+  std::shared_ptr<const api::Registration> shared_registration;
   std::string instance_id;  // the agent process that holds the lease
   bool cordoned = false;    // durable: no new placements
   bool suspect = false;     // lease expired: no new placements, members not yet presumed stopped

@@ -153,7 +153,6 @@ class ControlPlane {
   absl::StatusOr<LogJobInfo> LogState(const std::string& job_id);
   // Ends log long-polls at once so a graceful stop never waits on them. Thread-safe.
   void BeginShutdown();
-  bool shutting_down() const { return shutting_down_; }
 
   // Agents. Register commits the node and grants its lease; a registration from another agent
   // process than the one holding the lease (the agent restarted) restarts that node's members: their

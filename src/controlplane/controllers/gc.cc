@@ -40,7 +40,6 @@ void GcController::SweepLogs(ControllerContext& ctx) {
           continue;
         }
         ctx.state.log_grants.erase(job.id);
-        ++logs_removed_;
       }
       if (static_cast<int>(page->size()) < filter.limit) break;
       filter.after_id = page->back().id;

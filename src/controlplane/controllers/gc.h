@@ -13,14 +13,12 @@ namespace gpugeek::controlplane {
 class GcController {
  public:
   void Reconcile(ControllerContext& ctx, MonoTime now);
-  uint64_t logs_removed() const { return logs_removed_; }
 
   static constexpr Duration kSweepInterval = std::chrono::minutes(10);
 
  private:
   void SweepLogs(ControllerContext& ctx);
   std::optional<MonoTime> last_sweep_;
-  uint64_t logs_removed_ = 0;
 };
 
 }  // namespace gpugeek::controlplane

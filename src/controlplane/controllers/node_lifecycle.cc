@@ -37,7 +37,6 @@ void NodeLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
 
 void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& node, Duration silent) {
   ctx.state.nodes[node].down = true;
-  ++nodes_lost_;
   ctx.state.CapacityChanged();
   spdlog::warn("control plane: node {} is down (no heartbeat for {} ms; its members were fenced)", node,
                std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());

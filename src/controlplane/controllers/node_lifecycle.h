@@ -19,12 +19,9 @@ class NodeLifecycleController {
  public:
   // One pass at monotonic time `now`.
   void Reconcile(ControllerContext& ctx, MonoTime now);
-  // Nodes declared down since start (metrics).
-  uint64_t nodes_lost() const { return nodes_lost_; }
 
  private:
   void Lost(ControllerContext& ctx, const std::string& node, Duration silent);
-  uint64_t nodes_lost_ = 0;
 };
 
 }  // namespace gpugeek::controlplane

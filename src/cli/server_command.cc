@@ -67,8 +67,8 @@ void RegisterServerCommand(CLI::App& app) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("gpugeek-server"));
     auto server = controlplane::ControlPlaneServer::Start(options);
     if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
-    std::cout << fmt::format("gpugeek server listening on {}, agents on {} (data: {}, policy: {})\n",
-                             (*server)->url(), (*server)->agent_url(), options.data_dir, options.policy)
+    std::cout << fmt::format("gpugeek server listening on {}, agents on {} (data: {}, policy: {})\n", (*server)->url(),
+                             (*server)->agent_url(), options.data_dir, options.policy)
               << fmt::format("  try: gpugeek nodes --server {}\n", (*server)->url()) << std::flush;
 
     int signal = 0;

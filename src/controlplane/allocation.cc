@@ -76,4 +76,12 @@ std::string Describe(const Allocation& a) {
   return out;
 }
 
+std::vector<std::string> MemberNodes(const Allocation& a) {
+  std::vector<std::string> nodes(a.members.size());
+  for (const AllocationMember& m : a.members) {
+    if (m.rank >= 0 && static_cast<size_t>(m.rank) < nodes.size()) nodes[static_cast<size_t>(m.rank)] = m.node;
+  }
+  return nodes;
+}
+
 }  // namespace gpugeek::controlplane

@@ -41,4 +41,7 @@ absl::StatusOr<Allocation> ParseAllocation(const std::string& json_text);
 // "2 x node-a[0,1,2,3] (H100-SXM-80GB)"-style one-line summary for tables and events.
 std::string Describe(const Allocation& a);
 
+// The node of each member, indexed by rank.
+std::vector<std::string> MemberNodes(const Allocation& a);
+
 }  // namespace gpugeek::controlplane

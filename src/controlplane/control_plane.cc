@@ -120,7 +120,7 @@ void ControlPlane::BeginShutdown() {
 }
 
 ControllerContext ControlPlane::ContextLocked() {
-  return ControllerContext{state_, store_, clock_, options_, catalog_, leases_, *logs_, metrics_.get()};
+  return ControllerContext{state_, store_, clock_, options_, catalog_, leases_, log_grants_, *logs_, metrics_.get()};
 }
 
 absl::Status ControlPlane::Load() {
@@ -141,8 +141,8 @@ absl::Status ControlPlane::Load() {
     s.instance_id = reg->instance_id;
     s.cordoned = n.state == "cordoned";
     s.sched_nodes = ToSchedNodes(s.registration);
-    // A restarted server gives every node a fresh lease to say it is still there.
-    leases_.Grant(n.id, reg->instance_id, now, wall);
+    // A restarted server gives every node a fresh lease to say it is still there (a reload keeps them).
+    if (!leases_.Get(n.id)) leases_.Grant(n.id, reg->instance_id, now, wall);
   }
   ASSIGN_OR_RETURN(auto jobs, AllJobs(store_));
   int64_t next = 1;
@@ -177,10 +177,7 @@ absl::Status ControlPlane::Load() {
     live.draining = j.state == JobState::kPending;
     if (live.draining || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);
     if (!allocation->members.empty()) state_.ports[allocation->members.front().node].insert(allocation->master_port);
-    LogGrant& grant = state_.log_grants[j.id];
-    for (const AllocationMember& m : allocation->members) grant.members[{j.epoch, m.rank}] = m.node;
-    grant.ranks = static_cast<int>(allocation->members.size());
-    grant.live = true;
+    log_grants_.Place(j.id, j.epoch, MemberNodes(*allocation));
     state_.live.emplace(j.id, std::move(live));
   }
   next_job_number_ = next;
@@ -196,13 +193,47 @@ absl::Status ControlPlane::Load() {
 void ControlPlane::Reconcile() {
   absl::MutexLock lock(&writer_mu_);
   ControllerContext ctx = ContextLocked();
+  // One pass, one transaction: the pass's writes reach the disk together (one fsync, not one per
+  // transition), and only then does the snapshot show them. Without a batch each write commits alone.
+  const absl::Status batch = store_.BeginWriteBatch();
+  if (!batch.ok()) spdlog::warn("control plane: writing this pass without a batch: {}", batch);
   DrainInboxLocked();
   const MonoTime now = clock_.Monotonic();
   node_lifecycle_->Reconcile(ctx, now);
   job_lifecycle_->Reconcile(ctx, now);
   scheduling_->Reconcile(ctx, now);
   gc_->Reconcile(ctx, now);
+  if (batch.ok()) {
+    std::vector<PendingSubmit*> riders;
+    {
+      std::lock_guard<std::mutex> queue_lock(commit_mu_);
+      riders = TakeSubmissionsLocked();
+    }
+    absl::Status committed = absl::OkStatus();
+    auto commit = [&] { return committed = store_.CommitWriteBatch(); };
+    if (riders.empty()) {
+      committed = store_.CommitWriteBatch();
+    } else {
+      CommitSubmissions(riders, commit);
+    }
+    if (!committed.ok()) {
+      // Nothing of the pass is stored, so what memory derived from it is wrong: start again from the
+      // store. Agents report again what was not acknowledged; the riding submitters get the error.
+      spdlog::error("control plane: committing the pass failed, reloading from the store: {}", committed);
+      ReloadLocked();
+    }
+  }
   PublishLocked();
+}
+
+void ControlPlane::ReloadLocked() {
+  state_ = State{};
+  log_grants_.Clear();
+  node_lifecycle_ = std::make_unique<NodeLifecycleController>();
+  job_lifecycle_ = std::make_unique<JobLifecycleController>();
+  scheduling_ = std::make_unique<SchedulingController>();
+  gc_ = std::make_unique<GcController>();
+  if (absl::Status st = Load(); !st.ok()) spdlog::error("control plane: reloading from the store: {}", st);
 }
 
 void ControlPlane::DrainInboxLocked() {
@@ -251,7 +282,6 @@ void ControlPlane::PublishLocked() {
     }
   }
   snap->assignments = BuildAssignments(state_);
-  snap->log_grants.insert(state_.log_grants.begin(), state_.log_grants.end());
   snap->pending_reasons.insert(state_.pending_reason.begin(), state_.pending_reason.end());
   // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
   // Pool() must show it with this snapshot, not after the next pass.
@@ -336,37 +366,57 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
 // Group commit (leader/follower): a submitter that finds no commit in flight becomes the leader,
 // takes every queued submission, and stores them in one transaction (one fsync); the others wait
 // for their result. Under load a batch holds every submission that arrived during the previous
-// fsync, so durable submissions/s grow with concurrency instead of being capped at 1/fsync.
+// fsync, so durable submissions/s grow with concurrency instead of being capped at 1/fsync. A pass
+// of the writer also takes what is queued when it ends, into its own transaction (Reconcile), so
+// submissions that arrive during a pass share its fsync instead of waiting for it and paying their own.
 absl::StatusOr<store::JobRecord> ControlPlane::CommitGrouped(store::JobRecord record) {
   PendingSubmit mine;
   mine.record = std::move(record);
   std::unique_lock<std::mutex> lock(commit_mu_);
   commit_queue_.push_back(&mine);
   while (!mine.done) {
-    if (committing_) {
+    if (committing_ || mine.taken) {
       commit_cv_.wait(lock);
       continue;
     }
     committing_ = true;
-    std::vector<PendingSubmit*> batch;
-    batch.swap(commit_queue_);
-    // Ids in commit order, so listing by id lists by submission.
-    std::vector<store::JobRecord> records;
-    for (PendingSubmit* p : batch) {
-      p->record.id = JobId(next_job_number_++);
-      records.push_back(p->record);
-    }
+    std::vector<PendingSubmit*> batch = TakeSubmissionsLocked();
     lock.unlock();
-    auto results = store_.CreateJobs(records);
+    CommitSubmissions(batch, [] { return absl::OkStatus(); });
     lock.lock();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i]->result = results.ok() ? std::move((*results)[i]) : absl::StatusOr<store::JobRecord>(results.status());
-      batch[i]->done = true;
-    }
     committing_ = false;
     commit_cv_.notify_all();
   }
   return std::move(mine.result);
+}
+
+std::vector<ControlPlane::PendingSubmit*> ControlPlane::TakeSubmissionsLocked() {
+  std::vector<PendingSubmit*> batch;
+  batch.swap(commit_queue_);
+  // Ids in queue order, so listing by id lists by submission.
+  for (PendingSubmit* p : batch) {
+    p->taken = true;
+    p->record.id = JobId(next_job_number_++);
+  }
+  return batch;
+}
+
+void ControlPlane::CommitSubmissions(const std::vector<PendingSubmit*>& batch,
+                                     const std::function<absl::Status()>& commit) {
+  if (batch.empty()) return;
+  std::vector<store::JobRecord> records;
+  records.reserve(batch.size());
+  for (const PendingSubmit* p : batch) records.push_back(p->record);
+  auto results = store_.CreateJobs(records);
+  const absl::Status committed = commit();
+  std::lock_guard<std::mutex> lock(commit_mu_);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i]->result = !committed.ok() ? absl::StatusOr<store::JobRecord>(committed)
+                       : results.ok()  ? std::move((*results)[i])
+                                       : absl::StatusOr<store::JobRecord>(results.status());
+    batch[i]->done = true;
+  }
+  commit_cv_.notify_all();
 }
 
 JobView ControlPlane::ViewOf(const store::JobRecord& record, const Snapshot& snap) const {
@@ -440,16 +490,16 @@ absl::StatusOr<LogJobInfo> ControlPlane::LogState(const std::string& job_id) {
   info.state = std::string(api::JobStateName(record.state));
   info.terminal = api::IsTerminal(record.state);
   info.exit_code = record.exit_code;
-  auto grant = snap->log_grants.find(job_id);
-  if (grant != snap->log_grants.end()) {
-    info.num_ranks = grant->second.ranks;
-    for (const auto& [member, node] : grant->second.members) {
+  const std::optional<LogGrant> grant = log_grants_.Get(job_id);
+  if (grant) {
+    info.num_ranks = grant->ranks;
+    for (const auto& [member, node] : grant->members) {
       int64_t& latest = info.latest_epoch[member.second];
       latest = std::max(latest, member.first);
     }
   }
   // Ended, and no member holds resources (every exit reported, so every last byte was shipped with it).
-  info.logs_complete = shutting_down_ || (info.terminal && (grant == snap->log_grants.end() || !grant->second.live));
+  info.logs_complete = shutting_down_ || (info.terminal && (!grant || !grant->live));
   return info;
 }
 
@@ -526,7 +576,7 @@ absl::StatusOr<api::HeartbeatReply> ControlPlane::Heartbeat(const api::Heartbeat
   }
   const std::shared_ptr<const Snapshot> snap = snapshot();
   // Logs first: a member's last bytes travel with its exit report, which may release the job.
-  AppendLogs(heartbeat.node, heartbeat.logs, *snap);
+  AppendLogs(heartbeat.node, heartbeat.logs);
   if (!heartbeat.workloads.empty()) {
     absl::MutexLock lock(&inbox_mu_);
     for (const api::WorkloadReport& report : heartbeat.workloads) reports_.push_back({heartbeat.node, report});
@@ -536,14 +586,11 @@ absl::StatusOr<api::HeartbeatReply> ControlPlane::Heartbeat(const api::Heartbeat
   return reply;
 }
 
-void ControlPlane::AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks, const Snapshot& snap) {
+void ControlPlane::AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks) {
   for (const api::LogChunk& chunk : chunks) {
     if (chunk.data.empty()) continue;
     // Only the node that runs (or ran) that member, at that epoch, may write its log.
-    auto grant = snap.log_grants.find(chunk.job_id);
-    if (grant == snap.log_grants.end()) continue;
-    auto member = grant->second.members.find({chunk.epoch, chunk.node_rank});
-    if (member == grant->second.members.end() || member->second != node) {
+    if (!log_grants_.MayWrite(chunk.job_id, chunk.epoch, chunk.node_rank, node)) {
       spdlog::warn("control plane: dropping log bytes for {} rank {} epoch {} from {}: not its member", chunk.job_id,
                    chunk.node_rank, chunk.epoch, node);
       continue;

@@ -48,6 +48,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,7 @@
 #include "controlplane/log_store.h"
 #include "controlplane/options.h"
 #include "controlplane/state/lease_table.h"
+#include "controlplane/state/log_grant_table.h"
 #include "controlplane/state/snapshot.h"
 #include "controlplane/state/state.h"
 #include "hw/gpu_catalog.h"
@@ -209,7 +211,8 @@ class ControlPlane {
   struct PendingSubmit {
     store::JobRecord record;
     absl::StatusOr<store::JobRecord> result = absl::UnknownError("not committed");
-    bool done = false;  // guarded by commit_mu_
+    bool taken = false;  // guarded by commit_mu_: a committer (a submitter or the writer) holds it
+    bool done = false;   // guarded by commit_mu_
   };
   struct QueuedReport {
     std::string node;
@@ -220,11 +223,18 @@ class ControlPlane {
   ControllerContext ContextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   absl::StatusOr<JobView> Admit(const SubmitRequest& request);
   absl::StatusOr<store::JobRecord> CommitGrouped(store::JobRecord record);
+  // Takes every queued submission, issuing their ids in queue order. Call with commit_mu_ held.
+  std::vector<PendingSubmit*> TakeSubmissionsLocked();
+  // Stores `batch` (CreateJobs) and hands each submitter its result; `commit` runs after the writes
+  // (the writer's batch commit) and its error, if any, becomes every submission's result.
+  void CommitSubmissions(const std::vector<PendingSubmit*>& batch, const std::function<absl::Status()>& commit);
   absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Drops memory and loads it again from the store (a pass whose commit failed).
+  void ReloadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void DrainInboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Appends a heartbeat's log chunks the node is entitled to (its own members).
-  void AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks, const Snapshot& snap);
+  void AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks);
   JobView ViewOf(const store::JobRecord& record, const Snapshot& snap) const;
   std::vector<workload::PoolEntry> PoolEntries(const Snapshot& snap) const;
 
@@ -236,6 +246,7 @@ class ControlPlane {
   std::unique_ptr<ControlPlaneMetrics> metrics_;  // set by Create after Load; nullptr = no metrics
   std::unique_ptr<LogStore> logs_;
   LeaseTable leases_;
+  LogGrantTable log_grants_;
 
   std::atomic<bool> shutting_down_{false};
 

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <unordered_map>
+
 #include <fmt/format.h>
 
 #include "common/absl_fmt.h"
@@ -20,11 +22,61 @@ absl::Status SqliteError(sqlite3* db, std::string_view what) {
 int64_t ToNs(TimePoint t) { return t.time_since_epoch().count(); }
 TimePoint FromNs(int64_t ns) { return TimePoint(Duration(ns)); }
 
-// A prepared statement, finalised on scope exit. Bind indices are 1-based as in SQLite.
+}  // namespace
+
+// Prepared statements kept for reuse, by SQL text: parsing and planning a statement costs more than
+// running it (a job update is three statements). Used under SqliteStore::mu_ only.
+class StatementCache {
+ public:
+  explicit StatementCache(sqlite3* db) : db_(db) {}
+  ~StatementCache() {
+    for (auto& [sql, stmt] : idle_) sqlite3_finalize(stmt);
+  }
+  StatementCache(const StatementCache&) = delete;
+  StatementCache& operator=(const StatementCache&) = delete;
+
+  sqlite3* db() const { return db_; }
+  // A statement for `sql`, ready to bind: an idle one, or a new one (rc = the prepare's result).
+  sqlite3_stmt* Take(const std::string& sql, int* rc) {
+    if (auto it = idle_.find(sql); it != idle_.end()) {
+      sqlite3_stmt* stmt = it->second;
+      idle_.erase(it);
+      *rc = SQLITE_OK;
+      return stmt;
+    }
+    sqlite3_stmt* stmt = nullptr;
+    *rc = sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    return stmt;
+  }
+  // Returns `stmt` after use: reset and unbound, kept (one per SQL text; a second is finalised).
+  void Give(const std::string& sql, sqlite3_stmt* stmt) {
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    if (!idle_.try_emplace(sql, stmt).second) sqlite3_finalize(stmt);
+  }
+
+ private:
+  sqlite3* const db_;
+  std::unordered_map<std::string, sqlite3_stmt*> idle_;
+};
+
+namespace {
+
+// A prepared statement, finalised (or given back to its cache) on scope exit. Bind indices are 1-based
+// as in SQLite.
 class Statement {
  public:
   Statement(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(StatementCache& cache, std::string sql) : db_(cache.db()), cache_(&cache), sql_(std::move(sql)) {
+    stmt_ = cache.Take(sql_, &rc_);
+  }
+  ~Statement() {
+    if (cache_ != nullptr && stmt_ != nullptr) {
+      cache_->Give(sql_, stmt_);
+    } else {
+      sqlite3_finalize(stmt_);
+    }
+  }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
@@ -52,26 +104,36 @@ class Statement {
 
  private:
   sqlite3* db_;
+  StatementCache* cache_ = nullptr;  // nullptr: finalised on scope exit
+  std::string sql_;
   sqlite3_stmt* stmt_ = nullptr;
   int rc_;
 };
 
-// BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded.
+// One call's writes, atomic: BEGIN IMMEDIATE ... COMMIT, rolled back unless Commit() succeeded. Inside a
+// write batch (a transaction already open) it is a savepoint instead: Commit() releases it into the
+// batch, and a call that fails rolls back its own writes only.
 class Transaction {
  public:
-  explicit Transaction(sqlite3* db) : db_(db) { rc_ = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr); }
+  explicit Transaction(sqlite3* db) : db_(db), nested_(sqlite3_get_autocommit(db) == 0) {
+    rc_ = sqlite3_exec(db, nested_ ? "SAVEPOINT op" : "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+  }
   ~Transaction() {
-    if (rc_ == SQLITE_OK && !committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    if (rc_ != SQLITE_OK || committed_) return;
+    sqlite3_exec(db_, nested_ ? "ROLLBACK TO op; RELEASE op" : "ROLLBACK", nullptr, nullptr, nullptr);
   }
   absl::Status status() const { return rc_ == SQLITE_OK ? absl::OkStatus() : SqliteError(db_, "begin"); }
   absl::Status Commit() {
-    if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return SqliteError(db_, "commit");
+    if (sqlite3_exec(db_, nested_ ? "RELEASE op" : "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      return SqliteError(db_, "commit");
+    }
     committed_ = true;
     return absl::OkStatus();
   }
 
  private:
   sqlite3* db_;
+  bool nested_;
   int rc_;
   bool committed_ = false;
 };
@@ -116,9 +178,10 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version) {
   s.Bind(12, j.reason).Bind(13, ToNs(j.created_at)).Bind(14, ToNs(j.updated_at)).Bind(15, version);
 }
 
-absl::Status InsertEvent(sqlite3* db, const std::string& job_id, TimePoint time, api::JobState from, api::JobState to,
-                         const std::string& reason) {
-  Statement s(db, "INSERT INTO events (job_id, time_ns, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)");
+absl::Status InsertEvent(StatementCache& statements, const std::string& job_id, TimePoint time, api::JobState from,
+                         api::JobState to, const std::string& reason) {
+  sqlite3* db = statements.db();
+  Statement s(statements, "INSERT INTO events (job_id, time_ns, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, job_id).Bind(2, ToNs(time)).Bind(3, std::string(api::JobStateName(from)));
   s.Bind(4, std::string(api::JobStateName(to))).Bind(5, reason);
@@ -146,7 +209,13 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
   return store;
 }
 
-SqliteStore::~SqliteStore() { sqlite3_close(db_); }
+SqliteStore::SqliteStore(sqlite3* db, Clock& clock)
+    : db_(db), clock_(clock), statements_(std::make_unique<StatementCache>(db)) {}
+
+SqliteStore::~SqliteStore() {
+  statements_.reset();  // its statements are finalised before the connection closes
+  sqlite3_close(db_);
+}
 
 absl::Status SqliteStore::Exec(const char* sql) {
   char* err = nullptr;
@@ -159,7 +228,7 @@ absl::Status SqliteStore::Exec(const char* sql) {
 }
 
 absl::Status SqliteStore::Migrate() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Acquire();
   RETURN_IF_ERROR(
       Exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at_ns "
            "INTEGER NOT NULL)"));
@@ -186,11 +255,46 @@ absl::Status SqliteStore::Migrate() {
   return absl::OkStatus();
 }
 
+std::unique_lock<std::mutex> SqliteStore::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  batch_ended_.wait(lock,
+                    [this] { return batch_owner_ == std::thread::id() || batch_owner_ == std::this_thread::get_id(); });
+  return lock;
+}
+
+absl::Status SqliteStore::BeginWriteBatch() {
+  std::unique_lock<std::mutex> lock = Acquire();
+  if (batch_owner_ != std::thread::id()) {
+    return absl::FailedPreconditionError("store: a write batch is open already; commit it first");
+  }
+  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqliteError(db_, "begin write batch");
+  }
+  batch_owner_ = std::this_thread::get_id();
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::CommitWriteBatch() {
+  std::unique_lock<std::mutex> lock = Acquire();
+  if (batch_owner_ != std::this_thread::get_id()) {
+    return absl::FailedPreconditionError("store: no write batch is open on this thread");
+  }
+  absl::Status st = absl::OkStatus();
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    st = SqliteError(db_, "commit write batch");
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // nothing of the batch stays
+  }
+  batch_owner_ = std::thread::id();
+  lock.unlock();
+  batch_ended_.notify_all();
+  return st;
+}
+
 absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   if (job.id.empty()) return absl::InvalidArgumentError("store: job id must not be empty");
   JobRecord stored = job;
   stored.version = 1;
-  Statement s(db_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns).c_str());
+  Statement s(*statements_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version);
   if (s.Step() != SQLITE_DONE) {
@@ -199,7 +303,7 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
     }
     return SqliteError(db_, "insert job");
   }
-  RETURN_IF_ERROR(InsertEvent(db_, stored.id, stored.created_at, stored.state, stored.state,
+  RETURN_IF_ERROR(InsertEvent(*statements_, stored.id, stored.created_at, stored.state, stored.state,
                               stored.reason.empty() ? "submitted" : stored.reason));
   return stored;
 }
@@ -210,7 +314,7 @@ absl::StatusOr<JobRecord> SqliteStore::CreateJob(const JobRecord& job) {
 }
 
 absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> SqliteStore::CreateJobs(const std::vector<JobRecord>& jobs) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Acquire();
   Transaction tx(db_);
   RETURN_IF_ERROR(tx.status());
   std::vector<absl::StatusOr<JobRecord>> results;
@@ -229,7 +333,7 @@ absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> SqliteStore::CreateJobs(c
 }
 
 absl::StatusOr<JobRecord> SqliteStore::GetJobLocked(const std::string& id) {
-  Statement s(db_, fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns).c_str());
+  Statement s(*statements_, fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns));
   RETURN_IF_ERROR(s.status());
   s.Bind(1, id);
   const int rc = s.Step();
@@ -239,7 +343,7 @@ absl::StatusOr<JobRecord> SqliteStore::GetJobLocked(const std::string& id) {
 }
 
 absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Acquire();
   return GetJobLocked(id);
 }
 
@@ -248,12 +352,11 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
     return absl::InvalidArgumentError(
         fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Acquire();
   // Every filter is bound (an empty value disables it), so one statement text serves all queries.
-  Statement s(db_, fmt::format("SELECT {} FROM jobs WHERE id > ?1 AND (?2 = '' OR state = ?2) AND (?3 = '' OR "
-                               "tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id LIMIT ?5",
-                               kJobColumns)
-                       .c_str());
+  Statement s(*statements_, fmt::format("SELECT {} FROM jobs WHERE id > ?1 AND (?2 = '' OR state = ?2) AND (?3 = '' OR "
+                                        "tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id LIMIT ?5",
+                                        kJobColumns));
   RETURN_IF_ERROR(s.status());
   s.Bind(1, filter.after_id).Bind(2, filter.state ? std::string(api::JobStateName(*filter.state)) : std::string());
   s.Bind(3, filter.tenant).Bind(4, filter.name).Bind(5, int64_t{filter.limit});
@@ -268,8 +371,8 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
 }
 
 absl::StatusOr<std::vector<JobCount>> SqliteStore::CountJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_,
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
               "SELECT state, priority, COUNT(*), MIN(updated_at_ns) FROM jobs GROUP BY state, priority ORDER BY "
               "state, priority");
   RETURN_IF_ERROR(s.status());
@@ -285,7 +388,7 @@ absl::StatusOr<std::vector<JobCount>> SqliteStore::CountJobs() {
 }
 
 absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Acquire();
   Transaction tx(db_);
   RETURN_IF_ERROR(tx.status());
   ASSIGN_OR_RETURN(JobRecord current, GetJobLocked(job.id));
@@ -300,7 +403,7 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   JobRecord stored = job;
   stored.version = current.version + 1;
   stored.created_at = current.created_at;  // immutable
-  Statement s(db_,
+  Statement s(*statements_,
               "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
               "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
               "= ?13, updated_at_ns = ?14, version = ?15 WHERE id = ?1");
@@ -308,7 +411,8 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   BindJob(s, stored, stored.version);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");
   if (current.state != stored.state) {
-    RETURN_IF_ERROR(InsertEvent(db_, stored.id, stored.updated_at, current.state, stored.state, stored.reason));
+    RETURN_IF_ERROR(
+        InsertEvent(*statements_, stored.id, stored.updated_at, current.state, stored.state, stored.reason));
   }
   RETURN_IF_ERROR(tx.Commit());
   return stored;
@@ -319,8 +423,8 @@ absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::stri
   if (limit < 1 || limit > kMaxListLimit) {
     return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_,
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
               "SELECT seq, job_id, time_ns, from_state, to_state, reason FROM events WHERE seq > ?1 AND (?2 = '' OR "
               "job_id = ?2) ORDER BY seq LIMIT ?3");
   RETURN_IF_ERROR(s.status());
@@ -346,8 +450,8 @@ absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::stri
 
 absl::Status SqliteStore::PutNode(const NodeRecord& node) {
   if (node.id.empty()) return absl::InvalidArgumentError("store: node id must not be empty");
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_,
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
               "INSERT INTO nodes (id, inventory_json, state, last_heartbeat_ns, registered_at_ns) VALUES (?, ?, ?, ?, "
               "?) ON CONFLICT(id) DO UPDATE SET inventory_json = excluded.inventory_json, state = excluded.state, "
               "last_heartbeat_ns = excluded.last_heartbeat_ns, registered_at_ns = excluded.registered_at_ns");
@@ -371,8 +475,9 @@ NodeRecord ReadNode(const Statement& s) {
 }  // namespace
 
 absl::StatusOr<NodeRecord> SqliteStore::GetNode(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes WHERE id = ?");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes WHERE id = ?");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, id);
   const int rc = s.Step();
@@ -382,8 +487,8 @@ absl::StatusOr<NodeRecord> SqliteStore::GetNode(const std::string& id) {
 }
 
 absl::Status SqliteStore::DeleteNode(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, "DELETE FROM nodes WHERE id = ?");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "DELETE FROM nodes WHERE id = ?");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, id);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete node");
@@ -392,8 +497,9 @@ absl::Status SqliteStore::DeleteNode(const std::string& id) {
 }
 
 absl::StatusOr<std::vector<NodeRecord>> SqliteStore::ListNodes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  Statement s(db_, "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes ORDER BY id");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes ORDER BY id");
   RETURN_IF_ERROR(s.status());
   std::vector<NodeRecord> out;
   int rc;

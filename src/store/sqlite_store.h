@@ -9,15 +9,19 @@
 // One connection guarded by a mutex: SQLite serialises writers anyway, and this keeps every
 // compare-and-set simple. Thread-safe.
 
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "store/store.h"
 
 struct sqlite3;
 
 namespace gpugeek::store {
+
+class StatementCache;
 
 struct SqliteStoreOptions {
   std::string path;        // database file; ":memory:" for a private in-memory database (tests only)
@@ -42,12 +46,14 @@ class SqliteStore final : public Store {
   absl::StatusOr<NodeRecord> GetNode(const std::string& id) override;
   absl::Status DeleteNode(const std::string& id) override;
   absl::StatusOr<std::vector<NodeRecord>> ListNodes() override;
+  absl::Status BeginWriteBatch() override;
+  absl::Status CommitWriteBatch() override;
 
   // The schema version after migration.
   int schema_version() const { return schema_version_; }
 
  private:
-  SqliteStore(sqlite3* db, Clock& clock) : db_(db), clock_(clock) {}
+  SqliteStore(sqlite3* db, Clock& clock);
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   absl::StatusOr<JobRecord> GetJobLocked(const std::string& id);
@@ -57,7 +63,13 @@ class SqliteStore final : public Store {
   sqlite3* const db_;  // owned; closed in the destructor
   Clock& clock_;
   int schema_version_ = 0;
-  std::mutex mu_;  // guards every use of db_ after Open
+  std::unique_ptr<StatementCache> statements_;  // used under mu_
+  // mu_ guards every use of db_ after Open, held for one call; while a write batch is open, only its
+  // owner's calls get it (Acquire).
+  std::unique_lock<std::mutex> Acquire();
+  std::mutex mu_;
+  std::condition_variable batch_ended_;
+  std::thread::id batch_owner_;  // guarded by mu_; default-constructed: no batch open
 };
 
 }  // namespace gpugeek::store

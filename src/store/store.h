@@ -118,6 +118,17 @@ class Store {
   virtual absl::Status DeleteNode(const std::string& id) = 0;
   // All nodes, ordered by id.
   virtual absl::StatusOr<std::vector<NodeRecord>> ListNodes() = 0;
+
+  // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
+  // transaction, made durable together by the commit (one fsync instead of one per write). Each call
+  // inside stays atomic on its own: one that fails leaves none of its writes in the batch. Other
+  // threads' calls wait until the batch ends, so they never read what is not committed.
+  // FailedPrecondition when a batch is open already.
+  virtual absl::Status BeginWriteBatch() = 0;
+  // Ends the batch. On an error (Unavailable, Internal) nothing of the batch is stored and the batch is
+  // over: what the caller derived from its writes must be re-read from the store.
+  // FailedPrecondition when this thread has no batch open.
+  virtual absl::Status CommitWriteBatch() = 0;
 };
 
 }  // namespace gpugeek::store

@@ -2,6 +2,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <thread>
 
@@ -270,6 +271,56 @@ TEST_F(SqliteStoreTest, ConcurrentCompareAndSetLosesNoUpdate) {
   auto j = store_->GetJob("j-1");
   EXPECT_EQ(j->restarts, kThreads * kIncrements);
   EXPECT_EQ(j->version, 1 + kThreads * kIncrements);
+}
+
+TEST_F(SqliteStoreTest, WriteBatchCommitsTogetherAndAFailedCallLeavesNothingOfItself) {
+  JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
+  JobRecord j2 = *store_->CreateJob(NewJob("j-2"));
+  ASSERT_TRUE(store_->BeginWriteBatch().ok());
+  EXPECT_EQ(store_->BeginWriteBatch().code(), absl::StatusCode::kFailedPrecondition);  // one at a time
+  j1.state = JobState::kScheduled;
+  j1.reason = "placed";
+  ASSERT_TRUE(store_->UpdateJob(j1).ok());
+  JobRecord stale = j2;
+  stale.version = 7;
+  stale.state = JobState::kScheduled;
+  EXPECT_EQ(store_->UpdateJob(stale).status().code(), absl::StatusCode::kAborted);
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-3")).ok());
+  // Inside the batch its owner reads its own writes; another thread waits for the commit and then
+  // sees only committed rows.
+  EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kScheduled);
+  std::atomic<bool> read{false};
+  JobState seen = JobState::kPending;
+  std::thread reader([&] {
+    seen = store_->GetJob("j-1")->state;
+    read = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(read.load()) << "another thread read inside an open write batch";
+  ASSERT_TRUE(store_->CommitWriteBatch().ok());
+  reader.join();
+  EXPECT_EQ(seen, JobState::kScheduled);
+  EXPECT_EQ(store_->CommitWriteBatch().code(), absl::StatusCode::kFailedPrecondition);  // none open
+
+  Reopen();
+  EXPECT_EQ(store_->GetJob("j-1")->version, 2);
+  EXPECT_EQ(store_->GetJob("j-2")->version, 1);  // the aborted update wrote nothing
+  EXPECT_EQ(store_->GetJob("j-2")->state, JobState::kPending);
+  EXPECT_TRUE(store_->GetJob("j-3").ok());
+  EXPECT_EQ(store_->ListEvents("j-1", 0, 100)->size(), 2u);  // creation, PENDING -> SCHEDULED
+  EXPECT_EQ(store_->ListEvents("j-2", 0, 100)->size(), 1u);
+}
+
+TEST_F(SqliteStoreTest, AWriteBatchNeverCommittedIsNotStored) {
+  JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
+  ASSERT_TRUE(store_->BeginWriteBatch().ok());
+  j1.state = JobState::kScheduled;
+  ASSERT_TRUE(store_->UpdateJob(j1).ok());
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-2")).ok());
+  Reopen();  // the process ends with the batch open
+  EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kPending);
+  EXPECT_EQ(store_->GetJob("j-1")->version, 1);
+  EXPECT_EQ(store_->GetJob("j-2").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "controlplane/options.h"
 #include "controlplane/state/lease_table.h"
+#include "controlplane/state/log_grant_table.h"
 #include "controlplane/state/state.h"
 #include "hw/gpu_catalog.h"
 #include "store/store.h"
@@ -22,6 +23,7 @@ struct ControllerContext {
   const ControlPlaneOptions& options;
   const hw::GpuCatalog& catalog;
   LeaseTable& leases;
+  LogGrantTable& log_grants;
   LogStore& logs;
   ControlPlaneMetrics* metrics;  // nullptr = none
 };

@@ -9,15 +9,7 @@
 namespace gpugeek::controlplane {
 
 void GcController::Reconcile(ControllerContext& ctx, MonoTime now) {
-  for (auto it = ctx.state.log_grants.begin(); it != ctx.state.log_grants.end();) {
-    const LogGrant& g = it->second;
-    if (!g.live && g.released_at && now - *g.released_at > ctx.options.log_grant_retention) {
-      it = ctx.state.log_grants.erase(it);
-      ctx.state.dirty = true;
-    } else {
-      ++it;
-    }
-  }
+  ctx.log_grants.Expire(now - ctx.options.log_grant_retention);
   if (last_sweep_ && now - *last_sweep_ < kSweepInterval) return;
   last_sweep_ = now;
   SweepLogs(ctx);
@@ -39,7 +31,7 @@ void GcController::SweepLogs(ControllerContext& ctx) {
           spdlog::warn("control plane: removing the logs of {}: {}", job.id, st);
           continue;
         }
-        ctx.state.log_grants.erase(job.id);
+        ctx.log_grants.Erase(job.id);
       }
       if (static_cast<int>(page->size()) < filter.limit) break;
       filter.after_id = page->back().id;

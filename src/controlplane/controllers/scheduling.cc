@@ -229,11 +229,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
       LiveJob live{binder.stored(), *job.spec, a, std::vector<MemberStatus>(a.members.size())};
       spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
       ctx.state.ports[a.members.front().node].insert(a.master_port);
-      LogGrant& grant = ctx.state.log_grants[job_id];
-      for (const AllocationMember& m : a.members) grant.members[{live.record.epoch, m.rank}] = m.node;
-      grant.ranks = static_cast<int>(a.members.size());
-      grant.live = true;
-      grant.released_at.reset();
+      ctx.log_grants.Place(job_id, live.record.epoch, MemberNodes(a));
       ctx.state.live.insert_or_assign(job_id, std::move(live));
       ctx.state.pending.erase(it);
       ctx.state.pending_reason.erase(job_id);

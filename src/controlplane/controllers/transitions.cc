@@ -126,10 +126,7 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
     auto ports = ctx.state.ports.find(live.allocation.members.front().node);
     if (ports != ctx.state.ports.end()) ports->second.erase(live.allocation.master_port);
   }
-  if (auto grant = ctx.state.log_grants.find(job_id); grant != ctx.state.log_grants.end()) {
-    grant->second.live = false;
-    grant->second.released_at = ctx.clock.Monotonic();
-  }
+  ctx.log_grants.Release(job_id, ctx.clock.Monotonic());
   ctx.state.live.erase(it);
   ctx.state.CapacityChanged();
   ctx.logs.Wake(job_id);

@@ -33,7 +33,6 @@ struct Snapshot {
   uint64_t version = 0;                                                       // bumped on every publish
   std::map<std::string, NodeSnapshot> nodes;                                  // by name
   std::unordered_map<std::string, std::vector<api::Assignment>> assignments;  // by node
-  std::unordered_map<std::string, LogGrant> log_grants;                       // by job id
   std::unordered_map<std::string, std::string> pending_reasons;               // by job id
   // The scheduler's view of the schedulable pool (nodes ready and uncordoned) with the resources live
   // allocations hold; nullptr until the first pass.

@@ -71,22 +71,11 @@ struct PendingJob {
   std::string shape_key;  // what decides where it fits; equal keys fit or fail alike
 };
 
-// Which node may ship log bytes for a job's member: (epoch, rank) -> node. Kept for a while after the
-// allocation is released (log_grant_retention), because an agent ships the rest of a long log after
-// the member's exit.
-struct LogGrant {
-  std::map<std::pair<int64_t, int>, std::string> members;  // (epoch, rank) -> node
-  int ranks = 0;
-  bool live = false;                    // the allocation still holds resources
-  std::optional<MonoTime> released_at;  // when it stopped being live
-};
-
 struct State {
   std::map<std::string, NodeState> nodes;             // by name
   std::map<std::string, LiveJob> live;                // by job id
   std::map<std::string, PendingJob> pending;          // by job id
   std::map<std::string, std::string> pending_reason;  // by job id
-  std::map<std::string, LogGrant> log_grants;         // by job id
   // Rendezvous ports in use, by node (rank 0's node of each live allocation).
   std::map<std::string, std::set<int>> ports;
   // Bumped whenever capacity may have come back (a node up or uncordoned, an allocation released).

@@ -285,7 +285,7 @@ void ControlPlane::PublishLocked() {
   snap->pending_reasons.insert(state_.pending_reason.begin(), state_.pending_reason.end());
   // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
   // Pool() must show it with this snapshot, not after the next pass.
-  if (state_.cluster_dirty) {
+  if (state_.cluster_dirty || !state_.released.empty()) {
     ControllerContext ctx = ContextLocked();
     scheduling_->RefreshCluster(ctx);
   }

@@ -36,6 +36,7 @@ class StoreBinder final : public sched::Binder {
       : ctx_(ctx), sched_nodes_(sched_nodes), record_(std::move(record)) {}
 
   absl::Status Bind(const sched::Request&, std::span<const sched::Placement> placements) override {
+    placements_.assign(placements.begin(), placements.end());
     Allocation a;
     for (size_t rank = 0; rank < placements.size(); ++rank) {
       const sched::Placement& p = placements[rank];
@@ -84,6 +85,7 @@ class StoreBinder final : public sched::Binder {
 
   const store::JobRecord& stored() const { return stored_; }
   const Allocation& allocation() const { return allocation_; }
+  const std::vector<sched::Placement>& placements() const { return placements_; }
 
  private:
   ControllerContext& ctx_;
@@ -91,6 +93,7 @@ class StoreBinder final : public sched::Binder {
   store::JobRecord record_;
   store::JobRecord stored_;
   Allocation allocation_;
+  std::vector<sched::Placement> placements_;
 };
 
 }  // namespace
@@ -118,12 +121,30 @@ void SchedulingController::Forget(const std::string& job_id) { queue_.Remove(job
 void SchedulingController::RefreshCluster(ControllerContext& ctx) {
   // last_rebuild_ (the typical pods' refresh throttle) is left to the passes: a write must not delay
   // the typical pods of the jobs the next pass sees.
-  if (ctx.state.cluster_dirty) Rebuild(ctx);
+  if (ctx.state.cluster_dirty) {
+    Rebuild(ctx);
+  } else {
+    ApplyReleases(ctx);
+  }
+}
+
+void SchedulingController::ApplyReleases(ControllerContext& ctx) {
+  for (const std::string& id : ctx.state.released) {
+    if (!cluster_) break;
+    auto it = bound_.find(id);
+    if (it == bound_.end()) continue;
+    for (const sched::Placement& p : it->second) cluster_->Release(p);
+    bound_.erase(it);
+    cluster_changed_ = true;
+  }
+  ctx.state.released.clear();
 }
 
 void SchedulingController::Rebuild(ControllerContext& ctx) {
   framework_.reset();
   cluster_.reset();
+  bound_.clear();
+  ctx.state.released.clear();  // the rebuild starts from the live allocations
   sched_index_.clear();
   sched_nodes_.clear();
   std::vector<sched::NodeSpec> specs;
@@ -173,6 +194,7 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
       }
       if (found && cluster_->CanBind(p)) {
         cluster_->Bind(p);
+        bound_[id].push_back(p);
       } else {
         spdlog::error("control plane: job {} rank {} no longer fits {}; not counted", id, m.rank, m.sched_node);
       }
@@ -230,6 +252,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
       spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
       ctx.state.ports[a.members.front().node].insert(a.master_port);
       ctx.log_grants.Place(job_id, live.record.epoch, MemberNodes(a));
+      bound_[job_id] = binder.placements();
       ctx.state.live.insert_or_assign(job_id, std::move(live));
       ctx.state.pending.erase(it);
       ctx.state.pending_reason.erase(job_id);
@@ -261,6 +284,8 @@ void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
   if (ctx.state.cluster_dirty || (workload_changed_ && (!last_rebuild_ || now - *last_rebuild_ >= kTypicalRefresh))) {
     Rebuild(ctx);
     last_rebuild_ = now;
+  } else if (cluster_) {
+    ApplyReleases(ctx);
   }
   if (!framework_) return;
   const MonoTime start = ctx.clock.Monotonic();

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "controlplane/controllers/context.h"
@@ -49,6 +50,8 @@ class SchedulingController {
 
  private:
   void Rebuild(ControllerContext& ctx);
+  // Returns the resources of the allocations released since the last look (State::released) to cluster_.
+  void ApplyReleases(ControllerContext& ctx);
   void SyncQueue(ControllerContext& ctx);
   absl::StatusOr<sched::AttemptOutcome> Attempt(ControllerContext& ctx, const std::string& job_id);
 
@@ -62,6 +65,9 @@ class SchedulingController {
   std::vector<sched::TypicalPod> typical_;
   std::map<std::string, sched::NodeIndex> sched_index_;  // scheduler node name -> index
   std::vector<const SchedNode*> sched_nodes_;            // by index
+  // What each live allocation holds in cluster_, by job id (members that exited before the last
+  // rebuild hold nothing there).
+  std::unordered_map<std::string, std::vector<sched::Placement>> bound_;
   std::optional<MonoTime> last_rebuild_;
   bool workload_changed_ = false;  // jobs arrived since the typical pods were computed
 };

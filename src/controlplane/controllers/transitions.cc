@@ -128,7 +128,7 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
   }
   ctx.log_grants.Release(job_id, ctx.clock.Monotonic());
   ctx.state.live.erase(it);
-  ctx.state.CapacityChanged();
+  ctx.state.Released(job_id);
   ctx.logs.Wake(job_id);
   if (requeued) AddPending(ctx, record);
   return absl::OkStatus();

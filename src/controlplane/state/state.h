@@ -88,8 +88,19 @@ struct State {
   // RUNNING again).
   std::map<std::string, MonoTime> requeued_at;
 
+  // Allocations released since the scheduler last looked (job ids): it returns their resources to its
+  // pool in place rather than rebuilding it.
+  std::vector<std::string> released;
+
+  // Nodes changed (registered, up, down, cordoned, removed): the scheduler's pool is rebuilt.
   void CapacityChanged() {
     cluster_dirty = true;
+    dirty = true;
+    ++capacity_generation;
+  }
+  // A live allocation released its resources.
+  void Released(const std::string& job_id) {
+    released.push_back(job_id);
     dirty = true;
     ++capacity_generation;
   }

@@ -3,6 +3,10 @@
 # -Wno-missing-field-initializers: designated initializers for options structs leave the rest defaulted.
 set(GPUGEEK_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wimplicit-fallthrough
   -Wno-missing-field-initializers)
+# clang checks the lock annotations (ABSL_GUARDED_BY, ABSL_EXCLUSIVE_LOCKS_REQUIRED) of absl::Mutex users.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  list(APPEND GPUGEEK_WARNINGS -Wthread-safety)
+endif()
 if(GPUGEEK_WERROR)
   list(APPEND GPUGEEK_WARNINGS -Werror)
 endif()

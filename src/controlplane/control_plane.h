@@ -250,7 +250,8 @@ class ControlPlane {
 
   std::atomic<bool> shutting_down_{false};
 
-  // Group commit of submissions (never held together with writer_mu_).
+  // Group commit of submissions. Lock order: writer_mu_ before commit_mu_ (a pass takes the queued
+  // submissions into its batch); nothing that holds commit_mu_ takes writer_mu_ or waits for the store.
   std::mutex commit_mu_;
   std::condition_variable commit_cv_;
   std::vector<PendingSubmit*> commit_queue_;  // guarded by commit_mu_

@@ -206,6 +206,21 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
   RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL"));
   RETURN_IF_ERROR(store->Exec("PRAGMA foreign_keys=ON"));
   RETURN_IF_ERROR(store->Migrate());
+  // A second, read-only connection for reads from other threads than a write batch's owner: in WAL mode
+  // it reads the last commit while a write transaction is open (https://www.sqlite.org/wal.html).
+  // A private in-memory database has no second connection: reads share the first.
+  if (options.path != ":memory:" && !options.path.empty()) {
+    sqlite3* read_db = nullptr;
+    if (sqlite3_open_v2(options.path.c_str(), &read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr) !=
+        SQLITE_OK) {
+      std::string msg = read_db ? sqlite3_errmsg(read_db) : "out of memory";
+      sqlite3_close(read_db);
+      return absl::UnavailableError(fmt::format("sqlite: cannot open '{}' for reading: {}", options.path, msg));
+    }
+    sqlite3_busy_timeout(read_db, 5000);
+    store->read_db_ = read_db;
+    store->read_statements_ = std::make_unique<StatementCache>(read_db);
+  }
   return store;
 }
 
@@ -213,7 +228,10 @@ SqliteStore::SqliteStore(sqlite3* db, Clock& clock)
     : db_(db), clock_(clock), statements_(std::make_unique<StatementCache>(db)) {}
 
 SqliteStore::~SqliteStore() {
-  statements_.reset();  // its statements are finalised before the connection closes
+  // Statements are finalised before their connection closes.
+  read_statements_.reset();
+  if (read_db_ != nullptr) sqlite3_close(read_db_);
+  statements_.reset();
   sqlite3_close(db_);
 }
 
@@ -257,34 +275,51 @@ absl::Status SqliteStore::Migrate() {
 
 std::unique_lock<std::mutex> SqliteStore::Acquire() {
   std::unique_lock<std::mutex> lock(mu_);
-  batch_ended_.wait(lock,
-                    [this] { return batch_owner_ == std::thread::id() || batch_owner_ == std::this_thread::get_id(); });
+  batch_ended_.wait(lock, [this] {
+    const std::thread::id owner = batch_owner_.load();
+    return owner == std::thread::id() || owner == std::this_thread::get_id();
+  });
   return lock;
+}
+
+SqliteStore::Reader SqliteStore::ReadAccess() {
+  // The batch's owner reads its own writes; everyone else reads the last commit, on the read
+  // connection when there is one (WAL readers never wait for the writer).
+  if (read_db_ == nullptr || batch_owner_.load() == std::this_thread::get_id()) {
+    return Reader{Acquire(), db_, statements_.get()};
+  }
+  return Reader{std::unique_lock<std::mutex>(read_mu_), read_db_, read_statements_.get()};
 }
 
 absl::Status SqliteStore::BeginWriteBatch() {
   std::unique_lock<std::mutex> lock = Acquire();
-  if (batch_owner_ != std::thread::id()) {
+  if (batch_owner_.load() != std::thread::id()) {
     return absl::FailedPreconditionError("store: a write batch is open already; commit it first");
   }
   if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqliteError(db_, "begin write batch");
   }
-  batch_owner_ = std::this_thread::get_id();
+  batch_owner_.store(std::this_thread::get_id());
   return absl::OkStatus();
 }
 
-absl::Status SqliteStore::CommitWriteBatch() {
-  std::unique_lock<std::mutex> lock = Acquire();
-  if (batch_owner_ != std::this_thread::get_id()) {
+absl::Status SqliteStore::CommitWriteBatch() { return EndWriteBatch(Acquire(), /*commit=*/true); }
+
+absl::Status SqliteStore::AbortWriteBatch() { return EndWriteBatch(Acquire(), /*commit=*/false); }
+
+absl::Status SqliteStore::EndWriteBatch(std::unique_lock<std::mutex> lock, bool commit) {
+  if (batch_owner_.load() != std::this_thread::get_id()) {
     return absl::FailedPreconditionError("store: no write batch is open on this thread");
   }
   absl::Status st = absl::OkStatus();
-  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (!commit) {
+    if (sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK)
+      st = SqliteError(db_, "abort write batch");
+  } else if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     st = SqliteError(db_, "commit write batch");
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);  // nothing of the batch stays
   }
-  batch_owner_ = std::thread::id();
+  batch_owner_.store(std::thread::id());
   lock.unlock();
   batch_ended_.notify_all();
   return st;
@@ -332,19 +367,19 @@ absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> SqliteStore::CreateJobs(c
   return results;
 }
 
-absl::StatusOr<JobRecord> SqliteStore::GetJobLocked(const std::string& id) {
-  Statement s(*statements_, fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns));
+absl::StatusOr<JobRecord> SqliteStore::GetJobIn(StatementCache& statements, const std::string& id) {
+  Statement s(statements, fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns));
   RETURN_IF_ERROR(s.status());
   s.Bind(1, id);
   const int rc = s.Step();
   if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no job '{}'", id));
-  if (rc != SQLITE_ROW) return SqliteError(db_, "get job");
+  if (rc != SQLITE_ROW) return SqliteError(statements.db(), "get job");
   return ReadJob(s);
 }
 
 absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
-  std::unique_lock<std::mutex> lock = Acquire();
-  return GetJobLocked(id);
+  Reader r = ReadAccess();
+  return GetJobIn(*r.statements, id);
 }
 
 absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& filter) {
@@ -352,11 +387,12 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
     return absl::InvalidArgumentError(
         fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
   }
-  std::unique_lock<std::mutex> lock = Acquire();
+  Reader r = ReadAccess();
   // Every filter is bound (an empty value disables it), so one statement text serves all queries.
-  Statement s(*statements_, fmt::format("SELECT {} FROM jobs WHERE id > ?1 AND (?2 = '' OR state = ?2) AND (?3 = '' OR "
-                                        "tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id LIMIT ?5",
-                                        kJobColumns));
+  Statement s(*r.statements,
+              fmt::format("SELECT {} FROM jobs WHERE id > ?1 AND (?2 = '' OR state = ?2) AND (?3 = '' OR "
+                          "tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id LIMIT ?5",
+                          kJobColumns));
   RETURN_IF_ERROR(s.status());
   s.Bind(1, filter.after_id).Bind(2, filter.state ? std::string(api::JobStateName(*filter.state)) : std::string());
   s.Bind(3, filter.tenant).Bind(4, filter.name).Bind(5, int64_t{filter.limit});
@@ -366,13 +402,13 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
     ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
     out.push_back(std::move(j));
   }
-  if (rc != SQLITE_DONE) return SqliteError(db_, "list jobs");
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list jobs");
   return out;
 }
 
 absl::StatusOr<std::vector<JobCount>> SqliteStore::CountJobs() {
-  std::unique_lock<std::mutex> lock = Acquire();
-  Statement s(*statements_,
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
               "SELECT state, priority, COUNT(*), MIN(updated_at_ns) FROM jobs GROUP BY state, priority ORDER BY "
               "state, priority");
   RETURN_IF_ERROR(s.status());
@@ -383,7 +419,7 @@ absl::StatusOr<std::vector<JobCount>> SqliteStore::CountJobs() {
     if (!state) return absl::DataLossError(fmt::format("sqlite: jobs hold unknown state '{}'", s.Text(0)));
     out.push_back({*state, static_cast<int>(s.Int(1)), s.Int(2), FromNs(s.Int(3))});
   }
-  if (rc != SQLITE_DONE) return SqliteError(db_, "count jobs");
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "count jobs");
   return out;
 }
 
@@ -391,7 +427,7 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   std::unique_lock<std::mutex> lock = Acquire();
   Transaction tx(db_);
   RETURN_IF_ERROR(tx.status());
-  ASSIGN_OR_RETURN(JobRecord current, GetJobLocked(job.id));
+  ASSIGN_OR_RETURN(JobRecord current, GetJobIn(*statements_, job.id));
   if (current.version != job.version) {
     return absl::AbortedError(fmt::format("store: job '{}' changed (version {} != {}); re-read and retry", job.id,
                                           current.version, job.version));
@@ -423,8 +459,8 @@ absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::stri
   if (limit < 1 || limit > kMaxListLimit) {
     return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
   }
-  std::unique_lock<std::mutex> lock = Acquire();
-  Statement s(*statements_,
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
               "SELECT seq, job_id, time_ns, from_state, to_state, reason FROM events WHERE seq > ?1 AND (?2 = '' OR "
               "job_id = ?2) ORDER BY seq LIMIT ?3");
   RETURN_IF_ERROR(s.status());
@@ -444,7 +480,7 @@ absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::stri
     e.reason = s.Text(5);
     out.push_back(std::move(e));
   }
-  if (rc != SQLITE_DONE) return SqliteError(db_, "list events");
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list events");
   return out;
 }
 
@@ -475,14 +511,14 @@ NodeRecord ReadNode(const Statement& s) {
 }  // namespace
 
 absl::StatusOr<NodeRecord> SqliteStore::GetNode(const std::string& id) {
-  std::unique_lock<std::mutex> lock = Acquire();
-  Statement s(*statements_,
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
               "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes WHERE id = ?");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, id);
   const int rc = s.Step();
   if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
-  if (rc != SQLITE_ROW) return SqliteError(db_, "get node");
+  if (rc != SQLITE_ROW) return SqliteError(r.db, "get node");
   return ReadNode(s);
 }
 
@@ -497,14 +533,14 @@ absl::Status SqliteStore::DeleteNode(const std::string& id) {
 }
 
 absl::StatusOr<std::vector<NodeRecord>> SqliteStore::ListNodes() {
-  std::unique_lock<std::mutex> lock = Acquire();
-  Statement s(*statements_,
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
               "SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM nodes ORDER BY id");
   RETURN_IF_ERROR(s.status());
   std::vector<NodeRecord> out;
   int rc;
   while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadNode(s));
-  if (rc != SQLITE_DONE) return SqliteError(db_, "list nodes");
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list nodes");
   return out;
 }
 

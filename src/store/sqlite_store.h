@@ -6,9 +6,13 @@
 // (`sqlite_migrations.h`) applied in order at open; a database written by a newer gpugeek (higher
 // schema version than this binary knows) is refused with FailedPrecondition rather than damaged.
 //
-// One connection guarded by a mutex: SQLite serialises writers anyway, and this keeps every
-// compare-and-set simple. Thread-safe.
+// One write connection guarded by a mutex: SQLite serialises writers anyway, and this keeps every
+// compare-and-set simple. A write batch (Store::BeginWriteBatch) makes one caller's writes one
+// transaction; the other threads' writes wait for its commit. Reads from other threads go to a second,
+// read-only connection and see the last commit without waiting (WAL). Prepared statements are cached
+// per connection. Thread-safe.
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -48,6 +52,7 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<NodeRecord>> ListNodes() override;
   absl::Status BeginWriteBatch() override;
   absl::Status CommitWriteBatch() override;
+  absl::Status AbortWriteBatch() override;
 
   // The schema version after migration.
   int schema_version() const { return schema_version_; }
@@ -56,7 +61,16 @@ class SqliteStore final : public Store {
   SqliteStore(sqlite3* db, Clock& clock);
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
-  absl::StatusOr<JobRecord> GetJobLocked(const std::string& id);
+  // Ends the open batch (the caller holds mu_ through `lock`): COMMIT when `commit`, else ROLLBACK.
+  absl::Status EndWriteBatch(std::unique_lock<std::mutex> lock, bool commit);
+  absl::StatusOr<JobRecord> GetJobIn(StatementCache& statements, const std::string& id);
+  // A connection to read with, locked: see ReadAccess in sqlite_store.cc.
+  struct Reader {
+    std::unique_lock<std::mutex> lock;
+    sqlite3* db;
+    StatementCache* statements;
+  };
+  Reader ReadAccess();
   // Inserts one job and its creation event inside the caller's transaction.
   absl::StatusOr<JobRecord> InsertJobLocked(const JobRecord& job);
 
@@ -69,7 +83,11 @@ class SqliteStore final : public Store {
   std::unique_lock<std::mutex> Acquire();
   std::mutex mu_;
   std::condition_variable batch_ended_;
-  std::thread::id batch_owner_;  // guarded by mu_; default-constructed: no batch open
+  std::atomic<std::thread::id> batch_owner_;  // written under mu_; default-constructed: no batch open
+  // The read-only connection (nullptr for an in-memory database) and its statements, under read_mu_.
+  sqlite3* read_db_ = nullptr;
+  std::mutex read_mu_;
+  std::unique_ptr<StatementCache> read_statements_;
 };
 
 }  // namespace gpugeek::store

@@ -129,6 +129,8 @@ class Store {
   // over: what the caller derived from its writes must be re-read from the store.
   // FailedPrecondition when this thread has no batch open.
   virtual absl::Status CommitWriteBatch() = 0;
+  // Ends the batch storing nothing of it. FailedPrecondition when this thread has no batch open.
+  virtual absl::Status AbortWriteBatch() = 0;
 };
 
 }  // namespace gpugeek::store

@@ -286,20 +286,23 @@ TEST_F(SqliteStoreTest, WriteBatchCommitsTogetherAndAFailedCallLeavesNothingOfIt
   stale.state = JobState::kScheduled;
   EXPECT_EQ(store_->UpdateJob(stale).status().code(), absl::StatusCode::kAborted);
   ASSERT_TRUE(store_->CreateJob(NewJob("j-3")).ok());
-  // Inside the batch its owner reads its own writes; another thread waits for the commit and then
-  // sees only committed rows.
+  // Inside the batch its owner reads its own writes; another thread reads the last commit at once, and
+  // its writes wait for the batch's commit.
   EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kScheduled);
-  std::atomic<bool> read{false};
-  JobState seen = JobState::kPending;
-  std::thread reader([&] {
-    seen = store_->GetJob("j-1")->state;
-    read = true;
+  JobState seen = JobState::kScheduled;
+  std::thread reader([&] { seen = store_->GetJob("j-1")->state; });
+  reader.join();
+  EXPECT_EQ(seen, JobState::kPending);
+  std::atomic<bool> wrote{false};
+  std::thread writer([&] {
+    EXPECT_TRUE(store_->CreateJob(NewJob("j-4")).ok());
+    wrote = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(read.load()) << "another thread read inside an open write batch";
+  EXPECT_FALSE(wrote.load()) << "another thread wrote inside an open write batch";
   ASSERT_TRUE(store_->CommitWriteBatch().ok());
-  reader.join();
-  EXPECT_EQ(seen, JobState::kScheduled);
+  writer.join();
+  EXPECT_EQ(store_->GetJob("j-4")->version, 1);
   EXPECT_EQ(store_->CommitWriteBatch().code(), absl::StatusCode::kFailedPrecondition);  // none open
 
   Reopen();

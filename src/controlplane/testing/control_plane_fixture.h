@@ -43,6 +43,8 @@ class ControlPlaneFixture : public ::testing::Test {
   }
   // What Restart gives ControlPlane::Create besides the store, clock and data dir.
   virtual ControlPlaneOptions Options() const { return {}; }
+  // The store the control plane is given over the real one (a test may wrap it to inject faults).
+  virtual store::Store& StoreFor(store::SqliteStore& sqlite) { return sqlite; }
   // A fresh control plane over the same store and data dir: what a server restart does.
   void Restart() {
     cp_.reset();
@@ -51,7 +53,7 @@ class ControlPlaneFixture : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     ControlPlaneOptions options = Options();
-    options.store = store_.get();
+    options.store = &StoreFor(*store_);
     options.clock = &clock_;
     options.data_dir = (dir_ / "data").string();
     auto cp = ControlPlane::Create(options);

@@ -1,0 +1,109 @@
+// A writer pass is one store transaction (ControlPlane::Reconcile): when its commit fails, nothing of
+// the pass is stored or published, memory is reloaded from the store, and the next pass does the work
+// again, once.
+
+#include <gtest/gtest.h>
+
+#include "controlplane/testing/control_plane_fixture.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+// The real store, with commits of write batches that fail on demand (the batch is rolled back, as a
+// failed COMMIT leaves it).
+class CommitFailingStore final : public store::Store {
+ public:
+  explicit CommitFailingStore(store::Store& inner) : inner_(inner) {}
+  int fail_commits = 0;  // batch commits still to fail
+  int failed = 0;        // batch commits failed so far
+
+  absl::StatusOr<store::JobRecord> CreateJob(const store::JobRecord& job) override { return inner_.CreateJob(job); }
+  absl::StatusOr<std::vector<absl::StatusOr<store::JobRecord>>> CreateJobs(
+      const std::vector<store::JobRecord>& jobs) override {
+    return inner_.CreateJobs(jobs);
+  }
+  absl::StatusOr<store::JobRecord> GetJob(const std::string& id) override { return inner_.GetJob(id); }
+  absl::StatusOr<std::vector<store::JobRecord>> ListJobs(const store::JobFilter& filter) override {
+    return inner_.ListJobs(filter);
+  }
+  absl::StatusOr<std::vector<store::JobCount>> CountJobs() override { return inner_.CountJobs(); }
+  absl::StatusOr<store::JobRecord> UpdateJob(const store::JobRecord& job) override { return inner_.UpdateJob(job); }
+  absl::StatusOr<std::vector<store::EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq,
+                                                             int limit) override {
+    return inner_.ListEvents(job_id, after_seq, limit);
+  }
+  absl::Status PutNode(const store::NodeRecord& node) override { return inner_.PutNode(node); }
+  absl::StatusOr<store::NodeRecord> GetNode(const std::string& id) override { return inner_.GetNode(id); }
+  absl::Status DeleteNode(const std::string& id) override { return inner_.DeleteNode(id); }
+  absl::StatusOr<std::vector<store::NodeRecord>> ListNodes() override { return inner_.ListNodes(); }
+  absl::Status BeginWriteBatch() override { return inner_.BeginWriteBatch(); }
+  absl::Status CommitWriteBatch() override {
+    if (fail_commits == 0) return inner_.CommitWriteBatch();
+    --fail_commits;
+    ++failed;
+    if (absl::Status st = inner_.AbortWriteBatch(); !st.ok()) return st;
+    return absl::UnavailableError("sqlite: commit write batch: disk I/O error (injected)");
+  }
+  absl::Status AbortWriteBatch() override { return inner_.AbortWriteBatch(); }
+
+ private:
+  store::Store& inner_;
+};
+
+class PassCommitTest : public testing::ControlPlaneFixture {
+ protected:
+  store::Store& StoreFor(store::SqliteStore& sqlite) override {
+    failing_ = std::make_unique<CommitFailingStore>(sqlite);
+    return *failing_;
+  }
+  std::unique_ptr<CommitFailingStore> failing_;
+};
+
+constexpr char kOneGpu[] = "name: one\nresources: {accelerators: H100-SXM-80GB:1}\nrun: python train.py\n";
+
+TEST_F(PassCommitTest, AFailedCommitStoresAndPublishesNothingAndTheNextPassPlacesOnce) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id = Submit(kOneGpu);
+  failing_->fail_commits = 1;
+  cp_->Reconcile();  // places the job in memory, then its commit fails
+  ASSERT_EQ(failing_->failed, 1);
+  auto stored = store_->GetJob(id);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state, api::JobState::kPending);
+  EXPECT_EQ(stored->epoch, 0);
+  EXPECT_EQ(stored->version, 1);
+  EXPECT_TRUE(Assignments("node-a").empty()) << "a placement that was never stored reached the agent";
+  EXPECT_EQ(cp_->GetJob(id)->record.state, api::JobState::kPending);
+
+  cp_->Reconcile();  // memory came back from the store: the job is placed again, and stored
+  stored = store_->GetJob(id);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state, api::JobState::kScheduled);
+  EXPECT_EQ(stored->epoch, 1);  // one placement, not two
+  EXPECT_EQ(stored->version, 2);
+  const std::vector<api::Assignment> assigned = Assignments("node-a");
+  ASSERT_EQ(assigned.size(), 1u);
+  EXPECT_EQ(assigned[0].job_id, id);
+  EXPECT_EQ(assigned[0].epoch, 1);
+  EXPECT_EQ(assigned[0].gpu_uuids.size(), 1u);
+  auto events = store_->ListEvents(id, 0, 100);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 2u);  // created; PENDING -> SCHEDULED (the failed pass left no event)
+}
+
+TEST_F(PassCommitTest, ReportsOfAFailedPassTakeEffectWhenTheAgentReportsAgain) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id = Submit(kOneGpu);
+  cp_->Reconcile();
+  ASSERT_EQ(Assignments("node-a").size(), 1u);
+  const api::WorkloadReport running{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kRunning, .node_rank = 0};
+  failing_->fail_commits = 1;
+  Beat("node-a", {running});
+  EXPECT_EQ(store_->GetJob(id)->state, api::JobState::kScheduled);
+  Beat("node-a", {running});  // the agent reports until acknowledged by the job's state
+  EXPECT_EQ(store_->GetJob(id)->state, api::JobState::kRunning);
+  EXPECT_EQ(Assignments("node-a").size(), 1u);
+}
+
+}  // namespace
+}  // namespace gpugeek::controlplane

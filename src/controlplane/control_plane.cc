@@ -202,7 +202,6 @@ void ControlPlane::Reconcile() {
   node_lifecycle_->Reconcile(ctx, now);
   job_lifecycle_->Reconcile(ctx, now);
   scheduling_->Reconcile(ctx, now);
-  gc_->Reconcile(ctx, now);
   if (batch.ok()) {
     std::vector<PendingSubmit*> riders;
     {
@@ -223,6 +222,9 @@ void ControlPlane::Reconcile() {
       ReloadLocked();
     }
   }
+  // After the commit: gc writes nothing to the store, and its log sweep (file deletions, a scan of the
+  // ended jobs every 10 minutes) must not hold the batch open while submitters wait for it.
+  gc_->Reconcile(ctx, clock_.Monotonic());
   PublishLocked();
 }
 

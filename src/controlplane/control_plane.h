@@ -201,8 +201,9 @@ class ControlPlane {
                                             const workload::PlannerOptions& options);
 
   // One pass of the controllers under the writer token: queued reports and submissions, node
-  // lifecycle, job lifecycle (drain deadlines), scheduling, gc; then publishes a snapshot if anything
-  // changed.
+  // lifecycle, job lifecycle (drain deadlines), scheduling, all in one store transaction (with the
+  // submissions queued when it ends) committed at once; then gc, and a snapshot if anything changed.
+  // When the commit fails, nothing of the pass is published and memory is reloaded from the store.
   void Reconcile();
   // Blocks until reports or submissions are queued, or `timeout` passes (the server's loop).
   void WaitForWork(Duration timeout);

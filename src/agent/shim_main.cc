@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
   long grace_ms = -1;
   long lease_ms = -1;
   int program = -1;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {  // each option takes one value
     if (strcmp(argv[i], "--") == 0) {
       program = i + 1;
       break;
@@ -351,7 +351,6 @@ int main(int argc, char** argv) {
     const long max = target == &grace_ms ? kMaxGraceMs : target == &lease_ms ? kMaxLeaseMs : 1L << 20;
     if (i + 1 >= argc || !ParseLong(argv[i + 1], 0, max, target)) Usage("bad or missing value");
     if (target == &status_fd) g_status_fd = static_cast<int>(status_fd);
-    ++i;
   }
   if (status_fd < 0 || lifeline_fd < 0 || grace_ms < 0) Usage("--status-fd, --lifeline-fd and --grace-ms are required");
   if (program < 0 || program >= argc) Usage("no program after --");

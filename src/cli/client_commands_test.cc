@@ -398,9 +398,14 @@ TEST_F(ClientCommandsTest, JobsPagesUpToTheLimit) {
   r = RunGpugeek("jobs --json --limit 1000" + server_flag_);
   json jobs = json::parse(r.out)["jobs"];
   ASSERT_EQ(jobs.size(), 3u);
-  EXPECT_EQ(jobs[2]["id"], "j-00000003");
+  EXPECT_EQ(jobs[0]["id"], "j-00000003");  // newest first
+  r = RunGpugeek("jobs --json --oldest --limit 1000" + server_flag_);
+  EXPECT_EQ(json::parse(r.out)["jobs"][0]["id"], "j-00000001");
   r = RunGpugeek("jobs" + server_flag_);
   EXPECT_TRUE(Contains(r.out, "PENDING")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "more jobs")) << r.out;
+  r = RunGpugeek("jobs --limit 2" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "(more jobs before j-00000002: gpugeek jobs --limit 4)")) << r.out;
   r = RunGpugeek("nodes" + server_flag_);
   EXPECT_TRUE(Contains(r.out, "No nodes registered")) << r.out;
 }

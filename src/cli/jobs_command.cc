@@ -202,11 +202,13 @@ void RegisterJobs(CLI::App& app) {
     ClientFlags flags;
     std::string state, tenant;
     int limit = 100;
+    bool oldest = false;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* sub = app.add_subcommand("jobs", "List jobs, oldest first");
+  CLI::App* sub = app.add_subcommand("jobs", "List jobs, newest first");
   sub->add_option("--state", o->state, "PENDING | SCHEDULED | RUNNING | SUCCEEDED | FAILED | CANCELLED");
   sub->add_option("--tenant", o->tenant, "Only this tenant's jobs");
+  sub->add_flag("--oldest", o->oldest, "Oldest first");
   sub->add_option("--limit", o->limit, "At most this many jobs (pages through the server's list)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1'000'000));
@@ -216,18 +218,22 @@ void RegisterJobs(CLI::App& app) {
     auto client = Connect(cmd, o->flags);
     json jobs = json::array();
     std::string after;
+    bool more = false;  // the server has jobs past the last one shown
     while (static_cast<int>(jobs.size()) < o->limit) {
-      std::string path = fmt::format("/v1/jobs?limit={}", std::min(1000, o->limit - static_cast<int>(jobs.size())));
+      std::string path =
+          fmt::format("/v1/jobs?limit={}&order={}", std::min(1000, o->limit - static_cast<int>(jobs.size())),
+                      o->oldest ? "oldest" : "newest");
       if (!o->state.empty()) path += "&state=" + UrlEncode(o->state);
       if (!o->tenant.empty()) path += "&tenant=" + UrlEncode(o->tenant);
       if (!after.empty()) path += "&after=" + UrlEncode(after);
       json page = OrFail(cmd, client->Get(path));
       for (json& j : page["jobs"]) jobs.push_back(std::move(j));
-      if (!page["next_after"].is_string()) break;
+      more = page["next_after"].is_string();
+      if (!more) break;
       after = page["next_after"].get<std::string>();
     }
     if (o->flags.json) {
-      PrintJson({{"jobs", jobs}});
+      PrintJson({{"jobs", jobs}, {"next_after", more ? json(after) : json()}});
       return;
     }
     if (jobs.empty()) {
@@ -246,6 +252,10 @@ void RegisterJobs(CLI::App& app) {
                     PlacementShort(j["allocation"]), reason});
     }
     std::cout << table.Render();
+    if (more) {
+      std::cout << fmt::format("(more jobs {} {}: gpugeek jobs --limit {}{})\n", o->oldest ? "after" : "before", after,
+                               o->limit * 2, o->oldest ? " --oldest" : "");
+    }
   });
 }
 

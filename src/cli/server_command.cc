@@ -1,5 +1,6 @@
-// `gpugeek server [--listen HOST:PORT] [--data-dir DIR] [--policy NAME]`: the control plane (REST API
-// under /v1, SQLite store under DIR, scheduling loop) until SIGINT or SIGTERM, then a graceful stop.
+// `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--policy NAME]
+// [--log-retention-days N] [--event-retention-days N]`: the control plane (REST API under /v1, SQLite store
+// under DIR, scheduling loop) until SIGINT or SIGTERM, then a graceful stop.
 
 #include <signal.h>
 
@@ -23,6 +24,8 @@ void RegisterServerCommand(CLI::App& app) {
     std::string data_dir;
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
+    int log_retention_days = 7;
+    int event_retention_days = 30;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -35,6 +38,13 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--data-dir", o->data_dir,
                   "Store and logs directory (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
+  sub->add_option("--log-retention-days", o->log_retention_days, "Delete the logs of jobs ended this many days ago")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 36500));
+  sub->add_option("--event-retention-days", o->event_retention_days,
+                  "Delete the state-change events of jobs ended this many days ago (the jobs stay listed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 36500));
   sub->callback([o] {
     const std::string cmd = "server";
     controlplane::ServerOptions options;
@@ -51,6 +61,8 @@ void RegisterServerCommand(CLI::App& app) {
     }
     options.data_dir = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.policy = o->policy;
+    options.log_retention = std::chrono::hours(24) * o->log_retention_days;
+    options.event_retention = std::chrono::hours(24) * o->event_retention_days;
     std::error_code ec;
     std::filesystem::create_directories(options.data_dir, ec);
     if (ec) Fail(cmd, fmt::format("cannot create data directory {}: {}", options.data_dir, ec.message()));

@@ -4,6 +4,7 @@
 
 #include "api/json_reader.h"
 #include "common/absl_fmt.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "controlplane/api_views.h"
 #include "controlplane/metrics.h"
@@ -60,6 +61,12 @@ absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Request& r) {
   filter.tenant = r.query_value("tenant");
   filter.name = r.query_value("name");
   filter.after_id = r.query_value("after");
+  const std::string order = r.query_value("order");
+  if (order != "" && order != "newest" && order != "oldest") {
+    return absl::InvalidArgumentError(
+        fmt::format("query parameter 'order' = {} must be 'newest' (the default) or 'oldest'", QuoteForMessage(order)));
+  }
+  filter.newest_first = order != "oldest";
   ASSIGN_OR_RETURN(filter.limit, IntQuery(r, "limit", kDefaultLimit, 1, kMaxLimit));
   ASSIGN_OR_RETURN(auto jobs, cp.ListJobs(filter));
   nlohmann::json list = nlohmann::json::array();

@@ -224,13 +224,25 @@ TEST_F(ApiTest, CancelAndPaging) {
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(client_->Post("/v1/jobs", {{"spec_yaml", "name: p\nresources: {accelerators: T4:1}\nrun: x\n"}}).ok());
   }
+  // Newest first by default.
   auto page = client_->Get("/v1/jobs?limit=2");
   ASSERT_TRUE(page.ok());
-  EXPECT_EQ((*page)["jobs"].size(), 2u);
-  EXPECT_EQ((*page)["next_after"], "j-00000002");
-  auto rest = client_->Get("/v1/jobs?after=j-00000002&limit=10");
-  EXPECT_EQ((*rest)["jobs"].size(), 3u);
+  ASSERT_EQ((*page)["jobs"].size(), 2u);
+  EXPECT_EQ((*page)["jobs"][0]["id"], "j-00000005");
+  EXPECT_EQ((*page)["next_after"], "j-00000004");
+  auto rest = client_->Get("/v1/jobs?after=j-00000004&limit=10");
+  ASSERT_EQ((*rest)["jobs"].size(), 3u);
+  EXPECT_EQ((*rest)["jobs"][2]["id"], "j-00000001");
   EXPECT_TRUE((*rest)["next_after"].is_null());
+  // Oldest first on request.
+  page = client_->Get("/v1/jobs?order=oldest&limit=2");
+  ASSERT_EQ((*page)["jobs"].size(), 2u);
+  EXPECT_EQ((*page)["jobs"][0]["id"], "j-00000001");
+  EXPECT_EQ((*page)["next_after"], "j-00000002");
+  rest = client_->Get("/v1/jobs?order=oldest&after=j-00000002&limit=10");
+  ASSERT_EQ((*rest)["jobs"].size(), 3u);
+  EXPECT_EQ((*rest)["jobs"][0]["id"], "j-00000003");
+  EXPECT_EQ(client_->Get("/v1/jobs?order=random").status().code(), absl::StatusCode::kInvalidArgument);
   auto cancelled = client_->Post("/v1/jobs/j-00000001/cancel", {{"reason", "not needed"}});
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ((*cancelled)["state"], "CANCELLED");

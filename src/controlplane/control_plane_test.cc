@@ -82,6 +82,25 @@ TEST_F(ControlPlaneTest, JobRunsThroughTheWholeLifecycle) {
   EXPECT_EQ((*events)[3].to, JobState::kSucceeded);
 }
 
+TEST_F(ControlPlaneTest, EventsOfJobsEndedPastTheRetentionAreDeletedAndTheJobStays) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id = Submit(kFourH100);
+  cp_->Reconcile();
+  ASSERT_TRUE(cp_->Cancel(id, "not needed").ok());
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, std::nullopt, 15}});
+  ASSERT_EQ(cp_->Events(id, 0, 100)->size(), 3u);  // created, SCHEDULED, CANCELLED
+  // The default retention is 30 days (ControlPlaneOptions::event_retention).
+  clock_.Advance(std::chrono::hours(24 * 30) - std::chrono::minutes(2));
+  Register("node-a", "8xH100-SXM-80GB");  // a fresh lease: the node stays up across the jump
+  cp_->Reconcile();
+  EXPECT_EQ(cp_->Events(id, 0, 100)->size(), 3u);
+  clock_.Advance(std::chrono::minutes(3));
+  Register("node-a", "8xH100-SXM-80GB");
+  cp_->Reconcile();
+  EXPECT_TRUE(cp_->Events(id, 0, 100)->empty());
+  EXPECT_EQ(State(id), JobState::kCancelled);
+}
+
 TEST_F(ControlPlaneTest, TwoNodeGangStartsTogetherWithConsistentRanks) {
   Register("node-a", "8xH100-SXM-80GB");
   Register("node-b", "8xH100-SXM-80GB");

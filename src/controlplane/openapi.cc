@@ -110,10 +110,14 @@ J Build() {
   paths["/v1/openapi.json"]["get"] = Op("This document", JsonResponse("OpenAPI 3.0", {{"type", "object"}}));
   paths["/v1/jobs"]["post"] = Op("Submit a job", JsonResponse("stored (durable)", Ref("Job")), "201");
   paths["/v1/jobs"]["post"]["requestBody"] = Body(Ref("SubmitJob"));
-  paths["/v1/jobs"]["get"] = Op("List jobs, paged by id", JsonResponse("a page", list_of));
+  paths["/v1/jobs"]["get"] =
+      Op("List jobs, newest first (or oldest first), paged by id: pass the reply's next_after as after",
+         JsonResponse("a page", list_of));
   paths["/v1/jobs"]["get"]["parameters"] = {QueryParam("state", "string", "PENDING ... CANCELLED"),
-                                            QueryParam("tenant", "string", ""), QueryParam("name", "string", ""),
-                                            QueryParam("after", "string", "ids after this one"),
+                                            QueryParam("tenant", "string", ""),
+                                            QueryParam("name", "string", ""),
+                                            QueryParam("order", "string", "newest (default) | oldest"),
+                                            QueryParam("after", "string", "ids after this one in that order"),
                                             QueryParam("limit", "integer", "1..1000, default 100")};
   paths["/v1/jobs/{id}"]["get"] = Op("Get a job", JsonResponse("the job", Ref("Job")));
   paths["/v1/jobs/{id}"]["parameters"] = {PathParam("id")};

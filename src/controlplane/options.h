@@ -39,6 +39,8 @@ struct ControlPlaneOptions {
   uint64_t log_quota_bytes = uint64_t{1} << 30;
   // Logs, and the log grants of released allocations, of jobs ended longer ago than this are deleted.
   Duration log_retention = std::chrono::hours(24 * 7);
+  // The state-change events of jobs ended longer ago than this are deleted (the job rows stay).
+  Duration event_retention = std::chrono::hours(24 * 30);
   // How long after its release an allocation's nodes may still ship log bytes for it.
   Duration log_grant_retention = std::chrono::minutes(10);
   const hw::GpuCatalog* catalog = nullptr;  // nullptr = GpuCatalog::Builtin()

@@ -32,6 +32,9 @@ class CommitFailingStore final : public store::Store {
                                                              int limit) override {
     return inner_.ListEvents(job_id, after_seq, limit);
   }
+  absl::StatusOr<int64_t> DeleteOldEvents(TimePoint before, int limit) override {
+    return inner_.DeleteOldEvents(before, limit);
+  }
   absl::Status PutNode(const store::NodeRecord& node) override { return inner_.PutNode(node); }
   absl::StatusOr<store::NodeRecord> GetNode(const std::string& id) override { return inner_.GetNode(id); }
   absl::Status DeleteNode(const std::string& id) override { return inner_.DeleteNode(id); }

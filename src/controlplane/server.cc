@@ -41,6 +41,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.lease = options.lease;
   cp.fence_grace = options.fence_grace;
   cp.fence_margin = options.fence_margin;
+  cp.log_retention = options.log_retention;
+  cp.event_retention = options.event_retention;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   auto observer = [m = s->control_plane_->metrics()](const std::string& method, const std::string& route, int status,

@@ -39,6 +39,9 @@ struct ServerOptions {
   Duration fence_grace = std::chrono::seconds(2);
   Duration fence_margin = std::chrono::seconds(1);
   Duration reconcile_interval = std::chrono::milliseconds(100);
+  // Retention of ended jobs' logs and events (ControlPlaneOptions).
+  Duration log_retention = ControlPlaneOptions().log_retention;
+  Duration event_retention = ControlPlaneOptions().event_retention;
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
   // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
   // families, gpugeek_build_info included, in Start: whoever shares the registry must not add that

@@ -388,11 +388,12 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
         fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
   }
   Reader r = ReadAccess();
-  // Every filter is bound (an empty value disables it), so one statement text serves all queries.
+  // Every filter is bound (an empty value disables it), so one statement text serves all queries of
+  // one order.
   Statement s(*r.statements,
-              fmt::format("SELECT {} FROM jobs WHERE id > ?1 AND (?2 = '' OR state = ?2) AND (?3 = '' OR "
-                          "tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id LIMIT ?5",
-                          kJobColumns));
+              fmt::format("SELECT {} FROM jobs WHERE (?1 = '' OR id {} ?1) AND (?2 = '' OR state = ?2) AND (?3 = '' "
+                          "OR tenant = ?3) AND (?4 = '' OR name = ?4) ORDER BY id {} LIMIT ?5",
+                          kJobColumns, filter.newest_first ? "<" : ">", filter.newest_first ? "DESC" : "ASC"));
   RETURN_IF_ERROR(s.status());
   s.Bind(1, filter.after_id).Bind(2, filter.state ? std::string(api::JobStateName(*filter.state)) : std::string());
   s.Bind(3, filter.tenant).Bind(4, filter.name).Bind(5, int64_t{filter.limit});
@@ -482,6 +483,23 @@ absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::stri
   }
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list events");
   return out;
+}
+
+absl::StatusOr<int64_t> SqliteStore::DeleteOldEvents(TimePoint before, int limit) {
+  if (limit < 1 || limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
+  }
+  std::unique_lock<std::mutex> lock = Acquire();
+  // In seq order from the oldest left, so each call starts where the last one stopped (a deleted row is
+  // not scanned again); the events of a job still running are skipped until it ends.
+  Statement s(*statements_,
+              "DELETE FROM events WHERE seq IN (SELECT e.seq FROM events e JOIN jobs j ON j.id = e.job_id WHERE "
+              "e.time_ns < ?1 AND j.updated_at_ns < ?1 AND j.state IN ('SUCCEEDED', 'FAILED', 'CANCELLED') ORDER BY "
+              "e.seq LIMIT ?2)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, ToNs(before)).Bind(2, int64_t{limit});
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete old events");
+  return static_cast<int64_t>(sqlite3_changes(db_));
 }
 
 absl::Status SqliteStore::PutNode(const NodeRecord& node) {

@@ -46,6 +46,7 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<JobCount>> CountJobs() override;
   absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) override;
   absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq, int limit) override;
+  absl::StatusOr<int64_t> DeleteOldEvents(TimePoint before, int limit) override;
   absl::Status PutNode(const NodeRecord& node) override;
   absl::StatusOr<NodeRecord> GetNode(const std::string& id) override;
   absl::Status DeleteNode(const std::string& id) override;

@@ -60,10 +60,11 @@ struct NodeRecord {
 
 struct JobFilter {
   std::optional<api::JobState> state;
-  std::string tenant;    // "" = all tenants
-  std::string name;      // "" = any name
-  std::string after_id;  // paging: ids strictly greater than this
-  int limit = 100;       // 1..10000
+  std::string tenant;         // "" = all tenants
+  std::string name;           // "" = any name
+  bool newest_first = false;  // order by id descending (ids are issued in submission order)
+  std::string after_id;       // paging: ids strictly after this one in the listing order
+  int limit = 100;            // 1..10000
 };
 
 // How many jobs are in one state at one priority (Store::CountJobs).
@@ -92,7 +93,8 @@ class Store {
   // NotFound if absent.
   virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
 
-  // Jobs matching `filter`, ordered by id. InvalidArgument for a limit outside 1..10000.
+  // Jobs matching `filter`, ordered by id (descending when newest_first). InvalidArgument for a limit
+  // outside 1..10000.
   virtual absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
 
   // Jobs per (state, priority), ordered by state name then priority; only pairs with jobs appear.
@@ -108,6 +110,12 @@ class Store {
   // Events with seq > after_seq, oldest first, at most `limit`; only `job_id`'s when it is not empty.
   virtual absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq,
                                                               int limit) = 0;
+
+  // Retention: deletes up to `limit` events, oldest first, that were recorded before `before` and belong
+  // to jobs that ended (SUCCEEDED, FAILED, CANCELLED) before `before`. The job rows stay. Returns how
+  // many were deleted (fewer than `limit`: none of that age is left). InvalidArgument for a limit
+  // outside 1..10000.
+  virtual absl::StatusOr<int64_t> DeleteOldEvents(TimePoint before, int limit) = 0;
 
   // Inserts or replaces a node row.
   virtual absl::Status PutNode(const NodeRecord& node) = 0;

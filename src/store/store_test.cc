@@ -326,5 +326,39 @@ TEST_F(SqliteStoreTest, AWriteBatchNeverCommittedIsNotStored) {
   EXPECT_EQ(store_->GetJob("j-2").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(SqliteStoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay) {
+  // j-1 ends at t0 + 1 s, j-2 runs on from t0 + 2 s, j-3 ends at t0 + 10 s.
+  JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
+  JobRecord j2 = *store_->CreateJob(NewJob("j-2"));
+  JobRecord j3 = *store_->CreateJob(NewJob("j-3"));
+  auto move = [&](JobRecord& j, JobState to) {
+    j.state = to;
+    j.updated_at = clock_.Now();
+    auto r = store_->UpdateJob(j);
+    ASSERT_TRUE(r.ok()) << r.status();
+    j = *r;
+  };
+  clock_.Advance(std::chrono::seconds(1));
+  move(j1, JobState::kCancelled);  // events: created, PENDING -> CANCELLED
+  clock_.Advance(std::chrono::seconds(1));
+  move(j2, JobState::kScheduled);
+  move(j2, JobState::kRunning);  // events: created, SCHEDULED, RUNNING
+  clock_.Advance(std::chrono::seconds(8));
+  move(j3, JobState::kCancelled);
+  const TimePoint cutoff = clock_.Now() - std::chrono::seconds(5);  // after j-1's end, before j-3's
+
+  EXPECT_EQ(store_->DeleteOldEvents(cutoff, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  auto deleted = store_->DeleteOldEvents(cutoff, 1);  // a batch of one: j-1's creation event
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 1);
+  EXPECT_EQ(store_->ListEvents("j-1", 0, 100)->size(), 1u);
+  EXPECT_EQ(*store_->DeleteOldEvents(cutoff, 100), 1);  // the rest of j-1's
+  EXPECT_EQ(*store_->DeleteOldEvents(cutoff, 100), 0);  // nothing of that age is left
+  EXPECT_TRUE(store_->ListEvents("j-1", 0, 100)->empty());
+  EXPECT_EQ(store_->ListEvents("j-2", 0, 100)->size(), 3u);       // still running
+  EXPECT_EQ(store_->ListEvents("j-3", 0, 100)->size(), 2u);       // ended after the cutoff
+  EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kCancelled);  // the job row stays
+}
+
 }  // namespace
 }  // namespace gpugeek::store

@@ -235,8 +235,9 @@ class HostileInput : public ::testing::Test {
     const std::regex listening(
         "listening on (http://127\\.0\\.0\\.1:([0-9]+)), agents on (http://127\\.0\\.0\\.1:([0-9]+))");
     std::smatch m;
+    std::string out;  // m points into it: it must outlive the loop
     for (int i = 0; i < 400; ++i) {
-      const std::string out = server_->output();
+      out = server_->output();
       if (std::regex_search(out, m, listening)) break;
       std::this_thread::sleep_for(milliseconds(50));
     }

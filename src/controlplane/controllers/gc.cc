@@ -10,9 +10,22 @@ namespace gpugeek::controlplane {
 
 void GcController::Reconcile(ControllerContext& ctx, MonoTime now) {
   ctx.log_grants.Expire(now - ctx.options.log_grant_retention);
+  SweepEvents(ctx, now);
   if (last_sweep_ && now - *last_sweep_ < kSweepInterval) return;
   last_sweep_ = now;
   SweepLogs(ctx);
+}
+
+void GcController::SweepEvents(ControllerContext& ctx, MonoTime now) {
+  if (!more_events_ && last_event_sweep_ && now - *last_event_sweep_ < kEventSweepInterval) return;
+  last_event_sweep_ = now;
+  auto deleted = ctx.store.DeleteOldEvents(ctx.clock.Now() - ctx.options.event_retention, kEventBatch);
+  if (!deleted.ok()) {
+    spdlog::warn("control plane: event retention: {}", deleted.status());
+    more_events_ = false;
+    return;
+  }
+  more_events_ = *deleted == kEventBatch;
 }
 
 void GcController::SweepLogs(ControllerContext& ctx) {

@@ -59,6 +59,19 @@ const std::string kBinaryOutput("\377\376hello world\n\0tail", 19);
 // tree saw it), and a peak (VmHWM) of 90 MiB over the whole run once 10,001 nodes are registered.
 constexpr uint64_t kRssBeforeFloodBound = uint64_t{64} << 20;
 constexpr uint64_t kPeakRssBound = uint64_t{192} << 20;
+// Under AddressSanitizer the server's memory is its heap plus shadow memory and a quarantine of freed
+// blocks (256 MiB by default): the bounds are checked in the plain build, which CI runs as well.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCheckRss = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kCheckRss = false;
+#else
+constexpr bool kCheckRss = true;
+#endif
+#else
+constexpr bool kCheckRss = true;
+#endif
 
 // The listeners' body limits (controlplane/server.cc: kMaxApiBodyBytes, kMaxAgentBodyBytes).
 constexpr size_t kApiBodyLimit = size_t{12} << 20;
@@ -550,7 +563,9 @@ TEST_F(HostileInput, TenThousandRegistrationsWhileSlowClientsAreCut) {
   constexpr int kNodes = 10'000;
   constexpr int kThreads = 8;
   const uint64_t rss_before = ProcStatusBytes(server_->pid(), "VmRSS");
-  EXPECT_LT(rss_before, kRssBeforeFloodBound);  // what every other hostile case left behind
+  if (kCheckRss) {
+    EXPECT_LT(rss_before, kRssBeforeFloodBound);  // what every other hostile case left behind
+  }
   const auto start = steady_clock::now();
   std::atomic<int> registered{0};
   std::atomic<double> first_half_s{0};  // when the 5,000th registration was answered
@@ -631,7 +646,9 @@ TEST_F(HostileInput, ServerSurvivedWithBoundedMemoryAndNothingLost) {
   std::cout << fmt::format("[ hostile ] server VmRSS {:.1f} MiB, VmHWM {:.1f} MiB\n", rss / 1048576.0,
                            peak / 1048576.0);
   EXPECT_GT(rss, 0u);
-  EXPECT_LT(peak, kPeakRssBound);
+  if (kCheckRss) {
+    EXPECT_LT(peak, kPeakRssBound);
+  }
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const Control
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(options));
   if (options.metrics != nullptr) cp->metrics_ = std::make_unique<ControlPlaneMetrics>(*options.metrics);
   {
-    absl::MutexLock lock(&cp->writer_mu_);
+    MutexLock lock(&cp->writer_mu_);
     RETURN_IF_ERROR(cp->Load());
     cp->PublishLocked();
   }
@@ -191,7 +191,7 @@ absl::Status ControlPlane::Load() {
 // The writer's pass and the snapshot
 
 void ControlPlane::Reconcile() {
-  absl::MutexLock lock(&writer_mu_);
+  MutexLock lock(&writer_mu_);
   ControllerContext ctx = ContextLocked();
   // One pass, one transaction: the pass's writes reach the disk together (one fsync, not one per
   // transition), and only then does the snapshot show them. Without a batch each write commits alone.
@@ -242,7 +242,7 @@ void ControlPlane::DrainInboxLocked() {
   std::vector<QueuedReport> reports;
   std::vector<store::JobRecord> submitted;
   {
-    absl::MutexLock lock(&inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     reports.swap(reports_);
     submitted.swap(submitted_);
     work_ = false;
@@ -258,8 +258,8 @@ void ControlPlane::DrainInboxLocked() {
 }
 
 void ControlPlane::WaitForWork(Duration timeout) {
-  absl::MutexLock lock(&inbox_mu_);
-  inbox_mu_.AwaitWithTimeout(absl::Condition(&work_), absl::FromChrono(timeout));
+  MutexLock lock(&inbox_mu_);
+  inbox_mu_.AwaitWithTimeout([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return work_; }, timeout);
 }
 
 void ControlPlane::PublishLocked() {
@@ -296,12 +296,12 @@ void ControlPlane::PublishLocked() {
   snap->policy = scheduling_->active_policy().empty() ? options_.policy : scheduling_->active_policy();
   snap->pending_jobs = static_cast<int>(state_.pending.size());
   state_.dirty = false;
-  absl::MutexLock lock(&snapshot_mu_);
+  MutexLock lock(&snapshot_mu_);
   snapshot_ = std::move(snap);
 }
 
 std::shared_ptr<const Snapshot> ControlPlane::snapshot() const {
-  absl::MutexLock lock(&snapshot_mu_);
+  MutexLock lock(&snapshot_mu_);
   return snapshot_;
 }
 
@@ -356,9 +356,10 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   record.created_at = record.updated_at = clock_.Now();
   ASSIGN_OR_RETURN(store::JobRecord stored, CommitGrouped(std::move(record)));
   {
-    absl::MutexLock lock(&inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     submitted_.push_back(stored);
     work_ = true;
+    inbox_mu_.NotifyAll();
   }
   JobView v;
   v.record = std::move(stored);
@@ -449,7 +450,7 @@ absl::StatusOr<std::vector<JobView>> ControlPlane::ListJobs(const store::JobFilt
 }
 
 absl::StatusOr<JobView> ControlPlane::Cancel(const std::string& id, const std::string& reason) {
-  absl::MutexLock lock(&writer_mu_);
+  MutexLock lock(&writer_mu_);
   DrainInboxLocked();  // a job submitted a moment ago is known before it is cancelled
   ControllerContext ctx = ContextLocked();
   ASSIGN_OR_RETURN(store::JobRecord record, store_.GetJob(id));
@@ -509,7 +510,7 @@ absl::StatusOr<LogJobInfo> ControlPlane::LogState(const std::string& job_id) {
 // Agents
 
 absl::StatusOr<api::RegistrationReply> ControlPlane::Register(const api::Registration& registration) {
-  absl::MutexLock lock(&writer_mu_);
+  MutexLock lock(&writer_mu_);
   ControllerContext ctx = ContextLocked();
   NodeState& s = state_.nodes[registration.node];
   const bool known = !s.registration.node.empty();
@@ -580,9 +581,10 @@ absl::StatusOr<api::HeartbeatReply> ControlPlane::Heartbeat(const api::Heartbeat
   // Logs first: a member's last bytes travel with its exit report, which may release the job.
   AppendLogs(heartbeat.node, heartbeat.logs);
   if (!heartbeat.workloads.empty()) {
-    absl::MutexLock lock(&inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     for (const api::WorkloadReport& report : heartbeat.workloads) reports_.push_back({heartbeat.node, report});
     work_ = true;
+    inbox_mu_.NotifyAll();
   }
   if (auto it = snap->assignments.find(heartbeat.node); it != snap->assignments.end()) reply.assignments = it->second;
   return reply;
@@ -641,7 +643,7 @@ absl::StatusOr<NodeView> ControlPlane::Node(const std::string& name) {
 }
 
 absl::Status ControlPlane::SetCordoned(const std::string& name, bool cordoned) {
-  absl::MutexLock lock(&writer_mu_);
+  MutexLock lock(&writer_mu_);
   auto it = state_.nodes.find(name);
   if (it == state_.nodes.end()) return absl::NotFoundError(fmt::format("no node '{}'", name));
   ASSIGN_OR_RETURN(store::NodeRecord record, store_.GetNode(name));
@@ -655,7 +657,7 @@ absl::Status ControlPlane::SetCordoned(const std::string& name, bool cordoned) {
 
 absl::Status ControlPlane::Drain(const std::string& name) {
   RETURN_IF_ERROR(SetCordoned(name, true));
-  absl::MutexLock lock(&writer_mu_);
+  MutexLock lock(&writer_mu_);
   ControllerContext ctx = ContextLocked();
   for (const std::string& id : state_.JobsOn(name)) {
     RETURN_IF_ERROR(Requeue(ctx, id, fmt::format("node {} drained; requeued", name)));
@@ -665,7 +667,7 @@ absl::Status ControlPlane::Drain(const std::string& name) {
 }
 
 absl::StatusOr<NodeView> ControlPlane::RemoveNode(const std::string& name) {
-  absl::MutexLock lock(&writer_mu_);
+  MutexLock lock(&writer_mu_);
   ControllerContext ctx = ContextLocked();
   // A node silent past the fencing deadline is down now, with its jobs requeued, even between passes.
   node_lifecycle_->Reconcile(ctx, clock_.Monotonic());

@@ -58,10 +58,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "api/agent_protocol.h"
 #include "api/job_spec.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "controlplane/allocation.h"
 #include "controlplane/controllers/context.h"
 #include "controlplane/log_routes.h"
@@ -260,18 +260,18 @@ class ControlPlane {
   std::atomic<int64_t> next_job_number_{1};
 
   // What heartbeats and submissions hand to the writer.
-  absl::Mutex inbox_mu_;
+  Mutex inbox_mu_;
   std::vector<QueuedReport> reports_ ABSL_GUARDED_BY(inbox_mu_);
   std::vector<store::JobRecord> submitted_ ABSL_GUARDED_BY(inbox_mu_);
   bool work_ ABSL_GUARDED_BY(inbox_mu_) = false;
 
   // The latest snapshot; the mutex is held only to swap or copy the pointer.
-  mutable absl::Mutex snapshot_mu_;
+  mutable Mutex snapshot_mu_;
   std::shared_ptr<const Snapshot> snapshot_ ABSL_GUARDED_BY(snapshot_mu_);
 
   // The writer token: held by one writer at a time, across its store commits. Readers and heartbeats
   // never take it.
-  absl::Mutex writer_mu_;
+  Mutex writer_mu_;
   State state_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<NodeLifecycleController> node_lifecycle_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<JobLifecycleController> job_lifecycle_ ABSL_GUARDED_BY(writer_mu_);

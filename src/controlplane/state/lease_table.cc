@@ -3,7 +3,7 @@
 namespace gpugeek::controlplane {
 
 void LeaseTable::Grant(const std::string& node, const std::string& instance_id, MonoTime now, TimePoint wall) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Lease& lease = leases_[node];
   lease.instance_id = instance_id;
   lease.renewed = now;
@@ -12,7 +12,7 @@ void LeaseTable::Grant(const std::string& node, const std::string& instance_id, 
 
 RenewResult LeaseTable::Renew(const std::string& node, const std::string& instance_id, MonoTime now, TimePoint wall,
                               std::vector<hw::GpuSample> samples) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = leases_.find(node);
   if (it == leases_.end()) return RenewResult::kUnknownNode;
   if (it->second.instance_id != instance_id) return RenewResult::kOtherInstance;
@@ -23,19 +23,19 @@ RenewResult LeaseTable::Renew(const std::string& node, const std::string& instan
 }
 
 void LeaseTable::Remove(const std::string& node) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   leases_.erase(node);
 }
 
 std::optional<Lease> LeaseTable::Get(const std::string& node) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = leases_.find(node);
   if (it == leases_.end()) return std::nullopt;
   return it->second;
 }
 
 std::map<std::string, MonoTime> LeaseTable::Renewals() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::map<std::string, MonoTime> out;
   for (const auto& [node, lease] : leases_) out.emplace(node, lease.renewed);
   return out;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "hw/device.h"
 
 namespace gpugeek::controlplane {
@@ -50,7 +50,7 @@ class LeaseTable {
   std::map<std::string, MonoTime> Renewals() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -3,7 +3,7 @@
 namespace gpugeek::controlplane {
 
 void LogGrantTable::Place(const std::string& job_id, int64_t epoch, const std::vector<std::string>& nodes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   LogGrant& grant = grants_[job_id];
   for (size_t rank = 0; rank < nodes.size(); ++rank) grant.members[{epoch, static_cast<int>(rank)}] = nodes[rank];
   grant.ranks = static_cast<int>(nodes.size());
@@ -12,7 +12,7 @@ void LogGrantTable::Place(const std::string& job_id, int64_t epoch, const std::v
 }
 
 void LogGrantTable::Release(const std::string& job_id, MonoTime now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = grants_.find(job_id);
   if (it == grants_.end()) return;
   it->second.live = false;
@@ -21,18 +21,18 @@ void LogGrantTable::Release(const std::string& job_id, MonoTime now) {
 }
 
 void LogGrantTable::Erase(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   grants_.erase(job_id);  // its entry in released_ finds nothing when it expires
 }
 
 void LogGrantTable::Clear() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   grants_.clear();
   released_.clear();
 }
 
 size_t LogGrantTable::Expire(MonoTime cutoff) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   size_t expired = 0;
   while (!released_.empty() && released_.front().first <= cutoff) {
     auto it = grants_.find(released_.front().second);
@@ -47,7 +47,7 @@ size_t LogGrantTable::Expire(MonoTime cutoff) {
 }
 
 bool LogGrantTable::MayWrite(const std::string& job_id, int64_t epoch, int rank, const std::string& node) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = grants_.find(job_id);
   if (it == grants_.end()) return false;
   auto member = it->second.members.find({epoch, rank});
@@ -55,14 +55,14 @@ bool LogGrantTable::MayWrite(const std::string& job_id, int64_t epoch, int rank,
 }
 
 std::optional<LogGrant> LogGrantTable::Get(const std::string& job_id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = grants_.find(job_id);
   if (it == grants_.end()) return std::nullopt;
   return it->second;
 }
 
 size_t LogGrantTable::size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return grants_.size();
 }
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace gpugeek::controlplane {
 
@@ -59,7 +59,7 @@ class LogGrantTable {
   size_t size() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<std::string, LogGrant> grants_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<MonoTime, std::string>> released_ ABSL_GUARDED_BY(mu_);  // in release order
 };

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# ThreadSanitizer run of the concurrent parts: the control plane (controllers, snapshot, lease and log-grant
+# tables, group commit, the HTTP listeners of api_test), the store (write batches, the read connection) and
+# the HTTP server. The locks are common/mutex.h (std::mutex, which TSan sees). Not part of scripts/test.sh,
+# to keep CI within its time budget; run it after changing any of them:
+#   bash scripts/tsan.sh [BUILD_DIR]      (default build-tsan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${1:-build-tsan}"
+CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DGPUGEEK_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS="-fsanitize=thread" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" >/dev/null
+ninja -C "$dir" -j"$(nproc)" controlplane_test store_test http_test
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+"$dir/src/store/store_test"
+"$dir/src/http/http_test"
+"$dir/src/controlplane/controlplane_test"
+echo "tsan: no data race reported"

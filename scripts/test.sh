@@ -5,8 +5,9 @@
 #      unit tests (promtool), and the Grafana dashboards' JSON;
 #   3. gcc build with warnings as errors, then every unit and integration test (ctest);
 #   4. clang build with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer: every test again,
-#      then each fuzz target briefly over its seed corpus.
-# Usage: scripts/test.sh [--quick]   (--quick skips step 4)
+#      then each fuzz target briefly over its seed corpus;
+#   5. clang build with ThreadSanitizer of the store, HTTP and control-plane tests, run (scripts/tsan.sh).
+# Usage: scripts/test.sh [--quick]   (--quick skips steps 4 and 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -44,4 +45,6 @@ if [ "$quick" -eq 0 ]; then
   echo "== tests under ASan + UBSan, then fuzz targets"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs"
+  echo "== ThreadSanitizer: store, http and control-plane tests"
+  bash scripts/tsan.sh build-tsan
 fi

@@ -208,13 +208,7 @@ void ControlPlane::Reconcile() {
       std::lock_guard<std::mutex> queue_lock(commit_mu_);
       riders = TakeSubmissionsLocked();
     }
-    absl::Status committed = absl::OkStatus();
-    auto commit = [&] { return committed = store_.CommitWriteBatch(); };
-    if (riders.empty()) {
-      committed = store_.CommitWriteBatch();
-    } else {
-      CommitSubmissions(riders, commit);
-    }
+    const absl::Status committed = CommitSubmissions(riders, [this] { return store_.CommitWriteBatch(); });
     if (!committed.ok()) {
       // Nothing of the pass is stored, so what memory derived from it is wrong: start again from the
       // store. Agents report again what was not acknowledged; the riding submitters get the error.
@@ -385,7 +379,7 @@ absl::StatusOr<store::JobRecord> ControlPlane::CommitGrouped(store::JobRecord re
     committing_ = true;
     std::vector<PendingSubmit*> batch = TakeSubmissionsLocked();
     lock.unlock();
-    CommitSubmissions(batch, [] { return absl::OkStatus(); });
+    (void)CommitSubmissions(batch, [] { return absl::OkStatus(); });  // each submitter gets its result
     lock.lock();
     committing_ = false;
     commit_cv_.notify_all();
@@ -404,9 +398,9 @@ std::vector<ControlPlane::PendingSubmit*> ControlPlane::TakeSubmissionsLocked() 
   return batch;
 }
 
-void ControlPlane::CommitSubmissions(const std::vector<PendingSubmit*>& batch,
-                                     const std::function<absl::Status()>& commit) {
-  if (batch.empty()) return;
+absl::Status ControlPlane::CommitSubmissions(const std::vector<PendingSubmit*>& batch,
+                                             const std::function<absl::Status()>& commit) {
+  if (batch.empty()) return commit();
   std::vector<store::JobRecord> records;
   records.reserve(batch.size());
   for (const PendingSubmit* p : batch) records.push_back(p->record);
@@ -420,6 +414,7 @@ void ControlPlane::CommitSubmissions(const std::vector<PendingSubmit*>& batch,
     batch[i]->done = true;
   }
   commit_cv_.notify_all();
+  return committed;
 }
 
 JobView ControlPlane::ViewOf(const store::JobRecord& record, const Snapshot& snap) const {

@@ -227,8 +227,9 @@ class ControlPlane {
   // Takes every queued submission, issuing their ids in queue order. Call with commit_mu_ held.
   std::vector<PendingSubmit*> TakeSubmissionsLocked();
   // Stores `batch` (CreateJobs) and hands each submitter its result; `commit` runs after the writes
-  // (the writer's batch commit) and its error, if any, becomes every submission's result.
-  void CommitSubmissions(const std::vector<PendingSubmit*>& batch, const std::function<absl::Status()>& commit);
+  // (the writer's batch commit; also for an empty batch) and its error, if any, becomes every
+  // submission's result. Returns what `commit` returned.
+  absl::Status CommitSubmissions(const std::vector<PendingSubmit*>& batch, const std::function<absl::Status()>& commit);
   absl::Status Load() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Drops memory and loads it again from the store (a pass whose commit failed).

@@ -646,6 +646,14 @@ TEST(ServerLimitsTest, BusyWorkersAnswer503AndAThrowingHandler500) {
   auto text = blocked.get();
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_EQ(*text, "done");
+  // The client can have the reply before the worker is back in the pool: wait until the reply was
+  // written (the observer), then for the worker to go idle.
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(observed.begin(), observed.end(),
+                     std::make_tuple(std::string("GET"), std::string("/v1/block"), 200)) != observed.end();
+  }));
+  std::this_thread::sleep_for(milliseconds(50));
 
   EXPECT_EQ((*c)->GetText("/v1/throw").status(), absl::InternalError("internal error"));
   // The observer runs once a reply is written, which may be just after the client has it.

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang clang-format libclang-rt-14-dev
   # libraries
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
-  libsqlite3-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libsqlite3-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev libsodium-dev
   libncurses-dev
   # Boost.Beast and Boost.Asio (header-only) for the HTTP server
   libboost1.74-dev

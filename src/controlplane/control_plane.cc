@@ -476,9 +476,8 @@ absl::StatusOr<JobView> ControlPlane::Cancel(const std::string& id, const std::s
   return ViewOf(stored, *snapshot());
 }
 
-absl::StatusOr<std::vector<store::EventRecord>> ControlPlane::Events(const std::string& job_id, int64_t after_seq,
-                                                                     int limit) {
-  return store_.ListEvents(job_id, after_seq, limit);
+absl::StatusOr<std::vector<store::EventRecord>> ControlPlane::Events(const store::EventFilter& filter) {
+  return store_.ListEvents(filter);
 }
 
 absl::StatusOr<LogJobInfo> ControlPlane::LogState(const std::string& job_id) {

@@ -147,7 +147,7 @@ class ControlPlane {
   // PENDING jobs end at once; placed ones end CANCELLED and their members are stopped (SIGTERM,
   // the spec's grace, SIGKILL). FailedPrecondition for a job already ended.
   absl::StatusOr<JobView> Cancel(const std::string& id, const std::string& reason);
-  absl::StatusOr<std::vector<store::EventRecord>> Events(const std::string& job_id, int64_t after_seq, int limit);
+  absl::StatusOr<std::vector<store::EventRecord>> Events(const store::EventFilter& filter);
 
   // Job logs: byte-exact per (job, rank, epoch), appended from heartbeats.
   LogStore& logs() { return *logs_; }

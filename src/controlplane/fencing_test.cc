@@ -547,7 +547,7 @@ TEST_F(QueueScenarioTest, ControlPlanePlacesTheSharedScenarioInTheExpectedOrder)
       job_of[id] = &job;
     }
     Beat("node-a", exits);  // the node stays alive; the pass applies the exits and places
-    auto events = store_->ListEvents("", seen_seq, 1000);
+    auto events = store_->ListEvents({.job_id = "", .after_seq = seen_seq, .limit = 1000});
     ASSERT_TRUE(events.ok()) << events.status();
     for (const store::EventRecord& e : *events) {  // in commit order: the placement order
       seen_seq = e.seq;

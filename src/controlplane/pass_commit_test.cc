@@ -28,9 +28,8 @@ class CommitFailingStore final : public store::Store {
   }
   absl::StatusOr<std::vector<store::JobCount>> CountJobs() override { return inner_.CountJobs(); }
   absl::StatusOr<store::JobRecord> UpdateJob(const store::JobRecord& job) override { return inner_.UpdateJob(job); }
-  absl::StatusOr<std::vector<store::EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq,
-                                                             int limit) override {
-    return inner_.ListEvents(job_id, after_seq, limit);
+  absl::StatusOr<std::vector<store::EventRecord>> ListEvents(const store::EventFilter& filter) override {
+    return inner_.ListEvents(filter);
   }
   absl::StatusOr<int64_t> DeleteOldEvents(TimePoint before, int limit) override {
     return inner_.DeleteOldEvents(before, limit);
@@ -39,6 +38,13 @@ class CommitFailingStore final : public store::Store {
   absl::StatusOr<store::NodeRecord> GetNode(const std::string& id) override { return inner_.GetNode(id); }
   absl::Status DeleteNode(const std::string& id) override { return inner_.DeleteNode(id); }
   absl::StatusOr<std::vector<store::NodeRecord>> ListNodes() override { return inner_.ListNodes(); }
+  absl::Status CreateTenant(const store::TenantRecord& t) override { return inner_.CreateTenant(t); }
+  absl::StatusOr<std::vector<store::TenantRecord>> ListTenants() override { return inner_.ListTenants(); }
+  absl::Status CreateUser(const store::UserRecord& u) override { return inner_.CreateUser(u); }
+  absl::StatusOr<std::vector<store::UserRecord>> ListUsers() override { return inner_.ListUsers(); }
+  absl::Status CreateToken(const store::TokenRecord& t) override { return inner_.CreateToken(t); }
+  absl::StatusOr<std::vector<store::TokenRecord>> ListTokens() override { return inner_.ListTokens(); }
+  absl::Status RevokeToken(const std::string& id, TimePoint at) override { return inner_.RevokeToken(id, at); }
   absl::Status BeginWriteBatch() override { return inner_.BeginWriteBatch(); }
   absl::Status CommitWriteBatch() override {
     if (fail_commits == 0) return inner_.CommitWriteBatch();
@@ -89,7 +95,7 @@ TEST_F(PassCommitTest, AFailedCommitStoresAndPublishesNothingAndTheNextPassPlace
   EXPECT_EQ(assigned[0].job_id, id);
   EXPECT_EQ(assigned[0].epoch, 1);
   EXPECT_EQ(assigned[0].gpu_uuids.size(), 1u);
-  auto events = store_->ListEvents(id, 0, 100);
+  auto events = store_->ListEvents({.job_id = id, .after_seq = 0, .limit = 100});
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->size(), 2u);  // created; PENDING -> SCHEDULED (the failed pass left no event)
 }

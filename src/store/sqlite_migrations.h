@@ -48,6 +48,29 @@ CREATE TABLE nodes (
     R"sql(
 CREATE INDEX jobs_by_state_priority ON jobs(state, priority, updated_at_ns);
 )sql",
+    // 3: accounts: tenants, users with a role, API tokens (hashed secrets), and the tenant of an event's
+    // job reachable through jobs(id) for tenant-scoped event listings.
+    R"sql(
+CREATE TABLE tenants (
+  id            TEXT PRIMARY KEY,
+  created_at_ns INTEGER NOT NULL
+);
+CREATE TABLE users (
+  name          TEXT PRIMARY KEY,
+  tenant        TEXT NOT NULL REFERENCES tenants(id),
+  role          TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL
+);
+CREATE TABLE tokens (
+  id            TEXT PRIMARY KEY,
+  user          TEXT NOT NULL REFERENCES users(name),
+  secret_hash   TEXT NOT NULL,
+  description   TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  expires_at_ns INTEGER,
+  revoked_at_ns INTEGER
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

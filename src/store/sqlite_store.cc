@@ -455,17 +455,23 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   return stored;
 }
 
-absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const std::string& job_id, int64_t after_seq,
-                                                                 int limit) {
-  if (limit < 1 || limit > kMaxListLimit) {
-    return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
+absl::StatusOr<std::vector<EventRecord>> SqliteStore::ListEvents(const EventFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
   }
   Reader r = ReadAccess();
+  // Without a tenant the jobs table is not read; with one, the event's job must be that tenant's.
   Statement s(*r.statements,
-              "SELECT seq, job_id, time_ns, from_state, to_state, reason FROM events WHERE seq > ?1 AND (?2 = '' OR "
-              "job_id = ?2) ORDER BY seq LIMIT ?3");
+              filter.tenant.empty()
+                  ? "SELECT seq, job_id, time_ns, from_state, to_state, reason FROM events WHERE seq > ?1 AND (?2 = '' "
+                    "OR job_id = ?2) ORDER BY seq LIMIT ?3"
+                  : "SELECT e.seq, e.job_id, e.time_ns, e.from_state, e.to_state, e.reason FROM events e JOIN jobs j "
+                    "ON j.id = e.job_id WHERE e.seq > ?1 AND (?2 = '' OR e.job_id = ?2) AND j.tenant = ?4 ORDER BY "
+                    "e.seq LIMIT ?3");
   RETURN_IF_ERROR(s.status());
-  s.Bind(1, after_seq).Bind(2, job_id).Bind(3, int64_t{limit});
+  s.Bind(1, filter.after_seq).Bind(2, filter.job_id).Bind(3, int64_t{filter.limit});
+  if (!filter.tenant.empty()) s.Bind(4, filter.tenant);
   std::vector<EventRecord> out;
   int rc;
   while ((rc = s.Step()) == SQLITE_ROW) {
@@ -560,6 +566,117 @@ absl::StatusOr<std::vector<NodeRecord>> SqliteStore::ListNodes() {
   while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadNode(s));
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list nodes");
   return out;
+}
+
+namespace {
+
+void BindOptionalTime(Statement& s, int i, const std::optional<TimePoint>& t) {
+  if (t) {
+    s.Bind(i, ToNs(*t));
+  } else {
+    s.BindNull(i);
+  }
+}
+
+std::optional<TimePoint> OptionalTime(const Statement& s, int col) {
+  if (s.IsNull(col)) return std::nullopt;
+  return FromNs(s.Int(col));
+}
+
+// The outcome of an account INSERT: AlreadyExists for a taken key, NotFound for a missing parent row
+// (`parent` names it), else the SQLite error.
+absl::Status InsertOutcome(sqlite3* db, int rc, std::string_view what, std::string_view key, std::string_view parent) {
+  if (rc == SQLITE_DONE) return absl::OkStatus();
+  const int ext = sqlite3_extended_errcode(db);
+  if (ext == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    return absl::AlreadyExistsError(fmt::format("store: {} '{}' already exists", what, key));
+  }
+  if (ext == SQLITE_CONSTRAINT_FOREIGNKEY) {
+    return absl::NotFoundError(fmt::format("store: {} '{}' names {} that does not exist", what, key, parent));
+  }
+  return SqliteError(db, fmt::format("insert {}", what));
+}
+
+}  // namespace
+
+absl::Status SqliteStore::CreateTenant(const TenantRecord& tenant) {
+  if (tenant.id.empty()) return absl::InvalidArgumentError("store: tenant id must not be empty");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "INSERT INTO tenants (id, created_at_ns) VALUES (?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, tenant.id).Bind(2, ToNs(tenant.created_at));
+  return InsertOutcome(db_, s.Step(), "tenant", tenant.id, "");
+}
+
+absl::StatusOr<std::vector<TenantRecord>> SqliteStore::ListTenants() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, "SELECT id, created_at_ns FROM tenants ORDER BY id");
+  RETURN_IF_ERROR(s.status());
+  std::vector<TenantRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), FromNs(s.Int(1))});
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list tenants");
+  return out;
+}
+
+absl::Status SqliteStore::CreateUser(const UserRecord& user) {
+  if (user.name.empty()) return absl::InvalidArgumentError("store: user name must not be empty");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "INSERT INTO users (name, tenant, role, created_at_ns) VALUES (?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, user.name).Bind(2, user.tenant).Bind(3, user.role).Bind(4, ToNs(user.created_at));
+  return InsertOutcome(db_, s.Step(), "user", user.name, fmt::format("tenant '{}'", user.tenant));
+}
+
+absl::StatusOr<std::vector<UserRecord>> SqliteStore::ListUsers() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, "SELECT name, tenant, role, created_at_ns FROM users ORDER BY name");
+  RETURN_IF_ERROR(s.status());
+  std::vector<UserRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Text(1), s.Text(2), FromNs(s.Int(3))});
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list users");
+  return out;
+}
+
+absl::Status SqliteStore::CreateToken(const TokenRecord& token) {
+  if (token.id.empty()) return absl::InvalidArgumentError("store: token id must not be empty");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO tokens (id, user, secret_hash, description, created_at_ns, expires_at_ns, revoked_at_ns) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, token.id).Bind(2, token.user).Bind(3, token.secret_hash).Bind(4, token.description);
+  s.Bind(5, ToNs(token.created_at));
+  BindOptionalTime(s, 6, token.expires_at);
+  BindOptionalTime(s, 7, token.revoked_at);
+  return InsertOutcome(db_, s.Step(), "token", token.id, fmt::format("user '{}'", token.user));
+}
+
+absl::StatusOr<std::vector<TokenRecord>> SqliteStore::ListTokens() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT id, user, secret_hash, description, created_at_ns, expires_at_ns, revoked_at_ns FROM tokens "
+              "ORDER BY id");
+  RETURN_IF_ERROR(s.status());
+  std::vector<TokenRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back(
+        {s.Text(0), s.Text(1), s.Text(2), s.Text(3), FromNs(s.Int(4)), OptionalTime(s, 5), OptionalTime(s, 6)});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list tokens");
+  return out;
+}
+
+absl::Status SqliteStore::RevokeToken(const std::string& id, TimePoint at) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "UPDATE tokens SET revoked_at_ns = COALESCE(revoked_at_ns, ?2) WHERE id = ?1");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id).Bind(2, ToNs(at));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "revoke token");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt::format("store: no token '{}'", id));
+  return absl::OkStatus();
 }
 
 }  // namespace gpugeek::store

@@ -58,6 +58,38 @@ struct NodeRecord {
   TimePoint registered_at;
 };
 
+// The accounts (auth/README.md): tenants own every object; users belong to one tenant with one role;
+// API tokens belong to a user and are stored only as a hash of their secret.
+struct TenantRecord {
+  std::string id;  // unique name, api::ValidateName rules (e.g. "team-a")
+  TimePoint created_at;
+};
+
+struct UserRecord {
+  std::string name;    // unique across tenants
+  std::string tenant;  // TenantRecord::id
+  std::string role;    // "admin", "member" or "viewer" (auth/role.h)
+  TimePoint created_at;
+};
+
+struct TokenRecord {
+  std::string id;           // public part of the token, unique
+  std::string user;         // UserRecord::name
+  std::string secret_hash;  // argon2id string of the secret part (auth/api_token.h); never the secret
+  std::string description;
+  TimePoint created_at;
+  std::optional<TimePoint> expires_at;  // none: never expires
+  std::optional<TimePoint> revoked_at;  // set once, by RevokeToken
+};
+
+// Which events Store::ListEvents returns: seq > after_seq, oldest first, at most `limit` (1..10000).
+struct EventFilter {
+  std::string job_id;  // "" = every job's
+  std::string tenant;  // "" = every tenant's; else only events of that tenant's jobs
+  int64_t after_seq = 0;
+  int limit = 100;
+};
+
 struct JobFilter {
   std::optional<api::JobState> state;
   std::string tenant;         // "" = all tenants
@@ -107,9 +139,8 @@ class Store {
   // `job.updated_at`. Aborted on a version mismatch: re-read and retry. NotFound if absent.
   virtual absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) = 0;
 
-  // Events with seq > after_seq, oldest first, at most `limit`; only `job_id`'s when it is not empty.
-  virtual absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& job_id, int64_t after_seq,
-                                                              int limit) = 0;
+  // Events matching `filter`, oldest first. InvalidArgument for a limit outside 1..10000.
+  virtual absl::StatusOr<std::vector<EventRecord>> ListEvents(const EventFilter& filter) = 0;
 
   // Retention: deletes up to `limit` events, oldest first, that were recorded before `before` and belong
   // to jobs that ended (SUCCEEDED, FAILED, CANCELLED) before `before`. The job rows stay. Returns how
@@ -126,6 +157,19 @@ class Store {
   virtual absl::Status DeleteNode(const std::string& id) = 0;
   // All nodes, ordered by id.
   virtual absl::StatusOr<std::vector<NodeRecord>> ListNodes() = 0;
+
+  // Accounts. Creation is AlreadyExists when the id/name is taken; the lists return every row ordered by
+  // id/name (accounts are few: hundreds, loaded once at start by the authenticator).
+  virtual absl::Status CreateTenant(const TenantRecord& tenant) = 0;
+  virtual absl::StatusOr<std::vector<TenantRecord>> ListTenants() = 0;
+  // NotFound when the user's tenant does not exist.
+  virtual absl::Status CreateUser(const UserRecord& user) = 0;
+  virtual absl::StatusOr<std::vector<UserRecord>> ListUsers() = 0;
+  // NotFound when the token's user does not exist.
+  virtual absl::Status CreateToken(const TokenRecord& token) = 0;
+  virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
+  // Sets revoked_at (the first revocation's time stays). NotFound if absent.
+  virtual absl::Status RevokeToken(const std::string& id, TimePoint at) = 0;
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

@@ -88,7 +88,8 @@ TEST_F(SqliteStoreTest, GroupCommitStoresEachJobAndReportsDuplicatesAlone) {
   EXPECT_TRUE((*results)[2].ok());
   EXPECT_EQ((*results)[3].status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->ListJobs({})->size(), 3u);
-  EXPECT_EQ(store_->ListEvents("", 0, 100)->size(), 3u);  // one creation event per stored job
+  EXPECT_EQ(store_->ListEvents({.job_id = "", .after_seq = 0, .limit = 100})->size(),
+            3u);  // one creation event per stored job
 }
 
 TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
@@ -111,7 +112,7 @@ TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   EXPECT_EQ(store_->UpdateJob(bad).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kScheduled);
 
-  auto events = store_->ListEvents("j-1", 0, 100);
+  auto events = store_->ListEvents({.job_id = "j-1", .after_seq = 0, .limit = 100});
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 2u);  // creation, then PENDING -> SCHEDULED
   EXPECT_EQ((*events)[1].from, JobState::kPending);
@@ -188,13 +189,68 @@ TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
   ASSERT_TRUE(store_->UpdateJob(j).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   Reopen();
-  EXPECT_EQ(store_->schema_version(), 2);
+  EXPECT_EQ(store_->schema_version(), 3);
   auto got = store_->GetJob("j-1");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, JobState::kScheduled);
   EXPECT_EQ(got->allocation_json, R"({"node":"n1"})");
-  EXPECT_EQ(store_->ListEvents("", 0, 100)->size(), 2u);
+  EXPECT_EQ(store_->ListEvents({.job_id = "", .after_seq = 0, .limit = 100})->size(), 2u);
   EXPECT_EQ(store_->GetNode("n1")->state, "ready");
+}
+
+TEST_F(SqliteStoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
+  const TimePoint t = clock_.Now();
+  ASSERT_TRUE(store_->CreateTenant({.id = "team-a", .created_at = t}).ok());
+  ASSERT_TRUE(store_->CreateTenant({.id = "team-b", .created_at = t}).ok());
+  EXPECT_EQ(store_->CreateTenant({.id = "team-a", .created_at = t}).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store_->CreateUser({.name = "alice", .tenant = "team-a", .role = "member", .created_at = t}).ok());
+  // A user of a tenant that does not exist, a token of a user that does not exist: NotFound, nothing stored.
+  absl::Status orphan = store_->CreateUser({.name = "bob", .tenant = "team-x", .role = "viewer", .created_at = t});
+  EXPECT_EQ(orphan.code(), absl::StatusCode::kNotFound) << orphan;
+  EXPECT_EQ(orphan.message(), "store: user 'bob' names tenant 'team-x' that does not exist");
+  EXPECT_EQ(store_->CreateToken({.id = "t0", .user = "nobody", .secret_hash = "h", .created_at = t}).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store_
+                  ->CreateToken({.id = "t1",
+                                 .user = "alice",
+                                 .secret_hash = "$argon2id$x",
+                                 .description = "ci",
+                                 .created_at = t,
+                                 .expires_at = t + std::chrono::hours(24)})
+                  .ok());
+  ASSERT_TRUE(store_->RevokeToken("t1", t + std::chrono::seconds(5)).ok());
+  ASSERT_TRUE(store_->RevokeToken("t1", t + std::chrono::seconds(9)).ok());  // the first revocation's time stays
+  EXPECT_EQ(store_->RevokeToken("t9", t).code(), absl::StatusCode::kNotFound);
+  Reopen();
+  auto tenants = *store_->ListTenants();
+  ASSERT_EQ(tenants.size(), 2u);
+  EXPECT_EQ(tenants[0].id, "team-a");
+  EXPECT_EQ(tenants[1].created_at, t);
+  auto users = *store_->ListUsers();
+  ASSERT_EQ(users.size(), 1u);
+  EXPECT_EQ(users[0].tenant, "team-a");
+  EXPECT_EQ(users[0].role, "member");
+  auto tokens = *store_->ListTokens();
+  ASSERT_EQ(tokens.size(), 1u);
+  EXPECT_EQ(tokens[0].user, "alice");
+  EXPECT_EQ(tokens[0].secret_hash, "$argon2id$x");
+  EXPECT_EQ(tokens[0].description, "ci");
+  EXPECT_EQ(tokens[0].expires_at, t + std::chrono::hours(24));
+  EXPECT_EQ(tokens[0].revoked_at, t + std::chrono::seconds(5));
+}
+
+TEST_F(SqliteStoreTest, EventsFilterByTheirJobsTenant) {
+  JobRecord a = NewJob("j-a");
+  a.tenant = "team-a";
+  JobRecord b = NewJob("j-b");
+  b.tenant = "team-b";
+  ASSERT_TRUE(store_->CreateJob(a).ok());
+  ASSERT_TRUE(store_->CreateJob(b).ok());
+  auto only_b = *store_->ListEvents({.tenant = "team-b"});
+  ASSERT_EQ(only_b.size(), 1u);
+  EXPECT_EQ(only_b[0].job_id, "j-b");
+  EXPECT_TRUE(store_->ListEvents({.job_id = "j-a", .tenant = "team-b"})->empty());
+  EXPECT_EQ(store_->ListEvents({})->size(), 2u);
 }
 
 TEST_F(SqliteStoreTest, NodesUpsertAndList) {
@@ -310,8 +366,9 @@ TEST_F(SqliteStoreTest, WriteBatchCommitsTogetherAndAFailedCallLeavesNothingOfIt
   EXPECT_EQ(store_->GetJob("j-2")->version, 1);  // the aborted update wrote nothing
   EXPECT_EQ(store_->GetJob("j-2")->state, JobState::kPending);
   EXPECT_TRUE(store_->GetJob("j-3").ok());
-  EXPECT_EQ(store_->ListEvents("j-1", 0, 100)->size(), 2u);  // creation, PENDING -> SCHEDULED
-  EXPECT_EQ(store_->ListEvents("j-2", 0, 100)->size(), 1u);
+  EXPECT_EQ(store_->ListEvents({.job_id = "j-1", .after_seq = 0, .limit = 100})->size(),
+            2u);  // creation, PENDING -> SCHEDULED
+  EXPECT_EQ(store_->ListEvents({.job_id = "j-2", .after_seq = 0, .limit = 100})->size(), 1u);
 }
 
 TEST_F(SqliteStoreTest, AWriteBatchNeverCommittedIsNotStored) {
@@ -351,13 +408,13 @@ TEST_F(SqliteStoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay)
   auto deleted = store_->DeleteOldEvents(cutoff, 1);  // a batch of one: j-1's creation event
   ASSERT_TRUE(deleted.ok()) << deleted.status();
   EXPECT_EQ(*deleted, 1);
-  EXPECT_EQ(store_->ListEvents("j-1", 0, 100)->size(), 1u);
+  EXPECT_EQ(store_->ListEvents({.job_id = "j-1", .after_seq = 0, .limit = 100})->size(), 1u);
   EXPECT_EQ(*store_->DeleteOldEvents(cutoff, 100), 1);  // the rest of j-1's
   EXPECT_EQ(*store_->DeleteOldEvents(cutoff, 100), 0);  // nothing of that age is left
-  EXPECT_TRUE(store_->ListEvents("j-1", 0, 100)->empty());
-  EXPECT_EQ(store_->ListEvents("j-2", 0, 100)->size(), 3u);       // still running
-  EXPECT_EQ(store_->ListEvents("j-3", 0, 100)->size(), 2u);       // ended after the cutoff
-  EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kCancelled);  // the job row stays
+  EXPECT_TRUE(store_->ListEvents({.job_id = "j-1", .after_seq = 0, .limit = 100})->empty());
+  EXPECT_EQ(store_->ListEvents({.job_id = "j-2", .after_seq = 0, .limit = 100})->size(), 3u);  // still running
+  EXPECT_EQ(store_->ListEvents({.job_id = "j-3", .after_seq = 0, .limit = 100})->size(), 2u);  // ended after the cutoff
+  EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kCancelled);                               // the job row stays
 }
 
 }  // namespace

@@ -249,13 +249,8 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
     if (!env.IsMap()) return FieldError("env", "must be a mapping of NAME: value");
     for (const auto& kv : env) {
       ASSIGN_OR_RETURN(std::string key, Scalar(kv.first, "env"));
-      const std::string path = "env." + key;
-      bool ok = !key.empty() && !std::isdigit(static_cast<unsigned char>(key[0]));
-      for (char c : key) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-      if (!ok) return FieldError(path, "names must be letters, digits and '_', not starting with a digit");
-      if (key.starts_with("GPUGEEK_"))
-        return FieldError(path, "GPUGEEK_* variables are set by gpugeek; pick another name");
-      ASSIGN_OR_RETURN(spec.env[key], Scalar(kv.second, path));
+      RETURN_IF_ERROR(CheckJobEnvName(key));
+      ASSIGN_OR_RETURN(spec.env[key], Scalar(kv.second, "env." + key));
     }
   }
   const bool planned = !spec.model.empty() && spec.task.has_value();
@@ -297,6 +292,78 @@ std::string_view CapacityTypeName(CapacityType c) {
       return "reserved";
   }
   return "on-demand";
+}
+
+absl::Status CheckJobEnvName(std::string_view name) {
+  const std::string path =
+      "env." + (name.size() <= 64 ? EscapeForMessage(name) : EscapeForMessage(name.substr(0, 64)) + "...");
+  bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) return FieldError(path, "names must be letters, digits and '_', not starting with a digit");
+  // Each entry: what reads the variable, and why a job spec must not choose it. The spec's env reaches
+  // every process of the job from the first one on, and the first ones are gpugeek's: the launcher shell
+  // (`/bin/sh -c RUN`) and whatever the platform runs before the user's command. Variables that make the
+  // dynamic loader, libc or the shell load code or files of the spec's choosing in those processes are
+  // refused; `run` can still export them for the user's own programs, after the launcher has started.
+  // Refused:
+  //   LD_*            glibc's dynamic loader: LD_PRELOAD / LD_AUDIT load any shared object into every
+  //                   dynamically linked program, LD_LIBRARY_PATH redirects every library lookup, LD_DEBUG_OUTPUT
+  //                   writes files. All of them, as the loader adds more over time.
+  //   GLIBC_TUNABLES  parsed by the loader itself before main (CVE-2023-4911 overflowed its parser).
+  //   GCONV_PATH      iconv loads shared objects from it (the pkexec escape, CVE-2021-4034).
+  //   NLSPATH, LOCPATH  libc loads message catalogs and locale data from there into every program. glibc
+  //                   drops all of the above for setuid programs for the same reason (unsecvars.h).
+  //   DYLD_*          macOS's loader hooks: meaningless on Linux, refused so a spec means the same anywhere.
+  //   BASH_ENV, ENV   a non-interactive bash (BASH_ENV) or an interactive POSIX sh (ENV) runs that file
+  //                   before its command: code in the launcher shell.
+  //   IFS             changes how the launcher shell splits words, so `run` would not mean what it says.
+  //   GPUGEEK_*       set by gpugeek (job id, rank, world size, rendezvous, checkpoint dir).
+  //   CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES
+  //                   set by gpugeek from the allocation: a spec could otherwise reach GPUs it was not given.
+  //   HOME            set by gpugeek to the job's own working directory, owned by the job's user.
+  // Allowed on purpose:
+  //   PYTHONPATH, PYTHON*  read only by Python, which gpugeek never runs on the job's behalf; ML code needs
+  //                   PYTHONPATH, PYTHONUNBUFFERED, PYTHONHASHSEED. (PYTHONSTARTUP is read only by an
+  //                   interactive interpreter, and the job has no terminal.)
+  //   MALLOC_*        glibc malloc settings read inside the process they tune; they load no code, and
+  //                   MALLOC_ARENA_MAX is a common memory setting for Python data loaders.
+  //   PATH            the job picks its own programs; the launcher itself is started by absolute path.
+  const auto refuse = [&](std::string_view why, std::string_view fix) {
+    return FieldError(path, fmt::format("{}, so a job spec cannot set it; {}", why, fix));
+  };
+  constexpr std::string_view kExportInRun =
+      "if your program needs it, export it in run (run: export NAME=value; python train.py), which reaches your "
+      "own programs only";
+  if (name.starts_with("LD_")) {
+    return refuse("LD_* variables steer the dynamic loader of every program of the job, gpugeek's launcher included",
+                  kExportInRun);
+  }
+  if (name == "GLIBC_TUNABLES" || name == "GCONV_PATH" || name == "NLSPATH" || name == "LOCPATH") {
+    return refuse(fmt::format("{} makes libc load code or data of the spec's choosing into every program of the job, "
+                              "gpugeek's launcher included",
+                              name),
+                  kExportInRun);
+  }
+  if (name.starts_with("DYLD_")) {
+    return refuse("DYLD_* variables are macOS loader hooks", "remove it (it has no effect on Linux)");
+  }
+  if (name == "BASH_ENV" || name == "ENV" || name == "IFS") {
+    return refuse(fmt::format("{} changes what gpugeek's launcher shell runs before or instead of your command", name),
+                  "put the setup in run itself (run: source setup.sh; python train.py)");
+  }
+  if (name.starts_with("GPUGEEK_")) {
+    return refuse("GPUGEEK_* variables are set by gpugeek", "pick another name");
+  }
+  if (name == "CUDA_VISIBLE_DEVICES" || name == "CUDA_DEVICE_ORDER" || name == "HIP_VISIBLE_DEVICES" ||
+      name == "ROCR_VISIBLE_DEVICES") {
+    return refuse(fmt::format("{} is set by gpugeek from the GPUs the job was given", name),
+                  "ask for GPUs in resources.accelerators instead");
+  }
+  if (name == "HOME") {
+    return refuse("HOME is set by gpugeek to the job's own working directory",
+                  "point caches elsewhere with their own variables (HF_HOME, XDG_CACHE_HOME, TORCH_HOME)");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text, const hw::GpuCatalog& catalog) {

@@ -91,6 +91,17 @@ struct JobSpec {
 absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text,
                                      const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin());
 
+// Whether a job spec's `env` may set variable `name`. OK, or InvalidArgument whose message starts with
+// the field ("env.LD_PRELOAD: ...") and says why and how to fix the spec. Refused: names that are not
+// letters, digits and '_' (or start with a digit); variables that steer the dynamic loader, libc or the
+// launcher shell of every process of the job (LD_*, GLIBC_TUNABLES, GCONV_PATH, NLSPATH, LOCPATH, DYLD_*,
+// BASH_ENV, ENV, IFS); and those gpugeek sets itself (GPUGEEK_*, CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+// HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, HOME). PYTHONPATH and the other PYTHON* and MALLOC_* variables
+// are allowed. The reason per entry is beside the list in job_spec.cc. ParseJobSpec applies it to every
+// key. An agent should apply it to the env of each assignment it receives as well, so that a server that
+// skipped it (or an impostor) cannot slip one in.
+absl::Status CheckJobEnvName(std::string_view name);
+
 // Parses one accelerator item: "A100-80GB:4", "H100-SXM-80GB" (count 1), "T4:0.5" (500 milli-GPU).
 absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text, const hw::GpuCatalog& catalog);
 

@@ -111,6 +111,74 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
   }
 }
 
+std::string EnvError(const std::string& name) {
+  auto spec = ParseJobSpec("name: x\nrun: a\nresources: {accelerators: T4:1}\nenv: {" + name + ": v}\n");
+  if (spec.ok()) return "accepted";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+TEST(ParseJobSpec, EnvThatSteersTheLoaderOrTheLauncherIsRefusedWithTheFix) {
+  const std::string export_in_run =
+      ", so a job spec cannot set it; if your program needs it, export it in run (run: export NAME=value; python "
+      "train.py), which reaches your own programs only";
+  const std::string loader =
+      "LD_* variables steer the dynamic loader of every program of the job, gpugeek's launcher "
+      "included" +
+      export_in_run;
+  EXPECT_EQ(EnvError("LD_PRELOAD"), "env.LD_PRELOAD: " + loader);
+  EXPECT_EQ(EnvError("LD_LIBRARY_PATH"), "env.LD_LIBRARY_PATH: " + loader);
+  EXPECT_EQ(EnvError("LD_AUDIT"), "env.LD_AUDIT: " + loader);
+  EXPECT_EQ(EnvError("LD_BIND_NOW"), "env.LD_BIND_NOW: " + loader);
+  EXPECT_EQ(EnvError("GCONV_PATH"),
+            "env.GCONV_PATH: GCONV_PATH makes libc load code or data of the spec's choosing into every program of the "
+            "job, gpugeek's launcher included" +
+                export_in_run);
+  EXPECT_EQ(EnvError("GLIBC_TUNABLES"),
+            "env.GLIBC_TUNABLES: GLIBC_TUNABLES makes libc load code or data of the spec's choosing into every "
+            "program of the job, gpugeek's launcher included" +
+                export_in_run);
+  EXPECT_EQ(EnvError("NLSPATH").substr(0, 20), "env.NLSPATH: NLSPATH");
+  EXPECT_EQ(EnvError("LOCPATH").substr(0, 20), "env.LOCPATH: LOCPATH");
+  EXPECT_EQ(EnvError("DYLD_INSERT_LIBRARIES"),
+            "env.DYLD_INSERT_LIBRARIES: DYLD_* variables are macOS loader hooks, so a job spec cannot set it; remove "
+            "it (it has no effect on Linux)");
+  for (const char* shell : {"BASH_ENV", "ENV", "IFS"}) {
+    EXPECT_EQ(EnvError(shell), fmt::format("env.{0}: {0} changes what gpugeek's launcher shell runs before or instead "
+                                           "of your command, so a job spec cannot set it; put the setup in run itself "
+                                           "(run: source setup.sh; python train.py)",
+                                           shell));
+  }
+}
+
+TEST(ParseJobSpec, EnvThatGpugeekSetsIsRefused) {
+  EXPECT_EQ(EnvError("GPUGEEK_RANK"),
+            "env.GPUGEEK_RANK: GPUGEEK_* variables are set by gpugeek, so a job spec cannot set it; pick another name");
+  for (const char* gpus :
+       {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"}) {
+    EXPECT_EQ(EnvError(gpus),
+              fmt::format("env.{0}: {0} is set by gpugeek from the GPUs the job was given, so a job spec "
+                          "cannot set it; ask for GPUs in resources.accelerators instead",
+                          gpus));
+  }
+  EXPECT_EQ(EnvError("HOME"),
+            "env.HOME: HOME is set by gpugeek to the job's own working directory, so a job spec cannot set it; point "
+            "caches elsewhere with their own variables (HF_HOME, XDG_CACHE_HOME, TORCH_HOME)");
+  EXPECT_EQ(EnvError("1X"), "env.1X: names must be letters, digits and '_', not starting with a digit");
+}
+
+TEST(ParseJobSpec, EnvThatMlJobsNeedIsAllowed) {
+  for (const char* ok : {"PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONSTARTUP", "MALLOC_ARENA_MAX", "PATH", "HF_HOME",
+                         "NCCL_DEBUG", "OMP_NUM_THREADS", "XLD_PRELOAD", "CUDA_HOME", "TMPDIR"}) {
+    EXPECT_EQ(EnvError(ok), "accepted") << ok;
+    EXPECT_TRUE(CheckJobEnvName(ok).ok()) << ok;
+  }
+  // The same check on its own, for env that reaches an agent without a spec.
+  EXPECT_EQ(CheckJobEnvName("LD_PRELOAD").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckJobEnvName(std::string(100, 'A') + "=").message().substr(0, 73),
+            "env." + std::string(64, 'A') + "...: ");
+}
+
 TEST(ParseJobSpec, TrailingDocumentMarkerIsNotASecondJob) {
   EXPECT_TRUE(ParseJobSpec("---\nname: x\nrun: a\nresources: {accelerators: T4:1}\n---\n").ok());
 }

@@ -175,6 +175,7 @@ double Ms(Steady::duration d) { return std::chrono::duration<double, std::milli>
 struct RunShared {
   std::string agent_url;
   std::string user_url;
+  std::string admin_token;  // the users' calls (submissions, log follows) run as the admin
   std::atomic<int64_t> window_start_ns{INT64_MAX};  // Steady ns; INT64_MAX until the load starts
   int64_t window_ns = 0;
   std::atomic<int> registered{0};
@@ -346,7 +347,8 @@ class SimAgent {
 void Submitter(const std::stop_token& stop, const RunShared& shared, std::atomic<int64_t>& ok,
                std::atomic<int64_t>& errors) {
   ThreadCpu cpu;
-  auto client = http::Client::Create({.base_url = shared.user_url, .read_timeout = seconds(10)});
+  auto client = http::Client::Create(
+      {.base_url = shared.user_url, .read_timeout = seconds(10), .bearer_token = shared.admin_token});
   if (!client.ok()) return;
   const nlohmann::json body = {{"spec_yaml", kQuickJob}};
   while (!stop.stop_requested()) {
@@ -464,7 +466,8 @@ class NodeWatcher {
 
   void Run(const std::stop_token& stop) {
     ThreadCpu cpu;
-    auto client = http::Client::Create({.base_url = shared_.user_url, .read_timeout = seconds(5)});
+    auto client = http::Client::Create(
+        {.base_url = shared_.user_url, .read_timeout = seconds(5), .bearer_token = shared_.admin_token});
     if (!client.ok()) return;
     client_ = std::move(*client);
     SteadyPoint next = Steady::now();
@@ -544,8 +547,8 @@ double Percentile(const std::vector<float>& sorted, double q) {
 }
 
 // Submits the job the followers read and waits (bounded) until an agent runs it; its id.
-std::string StartFollowedJob(const std::string& user_url) {
-  auto client = http::Client::Create({.base_url = user_url, .read_timeout = seconds(10)});
+std::string StartFollowedJob(const std::string& user_url, const std::string& token) {
+  auto client = http::Client::Create({.base_url = user_url, .read_timeout = seconds(10), .bearer_token = token});
   if (!client.ok()) return "";
   auto job = (*client)->Post("/v1/jobs", {{"spec_yaml", kFollowedJob}});
   if (!job.ok()) {
@@ -580,6 +583,7 @@ absl::StatusOr<RunResult> RunOnce(const BenchOptions& o, int n) {
   ASSIGN_OR_RETURN(auto server, controlplane::ControlPlaneServer::Start(so));
   RunShared shared;
   shared.user_url = server->url();
+  shared.admin_token = server->admin_token();
   shared.agent_url = server->agent_url();  // the agents' own listener (server->url() on a server without one)
   shared.window_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(o.duration_s)).count();
@@ -601,7 +605,7 @@ absl::StatusOr<RunResult> RunOnce(const BenchOptions& o, int n) {
   fmt::print(stderr, "agents_bench: {}/{} agents registered in {:.1f} s\n", result.registered, n,
              Ms(Steady::now() - run_start) / 1000);
 
-  const std::string followed = StartFollowedJob(shared.user_url);
+  const std::string followed = StartFollowedJob(shared.user_url, shared.admin_token);
   fmt::print(stderr, "agents_bench: load window opens at {:.1f} s\n", Ms(Steady::now() - run_start) / 1000);
 
   // The load window.
@@ -619,6 +623,7 @@ absl::StatusOr<RunResult> RunOnce(const BenchOptions& o, int n) {
   std::vector<std::unique_ptr<httplib::Client>> follower_clients;
   for (int i = 0; i < o.followers && !followed.empty(); ++i) {
     auto c = std::make_unique<httplib::Client>(shared.user_url);
+    c->set_bearer_token_auth(shared.admin_token);
     c->set_keep_alive(true);
     c->set_tcp_nodelay(true);
     c->set_connection_timeout(seconds(3));

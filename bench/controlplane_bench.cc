@@ -45,7 +45,7 @@ ControlPlaneServer& Server() {
 }
 
 void BM_DurableSubmit(benchmark::State& state) {
-  auto client = http::Client::Create({.base_url = Server().url()});
+  auto client = http::Client::Create({.base_url = Server().url(), .bearer_token = Server().admin_token()});
   const nlohmann::json body = {
       {"spec_yaml", "name: bench\nresources: {accelerators: H100-SXM-80GB:8}\nrun: python train.py\n"}};
   for (auto _ : state) {
@@ -74,7 +74,7 @@ void BM_SubmitToRunning(benchmark::State& state) {
   auto agent = agent::Agent::Create(ao);
   if (!agent.ok()) return state.SkipWithError(agent.status().ToString().c_str());
   std::jthread agent_thread([a = agent->get()](std::stop_token stop) { (void)a->Run(stop); });
-  auto client = *http::Client::Create({.base_url = (*server)->url()});
+  auto client = *http::Client::Create({.base_url = (*server)->url(), .bearer_token = (*server)->admin_token()});
   for (int i = 0; i < 1000; ++i) {
     (void)client->Post("/v1/jobs", {{"spec_yaml", "name: queued\nresources: {accelerators: MI300X:8}\nrun: true\n"}});
   }

@@ -29,6 +29,7 @@ for _ in $(seq 150); do
 done
 grep "^gpugeek up" "$log"
 
+step build/gpugeek whoami --server "$url"        # `gpugeek up` saved the admin token as CLI profile "local"
 step build/gpugeek nodes --server "$url"
 out=$(mktemp -t gpugeek-submit.XXXXXX.log)
 step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url" | tee "$out"
@@ -36,5 +37,7 @@ id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
 step build/gpugeek pool --server "$url"
 step build/gpugeek top --once --server "$url"   # the live view: `gpugeek top` refreshes it every second
-printf '\n\033[1m$ curl -s %s/metrics | grep ...\033[0m   (Prometheus metrics: docs/metrics.md, deploy/)\n' "$url"
-curl -s "$url/metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fragmentation_ratio|jobs|job_transitions_total)[{ ]' || true
+token_file="${XDG_DATA_HOME:-$HOME/.local/share}/gpugeek/server/admin.token"
+printf '\n\033[1m$ curl -s -H "Authorization: Bearer $(cat %s)" %s/metrics | grep ...\033[0m   (docs/metrics.md, deploy/)\n' \
+  "$token_file" "$url"
+curl -s -H "Authorization: Bearer $(cat "$token_file")" "$url/metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fragmentation_ratio|jobs|job_transitions_total)[{ ]' || true

@@ -24,7 +24,12 @@ if [ -n "$files" ]; then
 fi
 
 echo "== monitoring configuration (promtool)"
-promtool check config deploy/prometheus/prometheus.yml
+# The config reads its API token from gpugeek.token beside it (made by the operator): check a copy with one.
+promcheck=$(mktemp -d)
+cp deploy/prometheus/prometheus.yml deploy/prometheus/alerts.yml "$promcheck/"
+echo "ggk_0000000000000000_$(printf 'x%.0s' $(seq 43))" >"$promcheck/gpugeek.token"
+promtool check config "$promcheck/prometheus.yml"
+rm -rf "$promcheck"
 promtool check rules deploy/prometheus/alerts.yml
 promtool test rules deploy/prometheus/alerts_test.yml
 for f in deploy/grafana/dashboards/*.json; do

@@ -6,6 +6,10 @@
 #include <fmt/format.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "cli/config.h"
+#include "common/file.h"
+#include "common/status_macros.h"
 #include "absl/time/time.h"
 #include "common/absl_fmt.h"
 
@@ -13,14 +17,67 @@ namespace gpugeek::cli {
 
 void AddClientFlags(CLI::App* sub, ClientFlags* flags) {
   sub->add_option("--server", flags->server,
-                  fmt::format("Server URL (default: $GPUGEEK_SERVER, else {})", kDefaultServerUrl));
+                  fmt::format("Server URL (default: $GPUGEEK_SERVER, the config's profile, else {})", kDefaultServerUrl));
+  sub->add_option("--token", flags->token, "API token (default: $GPUGEEK_TOKEN, else the config's profile)");
+  sub->add_option("--ca-file", flags->ca_file,
+                  "CA certificate to verify an https server with (default: $GPUGEEK_CA_FILE, else the profile's)");
+  sub->add_option("--profile", flags->profile,
+                  "Config profile to use (default: $GPUGEEK_PROFILE, else the config's current one)");
   sub->add_flag("--json", flags->json, "Print the server's JSON instead of a table");
 }
 
-std::string ResolveServerUrl(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("GPUGEEK_SERVER"); env != nullptr && *env != '\0') return env;
-  return kDefaultServerUrl;
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// A token file holds the token on its first line (as `gpugeek server` writes admin.token).
+constexpr uint64_t kMaxTokenFileBytes = 4096;
+
+}  // namespace
+
+absl::StatusOr<Endpoint> ResolveEndpoint(const ClientFlags& flags) {
+  Endpoint e{flags.server, flags.token, flags.ca_file};
+  if (e.server.empty()) e.server = Env("GPUGEEK_SERVER");
+  if (e.token.empty()) e.token = Env("GPUGEEK_TOKEN");
+  if (e.ca_file.empty()) e.ca_file = Env("GPUGEEK_CA_FILE");
+  if (!e.server.empty() && !e.token.empty()) return e;
+  const std::string path = ConfigPath();
+  ASSIGN_OR_RETURN(CliConfig config, LoadConfig(path));
+  std::string name = flags.profile.empty() ? Env("GPUGEEK_PROFILE") : flags.profile;
+  if (name.empty()) name = config.current;
+  const Profile* profile = nullptr;
+  if (!name.empty()) {
+    auto it = config.profiles.find(name);
+    if (it == config.profiles.end()) {
+      if (!flags.profile.empty() || !Env("GPUGEEK_PROFILE").empty()) {
+        return absl::InvalidArgumentError(
+            fmt::format("profile '{}' is not in {}; `gpugeek login SERVER --profile {}` adds it", name, path, name));
+      }
+    } else {
+      profile = &it->second;
+    }
+  }
+  // The profile's token and CA go with the profile's server only: a token must not be sent to
+  // another server named by --server or $GPUGEEK_SERVER.
+  const bool same_server = profile != nullptr && (e.server.empty() || e.server == profile->server);
+  if (e.server.empty()) e.server = profile != nullptr && !profile->server.empty() ? profile->server : kDefaultServerUrl;
+  if (same_server) {
+    if (e.ca_file.empty()) e.ca_file = profile->ca_file;
+    if (e.token.empty()) e.token = profile->token;
+    if (e.token.empty() && !profile->token_file.empty()) {
+      ASSIGN_OR_RETURN(std::string text, ReadFileBounded(profile->token_file, kMaxTokenFileBytes, "token file"));
+      e.token = std::string(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
+    }
+  }
+  return e;
+}
+
+std::string ResolveServerUrl(const ClientFlags& flags) {
+  absl::StatusOr<Endpoint> e = ResolveEndpoint(flags);
+  return e.ok() ? e->server : kDefaultServerUrl;
 }
 
 void Fail(const std::string& cmd, const std::string& message, int code) {
@@ -30,7 +87,10 @@ void Fail(const std::string& cmd, const std::string& message, int code) {
 }
 
 std::unique_ptr<http::Client> Connect(const std::string& cmd, const ClientFlags& flags, Duration read_timeout) {
-  auto client = http::Client::Create({.base_url = ResolveServerUrl(flags.server), .read_timeout = read_timeout});
+  absl::StatusOr<Endpoint> e = ResolveEndpoint(flags);
+  if (!e.ok()) Fail(cmd, std::string(e.status().message()), kExitUsage);
+  auto client = http::Client::Create(
+      {.base_url = e->server, .read_timeout = read_timeout, .ca_file = e->ca_file, .bearer_token = e->token});
   if (!client.ok()) Fail(cmd, std::string(client.status().message()), kExitUsage);
   return std::move(*client);
 }

@@ -1,6 +1,6 @@
 #pragma once
 // Shared helpers of the client commands (`gpugeek submit`, `jobs`, `nodes`, ...) and `gpugeek server`:
-// the server URL (--server, else $GPUGEEK_SERVER, else http://127.0.0.1:8470), the one way a command
+// the server, token and CA to use (flags, environment, then the profile of config.h), the one way a command
 // fails (`gpugeek <cmd>: <message>` on stderr, then CLI::RuntimeError(code)), JSON output, and the
 // rendering of the server's times. No business logic: these only talk to the REST API and print.
 
@@ -24,20 +24,33 @@ inline constexpr char kDefaultServerUrl[] = "http://127.0.0.1:8470";
 inline constexpr int kExitFailed = 1;
 inline constexpr int kExitUsage = 2;
 
-// The flags every client command takes.
+// The flags every client command takes (config.h says what each falls back to).
 struct ClientFlags {
-  std::string server;  // empty: $GPUGEEK_SERVER, else kDefaultServerUrl
+  std::string server;   // --server
+  std::string token;    // --token
+  std::string ca_file;  // --ca-file
+  std::string profile;  // --profile
   bool json = false;
 };
 void AddClientFlags(CLI::App* sub, ClientFlags* flags);
 
-// --server, else $GPUGEEK_SERVER, else kDefaultServerUrl.
-std::string ResolveServerUrl(const std::string& flag);
+// Where and as whom a command calls: flags, then $GPUGEEK_SERVER / $GPUGEEK_TOKEN / $GPUGEEK_CA_FILE,
+// then the config file's profile (config.h), then kDefaultServerUrl with no token.
+struct Endpoint {
+  std::string server;
+  std::string token;  // "" = none (only health and the API document answer then)
+  std::string ca_file;
+};
+// InvalidArgument naming the file for an unreadable config or token file, or an unknown --profile.
+absl::StatusOr<Endpoint> ResolveEndpoint(const ClientFlags& flags);
+
+// The server URL alone (for display): as ResolveEndpoint, kDefaultServerUrl when the config is unreadable.
+std::string ResolveServerUrl(const ClientFlags& flags);
 
 // Prints "gpugeek <cmd>: <message>" to stderr and throws CLI::RuntimeError(code).
 [[noreturn]] void Fail(const std::string& cmd, const std::string& message, int code = kExitFailed);
 
-// A client for the resolved server; fails the command on a malformed URL. `read_timeout` bounds the
+// A client for the resolved endpoint; fails the command on a malformed URL or config. `read_timeout` bounds the
 // wait for each reply (and, when streaming, between chunks).
 std::unique_ptr<http::Client> Connect(const std::string& cmd, const ClientFlags& flags,
                                       Duration read_timeout = std::chrono::seconds(30));

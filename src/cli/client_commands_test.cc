@@ -4,6 +4,7 @@
 // built `gpugeek` binary run against the API with --server.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/strip.h"
 #include "controlplane/server.h"
 #include "http/client.h"
 #include "hw/emulate_spec.h"
@@ -82,9 +84,15 @@ class ClientCommandsTest : public ::testing::Test {
         {.port = 0, .agent_port = 0, .data_dir = (dir_ / "data").string(), .lease = std::chrono::minutes(5)});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
-    auto c = http::Client::Create({.base_url = server_->url()});
+    std::ifstream token_file(server_->admin_token_file());
+    std::getline(token_file, admin_token_);
+    // The commands run as the admin through $GPUGEEK_TOKEN, and never read the user's own config.
+    ::setenv("GPUGEEK_TOKEN", admin_token_.c_str(), 1);
+    ::setenv("GPUGEEK_CONFIG", (dir_ / "config.yaml").c_str(), 1);
+    auto c = http::Client::Create({.base_url = server_->url(), .bearer_token = admin_token_});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
+    ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", "team-a"}}).ok());
     auto a = http::Client::Create({.base_url = server_->agent_url()});
     ASSERT_TRUE(a.ok());
     agent_ = std::move(*a);
@@ -151,6 +159,7 @@ class ClientCommandsTest : public ::testing::Test {
 
   fs::path dir_;
   std::unique_ptr<controlplane::ControlPlaneServer> server_;
+  std::string admin_token_;
   std::unique_ptr<http::Client> client_;  // the API
   std::unique_ptr<http::Client> agent_;   // the agents' listener
   std::string server_flag_;
@@ -536,6 +545,58 @@ TEST(ServerCommand, ServesUntilSigterm) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(Contains(r.err, "--agent-listen must use the same host as --listen")) << r.err;
   fs::remove_all(dir);
+}
+
+TEST_F(ClientCommandsTest, LoginSavesAProfileAndAccountCommandsManageTenantsUsersAndTokens) {
+  // No token anywhere: refused with the way out.
+  Result r = RunGpugeek("whoami" + server_flag_, "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("this call needs an API token"));
+  // login checks the token and saves the profile (mode 0600); later commands need neither flag.
+  r = RunGpugeek("login " + server_->url() + " --token-file " + server_->admin_token_file() + " --profile lab",
+                 "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("as admin (tenant default, role admin); profile 'lab' saved"));
+  struct stat st {};
+  ASSERT_EQ(::stat((dir_ / "config.yaml").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  r = RunGpugeek("whoami", "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("admin (tenant default, role admin) with token " + admin_token_.substr(4, 16) +
+                                           " on " + server_->url()));
+  // The profile's token is not sent to another server.
+  r = RunGpugeek("whoami --server http://127.0.0.1:1", "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+
+  ASSERT_EQ(RunGpugeek("tenants create team-b", "GPUGEEK_TOKEN=").exit_code, 0);
+  r = RunGpugeek("users create bob --tenant team-b --role member", "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Created user bob (tenant team-b, role member)\n");
+  r = RunGpugeek("users create eve --tenant nowhere", "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("tenant: 'nowhere' does not exist"));
+  r = RunGpugeek("tokens create --user bob --description ci --expires 30d", "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string bob = std::string(absl::StripAsciiWhitespace(r.out));
+  ASSERT_EQ(bob.size(), 64u) << r.out;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("It is shown only now"));
+  r = RunGpugeek("whoami --token " + bob, "GPUGEEK_TOKEN=");
+  EXPECT_THAT(r.out, ::testing::StartsWith("bob (tenant team-b, role member)"));
+  // A member sees its own tokens only, and cannot list users.
+  r = RunGpugeek("tokens --json --token " + bob, "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto mine = nlohmann::json::parse(r.out)["tokens"];
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0]["description"], "ci");
+  EXPECT_FALSE(mine[0].contains("token"));
+  r = RunGpugeek("users --token " + bob, "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("needs the admin role"));
+  r = RunGpugeek("tokens revoke " + bob.substr(4, 16) + " --token " + bob, "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunGpugeek("whoami --token " + bob, "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("was revoked"));
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ void RegisterUpCommand(CLI::App& app);  // `gpugeek up`: server + agent in one p
 void RegisterJobCommands(CLI::App& app);
 // Client commands against a server: nodes, node, cordon, uncordon, drain, pool (nodes_command.cc).
 void RegisterNodeCommands(CLI::App& app);
-void RegisterTopCommand(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
+void RegisterTopCommand(CLI::App& app);
+// Accounts: login, whoami, tenants, users, tokens (account_commands.cc).
+void RegisterAccountCommands(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
 
 }  // namespace gpugeek::cli

@@ -60,12 +60,13 @@ class LogReaderTest : public ::testing::Test {
     auto server = http::Server::Create({.host = "127.0.0.1", .port = 0});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    controlplane::AddLogRoutes(*server_, *logs_, [this](const std::string& id) -> absl::StatusOr<LogJobInfo> {
+    job_info_ = [this](const std::string& id) -> absl::StatusOr<LogJobInfo> {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = jobs_.find(id);
       if (it == jobs_.end()) return absl::NotFoundError(fmt::format("no job '{}'", id));
       return it->second;
     });
+    server_->Route("GET", controlplane::kLogRoutePattern, [this](const http::Request& r) { return controlplane::ServeLogs(*logs_, job_info_, r); });
     ASSERT_TRUE(server_->Start().ok());
     auto c = http::Client::Create({.base_url = server_->url()});
     ASSERT_TRUE(c.ok());
@@ -113,6 +114,7 @@ class LogReaderTest : public ::testing::Test {
 
   fs::path dir_;
   std::unique_ptr<controlplane::LogStore> logs_;
+  controlplane::LogJobInfoFn job_info_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Client> client_;
   std::mutex mu_;

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterJobCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);
   gpugeek::cli::RegisterTopCommand(app);
+  gpugeek::cli::RegisterAccountCommands(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -255,7 +255,7 @@ void RegisterTopCommand(CLI::App& app) {
                        kMaxIntervalSeconds, o->interval),
            kExitUsage);
     }
-    const std::string server = ResolveServerUrl(o->flags.server);
+    const std::string server = ResolveServerUrl(o->flags);
     auto client = Connect(kCmd, o->flags, std::chrono::seconds(5));
     if (o->once || o->flags.json) {
       TopScreen screen{.server = server};

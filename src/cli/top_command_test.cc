@@ -192,6 +192,7 @@ class TopCommandTest : public ::testing::Test {
       std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
+    *admin_token_ = subprocess::UseAdminToken(*dir_ / "server");
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     *node_a_ = "top-a-" + std::to_string(::getpid());
     *node_b_ = "top-b-" + std::to_string(::getpid());
@@ -231,7 +232,7 @@ class TopCommandTest : public ::testing::Test {
   }
   static http::Client& Client() {
     static std::unique_ptr<http::Client> c;
-    c = *http::Client::Create({.base_url = *url_});
+    c = *http::Client::Create({.base_url = *url_, .bearer_token = *admin_token_});
     return *c;
   }
   static bool WaitFor(const std::string& state) {
@@ -245,6 +246,7 @@ class TopCommandTest : public ::testing::Test {
 
   static inline fs::path* dir_ = nullptr;
   static inline std::string* url_ = new std::string();
+  static inline std::string* admin_token_ = new std::string();
   static inline std::string* node_a_ = new std::string();
   static inline std::string* node_b_ = new std::string();
   static inline std::string* job_id_ = new std::string();

@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/metrics_listener.h"
 #include "cli/client.h"
+#include "cli/config.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
 #include "controlplane/server.h"
@@ -134,6 +135,16 @@ void RegisterUpCommand(CLI::App& app) {
       metrics_listener = std::move(*listener);
       (*agent)->SetMetricsAddress(metrics_listener->address());
     }
+    // The CLI on this machine talks to this server from now on, as its admin: profile "local".
+    const std::string config_path = ConfigPath();
+    if (absl::Status st = SaveProfile(config_path, "local",
+                                      {.server = (*server)->url(), .token_file = (*server)->admin_token_file()});
+        !st.ok()) {
+      std::cout << fmt::format("gpugeek up: cannot save the CLI profile: {}\n", st.message());
+    } else {
+      std::cout << fmt::format("gpugeek up: CLI profile 'local' (admin token {}) saved in {}\n",
+                               (*server)->admin_token_file(), config_path);
+    }
     std::jthread agent_thread([a = agent->get()](std::stop_token stop) { (void)a->Run(stop); });
 
     std::cout << fmt::format("gpugeek up: server on {} (data: {}), node {} with {} GPU(s), workload limits: {}\n",
@@ -142,8 +153,7 @@ void RegisterUpCommand(CLI::App& app) {
               << (metrics_listener != nullptr
                       ? fmt::format("gpugeek up: agent metrics on {}\n", metrics_listener->url())
                       : std::string())
-              << fmt::format("  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow --server {}\n",
-                             (*server)->url())
+              << "  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow\n"
               << std::flush;
 
     int signal = 0;

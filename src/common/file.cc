@@ -2,6 +2,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -30,6 +35,56 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, uint64_t ma
   }
   if (in.bad()) return absl::InternalError(fmt::format("cannot read {} {}: read error", what, path));
   return data;
+}
+
+namespace {
+
+absl::Status ErrnoStatus(int err, const std::string& message) {
+  const std::string full = fmt::format("{}: {}", message, std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(full);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(full);
+  return absl::InternalError(full);
+}
+
+}  // namespace
+
+absl::Status WriteFilePrivate(const std::string& path, const std::string& bytes) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, fmt::format("cannot write {}", tmp));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ErrnoStatus(err, fmt::format("cannot write {}", tmp));
+    }
+    done += static_cast<size_t>(n);
+  }
+  // An existing file of another mode (umask, an older version) gets 0600 too.
+  if (::fchmod(fd, 0600) != 0 || ::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, fmt::format("cannot sync {}", tmp));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoStatus(err, fmt::format("cannot replace {}", path));
+  }
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = std::filesystem::current_path();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpugeek

@@ -6,6 +6,8 @@
 #include "common/absl_fmt.h"
 #include "common/quote.h"
 #include "common/status_macros.h"
+#include "controlplane/access.h"
+#include "controlplane/account_routes.h"
 #include "controlplane/api_views.h"
 #include "controlplane/metrics.h"
 #include "controlplane/openapi.h"
@@ -32,13 +34,35 @@ absl::StatusOr<int> IntQuery(const Request& r, const std::string& name, int fall
   return static_cast<int>(n);
 }
 
-absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Request& r) {
+// The NotFound of a job the caller may not see: word for word the store's for an unknown id, so the
+// answer tells nothing of another tenant's objects.
+absl::Status NoJob(const std::string& id) { return absl::NotFoundError(fmt::format("store: no job '{}'", id)); }
+
+// The job, when the caller may see it.
+absl::StatusOr<JobView> VisibleJob(ControlPlane& cp, const Principal& who, const std::string& id) {
+  absl::StatusOr<JobView> job = cp.GetJob(id);
+  if (!job.ok()) return job.status();
+  if (!who.CanSee(job->record.tenant)) return NoJob(id);
+  return job;
+}
+
+absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
   ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
   api::JsonReader reader(body, "");
   RETURN_IF_ERROR(reader.CheckObject({"spec_yaml", "model_config", "tenant"}));
   SubmitRequest submit;
   ASSIGN_OR_RETURN(submit.spec_yaml, reader.String("spec_yaml"));
-  ASSIGN_OR_RETURN(submit.tenant, reader.String("tenant", std::string()));
+  // A job belongs to the caller's tenant; only an admin submits for another one (that must exist).
+  ASSIGN_OR_RETURN(submit.tenant, reader.String("tenant", who.tenant));
+  if (submit.tenant != who.tenant) {
+    if (!who.admin()) {
+      return absl::PermissionDeniedError(
+          fmt::format("tenant: you submit as tenant '{}'; leave the field out or set it to yours", who.tenant));
+    }
+    if (!accounts.HasTenant(submit.tenant)) {
+      return absl::NotFoundError(fmt::format("tenant: '{}' does not exist", submit.tenant));
+    }
+  }
   if (reader.Has("model_config") && !body["model_config"].is_null()) {
     if (!body["model_config"].is_object()) return reader.Error("model_config", "must be the config.json object");
     submit.model_config_json = body["model_config"].dump();
@@ -47,7 +71,7 @@ absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Request& r) {
   return Reply::Json(JobToJson(job), 201);
 }
 
-absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Request& r) {
+absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Principal& who, const Request& r) {
   store::JobFilter filter;
   if (const std::string s = r.query_value("state"); !s.empty()) {
     filter.state = api::ParseJobState(s);
@@ -59,6 +83,13 @@ absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Request& r) {
     }
   }
   filter.tenant = r.query_value("tenant");
+  if (!who.admin()) {
+    // Another tenant's jobs read as none at all.
+    if (!filter.tenant.empty() && filter.tenant != who.tenant) {
+      return Reply::Json({{"jobs", nlohmann::json::array()}, {"next_after", nullptr}});
+    }
+    filter.tenant = who.tenant;
+  }
   filter.name = r.query_value("name");
   filter.after_id = r.query_value("after");
   const std::string order = r.query_value("order");
@@ -77,9 +108,23 @@ absl::StatusOr<Reply> ListJobs(ControlPlane& cp, const Request& r) {
   return Reply::Json(out);
 }
 
+// The node as `who` may see it: the pool is shared, but the jobs on it are listed only for their tenant.
+NodeView VisibleTo(const Principal& who, NodeView n) {
+  if (who.admin()) return n;
+  std::vector<std::string> jobs, tenants;
+  for (size_t i = 0; i < n.jobs.size(); ++i) {
+    if (n.job_tenants[i] != who.tenant) continue;
+    jobs.push_back(n.jobs[i]);
+    tenants.push_back(n.job_tenants[i]);
+  }
+  n.jobs = std::move(jobs);
+  n.job_tenants = std::move(tenants);
+  return n;
+}
+
 // Nodes by name, paged: ?limit=N (1..1000, default 100) &after=NAME; "next_after" names the last node
 // of a full page (null on the last page).
-absl::StatusOr<Reply> ListNodes(ControlPlane& cp, const Request& r) {
+absl::StatusOr<Reply> ListNodes(ControlPlane& cp, const Principal& who, const Request& r) {
   ASSIGN_OR_RETURN(int limit, IntQuery(r, "limit", kDefaultLimit, 1, kMaxLimit));
   const std::string after = r.query_value("after");
   nlohmann::json list = nlohmann::json::array();
@@ -89,12 +134,12 @@ absl::StatusOr<Reply> ListNodes(ControlPlane& cp, const Request& r) {
       return Reply::Json({{"nodes", list}, {"next_after", last}});
     }
     last = n.registration.node;
-    list.push_back(NodeToJson(n));
+    list.push_back(NodeToJson(VisibleTo(who, n)));
   }
   return Reply::Json({{"nodes", list}, {"next_after", nullptr}});
 }
 
-absl::StatusOr<Reply> Events(ControlPlane& cp, const Request& r) {
+absl::StatusOr<Reply> Events(ControlPlane& cp, const Principal& who, const Request& r) {
   ASSIGN_OR_RETURN(int limit, IntQuery(r, "limit", kDefaultLimit, 1, kMaxLimit));
   const std::string after = r.query_value("after", "0");
   char* end = nullptr;
@@ -102,7 +147,9 @@ absl::StatusOr<Reply> Events(ControlPlane& cp, const Request& r) {
   if (*end != '\0' || after_seq < 0) {
     return absl::InvalidArgumentError(fmt::format("query parameter 'after' = '{}' must be an event seq >= 0", after));
   }
-  ASSIGN_OR_RETURN(auto events, cp.Events(r.query_value("job"), after_seq, limit));
+  store::EventFilter filter{.job_id = r.query_value("job"), .after_seq = after_seq, .limit = limit};
+  if (!who.admin()) filter.tenant = who.tenant;  // another tenant's job's events read as none
+  ASSIGN_OR_RETURN(auto events, cp.Events(filter));
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : events) list.push_back(EventToJson(e));
   return Reply::Json({{"events", list}});
@@ -167,20 +214,25 @@ nlohmann::json PrometheusTargets(ControlPlane& cp) {
 
 }  // namespace
 
-void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
-  server.Route("GET", "/v1/healthz", [&clock](const Request&) -> absl::StatusOr<Reply> {
+void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& accounts, Clock& clock) {
+  const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {
+    GuardedRoute(server, accounts, method, pattern, std::move(handler));
+  };
+  route("GET", "/v1/healthz", [&clock](const Principal&, const Request&) -> absl::StatusOr<Reply> {
     return Reply::Json({{"status", "ok"}, {"time", FormatTime(clock.Now())}});
   });
-  server.Route("GET", "/v1/openapi.json",
-               [](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(OpenApiDocument()); });
-  server.Route("POST", "/v1/jobs", [&cp](const Request& r) { return SubmitJob(cp, r); });
-  server.Route("GET", "/v1/jobs", [&cp](const Request& r) { return ListJobs(cp, r); });
-  server.Route("GET", "/v1/jobs/{id}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
-    ASSIGN_OR_RETURN(JobView job, cp.GetJob(r.param("id")));
+  route("GET", "/v1/openapi.json",
+        [](const Principal&, const Request&) -> absl::StatusOr<Reply> { return Reply::Json(OpenApiDocument()); });
+  route("POST", "/v1/jobs",
+        [&cp, &accounts](const Principal& who, const Request& r) { return SubmitJob(cp, accounts, who, r); });
+  route("GET", "/v1/jobs", [&cp](const Principal& who, const Request& r) { return ListJobs(cp, who, r); });
+  route("GET", "/v1/jobs/{id}", [&cp](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(JobView job, VisibleJob(cp, who, r.param("id")));
     return Reply::Json(JobToJson(job));
   });
-  server.Route("POST", "/v1/jobs/{id}/cancel", [&cp](const Request& r) -> absl::StatusOr<Reply> {
-    std::string reason = "cancelled by request";
+  route("POST", "/v1/jobs/{id}/cancel", [&cp](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    RETURN_IF_ERROR(VisibleJob(cp, who, r.param("id")).status());
+    std::string reason = fmt::format("cancelled by {}", who.user);
     if (!r.body.empty()) {
       ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
       api::JsonReader reader(body, "");
@@ -190,28 +242,37 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Clock& clock) {
     ASSIGN_OR_RETURN(JobView job, cp.Cancel(r.param("id"), reason));
     return Reply::Json(JobToJson(job));
   });
-  AddLogRoutes(server, cp.logs(), [&cp](const std::string& id) { return cp.LogState(id); });
-  server.Route("GET", "/v1/events", [&cp](const Request& r) { return Events(cp, r); });
-  server.Route("GET", "/v1/nodes", [&cp](const Request& r) { return ListNodes(cp, r); });
-  server.Route("GET", "/v1/nodes/{name}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
-    ASSIGN_OR_RETURN(NodeView node, cp.Node(r.param("name")));
-    return Reply::Json(NodeToJson(node));
+  route("GET", kLogRoutePattern, [&cp](const Principal& who, const Request& r) {
+    const LogJobInfoFn job_info = [&cp, &who](const std::string& id) -> absl::StatusOr<LogJobInfo> {
+      ASSIGN_OR_RETURN(LogJobInfo info, cp.LogState(id));
+      if (!who.CanSee(info.tenant)) return NoJob(id);
+      return info;
+    };
+    return ServeLogs(cp.logs(), job_info, r);
   });
-  server.Route("DELETE", "/v1/nodes/{name}", [&cp](const Request& r) -> absl::StatusOr<Reply> {
+  route("GET", "/v1/events", [&cp](const Principal& who, const Request& r) { return Events(cp, who, r); });
+  route("GET", "/v1/nodes", [&cp](const Principal& who, const Request& r) { return ListNodes(cp, who, r); });
+  route("GET", "/v1/nodes/{name}", [&cp](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(NodeView node, cp.Node(r.param("name")));
+    return Reply::Json(NodeToJson(VisibleTo(who, std::move(node))));
+  });
+  route("DELETE", "/v1/nodes/{name}", [&cp](const Principal&, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(NodeView node, cp.RemoveNode(r.param("name")));
     return Reply::Json(NodeToJson(node));
   });
   for (const std::string action : {"cordon", "uncordon", "drain"}) {
-    server.Route("POST", "/v1/nodes/{name}/" + action,
-                 [&cp, action](const Request& r) { return NodeAction(cp, r, action); });
+    route("POST", "/v1/nodes/{name}/" + action,
+          [&cp, action](const Principal&, const Request& r) { return NodeAction(cp, r, action); });
   }
-  server.Route("GET", "/v1/pool",
-               [&cp](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PoolToJson(cp.Pool())); });
-  server.Route("POST", "/v1/plans", [&cp](const Request& r) { return Plan(cp, r); });
-  server.Route("GET", "/v1/prometheus/targets",
-               [&cp](const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PrometheusTargets(cp)); });
+  route("GET", "/v1/pool",
+        [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PoolToJson(cp.Pool())); });
+  route("POST", "/v1/plans", [&cp](const Principal&, const Request& r) { return Plan(cp, r); });
+  RegisterAccountRoutes(server, accounts);
+  route("GET", "/v1/prometheus/targets", [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> {
+    return Reply::Json(PrometheusTargets(cp));
+  });
   if (ControlPlaneMetrics* m = cp.metrics(); m != nullptr) {
-    server.Route("GET", "/metrics", [m](const Request&) -> absl::StatusOr<Reply> {
+    route("GET", "/metrics", [m](const Principal&, const Request&) -> absl::StatusOr<Reply> {
       return Reply::Text(m->registry().Render(), metrics::kContentType);
     });
   }

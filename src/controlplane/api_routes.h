@@ -1,6 +1,9 @@
 #pragma once
 // The REST API under /v1 (OpenAPI 3 document at /v1/openapi.json, see openapi.h).
 //
+// Every route needs `Authorization: Bearer <API token>` except healthz and openapi.json; access.h has
+// the role each needs and how tenants are kept apart. Accounts: account_routes.h.
+//
 //   POST /v1/jobs                      {spec_yaml, model_config?, tenant?} -> 201 job
 //   GET  /v1/jobs?state=&tenant=&name=&after=&limit=                      -> {jobs, next_after}
 //   GET  /v1/jobs/{id}                                                    -> job
@@ -18,13 +21,15 @@
 // Errors are {code, message, details} with the HTTP status of http/status_http.h; bad input is
 // a 4xx naming the field.
 
+#include "controlplane/accounts.h"
 #include "controlplane/control_plane.h"
 #include "http/server.h"
 
 namespace gpugeek::controlplane {
 
-// Registers every user route on `server`. Both must outlive the server's serving.
-void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Clock& clock);
+// Registers every user route on `server`, each behind its rule in access.h, authenticated by
+// `accounts`. All must outlive the server's serving.
+void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Accounts& accounts, Clock& clock);
 
 // The agents' routes, served on their own listener so user traffic can never starve liveness:
 //   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -35,7 +36,9 @@ class ApiTest : public ::testing::Test {
         {.port = 0, .agent_port = 0, .data_dir = dir_.string(), .lease = std::chrono::minutes(5)});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
-    auto c = http::Client::Create({.base_url = server_->url()});
+    std::ifstream token_file(server_->admin_token_file());
+    std::getline(token_file, admin_token_);
+    auto c = http::Client::Create({.base_url = server_->url(), .bearer_token = admin_token_});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
     auto a = http::Client::Create({.base_url = server_->agent_url()});
@@ -68,12 +71,14 @@ class ApiTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::unique_ptr<ControlPlaneServer> server_;
-  std::unique_ptr<http::Client> client_;  // the API (users)
+  std::string admin_token_;               // made by the server's first start
+  std::unique_ptr<http::Client> client_;  // the API (users), as the admin
   std::unique_ptr<http::Client> agent_;   // the agents' listener
 };
 
 TEST_F(ApiTest, SubmitScheduleHeartbeatAndFinish) {
   RegisterNode("node-a", "8xH100-SXM-80GB");
+  ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", "team-a"}}).ok());
   auto job = client_->Post(
       "/v1/jobs",
       {{"spec_yaml", "name: t\nresources: {accelerators: H100-SXM-80GB:2}\nrun: echo hi\n"}, {"tenant", "team-a"}});
@@ -139,6 +144,7 @@ TEST_F(ApiTest, BadInputIs4xxNamingTheField) {
   EXPECT_TRUE(absl::StartsWith(bad_spec.status().message(), "resources.accelerators:")) << bad_spec.status();
 
   httplib::Client raw(server_->url());
+  raw.set_bearer_token_auth(admin_token_);
   auto not_json = raw.Post("/v1/jobs", "{oops", "application/json");
   ASSERT_TRUE(not_json);
   EXPECT_EQ(not_json->status, 400);
@@ -278,6 +284,7 @@ TEST_F(ApiTest, ServesPrometheusMetricsOnTheApiPort) {
   EXPECT_EQ(client_->Get("/v1/jobs/j-99999999").status().code(), absl::StatusCode::kNotFound);
 
   httplib::Client raw(server_->url());
+  raw.set_bearer_token_auth(admin_token_);
   auto scrape = raw.Get("/metrics");
   ASSERT_TRUE(scrape);
   EXPECT_EQ(scrape->status, 200);
@@ -324,6 +331,7 @@ TEST_F(ApiTest, PrometheusServiceDiscoveryListsAgentsThatServeMetrics) {
   EXPECT_EQ(*targets, nlohmann::json::parse(R"([{"targets": ["10.0.0.7:9471"],
       "labels": {"node": "node-a", "capacity_type": "spot", "region": "cn-east-1"}}])"));
   httplib::Client raw(server_->url());
+  raw.set_bearer_token_auth(admin_token_);
   auto sd = raw.Get("/v1/prometheus/targets");
   ASSERT_TRUE(sd);
   EXPECT_EQ(sd->get_header_value("Content-Type"), "application/json");
@@ -362,6 +370,7 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
   EXPECT_EQ((*targets)[0]["targets"], nlohmann::json::array({"10.0.0.8:9471"}));
   EXPECT_EQ((*client_->Get("/v1/pool"))["gpu_milli_total"], 2000);
   httplib::Client raw(server_->url());
+  raw.set_bearer_token_auth(admin_token_);
   auto scrape = raw.Get("/metrics");
   ASSERT_TRUE(scrape);
   EXPECT_THAT(scrape->body, ::testing::Not(::testing::HasSubstr("node=\"node-a\"")));

@@ -274,7 +274,10 @@ void ControlPlane::PublishLocked() {
       if (!live.members[m.rank].exited) {
         it->second.gpu_milli_allocated += static_cast<int64_t>(m.gpus.size()) * m.gpu_milli;
       }
-      if (here.insert(m.node).second) it->second.jobs.push_back(id);
+      if (here.insert(m.node).second) {
+        it->second.jobs.push_back(id);
+        it->second.job_tenants.push_back(live.record.tenant);
+      }
     }
   }
   snap->assignments = BuildAssignments(state_);
@@ -484,6 +487,7 @@ absl::StatusOr<LogJobInfo> ControlPlane::LogState(const std::string& job_id) {
   ASSIGN_OR_RETURN(store::JobRecord record, store_.GetJob(job_id));
   const std::shared_ptr<const Snapshot> snap = snapshot();
   LogJobInfo info;
+  info.tenant = record.tenant;
   info.state = std::string(api::JobStateName(record.state));
   info.terminal = api::IsTerminal(record.state);
   info.exit_code = record.exit_code;
@@ -616,6 +620,7 @@ std::vector<NodeView> ControlPlane::Nodes(const std::string& after, size_t limit
     v.cordoned = n.cordoned;
     v.gpu_milli_allocated = n.gpu_milli_allocated;
     v.jobs = n.jobs;
+    v.job_tenants = n.job_tenants;
     if (std::optional<Lease> lease = leases_.Get(name)) {
       v.last_heartbeat = lease->renewed_wall;
       v.heartbeat_age = now - lease->renewed;

@@ -105,7 +105,8 @@ struct NodeView {
   Duration heartbeat_age{};  // since the last renewal, monotonic
   std::vector<hw::GpuSample> samples;
   int64_t gpu_milli_allocated = 0;
-  std::vector<std::string> jobs;  // live jobs with a member here
+  std::vector<std::string> jobs;         // live jobs with a member here
+  std::vector<std::string> job_tenants;  // the tenant of jobs[i]
 };
 
 struct PoolRow {

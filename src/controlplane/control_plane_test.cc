@@ -75,7 +75,7 @@ TEST_F(ControlPlaneTest, JobRunsThroughTheWholeLifecycle) {
   EXPECT_EQ(log_state->latest_epoch, (std::map<int, int64_t>{{0, 1}}));
 
   // Events: created, SCHEDULED, RUNNING, SUCCEEDED — each with time and reason.
-  auto events = cp_->Events(id, 0, 100);
+  auto events = cp_->Events({.job_id = id, .limit = 100});
   ASSERT_EQ(events->size(), 4u);
   EXPECT_EQ((*events)[1].to, JobState::kScheduled);
   EXPECT_TRUE(absl::StartsWith((*events)[1].reason, "placed on node-a[")) << (*events)[1].reason;
@@ -88,16 +88,16 @@ TEST_F(ControlPlaneTest, EventsOfJobsEndedPastTheRetentionAreDeletedAndTheJobSta
   cp_->Reconcile();
   ASSERT_TRUE(cp_->Cancel(id, "not needed").ok());
   Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, std::nullopt, 15}});
-  ASSERT_EQ(cp_->Events(id, 0, 100)->size(), 3u);  // created, SCHEDULED, CANCELLED
+  ASSERT_EQ(cp_->Events({.job_id = id, .limit = 100})->size(), 3u);  // created, SCHEDULED, CANCELLED
   // The default retention is 30 days (ControlPlaneOptions::event_retention).
   clock_.Advance(std::chrono::hours(24 * 30) - std::chrono::minutes(2));
   Register("node-a", "8xH100-SXM-80GB");  // a fresh lease: the node stays up across the jump
   cp_->Reconcile();
-  EXPECT_EQ(cp_->Events(id, 0, 100)->size(), 3u);
+  EXPECT_EQ(cp_->Events({.job_id = id, .limit = 100})->size(), 3u);
   clock_.Advance(std::chrono::minutes(3));
   Register("node-a", "8xH100-SXM-80GB");
   cp_->Reconcile();
-  EXPECT_TRUE(cp_->Events(id, 0, 100)->empty());
+  EXPECT_TRUE(cp_->Events({.job_id = id, .limit = 100})->empty());
   EXPECT_EQ(State(id), JobState::kCancelled);
 }
 
@@ -181,7 +181,7 @@ TEST_F(ControlPlaneTest, LostNodeRequeuesAndFencesTheOldPlacement) {
   Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, 1}});
   EXPECT_EQ(State(id), JobState::kScheduled);
   EXPECT_TRUE(Beat("node-a").assignments.empty());
-  auto events = cp_->Events(id, 0, 100);
+  auto events = cp_->Events({.job_id = id, .limit = 100});
   bool requeued = false;
   for (const auto& e : *events) requeued |= absl::StrContains(e.reason, "node-a stopped heartbeating");
   EXPECT_TRUE(requeued);

@@ -40,7 +40,7 @@ class FencingTest : public testing::ControlPlaneFixture {
   // The reasons of every event of `id`, oldest first.
   std::vector<std::string> EventReasons(const std::string& id) {
     std::vector<std::string> reasons;
-    auto events = cp_->Events(id, 0, 1000);
+    auto events = cp_->Events({.job_id = id, .limit = 1000});
     EXPECT_TRUE(events.ok()) << events.status();
     if (!events.ok()) return reasons;
     for (const store::EventRecord& e : *events) reasons.push_back(e.reason);

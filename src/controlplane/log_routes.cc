@@ -65,7 +65,9 @@ absl::StatusOr<LogRange> ReadRange(LogStore& logs, const std::string& id, int ra
   return range;
 }
 
-absl::StatusOr<Reply> GetLogs(LogStore& logs, const LogJobInfoFn& job_info, const Request& r) {
+}  // namespace
+
+absl::StatusOr<Reply> ServeLogs(LogStore& logs, const LogJobInfoFn& job_info, const Request& r) {
   const std::string id = r.param("id");
   if (r.query.count("follow") != 0) {
     return absl::InvalidArgumentError(
@@ -111,13 +113,6 @@ absl::StatusOr<Reply> GetLogs(LogStore& logs, const LogJobInfoFn& job_info, cons
   attempts = logs.Attempts(id, rank);
   latest = latest_of(info, attempts);
   return Reply::Json(ToJson(id, rank, epoch, range, info, latest, attempts));
-}
-
-}  // namespace
-
-void AddLogRoutes(http::Server& server, LogStore& logs, LogJobInfoFn job_info) {
-  server.Route("GET", "/v1/jobs/{id}/logs",
-               [&logs, job_info = std::move(job_info)](const Request& r) { return GetLogs(logs, job_info, r); });
 }
 
 }  // namespace gpugeek::controlplane

@@ -33,6 +33,7 @@ namespace gpugeek::controlplane {
 
 // What the route needs to know of a job, from its owner (the control plane).
 struct LogJobInfo {
+  std::string tenant;  // the job's owner
   std::string state;  // "PENDING" ... "CANCELLED"
   bool terminal = false;
   // The job is terminal and every member's exit was reported: no more bytes will come.
@@ -51,9 +52,12 @@ using LogJobInfoFn = std::function<absl::StatusOr<LogJobInfo>(const std::string&
 inline constexpr size_t kDefaultLogReadLimit = size_t{256} << 10;
 inline constexpr int kMaxLogWaitMs = 10000;
 
-// Registers GET /v1/jobs/{id}/logs on `server` (before Start). `logs` and `job_info` are borrowed and
-// must outlive the server. Whoever changes a job's state should call logs.Wake(job) so long-polls
-// return at once.
-void AddLogRoutes(http::Server& server, LogStore& logs, LogJobInfoFn job_info);
+inline constexpr char kLogRoutePattern[] = "/v1/jobs/{id}/logs";
+
+// Serves one GET of kLogRoutePattern from `logs`, asking `job_info` about the job; the caller registers
+// it (behind its access rule: a `job_info` that answers NotFound for a job the caller may not see hides
+// it as an unknown one). Whoever changes a job's state should call logs.Wake(job) so long-polls return
+// at once.
+absl::StatusOr<http::Reply> ServeLogs(LogStore& logs, const LogJobInfoFn& job_info, const http::Request& r);
 
 }  // namespace gpugeek::controlplane

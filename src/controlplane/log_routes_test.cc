@@ -34,12 +34,13 @@ class LogRoutesTest : public ::testing::Test {
     auto server = http::Server::Create({.host = "127.0.0.1", .port = 0, .threads = 8});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    AddLogRoutes(*server_, *logs_, [this](const std::string& id) -> absl::StatusOr<LogJobInfo> {
+    job_info_ = [this](const std::string& id) -> absl::StatusOr<LogJobInfo> {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = jobs_.find(id);
       if (it == jobs_.end()) return absl::NotFoundError(fmt::format("no job '{}'", id));
       return it->second;
     });
+    server_->Route("GET", kLogRoutePattern, [this](const http::Request& r) { return ServeLogs(*logs_, job_info_, r); });
     server_->Route("GET", "/v1/healthz", [](const http::Request&) -> absl::StatusOr<http::Reply> {
       return http::Reply::Json({{"ok", true}});
     });
@@ -71,6 +72,7 @@ class LogRoutesTest : public ::testing::Test {
 
   fs::path dir_;
   std::unique_ptr<LogStore> logs_;
+  LogJobInfoFn job_info_;
   std::unique_ptr<http::Server> server_;
   std::unique_ptr<http::Client> client_;
   std::mutex mu_;

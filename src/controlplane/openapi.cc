@@ -1,6 +1,7 @@
 #include "controlplane/openapi.h"
 
 #include "common/version.h"
+#include "controlplane/access.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -208,10 +209,88 @@ J Build() {
       Op("Agent heartbeat: reports in, desired assignments out", JsonResponse("assignments", {{"type", "object"}}));
   paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
 
+  schemas["Tenant"] = {{"type", "object"},
+                       {"properties",
+                        {{"name", {{"type", "string"}}}, {"created_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  schemas["User"] = {{"type", "object"},
+                     {"properties",
+                      {{"name", {{"type", "string"}}},
+                       {"tenant", {{"type", "string"}}},
+                       {"role", {{"type", "string"}, {"enum", {"admin", "member", "viewer"}}}},
+                       {"created_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  schemas["Token"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}, {"description", "the public part: 16 hex digits"}}},
+        {"user", {{"type", "string"}}},
+        {"description", {{"type", "string"}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"expires_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
+        {"revoked_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
+        {"token", {{"type", "string"}, {"description", "the token itself: in the creation reply only"}}}}}};
+  const auto page_of = [](const std::string& key, const std::string& schema) {
+    return J{{"type", "object"},
+             {"properties",
+              {{key, {{"type", "array"}, {"items", Ref(schema)}}}, {"next_after", {{"type", "string"}, {"nullable", true}}}}}};
+  };
+  const J paging = {QueryParam("after", "string", "the last name/id of the previous page"),
+                    QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/whoami"]["get"] = Op("The user, tenant and role the token acts as", JsonResponse("who", {{"type", "object"}}));
+  paths["/v1/tenants"]["get"] = Op("List tenants", JsonResponse("a page", page_of("tenants", "Tenant")));
+  paths["/v1/tenants"]["get"]["parameters"] = paging;
+  paths["/v1/tenants"]["post"] = Op("Create a tenant", JsonResponse("created", Ref("Tenant")), "201");
+  paths["/v1/tenants"]["post"]["requestBody"] =
+      Body({{"type", "object"}, {"required", {"name"}}, {"properties", {{"name", {{"type", "string"}}}}}});
+  paths["/v1/users"]["get"] = Op("List users", JsonResponse("a page", page_of("users", "User")));
+  paths["/v1/users"]["get"]["parameters"] = paging;
+  paths["/v1/users"]["post"] = Op("Create a user", JsonResponse("created", Ref("User")), "201");
+  paths["/v1/users"]["post"]["requestBody"] = Body({{"type", "object"},
+                                                    {"required", {"name", "tenant"}},
+                                                    {"properties",
+                                                     {{"name", {{"type", "string"}}},
+                                                      {"tenant", {{"type", "string"}}},
+                                                      {"role", {{"type", "string"}, {"enum", {"admin", "member", "viewer"}}}}}}});
+  paths["/v1/tokens"]["get"] =
+      Op("List the caller's API tokens (an admin: everyone's)", JsonResponse("a page", page_of("tokens", "Token")));
+  paths["/v1/tokens"]["get"]["parameters"] = paging;
+  paths["/v1/tokens"]["post"] =
+      Op("Create an API token; the reply's `token` is the only time it is shown", JsonResponse("created", Ref("Token")),
+         "201");
+  paths["/v1/tokens"]["post"]["requestBody"] = Body({{"type", "object"},
+                                                     {"properties",
+                                                      {{"user", {{"type", "string"}}},
+                                                       {"description", {{"type", "string"}}},
+                                                       {"expires_in_s", {{"type", "integer"}, {"minimum", 1}}}}}});
+  paths["/v1/tokens/{id}"]["delete"] = Op("Revoke an API token", JsonResponse("the revoked token", Ref("Token")));
+  paths["/v1/tokens/{id}"]["parameters"] = {PathParam("id")};
+
+  // Who may call what (access.h): the security requirement and error answers of each operation.
+  for (const RouteAccess& r : RouteAccessTable()) {
+    std::string method(r.method);
+    for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    J& op = paths[std::string(r.pattern)][method];
+    op["x-gpugeek-access"] = std::string(AccessName(r.access));
+    if (r.access == Access::kPublic || r.access == Access::kNode) {
+      op["security"] = J::array();
+      continue;
+    }
+    op["security"] = J::array({{{"bearerAuth", J::array()}}});
+    op["responses"]["401"] = JsonResponse("no token, or not a valid one", Ref("Error"));
+    op["responses"]["403"] = JsonResponse("the token's role is below this call's", Ref("Error"));
+    if (!op["responses"].contains("404")) op["responses"]["404"] = JsonResponse("not found", Ref("Error"));
+  }
+  J security_schemes = {
+      {"bearerAuth",
+       {{"type", "http"},
+        {"scheme", "bearer"},
+        {"bearerFormat", "ggk_<16 hex>_<43 base64url>"},
+        {"description", "An API token (`gpugeek tokens create`); objects of another tenant answer 404"}}}};
+
   return {{"openapi", "3.0.3"},
           {"info", {{"title", "gpugeek control plane"}, {"version", kVersion}}},
+          {"security", J::array({{{"bearerAuth", J::array()}}})},
           {"paths", paths},
-          {"components", {{"schemas", schemas}}}};
+          {"components", {{"schemas", schemas}, {"securitySchemes", security_schemes}}}};
 }
 
 }  // namespace

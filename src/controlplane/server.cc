@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/strip.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
 #include "controlplane/metrics.h"
@@ -45,6 +47,15 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.event_retention = options.event_retention;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
+  ASSIGN_OR_RETURN(s->accounts_, Accounts::Open(*s->store_, RealClock()));
+  ASSIGN_OR_RETURN(std::optional<std::string> bootstrap, s->accounts_->Bootstrap());
+  if (bootstrap) {
+    // First start: the operator's admin token, readable by the server's user only. The CLI of `gpugeek
+    // up` and `gpugeek login --token-file` read it from here.
+    RETURN_IF_ERROR(WriteFilePrivate(s->admin_token_file(), *bootstrap + "\n"));
+    spdlog::info("first start: created tenant 'default' and user 'admin'; admin token written to {}",
+                 s->admin_token_file());
+  }
   auto observer = [m = s->control_plane_->metrics()](const std::string& method, const std::string& route, int status,
                                                      Duration elapsed) {
     m->HttpRequest(method, route, status, elapsed);
@@ -56,7 +67,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   api.max_body_bytes = kMaxApiBodyBytes;
   api.observer = observer;
   ASSIGN_OR_RETURN(s->http_, http::Server::Create(api));
-  RegisterApiRoutes(*s->http_, *s->control_plane_, RealClock());
+  RegisterApiRoutes(*s->http_, *s->control_plane_, *s->accounts_, RealClock());
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;
@@ -77,6 +88,12 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
 }
 
 ControlPlaneServer::~ControlPlaneServer() { Stop(); }
+
+std::string ControlPlaneServer::admin_token() const {
+  absl::StatusOr<std::string> text = ReadFileBounded(admin_token_file(), 4096, "admin token");
+  if (!text.ok()) return "";
+  return std::string(absl::StripAsciiWhitespace(text->substr(0, text->find('\n'))));
+}
 
 void ControlPlaneServer::Stop() {
   if (control_plane_) control_plane_->BeginShutdown();

@@ -9,6 +9,10 @@
 // Metrics: GET /metrics on the same port serves the server half of docs/metrics.md (controlplane/
 // metrics.h) from a metrics::Registry the server owns, or the caller's (ServerOptions::metrics).
 //
+// Accounts: every API call but health and the API document needs a token (access.h). On the first
+// start (no user in the store) the server creates tenant "default", user "admin" and an admin token,
+// written to admin_token_file().
+//
 // Graceful shutdown (Stop): stop accepting requests, finish those in flight, stop the loop; every
 // acknowledged change is already in the store.
 
@@ -19,6 +23,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "controlplane/accounts.h"
 #include "controlplane/control_plane.h"
 #include "http/server.h"
 #include "metrics/registry.h"
@@ -64,6 +69,11 @@ class ControlPlaneServer {
   std::string agent_url() const { return agents_http_->url(); }
   int agent_port() const { return agents_http_->port(); }
   ControlPlane& control_plane() { return *control_plane_; }
+  Accounts& accounts() { return *accounts_; }
+  // <data_dir>/admin.token: the admin token made on the first start (mode 0600).
+  std::string admin_token_file() const { return options_.data_dir + "/admin.token"; }
+  // The token in admin_token_file(); "" when it cannot be read (an operator removed it).
+  std::string admin_token() const;
   // What GET /metrics renders.
   metrics::Registry& metrics() { return *metrics_; }
 
@@ -77,6 +87,7 @@ class ControlPlaneServer {
   metrics::Registry* metrics_ = nullptr;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> control_plane_;
+  std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<http::Server> http_;         // users
   std::unique_ptr<http::Server> agents_http_;  // agents
   std::thread loop_;

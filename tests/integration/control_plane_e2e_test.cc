@@ -30,6 +30,7 @@ using std::chrono::seconds;
 using subprocess::Process;
 using subprocess::ReadFile;
 using subprocess::RunCli;
+using subprocess::UseAdminToken;
 
 class EndToEnd : public ::testing::Test {
  protected:
@@ -79,6 +80,7 @@ class EndToEnd : public ::testing::Test {
       if (std::regex_search(out, m, listening)) {
         *url_ = m[1];
         *agent_url_ = m[2];
+        *admin_token_ = UseAdminToken(*dir_ / "server");
         return;
       }
       std::this_thread::sleep_for(milliseconds(50));
@@ -87,7 +89,7 @@ class EndToEnd : public ::testing::Test {
   }
   static http::Client& Client() {
     static std::unique_ptr<http::Client> c;
-    c = *http::Client::Create({.base_url = *url_});
+    c = *http::Client::Create({.base_url = *url_, .bearer_token = *admin_token_});
     return *c;
   }
   std::pair<int, std::string> Cli(std::vector<std::string> args) {
@@ -124,6 +126,7 @@ class EndToEnd : public ::testing::Test {
   static inline fs::path* dir_ = nullptr;
   static inline std::string* url_ = new std::string();
   static inline std::string* agent_url_ = new std::string();
+  static inline std::string* admin_token_ = new std::string();
   static inline std::unique_ptr<Process> server_;
   static inline std::vector<std::unique_ptr<Process>>* agents_ = new std::vector<std::unique_ptr<Process>>();
 };

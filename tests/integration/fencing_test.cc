@@ -197,7 +197,8 @@ class FencingWithRealAgents : public ::testing::Test {
       }
     }
     ASSERT_FALSE(url_.empty()) << "server did not start: " << server_->output();
-    client_ = *http::Client::Create({.base_url = url_, .read_timeout = seconds(5)});
+    admin_token_ = subprocess::UseAdminToken(dir_ / "server");
+    client_ = *http::Client::Create({.base_url = url_, .read_timeout = seconds(5), .bearer_token = admin_token_});
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     for (int i = 0; i < n; ++i) {
       agents_.push_back({.name = fmt::format("fence{}-{}", i, ::getpid())});
@@ -320,6 +321,7 @@ class FencingWithRealAgents : public ::testing::Test {
   fs::path probe_file_;
   std::string url_;
   std::string agent_url_;
+  std::string admin_token_;
   std::unique_ptr<Process> server_;
   std::unique_ptr<http::Client> client_;
   std::vector<Agent> agents_;

@@ -181,6 +181,10 @@ class Conn {
 std::string Request(const std::string& method, const std::string& target, const std::string& body = "",
                     bool close = true) {
   std::string req = fmt::format("{} {} HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, target);
+  // As the admin (subprocess::UseAdminToken): the hostile part is the rest of the request.
+  if (const char* token = std::getenv("GPUGEEK_TOKEN"); token != nullptr && *token != '\0') {
+    req += fmt::format("Authorization: Bearer {}\r\n", token);
+  }
   if (!body.empty() || method == "POST") {
     req += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n", body.size());
   }
@@ -259,6 +263,7 @@ class HostileInput : public ::testing::Test {
     api_port_ = std::stoi(m[2]);
     *agent_url_ = m[3];
     agent_port_ = std::stoi(m[4]);
+    *admin_token_ = subprocess::UseAdminToken(*dir_ / "server");
 
     *agent_name_ = "hostile-agent-" + std::to_string(::getpid());
     agent_ = std::make_unique<Process>(
@@ -307,7 +312,7 @@ class HostileInput : public ::testing::Test {
 
   static http::Client& Client() {
     static std::unique_ptr<http::Client> c;
-    if (!c) c = *http::Client::Create({.base_url = *url_});
+    if (!c) c = *http::Client::Create({.base_url = *url_, .bearer_token = *admin_token_});
     return *c;
   }
 
@@ -359,7 +364,8 @@ class HostileInput : public ::testing::Test {
   static Response Curl(std::vector<std::string> args) {
     static int n = 0;
     const fs::path body = *dir_ / fmt::format("curl-{}.body", n++);
-    args.insert(args.begin(), {"/usr/bin/curl", "-sS", "-o", body.string(), "-w", "%{http_code}"});
+    args.insert(args.begin(), {"/usr/bin/curl", "-sS", "-o", body.string(), "-w", "%{http_code}", "-H",
+                               "Authorization: Bearer " + *admin_token_});
     auto [code, out] = subprocess::Run(args, *dir_ / "curl.out");
     Response r;
     std::smatch m;
@@ -381,6 +387,7 @@ class HostileInput : public ::testing::Test {
 
   static inline fs::path* dir_ = nullptr;
   static inline std::string* url_ = new std::string();
+  static inline std::string* admin_token_ = new std::string();
   static inline std::string* agent_url_ = new std::string();
   static inline int api_port_ = 0;
   static inline int agent_port_ = 0;

@@ -61,8 +61,12 @@ std::set<std::string> MetricNames(const std::string& expr) {
   return names;
 }
 
+// A client as the admin ($GPUGEEK_TOKEN, subprocess::UseAdminToken): the server's routes need it, and
+// Prometheus and the agents' metrics listeners ignore it.
 std::unique_ptr<http::Client> Connect(const std::string& url) {
-  auto c = http::Client::Create({.base_url = url, .read_timeout = seconds(10)});
+  const char* token = std::getenv("GPUGEEK_TOKEN");
+  auto c = http::Client::Create(
+      {.base_url = url, .read_timeout = seconds(10), .bearer_token = token == nullptr ? "" : token});
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }
@@ -106,6 +110,7 @@ class PrometheusTest : public ::testing::Test {
       std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
+    subprocess::UseAdminToken(*dir_ / "server");
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     const std::string suffix = "-" + std::to_string(::getpid());
     *node_a_ = "prom-a" + suffix;
@@ -185,6 +190,8 @@ class PrometheusTest : public ::testing::Test {
 
     std::string config = ReadFile(kSource / "deploy/prometheus/prometheus.yml");
     config = Replace(config, "127.0.0.1:8470", *host_port_);
+    config = Replace(config, "credentials_file: gpugeek.token",
+                     "credentials_file: " + (*dir_ / "server" / "admin.token").string());
     config = Replace(config, "15s", "1s");
     config = Replace(config, "refresh_interval: 30s", "refresh_interval: 1s");
     config = Replace(config, "- alerts.yml", "- " + (kSource / "deploy/prometheus/alerts.yml").string());

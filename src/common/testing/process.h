@@ -104,4 +104,15 @@ inline std::pair<int, std::string> RunCli(std::vector<std::string> args, const f
 }
 #endif
 
+// The admin token a `gpugeek server --data-dir DIR` made on its first start (DIR/admin.token, written
+// before it listens). Also exported as $GPUGEEK_TOKEN for the CLI processes the test starts, with
+// $GPUGEEK_CONFIG pointed into DIR so no test reads or writes the user's own CLI config.
+inline std::string UseAdminToken(const fs::path& server_data_dir) {
+  std::string token = ReadFile(server_data_dir / "admin.token");
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  ::setenv("GPUGEEK_TOKEN", token.c_str(), 1);
+  ::setenv("GPUGEEK_CONFIG", (server_data_dir / "cli-config.yaml").c_str(), 1);
+  return token;
+}
+
 }  // namespace gpugeek::subprocess

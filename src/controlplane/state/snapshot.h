@@ -26,7 +26,8 @@ struct NodeSnapshot {
   std::string state;                                      // ready | suspect | cordoned | down
   bool cordoned = false;
   int64_t gpu_milli_allocated = 0;
-  std::vector<std::string> jobs;  // live jobs with a member here
+  std::vector<std::string> jobs;         // live jobs with a member here
+  std::vector<std::string> job_tenants;  // the tenant of jobs[i]
 };
 
 struct Snapshot {

@@ -1,0 +1,231 @@
+// The account commands of the client (REST API of src/controlplane/account_routes.h):
+//   gpugeek login SERVER [--token T | --token-file F] [--ca-file F] [--profile NAME]
+//   gpugeek whoami
+//   gpugeek tenants [create NAME]                          (admin)
+//   gpugeek users [create NAME --tenant T --role R]        (admin)
+//   gpugeek tokens [create [--user U] [--description D] [--expires 30d] | revoke ID]
+// each with --server URL, --token, --profile and --json.
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "absl/strings/strip.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/config.h"
+#include "common/file.h"
+#include "common/table.h"
+
+namespace gpugeek::cli {
+namespace {
+
+using nlohmann::json;
+
+// "30d", "12h", "90m", "3600s" -> seconds; nullopt for anything else.
+std::optional<int64_t> ParseTtl(const std::string& text) {
+  if (text.size() < 2) return std::nullopt;
+  const char unit = text.back();
+  const std::string digits = text.substr(0, text.size() - 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return std::nullopt;
+  const int64_t n = std::stoll(digits);
+  const int64_t scale = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 0;
+  if (scale == 0 || n == 0) return std::nullopt;
+  return n * scale;
+}
+
+void RegisterLogin(CLI::App& app) {
+  struct Options {
+    std::string server;
+    std::string token;
+    std::string token_file;
+    std::string ca_file;
+    std::string profile = "default";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "login", "Check a token against a server and save both as a profile of the CLI config (then current)");
+  sub->add_option("server", o->server, "Server URL, e.g. https://gpu.example.com:8470")->required();
+  sub->add_option("--token", o->token, "API token (default: $GPUGEEK_TOKEN)");
+  sub->add_option("--token-file", o->token_file,
+                  "File whose first line is the token (kept by path: the config refers to it, e.g. admin.token)");
+  sub->add_option("--ca-file", o->ca_file, "CA certificate the server's certificate is signed by");
+  sub->add_option("--profile", o->profile, "Profile name (default: default)");
+  sub->callback([o] {
+    const std::string cmd = "login";
+    if (o->token.empty() && o->token_file.empty()) {
+      if (const char* env = std::getenv("GPUGEEK_TOKEN"); env != nullptr) o->token = env;
+    }
+    if (o->token.empty() == o->token_file.empty()) {
+      Fail(cmd, "give exactly one of --token (or $GPUGEEK_TOKEN) and --token-file", kExitUsage);
+    }
+    Profile profile{.server = o->server, .token = o->token, .token_file = "", .ca_file = o->ca_file};
+    if (!o->token_file.empty()) {
+      profile.token_file = std::filesystem::absolute(o->token_file).string();
+    }
+    if (!profile.ca_file.empty()) profile.ca_file = std::filesystem::absolute(profile.ca_file).string();
+    ClientFlags flags{.server = o->server, .token = o->token, .ca_file = profile.ca_file};
+    if (flags.token.empty()) {
+      auto text = ReadFileBounded(profile.token_file, 4096, "token file");
+      if (!text.ok()) Fail(cmd, std::string(text.status().message()), kExitUsage);
+      flags.token = std::string(absl::StripAsciiWhitespace(text->substr(0, text->find('\n'))));
+    }
+    json who = OrFail(cmd, Connect(cmd, flags)->Get("/v1/whoami"));
+    const std::string path = ConfigPath();
+    if (absl::Status st = SaveProfile(path, o->profile, profile); !st.ok()) Fail(cmd, std::string(st.message()));
+    std::cout << fmt::format("Logged in to {} as {} (tenant {}, role {}); profile '{}' saved in {}\n", o->server,
+                             Text(who["user"]), Text(who["tenant"]), Text(who["role"]), o->profile, path);
+  });
+}
+
+void RegisterWhoami(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  CLI::App* sub = app.add_subcommand("whoami", "Show the user, tenant and role the token acts as");
+  AddClientFlags(sub, flags.get());
+  sub->callback([flags] {
+    const std::string cmd = "whoami";
+    json who = OrFail(cmd, Connect(cmd, *flags)->Get("/v1/whoami"));
+    if (flags->json) {
+      PrintJson(who);
+      return;
+    }
+    std::cout << fmt::format("{} (tenant {}, role {}) with token {} on {}\n", Text(who["user"]), Text(who["tenant"]),
+                             Text(who["role"]), Text(who["token_id"]), ResolveServerUrl(*flags));
+  });
+}
+
+// Every page of a listing route.
+json ListAll(const std::string& cmd, http::Client& client, const std::string& path, const std::string& field) {
+  json all = json::array();
+  std::string after;
+  for (;;) {
+    json page = OrFail(cmd, client.Get(path + "?limit=1000" + (after.empty() ? "" : "&after=" + UrlEncode(after))));
+    for (json& item : page[field]) all.push_back(std::move(item));
+    if (page["next_after"].is_null()) return all;
+    after = page["next_after"].get<std::string>();
+  }
+}
+
+void RegisterTenants(CLI::App& app) {
+  auto flags = std::make_shared<ClientFlags>();
+  CLI::App* sub = app.add_subcommand("tenants", "List tenants (admin); `tenants create NAME` adds one");
+  AddClientFlags(sub, flags.get());
+  auto name = std::make_shared<std::string>();
+  CLI::App* create = sub->add_subcommand("create", "Create a tenant");
+  create->add_option("name", *name, "Tenant name: a DNS label, e.g. team-a")->required();
+  AddClientFlags(create, flags.get());
+  create->callback([flags, name] {
+    const std::string cmd = "tenants create";
+    json t = OrFail(cmd, Connect(cmd, *flags)->Post("/v1/tenants", {{"name", *name}}));
+    if (flags->json) return PrintJson(t);
+    std::cout << "Created tenant " << Text(t["name"]) << "\n";
+  });
+  sub->callback([flags, sub] {
+    if (sub->got_subcommand("create")) return;
+    const std::string cmd = "tenants";
+    json all = ListAll(cmd, *Connect(cmd, *flags), "/v1/tenants", "tenants");
+    if (flags->json) return PrintJson({{"tenants", all}});
+    TextTable table({"NAME", "CREATED"});
+    for (const json& t : all) table.AddRow({Text(t["name"]), LocalTime(Text(t["created_at"]))});
+    std::cout << table.Render();
+  });
+}
+
+void RegisterUsers(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string name, tenant, role = "member";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("users", "List users (admin); `users create NAME --tenant T --role R` adds one");
+  AddClientFlags(sub, &o->flags);
+  CLI::App* create = sub->add_subcommand("create", "Create a user (then give it a token: tokens create --user NAME)");
+  create->add_option("name", o->name, "User name: a DNS label, e.g. alice")->required();
+  create->add_option("--tenant", o->tenant, "Its tenant")->required();
+  create->add_option("--role", o->role, "admin, member or viewer (default: member)");
+  AddClientFlags(create, &o->flags);
+  create->callback([o] {
+    const std::string cmd = "users create";
+    json u = OrFail(cmd, Connect(cmd, o->flags)
+                             ->Post("/v1/users", {{"name", o->name}, {"tenant", o->tenant}, {"role", o->role}}));
+    if (o->flags.json) return PrintJson(u);
+    std::cout << fmt::format("Created user {} (tenant {}, role {})\n", Text(u["name"]), Text(u["tenant"]),
+                             Text(u["role"]));
+  });
+  sub->callback([o, sub] {
+    if (sub->got_subcommand("create")) return;
+    const std::string cmd = "users";
+    json all = ListAll(cmd, *Connect(cmd, o->flags), "/v1/users", "users");
+    if (o->flags.json) return PrintJson({{"users", all}});
+    TextTable table({"NAME", "TENANT", "ROLE", "CREATED"});
+    for (const json& u : all) {
+      table.AddRow({Text(u["name"]), Text(u["tenant"]), Text(u["role"]), LocalTime(Text(u["created_at"]))});
+    }
+    std::cout << table.Render();
+  });
+}
+
+void RegisterTokens(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string user, description, expires, id;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("tokens", "List your API tokens (an admin: everyone's); create or revoke one");
+  AddClientFlags(sub, &o->flags);
+  CLI::App* create = sub->add_subcommand("create", "Create an API token; it is printed once and never again");
+  create->add_option("--user", o->user, "For this user (admin only; default: yourself)");
+  create->add_option("--description", o->description, "What it is for, e.g. ci");
+  create->add_option("--expires", o->expires, "Lifetime: 3600s, 90m, 12h or 30d (default: never)");
+  AddClientFlags(create, &o->flags);
+  create->callback([o] {
+    const std::string cmd = "tokens create";
+    json body = {{"description", o->description}};
+    if (!o->user.empty()) body["user"] = o->user;
+    if (!o->expires.empty()) {
+      std::optional<int64_t> s = ParseTtl(o->expires);
+      if (!s) Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 30d", o->expires), kExitUsage);
+      body["expires_in_s"] = *s;
+    }
+    json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/tokens", body));
+    if (o->flags.json) return PrintJson(t);
+    std::cout << Text(t["token"]) << "\n";
+    std::cerr << fmt::format("Token {} for {} (expires {}). It is shown only now: keep it in a secret store.\n",
+                             Text(t["id"]), Text(t["user"]),
+                             t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"])));
+  });
+  CLI::App* revoke = sub->add_subcommand("revoke", "Revoke a token: every later call with it is refused");
+  revoke->add_option("id", o->id, "Token id (the 16 hex digits after ggk_)")->required();
+  AddClientFlags(revoke, &o->flags);
+  revoke->callback([o] {
+    const std::string cmd = "tokens revoke";
+    json t = OrFail(cmd, Connect(cmd, o->flags)->Delete("/v1/tokens/" + UrlEncode(o->id)));
+    if (o->flags.json) return PrintJson(t);
+    std::cout << fmt::format("Revoked token {} of {}\n", Text(t["id"]), Text(t["user"]));
+  });
+  sub->callback([o, sub] {
+    if (sub->got_subcommand("create") || sub->got_subcommand("revoke")) return;
+    const std::string cmd = "tokens";
+    json all = ListAll(cmd, *Connect(cmd, o->flags), "/v1/tokens", "tokens");
+    if (o->flags.json) return PrintJson({{"tokens", all}});
+    TextTable table({"ID", "USER", "DESCRIPTION", "CREATED", "EXPIRES", "REVOKED"});
+    for (const json& t : all) {
+      table.AddRow({Text(t["id"]), Text(t["user"]), t["description"].get<std::string>().empty() ? "-" : Text(t["description"]),
+                    LocalTime(Text(t["created_at"])), t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"])),
+                    t["revoked_at"].is_null() ? "-" : LocalTime(Text(t["revoked_at"]))});
+    }
+    std::cout << table.Render();
+  });
+}
+
+}  // namespace
+
+void RegisterAccountCommands(CLI::App& app) {
+  RegisterLogin(app);
+  RegisterWhoami(app);
+  RegisterTenants(app);
+  RegisterUsers(app);
+  RegisterTokens(app);
+}
+
+}  // namespace gpugeek::cli

@@ -1,0 +1,271 @@
+// Who may call what, over a real server on loopback: every route of the OpenAPI document x every kind of
+// caller gets the status access.h documents, and another tenant's objects read exactly as absent ones.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
+#include "controlplane/access.h"
+#include "controlplane/server.h"
+#include "hw/emulate_spec.h"
+#include "hw/emulated_discovery.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using nlohmann::json;
+
+// The callers of the matrix. Tenant team-a owns the objects the routes name.
+enum Caller { kNone, kViewerA, kMemberA, kMemberB, kAdmin, kCallers };
+constexpr const char* kCallerNames[] = {"no token", "viewer of team-a", "member of team-a", "member of team-b",
+                                        "admin"};
+
+struct Result {
+  int status = 0;
+  json body;
+};
+
+class AccessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / fmt::format("gpugeek_access_test_{}_{}", ::getpid(),
+                                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    auto s = ControlPlaneServer::Start(
+        {.port = 0, .agent_port = 0, .data_dir = dir_.string(), .lease = std::chrono::minutes(5)});
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    std::ifstream in(server_->admin_token_file());
+    std::getline(in, tokens_[kAdmin]);
+    ASSERT_EQ(tokens_[kAdmin].size(), 64u);
+    ASSERT_EQ(Call(kAdmin, "POST", "/v1/tenants", {{"name", "team-a"}}).status, 201);
+    ASSERT_EQ(Call(kAdmin, "POST", "/v1/tenants", {{"name", "team-b"}}).status, 201);
+    for (auto [caller, name, tenant, role] :
+         {std::tuple{kViewerA, "viewer-a", "team-a", "viewer"}, std::tuple{kMemberA, "member-a", "team-a", "member"},
+          std::tuple{kMemberB, "member-b", "team-b", "member"}}) {
+      ASSERT_EQ(Call(kAdmin, "POST", "/v1/users", {{"name", name}, {"tenant", tenant}, {"role", role}}).status, 201);
+      Result t = Call(kAdmin, "POST", "/v1/tokens", {{"user", name}});
+      ASSERT_EQ(t.status, 201) << t.body;
+      tokens_[caller] = t.body["token"];
+    }
+  }
+  void TearDown() override {
+    server_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  Result Call(Caller who, const std::string& method, const std::string& path, const json& body = nullptr) {
+    httplib::Client c(server_->url());
+    c.set_read_timeout(10, 0);
+    httplib::Headers headers;
+    if (who != kNone) headers.emplace("Authorization", "Bearer " + tokens_[who]);
+    const std::string text = body.is_null() ? std::string() : body.dump();
+    httplib::Result r = method == "GET"    ? c.Get(path, headers)
+                        : method == "POST" ? c.Post(path, headers, text, "application/json")
+                                           : c.Delete(path, headers);
+    if (!r) return {};
+    Result out{r->status, json()};
+    out.body = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+    if (out.body.is_discarded()) out.body = r->body;
+    return out;
+  }
+
+  void RegisterNode(const std::string& node) {
+    api::Registration r;
+    r.node = node;
+    r.address = "127.0.0.1";
+    r.inventory =
+        hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node, {node, 32, uint64_t{256} << 30, 1, ""});
+    httplib::Client c(server_->agent_url());
+    auto reply = c.Post("/v1/agents/register", api::ToJson(r).dump(), "application/json");
+    ASSERT_TRUE(reply && reply->status == 200) << (reply ? reply->body : "no reply");
+  }
+
+  // A fresh PENDING job of team-a.
+  std::string NewJobOfA() {
+    Result r = Call(kMemberA, "POST", "/v1/jobs",
+                    {{"spec_yaml", "name: t\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body.value("id", "");
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<ControlPlaneServer> server_;
+  std::string tokens_[kCallers];
+  int fresh_ = 0;
+};
+
+// The status `who` must get from a route of `access`, when the object it names belongs to team-a and to
+// member-a (`user_scoped`: tokens are their user's, not their tenant's). `ok` is the route's success.
+int Expected(Access access, Caller who, bool object_scoped, bool user_scoped, int ok) {
+  if (access == Access::kPublic) return ok;
+  if (who == kNone) return 401;
+  const int rank = who == kAdmin ? 2 : who == kViewerA ? 0 : 1;
+  const int needed = access == Access::kAdmin ? 2 : access == Access::kMember ? 1 : 0;
+  if (rank < needed) return 403;
+  if (object_scoped && who == kMemberB) return 404;
+  if (user_scoped && (who == kMemberB || who == kViewerA)) return 404;
+  return ok;
+}
+
+TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
+  // The matrix is generated from the served OpenAPI document: its operations are the table's.
+  Result doc = Call(kNone, "GET", "/v1/openapi.json");
+  ASSERT_EQ(doc.status, 200);
+  std::set<std::pair<std::string, std::string>> documented, declared;
+  for (const auto& [path, ops] : doc.body["paths"].items()) {
+    for (const auto& [method, op] : ops.items()) {
+      if (method == "parameters") continue;
+      std::string upper = method;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      documented.insert({upper, path});
+      ASSERT_TRUE(op.contains("x-gpugeek-access")) << method << " " << path;
+    }
+  }
+  for (const RouteAccess& r : RouteAccessTable()) declared.insert({std::string(r.method), std::string(r.pattern)});
+  ASSERT_EQ(documented, declared);
+
+  RegisterNode("node-a");
+  int checked = 0;
+  for (const auto& [method, pattern] : documented) {
+    const json& op = doc.body["paths"][pattern][absl::AsciiStrToLower(method)];
+    const std::string access_name = op["x-gpugeek-access"];
+    if (access_name == "node") continue;  // the agents' listener: node credentials (agent tests)
+    const Access access = AccessOf(method, pattern);
+    ASSERT_EQ(access_name, AccessName(access));
+    const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
+    const bool token_scoped = pattern == "/v1/tokens/{id}";
+    const int ok = (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
+                                         pattern == "/v1/tokens"))
+                       ? 201
+                       : 200;
+    for (int c = 0; c < kCallers; ++c) {
+      const Caller who = static_cast<Caller>(c);
+      // Fresh objects per call, so one caller's success (a cancel, a removal) does not change the next one's.
+      const int n = ++fresh_;
+      std::string path = pattern;
+      json body = nullptr;
+      if (job_scoped) path = absl::StrReplaceAll(path, {{"{id}", NewJobOfA()}});
+      if (token_scoped) {
+        Result t = Call(kAdmin, "POST", "/v1/tokens", {{"user", "member-a"}});
+        path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});
+      }
+      if (absl::StrContains(path, "{name}")) {
+        const std::string node = fmt::format("node-{}", n);
+        RegisterNode(node);
+        // A node leaves the pool only when down or cordoned with nothing on it.
+        if (method == "DELETE") ASSERT_EQ(Call(kAdmin, "POST", "/v1/nodes/" + node + "/cordon").status, 200);
+        path = absl::StrReplaceAll(path, {{"{name}", node}});
+      }
+      if (method == "POST") {
+        if (pattern == "/v1/jobs") {
+          body = {{"spec_yaml", "name: m\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}};
+        } else if (pattern == "/v1/tenants") {
+          body = {{"name", fmt::format("t-{}", n)}};
+        } else if (pattern == "/v1/users") {
+          body = {{"name", fmt::format("u-{}", n)}, {"tenant", "team-a"}, {"role", "viewer"}};
+        } else if (pattern == "/v1/plans") {
+          body = {{"model_config",
+                   {{"model_type", "llama"}, {"hidden_size", 512}, {"intermediate_size", 1024},
+                    {"num_attention_heads", 8}, {"num_hidden_layers", 2}, {"vocab_size", 1000},
+                    {"num_key_value_heads", 8}, {"max_position_embeddings", 1024}, {"torch_dtype", "bfloat16"}}},
+                  {"task", {{"kind", "inference"}, {"seq", 512}}}};
+        } else {
+          body = json::object();
+        }
+      }
+      const int want = Expected(access, who, job_scoped, token_scoped, ok);
+      Result got = Call(who, method, path, body);
+      EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
+      // The answer is one the document lists for the operation.
+      EXPECT_TRUE(op["responses"].contains(std::to_string(got.status)))
+          << method << " " << pattern << " answered " << got.status << ", not in the document";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, (static_cast<int>(declared.size()) - 2) * kCallers);  // every user route x every caller
+}
+
+TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
+  const std::string id = NewJobOfA();
+  Result absent = Call(kMemberB, "GET", "/v1/jobs/j-99999999");
+  Result foreign = Call(kMemberB, "GET", "/v1/jobs/" + id);
+  ASSERT_EQ(absent.status, 404);
+  ASSERT_EQ(foreign.status, 404);
+  EXPECT_EQ(foreign.body["message"], absl::StrReplaceAll(absent.body["message"].get<std::string>(), {{"j-99999999", id}}));
+  EXPECT_EQ(Call(kMemberB, "GET", "/v1/jobs/" + id + "/logs").body, foreign.body);
+  EXPECT_EQ(Call(kMemberB, "POST", "/v1/jobs/" + id + "/cancel").body, foreign.body);
+  // Listings leave it out, whatever the filter says.
+  EXPECT_TRUE(Call(kMemberB, "GET", "/v1/jobs").body["jobs"].empty());
+  EXPECT_TRUE(Call(kMemberB, "GET", "/v1/jobs?tenant=team-a").body["jobs"].empty());
+  EXPECT_TRUE(Call(kMemberB, "GET", "/v1/events").body["events"].empty());
+  EXPECT_TRUE(Call(kMemberB, "GET", "/v1/events?job=" + id).body["events"].empty());
+  EXPECT_EQ(Call(kViewerA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
+  EXPECT_EQ(Call(kAdmin, "GET", "/v1/jobs?tenant=team-a").body["jobs"].size(), 1u);
+  // A member cannot submit into another tenant.
+  Result into_a = Call(kMemberB, "POST", "/v1/jobs",
+                       {{"spec_yaml", "name: x\nresources: {accelerators: A100-SXM-80GB:1}\nrun: true\n"},
+                        {"tenant", "team-a"}});
+  EXPECT_EQ(into_a.status, 403);
+  EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
+  // The job is team-a's and its submitter's tenant, not a free label.
+  EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs/" + id).body["tenant"], "team-a");
+}
+
+TEST_F(AccessTest, TokensAreCheckedRevokedAndExpire) {
+  // A forged token with a real id and a wrong secret; garbage; the wrong scheme.
+  const std::string real = tokens_[kMemberA];
+  const std::string forged =
+      real.substr(0, real.size() - 4) + (real.substr(real.size() - 4) == "AAAA" ? "BBBB" : "AAAA");
+  httplib::Client c(server_->url());
+  for (const std::string& header : {"Bearer " + forged, std::string("Bearer nonsense"), "Basic " + real}) {
+    auto r = c.Get("/v1/whoami", {{"Authorization", header}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << header;
+    EXPECT_FALSE(absl::StrContains(r->body, real.substr(21))) << "the secret must not be echoed";
+  }
+  Result me = Call(kMemberA, "GET", "/v1/whoami");
+  EXPECT_EQ(me.body, json({{"user", "member-a"}, {"tenant", "team-a"}, {"role", "member"}, {"token_id", real.substr(4, 16)}}));
+  // Revoked: refused from the next call on.
+  ASSERT_EQ(Call(kMemberA, "DELETE", "/v1/tokens/" + real.substr(4, 16)).status, 200);
+  Result after = Call(kMemberA, "GET", "/v1/whoami");
+  EXPECT_EQ(after.status, 401);
+  EXPECT_TRUE(absl::StrContains(after.body["message"].get<std::string>(), "was revoked")) << after.body;
+  // The hash at rest is argon2id: the store holds no token.
+  server_.reset();
+  auto store = store::SqliteStore::Open({.path = (dir_ / "gpugeek.db").string()});
+  ASSERT_TRUE(store.ok());
+  for (const auto& t : *(*store)->ListTokens()) {
+    EXPECT_TRUE(absl::StartsWith(t.secret_hash, "$argon2id$v=19$")) << t.secret_hash;
+    for (const std::string& token : tokens_) {
+      if (token.size() == 64) EXPECT_FALSE(absl::StrContains(t.secret_hash, token.substr(21)));
+    }
+  }
+}
+
+TEST_F(AccessTest, TheBootstrapTokenIsMadeOnceAndPrivate) {
+  struct stat st {};
+  ASSERT_EQ(::stat(server_->admin_token_file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const std::string first = tokens_[kAdmin];
+  server_.reset();
+  auto s = ControlPlaneServer::Start({.port = 0, .agent_port = 0, .data_dir = dir_.string()});
+  ASSERT_TRUE(s.ok());
+  server_ = std::move(*s);
+  std::ifstream in(server_->admin_token_file());
+  std::string again;
+  std::getline(in, again);
+  EXPECT_EQ(again, first);  // a restart makes no second admin
+  EXPECT_EQ(Call(kAdmin, "GET", "/v1/whoami").body["user"], "admin");
+  EXPECT_EQ(Call(kAdmin, "GET", "/v1/users").body["users"].size(), 4u);  // admin + the three of SetUp
+}
+
+}  // namespace
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,130 @@
+#include "controlplane/account_routes.h"
+
+#include <fmt/format.h>
+
+#include "api/json_reader.h"
+#include "common/status_macros.h"
+#include "controlplane/access.h"
+#include "controlplane/api_views.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using http::Reply;
+using http::Request;
+using J = nlohmann::json;
+
+constexpr int kDefaultLimit = 100;
+constexpr int kMaxLimit = 1000;
+
+J TimeOrNull(const std::optional<TimePoint>& t) { return t ? J(FormatTime(*t)) : J(); }
+
+J TenantJson(const store::TenantRecord& t) { return {{"name", t.id}, {"created_at", FormatTime(t.created_at)}}; }
+J UserJson(const store::UserRecord& u) {
+  return {{"name", u.name}, {"tenant", u.tenant}, {"role", u.role}, {"created_at", FormatTime(u.created_at)}};
+}
+J TokenJson(const store::TokenRecord& t) {
+  return {{"id", t.id},
+          {"user", t.user},
+          {"description", t.description},
+          {"created_at", FormatTime(t.created_at)},
+          {"expires_at", TimeOrNull(t.expires_at)},
+          {"revoked_at", TimeOrNull(t.revoked_at)}};
+}
+
+// One page of `items` (ordered by key) after `?after=`, at most `?limit=`.
+template <typename T, typename KeyFn, typename JsonFn>
+absl::StatusOr<Reply> Page(const Request& r, const std::string& field, const std::vector<T>& items, KeyFn key,
+                           JsonFn to_json) {
+  int limit = kDefaultLimit;
+  if (const std::string v = r.query_value("limit"); !v.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || n < 1 || n > kMaxLimit) {
+      return absl::InvalidArgumentError(
+          fmt::format("query parameter 'limit' = '{}' must be an integer 1..{}", v, kMaxLimit));
+    }
+    limit = static_cast<int>(n);
+  }
+  const std::string after = r.query_value("after");
+  J list = J::array();
+  std::string last;
+  for (const T& item : items) {
+    if (!after.empty() && key(item) <= after) continue;
+    if (static_cast<int>(list.size()) == limit) return Reply::Json({{field, list}, {"next_after", last}});
+    last = key(item);
+    list.push_back(to_json(item));
+  }
+  return Reply::Json({{field, list}, {"next_after", nullptr}});
+}
+
+}  // namespace
+
+void RegisterAccountRoutes(http::Server& server, Accounts& accounts) {
+  const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {
+    GuardedRoute(server, accounts, method, pattern, std::move(handler));
+  };
+  route("GET", "/v1/whoami", [](const Principal& who, const Request&) -> absl::StatusOr<Reply> {
+    return Reply::Json(
+        {{"user", who.user}, {"tenant", who.tenant}, {"role", auth::RoleName(who.role)}, {"token_id", who.token_id}});
+  });
+  route("GET", "/v1/tenants", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(auto tenants, accounts.Tenants(who));
+    return Page(
+        r, "tenants", tenants, [](const store::TenantRecord& t) { return t.id; }, TenantJson);
+  });
+  route("POST", "/v1/tenants", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(J body, r.JsonBody());
+    api::JsonReader reader(body, "");
+    RETURN_IF_ERROR(reader.CheckObject({"name"}));
+    ASSIGN_OR_RETURN(std::string name, reader.String("name"));
+    ASSIGN_OR_RETURN(store::TenantRecord t, accounts.CreateTenant(who, name));
+    return Reply::Json(TenantJson(t), 201);
+  });
+  route("GET", "/v1/users", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(auto users, accounts.Users(who));
+    return Page(
+        r, "users", users, [](const store::UserRecord& u) { return u.name; }, UserJson);
+  });
+  route("POST", "/v1/users", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(J body, r.JsonBody());
+    api::JsonReader reader(body, "");
+    RETURN_IF_ERROR(reader.CheckObject({"name", "tenant", "role"}));
+    ASSIGN_OR_RETURN(std::string name, reader.String("name"));
+    ASSIGN_OR_RETURN(std::string tenant, reader.String("tenant"));
+    ASSIGN_OR_RETURN(std::string role, reader.String("role", std::string("member")));
+    ASSIGN_OR_RETURN(store::UserRecord u, accounts.CreateUser(who, name, tenant, role));
+    return Reply::Json(UserJson(u), 201);
+  });
+  route("GET", "/v1/tokens", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(auto tokens, accounts.Tokens(who));
+    return Page(
+        r, "tokens", tokens, [](const store::TokenRecord& t) { return t.id; }, TokenJson);
+  });
+  route("POST", "/v1/tokens", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    J body = J::object();
+    if (!r.body.empty()) {
+      ASSIGN_OR_RETURN(body, r.JsonBody());
+    }
+    api::JsonReader reader(body, "");
+    RETURN_IF_ERROR(reader.CheckObject({"user", "description", "expires_in_s"}));
+    ASSIGN_OR_RETURN(std::string user, reader.String("user", std::string()));
+    ASSIGN_OR_RETURN(std::string description, reader.String("description", std::string()));
+    std::optional<Duration> ttl;
+    if (reader.Has("expires_in_s") && !body["expires_in_s"].is_null()) {
+      // At most ten years: a token is a credential, and a bound keeps the time arithmetic in range.
+      ASSIGN_OR_RETURN(int64_t seconds, reader.Int("expires_in_s", 0, 1, int64_t{10} * 366 * 24 * 3600));
+      ttl = std::chrono::seconds(seconds);
+    }
+    ASSIGN_OR_RETURN(Accounts::CreatedToken t, accounts.CreateToken(who, user, description, ttl));
+    J out = TokenJson(t.record);
+    out["token"] = t.text;
+    return Reply::Json(out, 201);
+  });
+  route("DELETE", "/v1/tokens/{id}", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(store::TokenRecord t, accounts.RevokeToken(who, r.param("id")));
+    return Reply::Json(TokenJson(t));
+  });
+}
+
+}  // namespace gpugeek::controlplane

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "common/status_macros.h"
+
 namespace gpugeek::crypto {
 namespace {
 
@@ -92,6 +94,13 @@ absl::StatusOr<std::string> RandomBytes(size_t n) {
 
 absl::StatusOr<std::string> GcmSeal(const SecretKey& key, std::string_view nonce, std::string_view plaintext,
                                     std::string_view aad) {
+  std::string out;
+  RETURN_IF_ERROR(GcmSealAppend(key, nonce, plaintext, aad, out));
+  return out;
+}
+
+absl::Status GcmSealAppend(const SecretKey& key, std::string_view nonce, std::string_view plaintext,
+                           std::string_view aad, std::string& out) {
   if (nonce.size() != kNonceBytes) {
     return absl::InvalidArgumentError(fmt::format("a GCM nonce is {} bytes, not {}", kNonceBytes, nonce.size()));
   }
@@ -115,8 +124,9 @@ absl::StatusOr<std::string> GcmSeal(const SecretKey& key, std::string_view nonce
       return absl::InternalError(OpenSslError("EVP_EncryptUpdate (aad)"));
     }
   }
-  std::string out(plaintext.size() + kTagBytes, '\0');
-  auto* o = reinterpret_cast<unsigned char*>(out.data());
+  const size_t start = out.size();
+  out.resize(start + plaintext.size() + kTagBytes);
+  auto* o = reinterpret_cast<unsigned char*>(out.data() + start);
   size_t written = 0;
   for (size_t at = 0; at < plaintext.size(); at += kChunk) {
     const size_t n = std::min(kChunk, plaintext.size() - at);
@@ -134,7 +144,7 @@ absl::StatusOr<std::string> GcmSeal(const SecretKey& key, std::string_view nonce
   if (EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), o + written) != 1) {
     return absl::InternalError(OpenSslError("EVP_CTRL_GCM_GET_TAG"));
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> GcmOpen(const SecretKey& key, std::string_view nonce, std::string_view sealed,

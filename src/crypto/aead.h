@@ -55,6 +55,11 @@ absl::StatusOr<std::string> RandomBytes(size_t n);
 absl::StatusOr<std::string> GcmSeal(const SecretKey& key, std::string_view nonce, std::string_view plaintext,
                                     std::string_view aad);
 
+// As GcmSeal, appending ciphertext + tag to `out` (no copy of a large result). On error `out` may have
+// grown by unspecified bytes.
+absl::Status GcmSealAppend(const SecretKey& key, std::string_view nonce, std::string_view plaintext,
+                           std::string_view aad, std::string& out);
+
 // The inverse: `sealed` is ciphertext + tag as GcmSeal returned it. DataLoss when the tag does not verify
 // (the bytes, the nonce or the aad were altered, or the key is another one: GCM cannot tell which);
 // InvalidArgument when `sealed` is shorter than a tag or `nonce` is not 12 bytes. No plaintext is

@@ -253,11 +253,10 @@ absl::StatusOr<std::string> Keyring::Seal(std::string_view tenant, std::string_v
   blob.push_back(static_cast<char>(kVersion));
   PutU32(blob, key->stored.id);
   ASSIGN_OR_RETURN(const std::string nonce, RandomBytes(kNonceBytes));
-  ASSIGN_OR_RETURN(const std::string sealed,
-                   GcmSeal(key->key, nonce, plaintext, BlobAad(std::string_view(blob), tenant, aad)));
+  const std::string blob_aad = BlobAad(blob, tenant, aad);
   blob.reserve(kSealOverhead + plaintext.size());
   blob += nonce;
-  blob += sealed;
+  RETURN_IF_ERROR(GcmSealAppend(key->key, nonce, plaintext, blob_aad, blob));
   return blob;
 }
 

@@ -23,8 +23,9 @@
 // BeginCycle.
 //
 // Pure: time is passed in (MonoTime); no clock, I/O or threads. Deterministic: every order is total.
-// Cost: Add, Remove, Update, Pop and each outcome O(log n); CapacityChanged and BeginCycle O(k log n)
-// for the k items they move. Thread-safety: none; one scheduling loop owns it.
+// Cost: Add, Remove, Update and each outcome O(log n); Pop O(t + log n) for the t tenants with
+// active items; CapacityChanged and BeginCycle O(k log n) for the k items they move (BeginCycle also
+// O(t') for the t' tenants with items over quota). Thread-safety: none; one scheduling loop owns it.
 //
 // Tenants, quotas and fair share (quota.h). The queue owns a TenantLedger. Active items are kept per
 // tenant (QueueItem::tenant, "" = the default tenant); Pop takes the tenant of lowest normalised

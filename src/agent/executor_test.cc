@@ -1014,7 +1014,8 @@ TEST_F(RunAsTest, TheEnvironmentReachesTheWorkloadButNeverTheRootShim) {
   env["FOO"] = "bar baz";
   const std::string work = WorkDir("envs");
   const auto pid = (*executor)->Start(
-      {.id = "envs", .command = "exec sleep 30", .working_dir = work, .env = env, .tenant = "alice"});
+      // "sleep 30; true": the shell stays (no exec of its last command), so its environ is what it was given.
+      {.id = "envs", .command = "sleep 30; true", .working_dir = work, .env = env, .tenant = "alice"});
   ASSERT_TRUE(pid.ok()) << pid.status();
   const std::string shim = "/proc/" + std::to_string(*pid);
   EXPECT_EQ(StatusLine(ReadAll(shim + "/status"), "Uid"), "\t0\t0\t0\t0") << "the supervisor keeps the agent's user";

@@ -135,6 +135,21 @@ absl::StatusOr<std::unique_ptr<FileLock>> FileLock::Acquire(const std::string& p
   return std::unique_ptr<FileLock>(new FileLock(fd));
 }
 
+absl::StatusOr<std::unique_ptr<FileLock>> FileLock::TryAcquire(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, "open lock file", path);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(fmt::format("lock {} is held by another process", path));
+    }
+    return ErrnoStatus(err, "lock", path);
+  }
+  return std::unique_ptr<FileLock>(new FileLock(fd));
+}
+
 FileLock::~FileLock() { ::close(fd_); }  // closing the descriptor drops the flock
 
 }  // namespace gpugeek::crypto

@@ -36,6 +36,9 @@ class FileLock {
  public:
   // Blocks until the lock is free. Errors: those of open(2) on `path`, with the path and errno text.
   static absl::StatusOr<std::unique_ptr<FileLock>> Acquire(const std::string& path);
+  // As Acquire, but does not wait: FailedPrecondition "<path> is held by another process" when it is
+  // held (by another process, or by another FileLock of this one).
+  static absl::StatusOr<std::unique_ptr<FileLock>> TryAcquire(const std::string& path);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

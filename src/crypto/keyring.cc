@@ -153,7 +153,8 @@ absl::StatusOr<SealedBlobView> ParseSealedBlob(std::string_view blob) {
 }
 
 absl::StatusOr<std::unique_ptr<Keyring>> Keyring::Open(const std::string& path, KeyProvider& provider) {
-  std::unique_ptr<Keyring> keyring(new Keyring(path, provider));
+  ASSIGN_OR_RETURN(std::unique_ptr<FileLock> owner, FileLock::TryAcquire(path + ".lock"));
+  std::unique_ptr<Keyring> keyring(new Keyring(path, provider, std::move(owner)));
   // One process owns the file: a temporary file here is a write a crash cut short.
   RemoveStaleTempFiles(path);
   absl::StatusOr<std::string> text = ReadFileBounded(path, kMaxKeyringBytes, "keyring file");

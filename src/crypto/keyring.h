@@ -19,8 +19,10 @@
 // A tenant's active data key (used by Seal) is its highest id; its older ones still Open. A wrapped key's
 // additional data binds tenant, data-key id and master-key id, so entries cannot be swapped.
 //
-// Lifetime: one process owns a keyring file at a time (the server); Open reads it and unwraps every data
-// key, so a wrong or missing master key is an error at start, not garbage later.
+// Lifetime: one Keyring owns a keyring file at a time (the server's), enforced by an flock on
+// "<path>.lock" held while it is open: a second writer (an offline `gpugeek keys rotate` while the server
+// runs) would otherwise overwrite the other's re-wrapped keys. Open reads the file and unwraps every
+// data key, so a wrong or missing master key is an error at start, not garbage later.
 
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "common/mutex.h"
 #include "crypto/aead.h"
+#include "crypto/durable_file.h"
 #include "crypto/key_provider.h"
 
 namespace gpugeek::crypto {
@@ -82,6 +85,7 @@ class Keyring {
   //     when a wrapped key does not authenticate under the key of that id (another key file);
   //   FailedPrecondition when a data key names a master key the provider does not hold (a retired key,
   //     another key file);
+  //   FailedPrecondition "... is held by another process" when another Keyring has the file open;
   //   InvalidArgument as ParseKeyringFile; the errors of reading or creating the file (NotFound for a
   //     missing directory, PermissionDenied); Unavailable from a KMS provider.
   // Cost: one Unwrap per data key.
@@ -129,7 +133,8 @@ class Keyring {
   };
   using KeyMap = std::map<uint32_t, std::shared_ptr<const DataKey>>;
 
-  Keyring(std::string path, KeyProvider& provider) : path_(std::move(path)), provider_(provider) {}
+  Keyring(std::string path, KeyProvider& provider, std::unique_ptr<FileLock> lock)
+      : path_(std::move(path)), provider_(provider), lock_(std::move(lock)) {}
 
   // Makes a data key for `tenant` wrapped under the active master key (not yet stored).
   absl::StatusOr<std::shared_ptr<const DataKey>> NewDataKey(std::string_view tenant, uint32_t id) const;
@@ -143,6 +148,7 @@ class Keyring {
   // Constant after construction.
   const std::string path_;
   KeyProvider& provider_;
+  const std::unique_ptr<FileLock> lock_;  // "<path>.lock", held for the keyring's lifetime
 
   // Serializes the writers of the keyring file (new tenants, Rewrap, RotateDataKey), so each writes a
   // state that includes the others'; never held by Seal/Open of a known tenant. Acquired before mu_.

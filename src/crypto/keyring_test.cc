@@ -83,6 +83,14 @@ TEST_F(KeyringTest, EveryAlteredByteOtherTenantOrAadIsAnError) {
   EXPECT_EQ(keyring_->Seal("bad/tenant", "x", "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(KeyringTest, OneKeyringPerFile) {
+  auto second = Keyring::Open(keyring_path_, *provider_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), HasSubstr(keyring_path_ + ".lock is held by another process"));
+  keyring_.reset();
+  EXPECT_TRUE(Keyring::Open(keyring_path_, *provider_).ok());
+}
+
 TEST_F(KeyringTest, ReopenedWithTheKeyFileEverythingOpens) {
   const std::string a = keyring_->Seal("acme", "alpha", "k").value();
   const std::string b = keyring_->Seal("globex", "beta", "k").value();

@@ -54,10 +54,16 @@ TEST_F(SealedFileTest, SealedFileIsUnreadableWithoutTheKey) {
   const std::string other_key = dir_.Path("other.key");
   ASSERT_TRUE(CreateMasterKeyFile(other_key).ok());
   auto other_provider = FileKeyProvider::Open(other_key).value();
-  EXPECT_EQ(Keyring::Open(keyring_path_, *other_provider).status().code(), absl::StatusCode::kFailedPrecondition);
+  keyring_.reset();
+  auto wrong = Keyring::Open(keyring_path_, *other_provider);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(wrong.status().message(), HasSubstr("which master key file " + other_key + " does not hold"));
   auto other_keyring = Keyring::Open(dir_.Path("other-keyring.json"), *other_provider).value();
   ASSERT_TRUE(other_keyring->Seal("acme", "x", "x").ok());  // acme gets data key 1 there too
   EXPECT_EQ(OpenFile(*other_keyring, "acme", path, "env:job-7").status().code(), absl::StatusCode::kDataLoss);
+  // With the right key file it opens again.
+  keyring_ = Keyring::Open(keyring_path_, *provider_).value();
+  EXPECT_EQ(OpenFile(*keyring_, "acme", path, "env:job-7").value(), plaintext);
 }
 
 TEST_F(SealedFileTest, LogRecordsReadFromAnyBoundaryAndHideThePlaintext) {

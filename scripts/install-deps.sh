@@ -16,6 +16,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools used by scripts and tests; prometheus brings promtool and the server the monitoring test scrapes with
   python3 procps curl prometheus
+  # the openssl command: src/http/tls_test drives `openssl s_client` against the TLS server
+  openssl
 )
 
 missing=()

@@ -1,7 +1,10 @@
 #include "agent/executor.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -11,12 +14,15 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
 #include "agent/shim_protocol.h"
 #include "common/absl_fmt.h"
@@ -110,6 +116,8 @@ const char* StepName(RecordKind kind) {
       return "the shim's setup";
     case RecordKind::kShimFork:
       return "the shim's fork of the workload";
+    case RecordKind::kDropPrivileges:
+      return "switching to the workload's user";
     case RecordKind::kStarted:
     case RecordKind::kExited:
       break;
@@ -148,7 +156,12 @@ struct ChildExec {
   char* const* argv;        // argv[0] == path
   bool keep_status_fd;      // true with the shim: the status pipe stays open across exec
   int lifeline_fd;          // the lifeline's read end, kept open across exec; -1 without the shim
+  int env_fd;               // the workload's environment for the shim, kept open across exec; -1 without it
   RecordKind exec_failure;  // kExecShim or kExec
+  // Without the shim, the child itself becomes the workload: it switches to this user (when not null)
+  // and sets no_new_privs right before exec. With the shim, the shim's child does.
+  const Identity* drop;
+  bool no_new_privs;
 };
 
 // Runs in the forked child of a possibly multi-threaded parent: only async-signal-safe calls, no
@@ -202,12 +215,107 @@ struct ChildExec {
   ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   if (exec.keep_status_fd && ::fcntl(status_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
   if (exec.lifeline_fd >= 0 && ::fcntl(exec.lifeline_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
+  if (exec.env_fd >= 0 && ::fcntl(exec.env_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
+  if (exec.drop != nullptr) {
+    const int err =
+        shim::DropPrivileges(exec.drop->uid, exec.drop->gid, exec.drop->groups.data(), exec.drop->groups.size());
+    if (err != 0) {
+      errno = err;
+      fail(RecordKind::kDropPrivileges);
+    }
+  }
+  if (exec.no_new_privs) {
+    if (const int err = shim::SetNoNewPrivs(); err != 0) {
+      errno = err;
+      fail(RecordKind::kDropPrivileges);
+    }
+  }
   ::execve(exec.path, exec.argv, envp);
   fail(exec.exec_failure);
   ::_exit(127);  // not reached: fail() exits
 }
 
 std::string Join(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
+
+// A tenant name as api::NameKind::kTenant has it (a DNS label starting with a letter), or "" for the
+// default tenant. Checked here too: the name becomes a line of the uid map file.
+bool ValidTenant(const std::string& t) {
+  if (t.empty()) return true;
+  auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (t.size() > 63 || !lower(t.front()) || !(lower(t.back()) || digit(t.back()))) return false;
+  return std::all_of(t.begin(), t.end(), [&](char c) { return lower(c) || digit(c) || c == '-'; });
+}
+
+// How the default tenant is written in the uid map ("-" is no valid tenant name).
+constexpr std::string_view kDefaultTenantKey = "-";
+
+// FNV-1a, 64 bits: a stable hash (the same on every node and build), unlike std::hash.
+uint64_t Fnv1a64(std::string_view text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Whether the host's account databases (passwd, group: files, LDAP, ... through NSS) know `id` as a
+// user or a group. A workload must never act as a real account.
+bool AccountExists(uint32_t id) {
+  std::vector<char> buf(16384);
+  passwd pw;
+  passwd* pw_found = nullptr;
+  if (::getpwuid_r(static_cast<uid_t>(id), &pw, buf.data(), buf.size(), &pw_found) == 0 && pw_found != nullptr) {
+    return true;
+  }
+  group gr;
+  group* gr_found = nullptr;
+  return ::getgrgid_r(static_cast<gid_t>(id), &gr, buf.data(), buf.size(), &gr_found) == 0 && gr_found != nullptr;
+}
+
+// The groups owning GPU device files that a process outside them could not open: /dev/kfd,
+// /dev/dri/renderD*, /dev/nvidia* with group read-write, not world read-write, and a group other than
+// root's. /dev/nvidia* is normally 0666 and contributes nothing.
+std::vector<gid_t> DetectDeviceGroups() {
+  std::set<gid_t> gids;
+  auto consider = [&](const std::filesystem::path& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode) || st.st_gid == 0) return;
+    if ((st.st_mode & 0060) == 0060 && (st.st_mode & 0006) != 0006) gids.insert(st.st_gid);
+  };
+  std::error_code ec;
+  consider("/dev/kfd");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/dri", ec)) {
+    if (entry.path().filename().string().starts_with("renderD")) consider(entry.path());
+  }
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
+    if (entry.path().filename().string().starts_with("nvidia")) consider(entry.path());
+  }
+  return {gids.begin(), gids.end()};
+}
+
+// A memfd holding `env` as NUL-ended NAME=VALUE strings, read by the shim (--env-fd), moved above 2,
+// close-on-exec. -1 with errno on failure.
+int WriteEnvMemfd(const std::vector<std::string>& env) {
+  const int fd = MoveAbove2(::memfd_create("gpugeek-env", MFD_CLOEXEC));
+  if (fd < 0) return -1;
+  std::string data;
+  for (const std::string& s : env) data.append(s).push_back('\0');
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
+    done += static_cast<size_t>(n);
+  }
+  return fd;
+}
 
 }  // namespace
 
@@ -279,11 +387,118 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(ExecutorOptions optio
     return absl::InvalidArgumentError(
         fmt::format("ExecutorOptions.oom_score_adj {} is outside -1000..1000", options.oom_score_adj));
   }
+  const RunAsOptions& run_as = options.run_as;
+  const uint64_t last_uid = uint64_t{run_as.first_uid} + run_as.count - 1;
+  if (run_as.first_uid == 0 || run_as.count == 0 || last_uid >= 0xffffffffull) {
+    return absl::InvalidArgumentError(
+        fmt::format("ExecutorOptions.run_as: uids {}..{} must be a non-empty range within 1..4294967294 (uid 0 "
+                    "is root, which workloads never get from the range)",
+                    run_as.first_uid, last_uid));
+  }
+  if (!options.run_as.device_gids.has_value()) options.run_as.device_gids = DetectDeviceGroups();
   if (options.use_shim) {
     ASSIGN_OR_RETURN(options.shim_path, ResolveShim(options.shim_path));
   }
   RETURN_IF_ERROR(MakeDirs(options.log_dir));
-  return std::unique_ptr<Executor>(new Executor(std::move(options)));
+  std::unique_ptr<Executor> executor(new Executor(std::move(options)));
+  RETURN_IF_ERROR(executor->LoadUidMap());
+  return executor;
+}
+
+absl::Status Executor::LoadUidMap() {
+  const RunAsOptions& run_as = options_.run_as;
+  if (run_as.map_path.empty()) return absl::OkStatus();
+  std::ifstream in(run_as.map_path);
+  if (!in) {
+    if (errno == ENOENT) return absl::OkStatus();  // nothing allocated yet
+    return absl::InternalError(fmt::format("cannot read uid map {}: {}", run_as.map_path, ErrnoText(errno)));
+  }
+  std::string line;
+  std::set<uid_t> seen;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    const size_t space = line.find(' ');
+    uint64_t uid = 0;
+    bool ok = space != std::string::npos && space > 0 && space <= 10;
+    for (size_t i = 0; ok && i < space; ++i) {
+      ok = line[i] >= '0' && line[i] <= '9';
+      uid = uid * 10 + static_cast<uint64_t>(line[i] - '0');
+    }
+    std::string tenant = ok ? line.substr(space + 1) : "";
+    if (tenant == kDefaultTenantKey) {
+      tenant.clear();
+    } else {
+      ok = ok && !tenant.empty() && ValidTenant(tenant);
+    }
+    if (!ok || tenant_uids_.contains(tenant) || !seen.insert(static_cast<uid_t>(uid)).second) {
+      return absl::DataLossError(fmt::format(
+          "uid map {} line {}: expected \"<uid> <tenant>\" with each tenant and uid once, got \"{}\"; repair or "
+          "remove the file (workloads' files keep their old owners)",
+          run_as.map_path, number, absl::CEscape(line)));
+    }
+    if (uid < run_as.first_uid || uid >= uint64_t{run_as.first_uid} + run_as.count) {
+      return absl::FailedPreconditionError(
+          fmt::format("uid map {} line {}: uid {} is outside the configured range {}..{}: the range changed; "
+                      "restore it or move the file away",
+                      run_as.map_path, number, uid, run_as.first_uid, uint64_t{run_as.first_uid} + run_as.count - 1));
+    }
+    tenant_uids_[tenant] = static_cast<uid_t>(uid);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Identity> Executor::IdentityFor(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return IdentityForLocked(tenant);
+}
+
+absl::StatusOr<Identity> Executor::IdentityForLocked(const std::string& tenant) {
+  if (!ValidTenant(tenant)) {
+    return absl::InvalidArgumentError(
+        fmt::format("tenant \"{}\" is not a valid tenant name (1-63 of a-z, 0-9, '-', starting with a letter and "
+                    "ending with a letter or digit; \"\" for the default tenant)",
+                    absl::CEscape(tenant)));
+  }
+  if (!switch_users_) return Identity{.uid = ::getuid(), .gid = ::getgid(), .switched = false};
+  const RunAsOptions& run_as = options_.run_as;
+  auto known = tenant_uids_.find(tenant);
+  uid_t uid = 0;
+  if (known != tenant_uids_.end()) {
+    uid = known->second;
+  } else {
+    std::set<uid_t> taken;
+    for (const auto& [t, u] : tenant_uids_) taken.insert(u);
+    const uint64_t start = Fnv1a64(tenant.empty() ? kDefaultTenantKey : tenant) % run_as.count;
+    bool found = false;
+    for (uint64_t i = 0; i < run_as.count && !found; ++i) {
+      const uid_t candidate = static_cast<uid_t>(run_as.first_uid + (start + i) % run_as.count);
+      if (taken.contains(candidate) || AccountExists(candidate)) continue;
+      uid = candidate;
+      found = true;
+    }
+    if (!found) {
+      return absl::ResourceExhaustedError(
+          fmt::format("no free uid for tenant \"{}\": all {} uids of {}..{} belong to other tenants or to accounts "
+                      "of this host; widen ExecutorOptions.run_as",
+                      tenant, run_as.count, run_as.first_uid, uint64_t{run_as.first_uid} + run_as.count - 1));
+    }
+    if (!run_as.map_path.empty()) {
+      // Durable before any process runs as it: a restart must not hand this uid to another tenant.
+      RETURN_IF_ERROR(MakeDirs(std::filesystem::path(run_as.map_path).parent_path().string()));
+      const int fd = ::open(run_as.map_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      const std::string line = fmt::format("{} {}\n", uid, tenant.empty() ? kDefaultTenantKey : tenant);
+      const bool written =
+          fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) && ::fsync(fd) == 0;
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      if (!written) {
+        return absl::InternalError(fmt::format("cannot record uid {} for tenant \"{}\" in {}: {}", uid, tenant,
+                                               run_as.map_path, ErrnoText(err)));
+      }
+    }
+    tenant_uids_[tenant] = uid;
+  }
+  return Identity{.uid = uid, .gid = static_cast<gid_t>(uid), .groups = *run_as.device_gids, .switched = true};
 }
 
 Executor::~Executor() {
@@ -323,8 +538,6 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   if (request.command.empty()) {
     return absl::InvalidArgumentError(fmt::format("workload {}: the command is empty", request.id));
   }
-  std::vector<std::string> env_strings;
-  env_strings.reserve(request.env.size());
   for (const auto& [name, value] : request.env) {
     if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos) {
       return absl::InvalidArgumentError(
@@ -334,7 +547,6 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
       return absl::InvalidArgumentError(
           fmt::format("workload {}: environment variable {} has a NUL in its value", request.id, name));
     }
-    env_strings.push_back(name + "=" + value);
   }
   struct stat st;
   if (::stat(request.working_dir.c_str(), &st) != 0) {
@@ -365,6 +577,34 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
   if (running_.contains(request.id)) {
     return absl::AlreadyExistsError(fmt::format("workload {} is already running", request.id));
   }
+  absl::StatusOr<Identity> identity = IdentityForLocked(request.tenant);
+  if (!identity.ok()) {
+    return absl::Status(identity.status().code(),
+                        fmt::format("workload {}: {}", request.id, identity.status().message()));
+  }
+  EnvMap env = request.env;
+  if (identity->switched) {
+    // The working directory becomes the tenant's alone. O_NOFOLLOW: the agent names a directory it made;
+    // a symlink there would hand the workload's user whatever it points to.
+    const int dir_fd = ::open(request.working_dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir_fd < 0) {
+      return absl::FailedPreconditionError(
+          fmt::format("workload {}: cannot open working directory {} (it must be a "
+                      "directory, not a symlink): {}",
+                      request.id, request.working_dir, ErrnoText(errno)));
+    }
+    const bool owned = ::fchown(dir_fd, identity->uid, identity->gid) == 0 && ::fchmod(dir_fd, 0700) == 0;
+    const int err = errno;
+    ::close(dir_fd);
+    if (!owned) {
+      return absl::InternalError(fmt::format("workload {}: cannot give working directory {} to uid {}: {}", request.id,
+                                             request.working_dir, identity->uid, ErrnoText(err)));
+    }
+    env["HOME"] = request.working_dir;
+  }
+  std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
+  for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
 
   FdList fds;
   const std::string log_path = LogPath(request.id);
@@ -431,6 +671,13 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
     }
   }
 
+  // The shim may be root: it gets an empty environment of its own, and the workload's through a memfd.
+  int env_fd = -1;
+  if (shim) {
+    env_fd = fds.Add(WriteEnvMemfd(env_strings));
+    if (env_fd < 0) return fail(absl::InternalError(fmt::format("environment memfd: {}", ErrnoText(errno))));
+  }
+
   // Everything the child needs, prepared before fork: the child must not allocate.
   const Duration orphan_grace =
       std::clamp(request.orphan_grace.value_or(options_.orphan_grace), Duration::zero(), options_.orphan_grace);
@@ -444,6 +691,11 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
             "--grace-ms",
             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(orphan_grace).count())};
     if (request.lease.has_value()) args.insert(args.end(), {"--lease-ms", std::to_string(CeilMillis(*request.lease))});
+    args.insert(args.end(), {"--env-fd", std::to_string(env_fd)});
+    if (identity->switched) {
+      args.insert(args.end(), {"--uid", std::to_string(identity->uid), "--gid", std::to_string(identity->gid)});
+      if (!identity->groups.empty()) args.insert(args.end(), {"--groups", absl::StrJoin(identity->groups, ",")});
+    }
     args.push_back("--");
   }
   args.insert(args.end(), {options_.shell, "-c", request.command});
@@ -454,10 +706,15 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
                        .argv = argv.data(),
                        .keep_status_fd = shim,
                        .lifeline_fd = lifeline_read,
-                       .exec_failure = shim ? RecordKind::kExecShim : RecordKind::kExec};
+                       .env_fd = env_fd,
+                       .exec_failure = shim ? RecordKind::kExecShim : RecordKind::kExec,
+                       .drop = !shim && identity->switched ? &*identity : nullptr,
+                       .no_new_privs = !shim};
   std::vector<char*> envp;
-  envp.reserve(env_strings.size() + 1);
-  for (std::string& s : env_strings) envp.push_back(s.data());
+  if (!shim) {
+    envp.reserve(env_strings.size() + 1);
+    for (std::string& s : env_strings) envp.push_back(s.data());
+  }
   envp.push_back(nullptr);
 
   const std::string oom_score_adj = std::to_string(options_.oom_score_adj);
@@ -492,6 +749,10 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
     }
     const char* path = request.working_dir.c_str();
     if (record.kind == RecordKind::kExec) path = options_.shell.c_str();
+    if (record.kind == RecordKind::kDropPrivileges) {
+      return fail(absl::InternalError(fmt::format("workload {}: switching to uid {} gid {} failed: {}", request.id,
+                                                  identity->uid, identity->gid, ErrnoText(record.value))));
+    }
     if (record.kind == RecordKind::kExecShim || record.kind == RecordKind::kShimSetup ||
         record.kind == RecordKind::kShimFork) {
       path = options_.shim_path.c_str();

@@ -40,6 +40,7 @@
 // status). Several Executors may coexist in one process.
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <map>
 #include <memory>
@@ -89,11 +90,21 @@ EnvMap BuildWorkloadEnv(const WorkloadSpec& spec);
 
 // One workload to start.
 struct LaunchRequest {
-  std::string id;           // unique among running workloads; see ValidateWorkloadId (cgroup.h)
-  std::string command;      // run as `/bin/sh -c command`; must not be empty
-  std::string working_dir;  // must exist and be a directory
-  EnvMap env;               // the complete environment (nothing is inherited from the agent)
-  ResourceLimits limits;    // enforced through the executor's CgroupManager; zero fields: no limit
+  std::string id;       // unique among running workloads; see ValidateWorkloadId (cgroup.h)
+  std::string command;  // run as `/bin/sh -c command`; must not be empty
+  // Must exist and be a directory. When the executor switches users (see RunAsOptions), Start() makes it
+  // the workload's own: owner uid:gid of the tenant, mode 0700, so other tenants cannot even list it; the
+  // directory itself only, not what it holds. The process starts in it (chdir happens before the switch,
+  // so it works even below a directory the workload's user cannot traverse; then only relative paths and
+  // `cd $HOME` by absolute path do not).
+  std::string working_dir;
+  // The complete environment (nothing is inherited from the agent). When the executor switches users,
+  // HOME is replaced by working_dir.
+  EnvMap env;
+  // Whose workload this is: a tenant name ([a-z0-9-], 1-63 characters, a DNS label) or "" for the
+  // default tenant. Picks the user the workload runs as (Executor::IdentityFor).
+  std::string tenant;
+  ResourceLimits limits;  // enforced through the executor's CgroupManager; zero fields: no limit
   // SIGTERM -> SIGKILL grace when the agent dies or the lease runs out while the workload runs (the
   // member's grace), capped at ExecutorOptions::orphan_grace; nullopt: the cap. Unused without the shim.
   std::optional<Duration> orphan_grace;
@@ -124,6 +135,56 @@ struct WorkloadExit {
   std::string Describe() const;
 };
 
+// Who workloads run as. The rule: a workload never runs as root unless an operator says so.
+//   - The agent runs as root (the usual deployment): each tenant gets its own unprivileged uid, with a
+//     group of the same number, from [first_uid, first_uid + count); the supplementary groups are exactly
+//     device_gids (everything the agent had is cleared with setgroups). Two tenants never share a uid on a
+//     node, so one tenant's job cannot read, signal or ptrace another's.
+//   - allow_root_workloads (off by default): an operator's opt-out; workloads run as root, as the agent.
+//   - The agent is not root: it cannot switch users, so every workload runs as the agent's own uid and
+//     gid (no isolation between tenants on that node; an operator who wants it runs the agent as root).
+// In every case the workload starts with no_new_privs set (PR_SET_NO_NEW_PRIVS): a setuid program (sudo,
+// su) or file capabilities can no longer raise its privileges.
+//
+// The tenant -> uid mapping: uid = first_uid + (FNV-1a-64(tenant) mod count), or, when that uid is taken
+// (by another tenant, or by an account or group the host's passwd/group databases know, which a workload
+// must never act as), the next free one, wrapping. Hashing first means the same tenant gets the same uid
+// on every node of a pool unless a collision happened there, so files a job writes to a filesystem
+// shared between nodes (checkpoints) keep one owner; recording each allocation in map_path (fsync'd
+// before the first workload of that tenant runs) keeps it on this node across agent restarts even after
+// a collision, so a later tenant never inherits a uid that still owns an earlier tenant's files. Nodes
+// that saw colliding tenants in different orders may disagree; a pool that needs uids equal everywhere
+// (NFS) should have the control plane allocate them. The default range (200000-265535) lies above
+// systemd's (< 65536 and its dynamic users) and below its container ranges (524288 and up); check that it
+// does not overlap /etc/subuid ranges of rootless containers on the host.
+//
+// GPU device files: /dev/nvidia* are created 0666 by the NVIDIA driver (NVreg_DeviceFileMode), so they
+// stay usable after the switch. AMD's /dev/kfd and /dev/dri/renderD* are usually 0660, group `render`
+// (or `video`): device_gids' default finds those groups, so the workload keeps them. Either way every GPU
+// of the node is reachable by every workload: CUDA_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES choose, they do
+// not enforce (that would take the cgroup device controller).
+struct RunAsOptions {
+  uid_t first_uid = 200000;  // must be > 0
+  uint32_t count = 65536;    // >= 1; first_uid + count - 1 must fit below 2^32 - 1 (which means "no uid")
+  // The file recording tenant -> uid ("<uid> <tenant>" lines, "-" for the default tenant), created (0600,
+  // with its directories) on the first allocation. Empty: kept in memory, so a restarted agent may give a
+  // tenant another uid (fine for tests, wrong for a node whose disks keep files).
+  std::string map_path;
+  // Supplementary groups of every switched workload. nullopt: the groups owning GPU device files that
+  // others may not open (/dev/kfd, /dev/dri/renderD*, /dev/nvidia*: group rw, not world rw, group not 0).
+  std::optional<std::vector<gid_t>> device_gids;
+  // Run workloads as root when the agent is root. Off: they run as their tenant's uid.
+  bool allow_root_workloads = false;
+};
+
+// The user a workload runs as.
+struct Identity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups when switched
+  bool switched = false;      // false: the workload runs as the agent itself (not root, or opted out)
+};
+
 struct ExecutorOptions {
   std::string log_dir;                                // created if missing
   Duration default_grace = std::chrono::seconds(30);  // SIGTERM -> SIGKILL, when Cancel names none
@@ -147,15 +208,20 @@ struct ExecutorOptions {
   // The most a workload gets between SIGTERM and SIGKILL once its agent died: the control plane soon
   // hands its GPUs to others, so a dead agent's workloads must let go within seconds.
   Duration orphan_grace = std::chrono::seconds(2);
+  // Who workloads run as (see RunAsOptions): by default, a root agent runs each tenant's workloads as
+  // that tenant's unprivileged uid.
+  RunAsOptions run_as;
 };
 
 class Executor {
  public:
   // Errors: InvalidArgument for an empty log_dir, a null clock, a shell that is not an absolute path, a
-  // negative default_grace or orphan_grace, or an oom_score_adj outside -1000..1000;
+  // negative default_grace or orphan_grace, an oom_score_adj outside -1000..1000, or a run_as range that
+  // includes uid 0 or is empty or overflows;
   // FailedPrecondition when the shell, or (use_shim) the shim, is not an executable file: the message
-  // names the paths looked at;
-  // Internal when log_dir cannot be created.
+  // names the paths looked at; or when run_as.map_path records a uid outside the range;
+  // DataLoss when run_as.map_path cannot be parsed (the message names file and line);
+  // Internal when log_dir cannot be created or map_path cannot be read.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(ExecutorOptions options);
 
   // SIGKILLs every workload still running (no grace: a graceful shutdown Cancel()s them and Poll()s until
@@ -167,9 +233,18 @@ class Executor {
 
   // Starts a workload; returns the pid of its leader, the shim (also the process group id of the shim, the
   // shell and its children; without the shim, the shell's), once the shell is exec'd.
+  // Runs as IdentityFor(request.tenant): the child joins the cgroups, changes to working_dir and opens
+  // the log as the agent; then, right before exec'ing the command, the shim (or, without it, the child)
+  // clears the supplementary groups, sets the gid, then the uid (real, effective and saved), checks that
+  // none of them is left at the old value and that uid 0 cannot be taken back, and sets no_new_privs.
+  // The shim itself stays the agent's user, so the workload can neither signal nor ptrace its supervisor,
+  // and it is exec'd with an empty environment (request.env reaches only the command, through a memfd),
+  // so nothing in env (LD_PRELOAD, ...) runs inside a root process.
   // Errors: InvalidArgument (bad id, empty command, an environment name that is empty or has '=', a value
-  // with a NUL, a lease outside 1 ms .. 24 h); AlreadyExists (that id is running); NotFound (working_dir
-  // missing); FailedPrecondition (working_dir not a directory, limits without cgroups); Unavailable (a
+  // with a NUL, a lease outside 1 ms .. 24 h, a bad tenant name); AlreadyExists (that id is running);
+  // NotFound (working_dir missing); FailedPrecondition (working_dir not a directory or a symlink to one
+  // when switching users, limits without cgroups); ResourceExhausted / Internal (as IdentityFor); Internal
+  // (switching users failed in the child: the message names the uid and errno); Unavailable (a
   // leftover cgroup of that id, e.g. from an agent killed with SIGKILL, still held processes 2 s after they
   // were SIGKILLed: see CgroupManager::CreateGroup, which otherwise ends them and reuses the name, blocking
   // for that while); Internal (log file, cgroup, pipes, fork or exec of the shim or the shell failed, with
@@ -192,6 +267,13 @@ class Executor {
   // blocks. Nothing happens for `left` <= 0. Returns how many workloads were renewed. A workload whose
   // lease already ran out is not revived: its shim is stopping it for good.
   size_t RenewLeases(Duration left);
+
+  // The user a workload of `tenant` ("" = the default tenant) runs as; allocates (and records, see
+  // RunAsOptions) a uid for a tenant seen for the first time. Not switched (the agent's own uid and gid)
+  // when the agent is not root or run_as.allow_root_workloads. Errors: InvalidArgument (a tenant name
+  // that is not "" or a DNS label); ResourceExhausted (every uid of the range is taken); Internal (the
+  // map file could not be written: nothing was allocated).
+  absl::StatusOr<Identity> IdentityFor(const std::string& tenant);
 
   // Whether `id` has been started and not yet returned by Poll().
   bool IsRunning(const std::string& id) const;
@@ -222,7 +304,12 @@ class Executor {
     bool leased = false;  // started with a LaunchRequest::lease
   };
 
-  explicit Executor(ExecutorOptions options) : options_(std::move(options)) {}
+  explicit Executor(ExecutorOptions options)
+      : options_(std::move(options)), switch_users_(::geteuid() == 0 && !options_.run_as.allow_root_workloads) {}
+
+  absl::StatusOr<Identity> IdentityForLocked(const std::string& tenant);
+  // Loads options_.run_as.map_path into tenant_uids_. Called by Create only.
+  absl::Status LoadUidMap();
 
   // Signals the group (and, for SIGKILL, every process in the cgroup). Requires mu_.
   void SignalGroupLocked(const Workload& w, int sig);
@@ -233,11 +320,13 @@ class Executor {
   void RemoveCgroupLocked(const CgroupGroup& group);
 
   // Constant after construction.
-  const ExecutorOptions options_;  // shim_path resolved
+  const ExecutorOptions options_;  // shim_path resolved, run_as.device_gids filled in
+  const bool switch_users_;        // the agent is root and root workloads are not allowed
 
   mutable std::mutex mu_;
   std::map<std::string, Workload> running_;    // guarded by mu_
   std::vector<CgroupGroup> pending_removals_;  // guarded by mu_: groups that were busy when removed
+  std::map<std::string, uid_t> tenant_uids_;   // guarded by mu_: as recorded in run_as.map_path
 };
 
 }  // namespace gpugeek::agent

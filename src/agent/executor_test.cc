@@ -1,5 +1,7 @@
 #include "agent/executor.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -15,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "absl/strings/ascii.h"
 #include "agent/executor_test_util.h"
 #include "common/fake_clock.h"
 #include "gmock/gmock.h"
@@ -95,8 +98,13 @@ class ExecutorTest : public ::testing::Test {
   void SetUp() override {
     work_dir_ = dir_ / "work";
     std::filesystem::create_directories(work_dir_);
-    auto executor =
-        Executor::Create({.log_dir = dir_ / "logs", .default_grace = std::chrono::seconds(30), .clock = &clock_});
+    // The default RunAsOptions, spelled out: run as root (as here), each workload runs as its tenant's
+    // uid (the default tenant's, for these requests); as another user, as that user. Nothing below
+    // depends on which: commands write only below their working directory.
+    auto executor = Executor::Create({.log_dir = dir_ / "logs",
+                                      .default_grace = std::chrono::seconds(30),
+                                      .clock = &clock_,
+                                      .run_as = RunAsOptions{}});
     ASSERT_TRUE(executor.ok()) << executor.status();
     executor_ = std::move(*executor);
   }
@@ -876,6 +884,249 @@ TEST(ExecutorCgroupTreeTest, ChildJoinsItsGroupsAndTheyAreRemovedAfterwards) {
   ASSERT_TRUE(WaitForExit(**executor, "limited").has_value());
   EXPECT_FALSE(std::filesystem::exists(dir / "cg/memory/gpugeek/limited"));
   EXPECT_FALSE(std::filesystem::exists(dir / "cg/cpu/gpugeek/limited"));
+}
+
+// ---- Who workloads run as (RunAsOptions). Switching users needs root; each test skips without it. ----
+
+// "Key:\tvalue" of /proc/<pid>/status text, the value with tabs kept.
+std::string StatusLine(const std::string& status, const std::string& key) {
+  std::stringstream in(status);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with(key + ":")) return line.substr(key.size() + 1);
+  }
+  return "(missing)";
+}
+
+class RunAsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "switching users needs root (the agent runs workloads as itself otherwise)";
+    // Tenants may pass through the test's directory to their own working directories, not list it.
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
+  }
+
+  ExecutorOptions Options(RunAsOptions run_as = {}) {
+    if (!run_as.device_gids.has_value()) run_as.device_gids = std::vector<gid_t>{};  // the host's GPUs aside
+    if (run_as.map_path.empty()) run_as.map_path = dir_ / "state/uids";
+    return {.log_dir = dir_ / "logs", .run_as = std::move(run_as)};
+  }
+
+  std::string WorkDir(const std::string& name) {
+    const std::string path = dir_ / name;
+    std::filesystem::create_directories(path);
+    return path;
+  }
+
+  // Runs `command` as a workload of `tenant` in WorkDir(id) and returns its log once it ended.
+  std::string Run(Executor& executor, const std::string& id, const std::string& tenant, const std::string& command) {
+    EnvMap env = BaseEnv();
+    env["HOME"] = "/root";  // the agent's own: replaced by the working directory
+    const auto pid =
+        executor.Start({.id = id, .command = command, .working_dir = WorkDir(id), .env = env, .tenant = tenant});
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) return "";
+    const auto exit = WaitForExit(executor, id);
+    EXPECT_TRUE(exit.has_value());
+    return ReadAll(executor.LogPath(id));
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(RunAsTest, AJobRunsAsItsTenantsUnprivilegedUserInItsOwnWorkingDirectory) {
+  auto executor = Executor::Create(Options());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const auto alice = (*executor)->IdentityFor("alice");
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_TRUE(alice->switched);
+  EXPECT_GE(alice->uid, 200000u);
+  EXPECT_LE(alice->uid, 265535u);
+  EXPECT_EQ(alice->gid, alice->uid);
+
+  const std::string log = Run(**executor, "alice-0", "alice", "id -u; id -g; id -G; pwd; echo $HOME");
+  const std::string work = dir_ / "alice-0";
+  const std::string uid = std::to_string(alice->uid);
+  EXPECT_EQ(log, fmt::format("{0}\n{0}\n{0}\n{1}\n{2}\n", uid, std::filesystem::canonical(work).string(), work));
+  struct stat st;
+  ASSERT_EQ(::stat(work.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, alice->uid);
+  EXPECT_EQ(st.st_gid, alice->gid);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+TEST_F(RunAsTest, TwoTenantsGetDifferentUsersAndCannotReadEachOthersFiles) {
+  auto executor = Executor::Create(Options());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const auto alice = (*executor)->IdentityFor("alice");
+  const auto bob = (*executor)->IdentityFor("bob");
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  EXPECT_NE(alice->uid, bob->uid);
+
+  EXPECT_EQ(Run(**executor, "a", "alice", "echo secret > mine.txt; cat mine.txt"), "secret\n");
+  // Bob reaches his own directory by absolute path, so the parents are traversable: alice's 0700 is what
+  // stops him.
+  const std::string log = Run(**executor, "b", "bob",
+                              fmt::format("cat {0}/mine.txt; echo rc=$?; ls {0}; echo rc=$?; echo hi > {1}/mine.txt; "
+                                          "cat {1}/mine.txt",
+                                          dir_ / "a", dir_ / "b"));
+  EXPECT_EQ(log, fmt::format("cat: {0}/mine.txt: Permission denied\nrc=1\nls: cannot open directory '{0}': "
+                             "Permission denied\nrc=2\nhi\n",
+                             dir_ / "a"));
+  // And the default tenant is a third user.
+  const auto fallback = (*executor)->IdentityFor("");
+  ASSERT_TRUE(fallback.ok());
+  EXPECT_NE(fallback->uid, alice->uid);
+  EXPECT_NE(fallback->uid, bob->uid);
+}
+
+// The attack: "an impostor server got an agent to run `id` as uid 0". Whatever the command, it runs as
+// the tenant's user with no way back: every uid and gid switched, no supplementary group, no_new_privs
+// (sudo, su and file capabilities stay powerless), with the shim and without it.
+TEST_F(RunAsTest, TheWorkloadCannotRegainRoot) {
+  for (const bool use_shim : {true, false}) {
+    ExecutorOptions options = Options();
+    options.use_shim = use_shim;
+    options.log_dir = dir_ / (use_shim ? "logs-shim" : "logs-direct");
+    auto executor = Executor::Create(options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    const auto mallory = (*executor)->IdentityFor("mallory");
+    ASSERT_TRUE(mallory.ok());
+    const std::string id = use_shim ? "shim" : "direct";
+    const std::string status = Run(**executor, id, "mallory", "id -u; cat /proc/self/status");
+    const std::string u = std::to_string(mallory->uid);
+    EXPECT_TRUE(status.starts_with(u + "\n")) << status;
+    EXPECT_EQ(StatusLine(status, "Uid"), fmt::format("\t{0}\t{0}\t{0}\t{0}", u)) << id;
+    EXPECT_EQ(StatusLine(status, "Gid"), fmt::format("\t{0}\t{0}\t{0}\t{0}", u)) << id;
+    EXPECT_EQ(absl::StripAsciiWhitespace(StatusLine(status, "Groups")), "") << id;
+    EXPECT_EQ(StatusLine(status, "NoNewPrivs"), "\t1") << id;
+    EXPECT_EQ(StatusLine(status, "CapEff"), "\t0000000000000000") << id;
+  }
+}
+
+// The shim stays root to supervise, so it must never see the job's environment: it gets none of its
+// own, and the workload gets exactly the request's (HOME replaced).
+TEST_F(RunAsTest, TheEnvironmentReachesTheWorkloadButNeverTheRootShim) {
+  auto executor = Executor::Create(Options());
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  EnvMap env = BaseEnv();
+  env["LD_PRELOAD"] = "/nonexistent/hijack.so";  // refused in job specs; here only to see where it lands
+  env["FOO"] = "bar baz";
+  const std::string work = WorkDir("envs");
+  const auto pid = (*executor)->Start(
+      // "sleep 30; true": the shell stays (no exec of its last command), so its environ is what it was given.
+      {.id = "envs", .command = "sleep 30; true", .working_dir = work, .env = env, .tenant = "alice"});
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  const std::string shim = "/proc/" + std::to_string(*pid);
+  EXPECT_EQ(StatusLine(ReadAll(shim + "/status"), "Uid"), "\t0\t0\t0\t0") << "the supervisor keeps the agent's user";
+  EXPECT_EQ(ReadAll(shim + "/environ"), "");
+  const std::string children = ReadAll(shim + "/task/" + std::to_string(*pid) + "/children");
+  const std::string workload = "/proc/" + std::string(absl::StripAsciiWhitespace(children));
+  std::string environ = ReadAll(workload + "/environ");
+  std::replace(environ.begin(), environ.end(), '\0', '\n');
+  EXPECT_EQ(environ, fmt::format("FOO=bar baz\nHOME={}\nLD_PRELOAD=/nonexistent/hijack.so\nPATH={}\n", work,
+                                 BaseEnv().at("PATH")));
+  ASSERT_TRUE((*executor)->Cancel("envs", std::chrono::seconds(0)).ok());
+  ASSERT_TRUE(WaitForExit(**executor, "envs").has_value());
+}
+
+TEST_F(RunAsTest, AllowRootWorkloadsRunsThemAsRootStillWithoutNewPrivileges) {
+  auto executor = Executor::Create(Options({.allow_root_workloads = true}));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const auto identity = (*executor)->IdentityFor("alice");
+  ASSERT_TRUE(identity.ok());
+  EXPECT_FALSE(identity->switched);
+  EXPECT_EQ(identity->uid, 0u);
+  const std::string status = Run(**executor, "root", "alice", "cat /proc/self/status");
+  EXPECT_EQ(StatusLine(status, "Uid"), "\t0\t0\t0\t0");
+  EXPECT_EQ(StatusLine(status, "NoNewPrivs"), "\t1");
+}
+
+TEST_F(RunAsTest, UidsAreRecordedAndStableAcrossRestarts) {
+  std::map<std::string, uid_t> first;
+  {
+    auto executor = Executor::Create(Options());
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    for (const std::string tenant : {"alice", "bob", ""}) first[tenant] = (*executor)->IdentityFor(tenant)->uid;
+  }
+  EXPECT_EQ(ReadAll(dir_ / "state/uids"),
+            fmt::format("{} alice\n{} bob\n{} -\n", first["alice"], first["bob"], first[""]));
+  auto again = Executor::Create(Options());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->IdentityFor("bob")->uid, first["bob"]);
+  EXPECT_EQ((*again)->IdentityFor("")->uid, first[""]);
+  EXPECT_EQ((*again)->IdentityFor("alice")->uid, first["alice"]);
+  // Without the record, the same tenant hashes to the same uid (other nodes agree unless they saw a
+  // collision).
+  auto fresh = Executor::Create(Options({.map_path = dir_ / "other/uids"}));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ((*fresh)->IdentityFor("bob")->uid, first["bob"]);
+}
+
+TEST_F(RunAsTest, CollisionsTakeTheNextFreeUidAndAFullRangeIsExhausted) {
+  auto executor = Executor::Create(Options({.first_uid = 300000, .count = 2}));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  const auto a = (*executor)->IdentityFor("a");
+  const auto b = (*executor)->IdentityFor("b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(std::set<uid_t>({a->uid, b->uid}), std::set<uid_t>({300000, 300001}));
+  const auto c = (*executor)->IdentityFor("c");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.status().message(),
+            "no free uid for tenant \"c\": all 2 uids of 300000..300001 belong to other tenants or to accounts of this "
+            "host; widen ExecutorOptions.run_as");
+  const auto start = (*executor)->Start(
+      {.id = "c-0", .command = "true", .working_dir = WorkDir("c-0"), .env = BaseEnv(), .tenant = "c"});
+  EXPECT_EQ(start.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "logs/c-0.log"));
+}
+
+TEST_F(RunAsTest, UidsOfTheHostsAccountsAreNeverHandedOut) {
+  if (::getpwuid(65534) == nullptr) GTEST_SKIP() << "no account with uid 65534 (nobody) on this host";
+  auto executor = Executor::Create(Options({.first_uid = 65534, .count = 2}));
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  if (::getpwuid(65535) != nullptr || ::getgrgid(65535) != nullptr) GTEST_SKIP() << "65535 is an account here";
+  EXPECT_EQ((*executor)->IdentityFor("a")->uid, 65535u);
+  EXPECT_EQ((*executor)->IdentityFor("b").status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(RunAsTest, BadRangesMapsAndTenantsAreRefused) {
+  EXPECT_EQ(Executor::Create(Options({.first_uid = 0})).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Executor::Create(Options({.count = 0})).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Executor::Create(Options({.first_uid = 0xfffffff0u, .count = 100})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto executor = Executor::Create(Options());
+  ASSERT_TRUE(executor.ok());
+  EXPECT_EQ((*executor)->IdentityFor("Bad_Name").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*executor)
+                ->Start({.id = "x", .command = "true", .working_dir = WorkDir("x"), .env = BaseEnv(), .tenant = "../x"})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+
+  WriteAll(dir_ / "bad/uids", "200000 alice\nbob\n");
+  const auto garbled = Executor::Create(Options({.map_path = dir_ / "bad/uids"}));
+  EXPECT_EQ(garbled.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(garbled.status().message(), HasSubstr("line 2"));
+  WriteAll(dir_ / "out/uids", "100 alice\n");
+  EXPECT_EQ(Executor::Create(Options({.map_path = dir_ / "out/uids"})).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  WriteAll(dir_ / "twice/uids", "200001 alice\n200001 bob\n");
+  EXPECT_EQ(Executor::Create(Options({.map_path = dir_ / "twice/uids"})).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A symlink as the working directory would hand its target to the tenant's user: refused.
+TEST_F(RunAsTest, ASymlinkedWorkingDirectoryIsNotGivenAway) {
+  auto executor = Executor::Create(Options());
+  ASSERT_TRUE(executor.ok());
+  const std::string target = WorkDir("etc-like");
+  std::filesystem::create_directory_symlink(target, dir_ / "link");
+  const auto pid = (*executor)->Start(
+      {.id = "l", .command = "true", .working_dir = dir_ / "link", .env = BaseEnv(), .tenant = "alice"});
+  EXPECT_EQ(pid.status().code(), absl::StatusCode::kFailedPrecondition);
+  struct stat st;
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
 }
 
 }  // namespace

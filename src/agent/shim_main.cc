@@ -5,7 +5,8 @@
 // workloads keep running unsupervised and keep GPUs the control plane hands to others; without cgroups,
 // or if the agent never comes back, nothing would stop them.
 //
-// Usage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N [--lease-ms N] -- PROGRAM [ARG]...
+// Usage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N [--lease-ms N] [--env-fd N]
+//                     [--uid N --gid N [--groups G,G...]] -- PROGRAM [ARG]...
 //
 // The executor's forked child (already session and group leader, in the workload's cgroups, with the
 // workload's working directory, environment and stdio) execs the shim, which:
@@ -17,7 +18,16 @@
 //     the signalfd instead: the shim notes that the group was sent one (a cancel, the agent's fence) and
 //     never sends it a second one;
 //   - forks and execs PROGRAM in its own group, reports kStarted with the workload's pid on the status fd
-//     (shim_protocol.h), or kExec with the errno when the exec failed;
+//     (shim_protocol.h), or kExec with the errno when the exec failed. The environment PROGRAM gets is
+//     read from --env-fd (NAME=VALUE strings, each ended by a NUL; a memfd the executor wrote), not the
+//     shim's own, which the executor leaves empty: the shim may run as root, and variables chosen by a job
+//     (LD_PRELOAD, GCONV_PATH, ...) must never reach a root process. Without --env-fd PROGRAM gets none.
+//   - with --uid/--gid, the child switches to that user between fork and exec: supplementary groups set
+//     to exactly --groups (none by default), then the gid, then the uid, each checked (DropPrivileges in
+//     shim_protocol.h), reporting kDropPrivileges with the errno if any step fails; the shim itself stays
+//     the agent's user, so the workload can neither signal nor ptrace its supervisor. Either way the child
+//     sets no_new_privs, so no setuid program or file capability raises the workload's privileges again.
+//     Cgroup membership, the working directory and stdio were set up before, while still privileged.
 //   - waits for the workload (SIGCHLD through a signalfd) and for EOF on the lifeline fd, the read end of
 //     a pipe whose only write end the agent holds (close-on-exec): EOF means the agent process is gone,
 //     however it died. PR_SET_PDEATHSIG is not used: it fires when the *thread* that forked exits, and
@@ -75,6 +85,10 @@ constexpr long kMaxGraceMs = 3600L * 1000;
 constexpr long kMaxLeaseMs = 24L * 3600 * 1000;
 // The longest single wait while a lease runs: poll's timeout does not count a suspend, the lease does.
 constexpr int64_t kLeaseCheckMs = 100;
+// The most supplementary groups --groups takes: GPU device groups are one or two.
+constexpr int kMaxGroups = 64;
+// The most --env-fd may hold: the kernel's own limit on argv + envp of one exec is about this much.
+constexpr off_t kMaxEnvBytes = 32L << 20;
 
 int g_status_fd = -1;
 pid_t g_self = 0;
@@ -111,10 +125,11 @@ void Send(RecordKind kind, int32_t value) {
 }
 
 [[noreturn]] void Usage(const char* why) {
-  dprintf(2,
-          "gpugeek-shim: %s\nusage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N [--lease-ms N] -- PROGRAM "
-          "[ARG]...\n",
-          why);
+  dprintf(
+      2,
+      "gpugeek-shim: %s\nusage: gpugeek-shim --status-fd N --lifeline-fd N --grace-ms N [--lease-ms N] [--env-fd N] "
+      "[--uid N --gid N [--groups G,G...]] -- PROGRAM [ARG]...\n",
+      why);
   Send(RecordKind::kShimSetup, EINVAL);
   _exit(127);
 }
@@ -127,6 +142,58 @@ bool ParseLong(const char* text, long min, long max, long* out) {
   if (errno != 0 || *end != '\0' || v < min || v > max) return false;
   *out = v;
   return true;
+}
+
+// Parses "G,G,..." (1..kMaxGroups gids) into `out`; returns the count, or -1.
+int ParseGroups(const char* text, gid_t* out) {
+  int n = 0;
+  const char* p = text;
+  while (*p != '\0') {
+    if (n == kMaxGroups) return -1;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long v = strtoul(p, &end, 10);
+    if (errno != 0 || end == p || v >= 0xffffffffUL || (*end != ',' && *end != '\0')) return -1;
+    out[n++] = static_cast<gid_t>(v);
+    p = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+// Reads the workload's environment from `fd` (NUL-ended NAME=VALUE strings, from offset 0) into a
+// NULL-terminated array allocated for the rest of the shim's life. nullptr on failure, errno set.
+char** ReadEnv(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return nullptr;
+  if (st.st_size < 0 || st.st_size > kMaxEnvBytes) {
+    errno = E2BIG;
+    return nullptr;
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  char* data = static_cast<char*>(malloc(size + 1));
+  if (data == nullptr) return nullptr;
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = pread(fd, data + got, size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return nullptr;
+    }
+    got += static_cast<size_t>(n);
+  }
+  data[size] = '\0';
+  size_t count = 0;
+  for (size_t i = 0; i < size; ++i) count += data[i] == '\0' ? 1 : 0;
+  char** env = static_cast<char**>(calloc(count + 1, sizeof(char*)));
+  if (env == nullptr) return nullptr;
+  size_t k = 0;
+  for (size_t start = 0; start < size && k < count;) {
+    env[k++] = data + start;
+    start += strlen(data + start) + 1;
+  }
+  env[k] = nullptr;
+  return env;
 }
 
 // One process of the host, from /proc/<pid>/stat.
@@ -330,6 +397,11 @@ int main(int argc, char** argv) {
   long lifeline_fd = -1;
   long grace_ms = -1;
   long lease_ms = -1;
+  long env_fd = -1;
+  long uid = -1;
+  long gid = -1;
+  gid_t groups[kMaxGroups];
+  int n_groups = 0;
   int program = -1;
   for (int i = 1; i < argc; i += 2) {  // each option takes one value
     if (strcmp(argv[i], "--") == 0) {
@@ -337,6 +409,10 @@ int main(int argc, char** argv) {
       break;
     }
     long* target = nullptr;
+    if (strcmp(argv[i], "--groups") == 0) {
+      if (i + 1 >= argc || (n_groups = ParseGroups(argv[i + 1], groups)) < 0) Usage("bad or missing --groups");
+      continue;
+    }
     if (strcmp(argv[i], "--status-fd") == 0) {
       target = &status_fd;
     } else if (strcmp(argv[i], "--lifeline-fd") == 0) {
@@ -345,15 +421,25 @@ int main(int argc, char** argv) {
       target = &grace_ms;
     } else if (strcmp(argv[i], "--lease-ms") == 0) {
       target = &lease_ms;
+    } else if (strcmp(argv[i], "--env-fd") == 0) {
+      target = &env_fd;
+    } else if (strcmp(argv[i], "--uid") == 0) {
+      target = &uid;
+    } else if (strcmp(argv[i], "--gid") == 0) {
+      target = &gid;
     } else {
       Usage("unknown argument");
     }
-    const long max = target == &grace_ms ? kMaxGraceMs : target == &lease_ms ? kMaxLeaseMs : 1L << 20;
+    long max = 1L << 20;
+    if (target == &grace_ms) max = kMaxGraceMs;
+    if (target == &lease_ms) max = kMaxLeaseMs;
+    if (target == &uid || target == &gid) max = 0xfffffffeL;  // (uid_t)-1 means "no change" to setresuid
     if (i + 1 >= argc || !ParseLong(argv[i + 1], 0, max, target)) Usage("bad or missing value");
     if (target == &status_fd) g_status_fd = static_cast<int>(status_fd);
   }
   if (status_fd < 0 || lifeline_fd < 0 || grace_ms < 0) Usage("--status-fd, --lifeline-fd and --grace-ms are required");
   if (program < 0 || program >= argc) Usage("no program after --");
+  if ((uid >= 0) != (gid >= 0)) Usage("--uid and --gid go together");
   if (lease_ms >= 0) {
     g_leased = true;
     g_lease_until_ns = BootNs() + static_cast<int64_t>(lease_ms) * 1000000;  // the lease starts now
@@ -367,6 +453,13 @@ int main(int argc, char** argv) {
     Fail(RecordKind::kShimSetup, errno, "lifeline fd");
   }
   if (!S_ISFIFO(st.st_mode)) Fail(RecordKind::kShimSetup, EINVAL, "lifeline fd is not a pipe");
+  static char* no_env[] = {nullptr};
+  char** workload_env = no_env;
+  if (env_fd >= 0) {
+    workload_env = ReadEnv(static_cast<int>(env_fd));
+    if (workload_env == nullptr) Fail(RecordKind::kShimSetup, errno, "env fd");
+    close(static_cast<int>(env_fd));
+  }
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) Fail(RecordKind::kShimSetup, errno, "PR_SET_CHILD_SUBREAPER");
 
   // SIGCHLD wakes the loop. SIGTERM is blocked (never delivered, so its default action does not matter)
@@ -399,24 +492,35 @@ int main(int argc, char** argv) {
     for (int sig = 1; sig < NSIG; ++sig) {
       if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &action, nullptr);
     }
-    execv(argv[program], argv + program);
-    const int err = errno;
-    ssize_t unused = write(exec_pipe[1], &err, sizeof(err));
+    Record failure{RecordKind::kExec, 0};
+    int err = 0;
+    if (uid >= 0)
+      err = gpugeek::agent::shim::DropPrivileges(static_cast<uid_t>(uid), static_cast<gid_t>(gid), groups,
+                                                 static_cast<size_t>(n_groups));
+    if (err == 0) err = gpugeek::agent::shim::SetNoNewPrivs();
+    if (err != 0) {
+      failure.kind = RecordKind::kDropPrivileges;
+    } else {
+      execve(argv[program], argv + program, workload_env);
+      err = errno;
+    }
+    failure.value = err;
+    ssize_t unused = write(exec_pipe[1], &failure, sizeof(failure));
     (void)unused;
     _exit(127);
   }
   close(exec_pipe[1]);
-  int exec_errno = 0;
+  Record failure{};
   ssize_t n;
   do {
-    n = read(exec_pipe[0], &exec_errno, sizeof(exec_errno));
+    n = read(exec_pipe[0], &failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
   close(exec_pipe[0]);
-  if (n == static_cast<ssize_t>(sizeof(exec_errno))) {
+  if (n == static_cast<ssize_t>(sizeof(failure))) {
     int ignored;
     while (waitpid(g_leader, &ignored, 0) < 0 && errno == EINTR) {
     }
-    Fail(RecordKind::kExec, exec_errno, "exec");
+    Fail(failure.kind, failure.value, failure.kind == RecordKind::kExec ? "exec" : "switching to the workload's user");
   }
   Send(RecordKind::kStarted, g_leader);
 

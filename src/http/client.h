@@ -3,6 +3,11 @@
 //
 // Every call returns the decoded JSON body on 2xx, and otherwise the server's error as a Status
 // (status_http.h's inverse mapping), or Unavailable when the server cannot be reached.
+//
+// https:// base URLs speak TLS 1.3 only and verify the server against the CA of ClientOptions (ca_file
+// or ca_pem; the system's trust store is not used), including that the certificate names the URL's host
+// (a DNS or IP subjectAltName). A failed verification is Unavailable naming the reason. Mutual TLS:
+// client_cert_file + client_key_file are presented when the server asks.
 // Thread-safety: a Client may be used from one thread at a time; make one per thread.
 
 #include <functional>
@@ -24,14 +29,27 @@ namespace gpugeek::http {
 std::string UrlEncode(const std::string& s);
 
 struct ClientOptions {
-  std::string base_url;  // "http://127.0.0.1:8470"
+  std::string base_url;  // "http://127.0.0.1:8470" or "https://127.0.0.1:8470"
   Duration connect_timeout = std::chrono::seconds(3);
   Duration read_timeout = std::chrono::seconds(30);
+  // https:// only (ignored for http://). The CA certificates (PEM) the server's certificate must chain
+  // to: a file (e.g. pki's ca.crt) or the same text; one of the two is required for https://.
+  std::string ca_file;
+  std::string ca_pem;
+  // https:// only: this client's certificate chain and unencrypted key (PEM files), for servers that
+  // ask for one (http::TlsOptions::client_ca_file). Both or neither.
+  std::string client_cert_file;
+  std::string client_key_file;
+  // Sent as "Authorization: Bearer <token>" on every call when not empty.
+  std::string bearer_token;
 };
 
 class Client {
  public:
-  // InvalidArgument for a malformed base URL (must be http://host:port or https://host:port).
+  // InvalidArgument for a malformed base URL (must be http://host:port or https://host:port), an
+  // https:// URL without ca_file or ca_pem, a CA, certificate or key that does not parse, a key that
+  // does not match its certificate, or only one of client_cert_file / client_key_file; NotFound /
+  // PermissionDenied naming a file that cannot be read. Connects lazily, on the first call.
   static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
   ~Client();
 
@@ -46,6 +64,8 @@ class Client {
  private:
   explicit Client(const ClientOptions& options);
   absl::StatusOr<nlohmann::json> Decode(const std::string& what, int status, const std::string& body);
+  absl::Status ConfigureTls();
+  absl::Status Unreachable(const std::string& what, int error) const;
 
   ClientOptions options_;
   std::unique_ptr<httplib::Client> client_;

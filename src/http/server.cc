@@ -16,19 +16,26 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "absl/strings/ascii.h"
+#include "common/file.h"
+#include "common/status_macros.h"
 #include "http/status_http.h"
 
 namespace gpugeek::http {
@@ -74,6 +81,8 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 using StringResponse = bhttp::response<bhttp::string_body>;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+using TlsContext = std::shared_ptr<net::ssl::context>;
 
 // Limits on the request head. 8 KiB of target is what common proxies accept (nginx's
 // large_client_header_buffers default); 16 KiB of header fields leaves room for big tokens and cookies.
@@ -90,6 +99,11 @@ constexpr auto kLingerTime = std::chrono::seconds(1);
 constexpr size_t kLingerBytes = 1 << 20;
 // A failed accept (e.g. out of file descriptors) is retried after this long instead of spinning.
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+// A TLS connection between requests waits for its next record with a read of up to this many bytes (a
+// socket-level wait cannot see what OpenSSL has already buffered). Most agent requests fit.
+constexpr size_t kTlsFirstReadBytes = 2048;
+// Certificates and keys are a few KiB; a path to something large is a mistake.
+constexpr uint64_t kMaxPemBytes = 1 << 20;
 
 int64_t Millis(Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); }
 
@@ -133,6 +147,79 @@ void ParseQuery(std::string_view q, std::multimap<std::string, std::string>& out
       out.emplace(PercentDecode(pair.substr(0, eq), true), PercentDecode(pair.substr(eq + 1), true));
     }
   }
+}
+
+// A TLS 1.3-only server context from the files of `tls`. Reads the files itself so a missing one is
+// NotFound naming it, and the certificate and key come from one read each (no race with a renewal that
+// replaces them between two opens).
+absl::StatusOr<TlsContext> MakeTlsContext(const TlsOptions& tls) {
+  ASSIGN_OR_RETURN(const std::string cert_pem,
+                   ReadFileBounded(tls.cert_file, kMaxPemBytes, "TLS certificate " + tls.cert_file));
+  ASSIGN_OR_RETURN(const std::string key_pem, ReadFileBounded(tls.key_file, kMaxPemBytes, "TLS key " + tls.key_file));
+  std::string client_ca_pem;
+  if (!tls.client_ca_file.empty()) {
+    ASSIGN_OR_RETURN(client_ca_pem,
+                     ReadFileBounded(tls.client_ca_file, kMaxPemBytes, "TLS client CA " + tls.client_ca_file));
+  }
+  TlsContext ctx;
+  try {
+    ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_server);
+  } catch (const boost::system::system_error& e) {
+    return absl::InternalError(fmt::format("cannot create a TLS context: {}", e.what()));
+  }
+  SSL_CTX* native = ctx->native_handle();
+  // TLS 1.3 only: no RSA key exchange, no CBC suites, no renegotiation to get wrong.
+  if (SSL_CTX_set_min_proto_version(native, TLS1_3_VERSION) != 1) {
+    return absl::InternalError("cannot restrict the TLS context to TLS 1.3");
+  }
+  // Idle keep-alive connections (1,000+ agents) then hold no OpenSSL record buffers.
+  SSL_CTX_set_mode(native, SSL_MODE_RELEASE_BUFFERS);
+  error_code ec;
+  ctx->use_certificate_chain(net::buffer(cert_pem), ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        fmt::format("TLS certificate {} is not a PEM certificate chain: {}", tls.cert_file, ec.message()));
+  }
+  ctx->use_private_key(net::buffer(key_pem), net::ssl::context::pem, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        fmt::format("TLS key {} is not an unencrypted PEM private key: {}", tls.key_file, ec.message()));
+  }
+  if (SSL_CTX_check_private_key(native) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(fmt::format("TLS key {} does not belong to certificate {}; replace both together",
+                                                  tls.key_file, tls.cert_file));
+  }
+  if (!client_ca_pem.empty()) {
+    ctx->add_certificate_authority(net::buffer(client_ca_pem), ec);
+    if (ec) {
+      return absl::InvalidArgumentError(
+          fmt::format("TLS client CA {} is not a PEM certificate: {}", tls.client_ca_file, ec.message()));
+    }
+    ctx->set_verify_mode(net::ssl::verify_peer | (tls.require_client_cert ? net::ssl::verify_fail_if_no_peer_cert : 0),
+                         ec);
+    if (ec) return absl::InternalError(fmt::format("cannot set TLS client verification: {}", ec.message()));
+  }
+  ERR_clear_error();
+  return ctx;
+}
+
+// The subject CN of the peer's certificate when the handshake verified one; "" otherwise.
+std::string VerifiedPeerCommonName(SSL* ssl) {
+  const X509* peer = SSL_get0_peer_certificate(ssl);
+  if (peer == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return "";
+  const X509_NAME* name = X509_get_subject_name(peer);
+  const int index = X509_NAME_get_index_by_NID(name, NID_commonName, -1);
+  if (index < 0) return "";
+  unsigned char* utf8 = nullptr;
+  const int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, index)));
+  if (n < 0) {
+    ERR_clear_error();
+    return "";
+  }
+  std::string cn(reinterpret_cast<char*>(utf8), static_cast<size_t>(n));
+  OPENSSL_free(utf8);
+  return cn;
 }
 
 }  // namespace
@@ -271,6 +358,16 @@ class ServerCore {
   // Open connections by id, so Stop can close the idle ones.
   void Register(uint64_t id, std::weak_ptr<Connection> c);
   void Unregister(uint64_t id);
+  // The TLS context for a new connection; null on plain HTTP.
+  TlsContext CurrentTlsContext() {
+    if (!options.tls.enabled()) return nullptr;
+    std::lock_guard<std::mutex> lock(tls_mu_);
+    return tls_ctx_;
+  }
+  void SetTlsContext(TlsContext ctx) {
+    std::lock_guard<std::mutex> lock(tls_mu_);
+    tls_ctx_ = std::move(ctx);
+  }
 
   // Constant after Start.
   const ServerOptions options;
@@ -282,6 +379,7 @@ class ServerCore {
   std::atomic<int64_t> requests_served{0};
   std::atomic<int64_t> timeouts{0};
   std::atomic<int64_t> busy_rejections{0};
+  std::atomic<int64_t> tls_handshake_failures{0};
   std::atomic<uint64_t> next_connection_id{1};
   std::atomic<bool> stopping{false};
 
@@ -293,6 +391,8 @@ class ServerCore {
   std::mutex conns_mu_;
   std::condition_variable conns_cv_;                               // signalled when a connection goes
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> conns_;  // guarded by conns_mu_
+  std::mutex tls_mu_;
+  TlsContext tls_ctx_;  // guarded by tls_mu_; each connection holds the one it was accepted with
 
  public:
   // After everything a connection touches: ioc's destructor destroys queued handlers and with them the
@@ -329,14 +429,24 @@ struct Observed {
 // ReadBody (body_timeout) -> Dispatch to the worker pool -> WriteReply (write_timeout) -> next request,
 // or LingerClose. Read deadlines use read_timer_, which cancels the read, so a timed-out head can still
 // be answered 408; write deadlines use the tcp_stream's own, which closes the socket.
+//
+// With TLS the connection first runs the handshake (Handshake, under the first head's header_timeout)
+// and every read and write goes through the TLS stream; WithStream picks the stream, so both paths run
+// the same Beast code and the plain one is what it was without TLS.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(ServerCore& server, tcp::socket socket)
+  // `tls`: the context to handshake with, or null for plain HTTP; held for the connection's life.
+  Connection(ServerCore& server, tcp::socket socket, TlsContext tls)
       : server_(server),
         id_(server.next_connection_id++),
         executor_(socket.get_executor()),
-        stream_(std::move(socket)),
+        tls_ctx_(std::move(tls)),
         read_timer_(executor_) {
+    if (tls_ctx_) {
+      tls_stream_.emplace(std::move(socket), *tls_ctx_);
+    } else {
+      plain_stream_.emplace(std::move(socket));
+    }
     ++server_.connections_open;
   }
 
@@ -349,15 +459,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     server_.Register(id_, weak_from_this());
     net::dispatch(executor_, [self = shared_from_this()] {
       // The first request's head deadline runs from accept: a connection that sends nothing is cut too.
+      // With TLS it covers the handshake as well.
       self->ArmReadDeadline(self->server_.options.header_timeout);
-      self->ReadHead();
+      if (self->tls_stream_) {
+        self->Handshake();
+      } else {
+        self->ReadHead();
+      }
     });
   }
 
   // Called by Server::Stop from another thread: closes the connection unless a request is in flight.
   void OnServerStop() {
     net::post(executor_, [self = shared_from_this()] {
-      if (self->phase_ == Phase::kIdle || self->phase_ == Phase::kHead) self->Close();
+      if (self->phase_ == Phase::kIdle || self->phase_ == Phase::kHead || self->phase_ == Phase::kHandshake) {
+        self->Close();
+      }
     });
   }
 
@@ -365,12 +482,49 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ForceClose() { Close(); }
 
  private:
-  enum class Phase { kIdle, kHead, kBody, kHandling, kWriting, kClosing, kClosed };
+  enum class Phase { kHandshake, kIdle, kHead, kBody, kHandling, kWriting, kClosing, kClosed };
 
   const ServerOptions& options() const { return server_.options; }
 
+  // The TCP layer, for deadlines and socket calls.
+  beast::tcp_stream& tcp() { return tls_stream_ ? tls_stream_->next_layer() : *plain_stream_; }
+
+  // Calls `f` with the stream requests are read from and replies written to.
+  template <class F>
+  void WithStream(F&& f) {
+    if (tls_stream_) {
+      f(*tls_stream_);
+    } else {
+      f(*plain_stream_);
+    }
+  }
+
+  void Handshake() {
+    phase_ = Phase::kHandshake;
+    tls_stream_->async_handshake(net::ssl::stream_base::server,
+                                 [self = shared_from_this()](error_code ec) { self->OnHandshake(ec); });
+  }
+
+  void OnHandshake(error_code ec) {
+    if (phase_ == Phase::kClosed) return;
+    if (ec) {
+      if (ec == net::error::operation_aborted && read_timed_out_) {
+        ++server_.timeouts;
+        spdlog::debug("{}: TLS handshake not done within {} ms (header_timeout); closing the connection",
+                      options().name, Millis(options().header_timeout));
+      } else {
+        ++server_.tls_handshake_failures;
+        spdlog::debug("{}: TLS handshake failed: {}", options().name, ec.message());
+      }
+      Close();
+      return;
+    }
+    peer_common_name_ = VerifiedPeerCommonName(tls_stream_->native_handle());
+    ReadHead();
+  }
+
   void ArmReadDeadline(Duration d) {
-    stream_.expires_never();
+    tcp().expires_never();
     const uint64_t generation = ++deadline_generation_;
     read_timed_out_ = false;
     read_timer_.expires_after(d);
@@ -378,7 +532,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (ec || generation != self->deadline_generation_) return;
       self->read_timed_out_ = true;
       error_code ignored;
-      self->stream_.socket().cancel(ignored);
+      self->tcp().socket().cancel(ignored);
     });
   }
 
@@ -402,7 +556,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kIdle;
     buffer_.shrink_to_fit();
     ArmReadDeadline(options().idle_timeout);
-    stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+    if (tls_stream_) {
+      // OpenSSL may hold the next request's bytes already, so the socket may never become readable:
+      // wait by reading the first bytes through TLS instead.
+      tls_stream_->async_read_some(buffer_.prepare(kTlsFirstReadBytes),
+                                   [self = shared_from_this()](error_code ec, size_t n) {
+                                     if (ec) {
+                                       self->Close();
+                                       return;
+                                     }
+                                     self->buffer_.commit(n);
+                                     self->ArmReadDeadline(self->options().header_timeout);
+                                     self->ReadHead();
+                                   });
+      return;
+    }
+    tcp().socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
       if (ec) {  // idle_timeout passed, the server is stopping, or the socket failed
         self->Close();
         return;
@@ -417,8 +586,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(kHeadLimitBytes));
     parser_->body_limit(static_cast<uint64_t>(options().max_body_bytes));
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](error_code ec, size_t bytes) { self->OnHead(ec, bytes); });
+    WithStream([this](auto& stream) {
+      bhttp::async_read_header(stream, buffer_, *parser_,
+                               [self = shared_from_this()](error_code ec, size_t bytes) { self->OnHead(ec, bytes); });
+    });
   }
 
   void OnHead(error_code ec, size_t head_bytes) {
@@ -453,26 +624,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
       // The client waits for this before sending the body (curl does for bodies over 1 KiB).
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
-                       [self = shared_from_this()](error_code write_ec, size_t) {
-                         if (write_ec) {
-                           self->OnReadError(write_ec);
-                           return;
-                         }
-                         self->ReadBody();
-                       });
+      WithStream([this](auto& stream) {
+        net::async_write(stream, net::buffer(kContinue.data(), kContinue.size()),
+                         [self = shared_from_this()](error_code write_ec, size_t) {
+                           if (write_ec) {
+                             self->OnReadError(write_ec);
+                             return;
+                           }
+                           self->ReadBody();
+                         });
+      });
       return;
     }
     ReadBody();
   }
 
   void ReadBody() {
-    bhttp::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-      if (ec) {
-        self->OnReadError(ec);
-        return;
-      }
-      self->Dispatch();
+    WithStream([this](auto& stream) {
+      bhttp::async_read(stream, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+        if (ec) {
+          self->OnReadError(ec);
+          return;
+        }
+        self->Dispatch();
+      });
     });
   }
 
@@ -622,6 +797,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       request->headers[absl::AsciiStrToLower(std::string(field.name_string()))] = std::string(field.value());
     }
     request->body = std::move(req.body());
+    request->peer_common_name = peer_common_name_;
     Observed observed{route, method, start};
     const bool queued =
         server_.pool.Submit([self = shared_from_this(), request, observed] { self->RunHandler(*request, observed); });
@@ -677,20 +853,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (server_.stopping) res->keep_alive(false);
     // HTTP/1.0 closes unless both sides say otherwise.
     if (http10_ && res->keep_alive()) res->set(bhttp::field::connection, "keep-alive");
-    stream_.expires_after(timeout);
-    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](error_code ec, size_t) {
-      self->stream_.expires_never();
-      ++self->server_.requests_served;
-      if (ec) {
-        if (ec == beast::error::timeout) ++self->server_.timeouts;
-        self->Close();
-        return;
-      }
-      if (!res->keep_alive()) {
-        self->LingerClose();
-        return;
-      }
-      self->WaitForRequest();
+    tcp().expires_after(timeout);
+    WithStream([this, &res](auto& stream) {
+      bhttp::async_write(stream, *res, [self = shared_from_this(), res](error_code ec, size_t) {
+        self->tcp().expires_never();
+        ++self->server_.requests_served;
+        if (ec) {
+          if (ec == beast::error::timeout) ++self->server_.timeouts;
+          self->Close();
+          return;
+        }
+        if (!res->keep_alive()) {
+          self->LingerClose();
+          return;
+        }
+        self->WaitForRequest();
+      });
     });
   }
 
@@ -720,9 +898,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return;
       }
       self->phase_ = Phase::kWriting;
-      self->stream_.expires_after(self->options().write_timeout);
+      self->tcp().expires_after(self->options().write_timeout);
       start([self, finish](error_code ec, size_t) {
-        self->stream_.expires_never();
+        self->tcp().expires_never();
         if (ec == beast::error::timeout) ++self->server_.timeouts;
         finish(!ec);
       });
@@ -747,8 +925,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     observed.Tell(options(), reply.status);
     auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*head);
     bool ok = WriteAndWait([self = shared_from_this(), head, serializer](auto done) {
-      bhttp::async_write_header(self->stream_, *serializer,
-                                [head, serializer, done = std::move(done)](error_code ec, size_t n) { done(ec, n); });
+      self->WithStream([&](auto& stream) {
+        bhttp::async_write_header(stream, *serializer,
+                                  [head, serializer, done = std::move(done)](error_code ec, size_t n) { done(ec, n); });
+      });
     });
     const ChunkWriter writer = [this, &ok, chunked](const std::string& chunk) {
       if (!ok) return false;
@@ -757,11 +937,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       ok = WriteAndWait([self = shared_from_this(), data, chunked](auto done) {
         const net::const_buffer bytes(data->data(), data->size());
         auto keep = [data, done = std::move(done)](error_code ec, size_t n) { done(ec, n); };
-        if (chunked) {
-          net::async_write(self->stream_, bhttp::make_chunk(bytes), std::move(keep));
-        } else {
-          net::async_write(self->stream_, bytes, std::move(keep));
-        }
+        self->WithStream([&](auto& stream) {
+          if (chunked) {
+            net::async_write(stream, bhttp::make_chunk(bytes), std::move(keep));
+          } else {
+            net::async_write(stream, bytes, std::move(keep));
+          }
+        });
       });
       return ok;
     };
@@ -776,7 +958,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (ok && chunked) {
       ok = WriteAndWait([self = shared_from_this()](auto done) {
-        net::async_write(self->stream_, bhttp::make_chunk_last(), std::move(done));
+        self->WithStream([&](auto& stream) { net::async_write(stream, bhttp::make_chunk_last(), std::move(done)); });
       });
     }
     ++server_.requests_served;
@@ -793,18 +975,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // Half-closes, then drains what the client still sends (at most kLingerBytes for kLingerTime) and closes.
+  // With TLS: sends close_notify and waits up to kLingerTime for the client's, dropping the connection on
+  // anything else (data after close_notify is a protocol error in TLS).
   void LingerClose() {
     if (phase_ == Phase::kClosed || phase_ == Phase::kClosing) return;
     phase_ = Phase::kClosing;
+    if (tls_stream_) {
+      DisarmReadDeadline();
+      tcp().expires_after(kLingerTime);
+      tls_stream_->async_shutdown([self = shared_from_this()](error_code) { self->Close(); });
+      return;
+    }
     error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
     ArmReadDeadline(kLingerTime);
     buffer_.clear();
     Drain();
   }
 
   void Drain() {
-    stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+    plain_stream_->async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
       self->lingered_ += n;
       if (ec || self->lingered_ > kLingerBytes) {
         self->Close();
@@ -819,14 +1009,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kClosed;
     DisarmReadDeadline();
     error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    tcp().close();
   }
 
   ServerCore& server_;
   const uint64_t id_;
-  const net::any_io_executor executor_;  // the connection's strand; worker threads post onto it
-  beast::tcp_stream stream_;
+  const net::any_io_executor executor_;            // the connection's strand; worker threads post onto it
+  const TlsContext tls_ctx_;                       // null on plain HTTP; outlives tls_stream_ (declared before it)
+  std::optional<beast::tcp_stream> plain_stream_;  // exactly one of these two is set
+  std::optional<TlsStream> tls_stream_;
+  std::string peer_common_name_;  // of a verified client certificate; set before the first request
   net::steady_timer read_timer_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
@@ -936,7 +1129,7 @@ void ServerCore::OnAccept(error_code ec, tcp::socket socket) {
   error_code ignored;
   // Headers and body may go out in separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
   socket.set_option(tcp::no_delay(true), ignored);
-  std::make_shared<Connection>(*this, std::move(socket))->Start();
+  std::make_shared<Connection>(*this, std::move(socket), CurrentTlsContext())->Start();
   Accept();
 }
 
@@ -1003,7 +1196,39 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   for (const auto& [name, d] : timeouts) {
     if (d <= Duration::zero()) return absl::InvalidArgumentError(fmt::format("http server: {} must be > 0", name));
   }
-  return std::unique_ptr<Server>(new Server(options));
+  if (options.tls.enabled() && options.tls.key_file.empty()) {
+    return absl::InvalidArgumentError("http server: tls.cert_file needs tls.key_file");
+  }
+  if (options.tls.require_client_cert && options.tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError("http server: tls.require_client_cert needs tls.client_ca_file");
+  }
+  if (!options.tls.enabled() && (!options.tls.key_file.empty() || !options.tls.client_ca_file.empty())) {
+    return absl::InvalidArgumentError("http server: tls.key_file and tls.client_ca_file need tls.cert_file");
+  }
+  auto server = std::unique_ptr<Server>(new Server(options));
+  if (options.tls.enabled()) {
+    auto ctx = internal::MakeTlsContext(options.tls);
+    if (!ctx.ok()) {
+      return absl::Status(ctx.status().code(),
+                          fmt::format("http server {}: {}", options.name, std::string(ctx.status().message())));
+    }
+    server->core_->SetTlsContext(*std::move(ctx));
+  }
+  return server;
+}
+
+absl::Status Server::ReloadCertificates() {
+  if (!options_.tls.enabled()) {
+    return absl::FailedPreconditionError(fmt::format("http server {}: no TLS certificate to reload", options_.name));
+  }
+  auto ctx = internal::MakeTlsContext(options_.tls);
+  if (!ctx.ok()) {
+    return absl::Status(ctx.status().code(), fmt::format("http server {}: {} (still serving the previous certificate)",
+                                                         options_.name, std::string(ctx.status().message())));
+  }
+  core_->SetTlsContext(*std::move(ctx));
+  spdlog::debug("{}: TLS certificate loaded from {}", options_.name, options_.tls.cert_file);
+  return absl::OkStatus();
 }
 
 void Server::Route(const std::string& method, const std::string& pattern, Handler handler) {
@@ -1028,7 +1253,9 @@ void Server::Route(const std::string& method, const std::string& pattern, Handle
 
 absl::Status Server::Start() { return core_->Start(&port_); }
 
-std::string Server::url() const { return fmt::format("http://{}:{}", options_.host, port_); }
+std::string Server::url() const {
+  return fmt::format("{}://{}:{}", options_.tls.enabled() ? "https" : "http", options_.host, port_);
+}
 
 void Server::Stop() { core_->Stop(); }
 
@@ -1037,7 +1264,8 @@ Server::Stats Server::stats() const {
                .connections_refused = core_->connections_refused.load(),
                .requests_served = core_->requests_served.load(),
                .timeouts = core_->timeouts.load(),
-               .busy_rejections = core_->busy_rejections.load()};
+               .busy_rejections = core_->busy_rejections.load(),
+               .tls_handshake_failures = core_->tls_handshake_failures.load()};
 }
 
 }  // namespace gpugeek::http

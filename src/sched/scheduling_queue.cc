@@ -8,7 +8,7 @@
 
 namespace gpugeek::sched {
 
-SchedulingQueue::SchedulingQueue(SchedulingQueueOptions options) : options_(options) {}
+SchedulingQueue::SchedulingQueue(SchedulingQueueOptions options) : options_(options), ledger_(options.ledger) {}
 
 absl::Status SchedulingQueue::Add(QueueItem item) {
   auto [it, inserted] = items_.try_emplace(item.key);
@@ -31,6 +31,7 @@ absl::Status SchedulingQueue::Update(const QueueItem& item) {
   if (it == items_.end()) return absl::NotFoundError(fmt::format("'{}' is not queued", item.key));
   Entry& e = it->second;
   const bool shape_changed = e.item.shape_key != item.shape_key;
+  const bool quota_changed = e.item.tenant != item.tenant || e.item.min_gpu_milli != item.min_gpu_milli;
   if (e.state == QueueState::kInFlight) {
     e.item = item;
     return absl::OkStatus();
@@ -39,6 +40,8 @@ absl::Status SchedulingQueue::Update(const QueueItem& item) {
   e.item = item;
   if (e.state == QueueState::kParked && !shape_changed) {
     parked_.insert(OrderOf(e.item));
+  } else if (e.state == QueueState::kOverQuota && !quota_changed) {
+    ParkOverQuota(e, std::move(e.reason), e.quota_generation);
   } else if (e.state == QueueState::kBackoff) {
     backoff_.emplace(e.backoff_until, OrderOf(e.item));
   } else {
@@ -49,8 +52,24 @@ absl::Status SchedulingQueue::Update(const QueueItem& item) {
 
 void SchedulingQueue::BeginCycle() {
   ++cycle_;
-  for (const Order& o : deferred_) items_.at(o.key).deferred = false;
-  active_.merge(deferred_);
+  // Over-quota items whose tenant may have room again (its generation moved past theirs).
+  for (auto it = over_quota_.begin(); it != over_quota_.end();) {
+    if (ledger_.generation(it->first) == it->second.generation) {
+      ++it;
+      continue;
+    }
+    std::set<Order> woken = std::move(it->second.items);
+    over_quota_size_ -= woken.size();
+    it = over_quota_.erase(it);
+    for (const Order& o : woken) Activate(items_.at(o.key));
+  }
+  for (const Order& o : deferred_) {
+    Entry& e = items_.at(o.key);
+    e.deferred = false;
+    active_[e.item.tenant].insert(o);
+  }
+  active_count_ += deferred_.size();
+  deferred_.clear();
   failed_shapes_.clear();
 }
 
@@ -61,9 +80,27 @@ std::optional<SchedulingQueue::Popped> SchedulingQueue::Pop(MonoTime now) {
     Activate(e);
   }
   if (active_.empty()) return std::nullopt;
-  auto node = active_.extract(active_.begin());
+  // The tenant of lowest normalised usage; ties to the one whose first item comes first.
+  auto best = active_.begin();
+  if (active_.size() > 1) {
+    double best_usage = ledger_.NormalizedUsage(best->first);
+    for (auto it = std::next(best); it != active_.end(); ++it) {
+      const double usage = ledger_.NormalizedUsage(it->first);
+      if (usage < best_usage || (usage == best_usage && *it->second.begin() < *best->second.begin())) {
+        best = it;
+        best_usage = usage;
+      }
+    }
+  }
+  auto node = best->second.extract(best->second.begin());
+  --active_count_;
+  if (best->second.empty()) active_.erase(best);
   Entry& e = items_.at(node.value().key);
   e.attempted_cycle = cycle_;
+  if (std::optional<std::string> why = ledger_.CheckBeforeAttempt(e.item.tenant, e.item.min_gpu_milli)) {
+    ParkOverQuota(e, *why, ledger_.generation(e.item.tenant));
+    return Popped{e.item, false, std::move(*why), true};
+  }
   if (auto failed = failed_shapes_.find(e.item.shape_key); failed != failed_shapes_.end()) {
     e.state = QueueState::kParked;
     e.reason = failed->second;
@@ -105,8 +142,10 @@ absl::Status SchedulingQueue::Unschedulable(const std::string& key, uint64_t cap
   }
   e.state = QueueState::kParked;
   parked_.insert(OrderOf(e.item));
-  // Only a failure in this cycle speaks for the rest of it (BeginCycle forgets the shapes).
-  if (e.attempted_cycle == cycle_) failed_shapes_.try_emplace(e.item.shape_key, e.reason);
+  // Only a failure in this cycle speaks for the rest of it (BeginCycle forgets the shapes), and only
+  // one of the request as submitted: a quota may have narrowed it to fewer models or alternatives.
+  if (e.attempted_cycle == cycle_ && !ledger_.MayNarrow(e.item.tenant))
+    failed_shapes_.try_emplace(e.item.shape_key, e.reason);
   return absl::OkStatus();
 }
 
@@ -128,6 +167,17 @@ absl::Status SchedulingQueue::Backoff(const std::string& key, MonoTime now, std:
   return absl::OkStatus();
 }
 
+absl::Status SchedulingQueue::OverQuota(const std::string& key, std::string reason) {
+  auto it = items_.find(key);
+  if (it == items_.end()) return absl::NotFoundError(fmt::format("'{}' is not queued", key));
+  Entry& e = it->second;
+  if (e.state != QueueState::kInFlight) return absl::FailedPreconditionError(fmt::format("'{}' is not in flight", key));
+  --in_flight_;
+  e.errors = 0;
+  ParkOverQuota(e, std::move(reason), ledger_.generation(e.item.tenant));
+  return absl::OkStatus();
+}
+
 void SchedulingQueue::CapacityChanged() {
   ++generation_;
   failed_shapes_.clear();
@@ -138,15 +188,17 @@ void SchedulingQueue::CapacityChanged() {
 
 absl::StatusOr<CycleStats> SchedulingQueue::RunCycle(MonoTime now, const AttemptFn& attempt,
                                                      const ParkedFn& on_parked) {
+  ledger_.AdvanceTo(now);
   BeginCycle();
   CycleStats stats;
   while (std::optional<Popped> p = Pop(now)) {
     if (!p->attempt) {
-      ++stats.parked_by_shape;
+      ++(p->over_quota ? stats.over_quota : stats.parked_by_shape);
       if (on_parked) on_parked(p->item, p->reason);
       continue;
     }
     const uint64_t generation = generation_;
+    const uint64_t quota_generation = ledger_.generation(p->item.tenant);
     ++stats.attempted;
     absl::StatusOr<AttemptOutcome> outcome = attempt(p->item);
     auto it = items_.find(p->item.key);
@@ -177,6 +229,18 @@ absl::StatusOr<CycleStats> SchedulingQueue::RunCycle(MonoTime now, const Attempt
         ++stats.errors;
         (void)Backoff(p->item.key, now, std::move(outcome->reason));
         break;
+      case AttemptOutcome::Kind::kOverQuota:
+        ++stats.over_quota;
+        --in_flight_;
+        it->second.errors = 0;
+        if (ledger_.generation(p->item.tenant) != quota_generation) {
+          // Its tenant released something during the attempt: there may be room now.
+          it->second.reason = std::move(outcome->reason);
+          Activate(it->second);
+        } else {
+          ParkOverQuota(it->second, std::move(outcome->reason), quota_generation);
+        }
+        break;
     }
   }
   return stats;
@@ -193,6 +257,12 @@ std::optional<QueueState> SchedulingQueue::State(const std::string& key) const {
   return it->second.state;
 }
 
+size_t SchedulingQueue::waiting_size(std::string_view tenant) const {
+  size_t n = 0;
+  for (const auto& [key, e] : items_) n += e.item.tenant == tenant && e.state != QueueState::kInFlight;
+  return n;
+}
+
 std::optional<MonoTime> SchedulingQueue::NextBackoffExpiry() const {
   if (backoff_.empty()) return std::nullopt;
   return std::get<0>(*backoff_.begin());
@@ -202,8 +272,15 @@ void SchedulingQueue::Unlink(Entry& e) {
   const Order o = OrderOf(e.item);
   switch (e.state) {
     case QueueState::kActive:
-      (e.deferred ? deferred_ : active_).erase(o);
-      e.deferred = false;
+      if (e.deferred) {
+        deferred_.erase(o);
+        e.deferred = false;
+      } else {
+        auto t = active_.find(e.item.tenant);
+        t->second.erase(o);
+        --active_count_;
+        if (t->second.empty()) active_.erase(t);
+      }
       break;
     case QueueState::kInFlight:
       --in_flight_;
@@ -214,13 +291,36 @@ void SchedulingQueue::Unlink(Entry& e) {
     case QueueState::kBackoff:
       backoff_.erase({e.backoff_until, o});
       break;
+    case QueueState::kOverQuota: {
+      auto t = over_quota_.find(e.item.tenant);
+      t->second.items.erase(o);
+      --over_quota_size_;
+      if (t->second.items.empty()) over_quota_.erase(t);
+      break;
+    }
   }
 }
 
 void SchedulingQueue::Activate(Entry& e) {
   e.state = QueueState::kActive;
   e.deferred = e.attempted_cycle == cycle_;
-  (e.deferred ? deferred_ : active_).insert(OrderOf(e.item));
+  if (e.deferred) {
+    deferred_.insert(OrderOf(e.item));
+  } else {
+    active_[e.item.tenant].insert(OrderOf(e.item));
+    ++active_count_;
+  }
+}
+
+void SchedulingQueue::ParkOverQuota(Entry& e, std::string reason, uint64_t generation) {
+  e.state = QueueState::kOverQuota;
+  e.reason = std::move(reason);
+  e.quota_generation = generation;
+  auto [it, inserted] = over_quota_.try_emplace(e.item.tenant);
+  // The set wakes when the tenant's generation moves past the oldest of its items'.
+  if (inserted || e.quota_generation < it->second.generation) it->second.generation = e.quota_generation;
+  it->second.items.insert(OrderOf(e.item));
+  ++over_quota_size_;
 }
 
 }  // namespace gpugeek::sched

@@ -35,6 +35,9 @@ absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& obs
   std::vector<std::vector<sched::Placement>> running(pods.size());
   std::vector<bool> attempted(pods.size(), false);
   queue_ = sched::SchedulingQueue(options_.queue);
+  for (const auto& [tenant, config] : options_.tenants) {
+    if (absl::Status st = queue_.ledger().SetTenant(tenant, config); !st.ok()) return st;
+  }
   const MonoTime start = clock_.Monotonic();
   Duration now{0};
   sched::AcceptAllBinder binder;
@@ -43,8 +46,8 @@ absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& obs
   const sched::Decision parked_decision;  // unschedulable, no reasons
 
   // The observer's view of an attempt (or of a pod parked by shape) of pod `i`.
-  auto observe = [&](size_t i, const sched::Decision& decision) {
-    SimEvent event{attempted[i] ? SimEvent::Kind::kRetry : SimEvent::Kind::kArrival, i, &decision};
+  auto observe = [&](size_t i, const sched::Decision& decision, bool over_quota) {
+    SimEvent event{attempted[i] ? SimEvent::Kind::kRetry : SimEvent::Kind::kArrival, i, &decision, over_quota};
     attempted[i] = true;
     if (observer) observer(event);
   };
@@ -55,22 +58,32 @@ absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& obs
     request.id = pod.id;
     request.priority = pod.priority;
     request.alternatives[0] = pod.shape;
-    absl::StatusOr<sched::Decision> d = framework_.Schedule(request, binder);
-    if (!d.ok()) {
-      return absl::Status(d.status().code(), fmt::format("pod '{}': {}", pod.id, std::string(d.status().message())));
+    absl::StatusOr<sched::QuotaAttempt> a =
+        sched::ScheduleWithinQuota(queue_.ledger(), item.key, pod.tenant, request, framework_, binder, start + now);
+    if (!a.ok()) {
+      return absl::Status(a.status().code(), fmt::format("pod '{}': {}", pod.id, std::string(a.status().message())));
     }
+    if (a->over_quota) {
+      observe(i, parked_decision, true);
+      if (!options_.requeue_unschedulable) return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kDropped, ""};
+      return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kOverQuota, std::move(a->reason)};
+    }
+    const sched::Decision* d = &a->decision;
     if (d->scheduled && pod.runtime) {
       running[i] = d->placements;
       events.push({now + *pod.runtime, 0, seq++, SimEvent::Kind::kDeparture, i});
     }
-    observe(i, *d);
+    observe(i, *d, false);
     if (d->scheduled) return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kPlaced, ""};
     if (!options_.requeue_unschedulable) return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kDropped, ""};
     return sched::AttemptOutcome{sched::AttemptOutcome::Kind::kUnschedulable,
                                  d->reasons.empty() ? "no node fits" : d->reasons.front().reason};
   };
   const sched::SchedulingQueue::ParkedFn parked = [&](const sched::QueueItem& item, const std::string&) {
-    observe(item.payload, parked_decision);
+    const bool over_quota = queue_.State(item.key) == sched::QueueState::kOverQuota;
+    observe(item.payload, parked_decision, over_quota);
+    // Without requeueing a failure is final, over quota too (shapes are never parked then).
+    if (!options_.requeue_unschedulable) queue_.Remove(item.key);
   };
 
   while (true) {
@@ -86,13 +99,15 @@ absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& obs
       if (e.kind == SimEvent::Kind::kDeparture) {
         framework_.Release(running[e.pod]);
         running[e.pod].clear();
+        queue_.ledger().Release(std::to_string(e.pod), start + now);
         queue_.CapacityChanged();
         if (observer) observer(SimEvent{e.kind, e.pod, nullptr});
         continue;
       }
       const SimPod& pod = pods[e.pod];
       // Every key is new: pods are added once, by index.
-      (void)queue_.Add(sched::QueueItem{std::to_string(e.pod), pod.priority, e.pod, ShapeKey(pod.shape), e.pod});
+      (void)queue_.Add(sched::QueueItem{std::to_string(e.pod), pod.priority, e.pod, ShapeKey(pod.shape), e.pod,
+                                        pod.tenant, int64_t{pod.shape.num_gpus} * pod.shape.gpu_milli});
     }
     absl::StatusOr<sched::CycleStats> cycle = queue_.RunCycle(start + now, attempt, parked);
     if (!cycle.ok()) return cycle.status();

@@ -14,8 +14,15 @@
 //    departure gives capacity back; a pod of the same shape as one that failed earlier in the same
 //    cycle is parked without an attempt.
 // A placed pod with a runtime departs after it and its resources are released.
+//
+// Tenants: each pod belongs to one (SimPod::tenant, "" = the default tenant). The queue orders
+// tenants by fair share and parks pods over their tenant's quota (sched::TenantLedger, configured
+// from SimulatorOptions::tenants), exactly as in the control plane: each attempt goes through
+// sched::ScheduleWithinQuota, which records the placement in the ledger, and each departure
+// releases it there at its virtual time. Without tenants configured nothing changes.
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +30,7 @@
 #include "absl/status/status.h"
 #include "common/fake_clock.h"
 #include "sched/framework.h"
+#include "sched/quota.h"
 #include "sched/scheduling_queue.h"
 
 namespace gpugeek::sim {
@@ -33,6 +41,7 @@ struct SimPod {
   Duration arrival{};               // since the start of the simulation
   std::optional<Duration> runtime;  // none: never departs
   int priority = 0;                 // higher is attempted first among pods waiting at one instant
+  std::string tenant;               // owner, for quotas and fair share ("" = the default tenant)
 };
 
 struct SimEvent {
@@ -46,12 +55,17 @@ struct SimEvent {
   // Arrivals and retries: the scheduling decision (unschedulable, with no reasons, for a pod parked
   // without an attempt because its shape failed earlier in the cycle). Departures: null.
   const sched::Decision* decision = nullptr;
+  // Arrivals and retries: the pod was over its tenant's quota (parked by the queue's check or by
+  // the attempt's admission; `decision` is then unschedulable with no reasons).
+  bool over_quota = false;
 };
 
 struct SimulatorOptions {
   // See the class comment: false is the FGD protocol (a failure is final).
   bool requeue_unschedulable = false;
-  sched::SchedulingQueueOptions queue;
+  sched::SchedulingQueueOptions queue;  // its `ledger` holds the fair-share half-life
+  // Weight and quota per tenant (sched::TenantLedger::SetTenant); tenants absent: weight 1, no quota.
+  std::map<std::string, sched::TenantConfig> tenants;
 };
 
 class Simulator {
@@ -63,11 +77,11 @@ class Simulator {
   // Called after each event has been applied (for an attempt: after the placement, if any).
   using Observer = std::function<void(const SimEvent&)>;
   // Runs until no event is left. Errors: a scheduling error (an invalid pod, a binder failure) names
-  // the pod.
+  // the pod; InvalidArgument for an invalid tenant configuration.
   absl::Status Run(const std::vector<SimPod>& pods, const Observer& observer);
 
   // After Run: the pods still waiting (requeue_unschedulable), keyed by their index in the pod list
-  // as a decimal string; empty otherwise.
+  // as a decimal string; empty otherwise. Its ledger() holds the tenants' usage as of the last event.
   const sched::SchedulingQueue& queue() const { return queue_; }
 
  private:

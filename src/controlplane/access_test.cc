@@ -135,7 +135,9 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
   RegisterNode("node-a");
   int checked = 0;
   for (const auto& [method, pattern] : documented) {
-    const json& op = doc.body["paths"][pattern][absl::AsciiStrToLower(method)];
+    std::string lower = method;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const json& op = doc.body["paths"][pattern][lower];
     const std::string access_name = op["x-gpugeek-access"];
     if (access_name == "node") continue;  // the agents' listener: node credentials (agent tests)
     const Access access = AccessOf(method, pattern);
@@ -161,7 +163,9 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         const std::string node = fmt::format("node-{}", n);
         RegisterNode(node);
         // A node leaves the pool only when down or cordoned with nothing on it.
-        if (method == "DELETE") ASSERT_EQ(Call(kAdmin, "POST", "/v1/nodes/" + node + "/cordon").status, 200);
+        if (method == "DELETE") {
+          ASSERT_EQ(Call(kAdmin, "POST", "/v1/nodes/" + node + "/cordon").status, 200);
+        }
         path = absl::StrReplaceAll(path, {{"{name}", node}});
       }
       if (method == "POST") {
@@ -242,10 +246,15 @@ TEST_F(AccessTest, TokensAreCheckedRevokedAndExpire) {
   server_.reset();
   auto store = store::SqliteStore::Open({.path = (dir_ / "gpugeek.db").string()});
   ASSERT_TRUE(store.ok());
-  for (const auto& t : *(*store)->ListTokens()) {
+  absl::StatusOr<std::vector<store::TokenRecord>> stored = (*store)->ListTokens();
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->size(), 4u);  // the admin's and the three of SetUp
+  for (const store::TokenRecord& t : *stored) {
     EXPECT_TRUE(absl::StartsWith(t.secret_hash, "$argon2id$v=19$")) << t.secret_hash;
     for (const std::string& token : tokens_) {
-      if (token.size() == 64) EXPECT_FALSE(absl::StrContains(t.secret_hash, token.substr(21)));
+      if (token.size() == 64) {
+        EXPECT_FALSE(absl::StrContains(t.secret_hash, token.substr(21)));
+      }
     }
   }
 }
@@ -263,7 +272,8 @@ TEST_F(AccessTest, TheBootstrapTokenIsMadeOnceAndPrivate) {
   std::string again;
   std::getline(in, again);
   EXPECT_EQ(again, first);  // a restart makes no second admin
-  EXPECT_EQ(Call(kAdmin, "GET", "/v1/whoami").body["user"], "admin");
+  Result who = Call(kAdmin, "GET", "/v1/whoami");
+  EXPECT_EQ(who.body["user"], "admin") << who.status << " " << who.body;
   EXPECT_EQ(Call(kAdmin, "GET", "/v1/users").body["users"].size(), 4u);  // admin + the three of SetUp
 }
 

@@ -47,14 +47,22 @@ absl::StatusOr<std::unique_ptr<Accounts>> Accounts::Open(store::Store& store, Cl
   ASSIGN_OR_RETURN(auto users, store.ListUsers());
   ASSIGN_OR_RETURN(auto tokens, store.ListTokens());
   MutexLock lock(&a->mu_);
-  for (auto& t : tenants) a->tenants_.emplace(t.id, std::move(t));
+  // Keys are copied first: the map node is built after the value has been moved from.
+  for (auto& t : tenants) {
+    std::string id = t.id;
+    a->tenants_.emplace(std::move(id), std::move(t));
+  }
   for (auto& u : users) {
     if (!auth::ParseRole(u.role)) {
       return absl::DataLossError(fmt::format("accounts: user '{}' has unknown role '{}'", u.name, u.role));
     }
-    a->users_.emplace(u.name, std::move(u));
+    std::string name = u.name;
+    a->users_.emplace(std::move(name), std::move(u));
   }
-  for (auto& t : tokens) a->tokens_.emplace(t.id, TokenEntry{std::move(t), std::nullopt});
+  for (auto& t : tokens) {
+    std::string id = t.id;
+    a->tokens_.emplace(std::move(id), TokenEntry{std::move(t), std::nullopt});
+  }
   return a;
 }
 

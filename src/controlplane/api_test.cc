@@ -413,7 +413,7 @@ TEST(ServerStopTest, DrainingConnectionsDoesNotMarkNodesDown) {
                                            .fence_margin = std::chrono::milliseconds(300),
                                            .reconcile_interval = std::chrono::milliseconds(10)});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client = *http::Client::Create({.base_url = (*server)->url()});
+  auto client = *http::Client::Create({.base_url = (*server)->url(), .bearer_token = (*server)->admin_token()});
   auto agent = *http::Client::Create({.base_url = (*server)->agent_url()});
   api::Registration r;
   r.node = "n1";

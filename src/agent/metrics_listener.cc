@@ -46,23 +46,26 @@ std::string AnnouncedMetricsAddress(const std::string& bound_host, int port, con
 
 absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(const std::string& listen,
                                                                         const metrics::Registry* registry,
-                                                                        const std::string& advertise_host) {
+                                                                        const std::string& advertise_host,
+                                                                        const http::TlsOptions& tls) {
   if (registry == nullptr) return absl::InvalidArgumentError("MetricsListener needs a registry");
   ASSIGN_OR_RETURN(ListenAddress bound, ParseMetricsListen(listen));
   // Scrapes are rare and cheap: a few threads are plenty.
   ASSIGN_OR_RETURN(std::unique_ptr<http::Server> server,
-                   http::Server::Create({.host = bound.host, .port = bound.port, .threads = 2}));
+                   http::Server::Create({.host = bound.host, .port = bound.port, .threads = 2, .tls = tls}));
   server->Route("GET", "/metrics", [registry](const http::Request&) -> absl::StatusOr<http::Reply> {
     return http::Reply::Text(registry->Render(), metrics::kContentType);
   });
   RETURN_IF_ERROR(server->Start());
   bound.port = server->port();
   std::string address = AnnouncedMetricsAddress(bound.host, bound.port, advertise_host);
-  return std::unique_ptr<MetricsListener>(new MetricsListener(std::move(server), std::move(bound), std::move(address)));
+  return std::unique_ptr<MetricsListener>(
+      new MetricsListener(std::move(server), std::move(bound), std::move(address), tls.enabled()));
 }
 
-MetricsListener::MetricsListener(std::unique_ptr<http::Server> server, ListenAddress bound, std::string address)
-    : server_(std::move(server)), bound_(std::move(bound)), address_(std::move(address)) {}
+MetricsListener::MetricsListener(std::unique_ptr<http::Server> server, ListenAddress bound, std::string address,
+                                 bool tls)
+    : server_(std::move(server)), bound_(std::move(bound)), address_(std::move(address)), tls_(tls) {}
 
 MetricsListener::~MetricsListener() { Stop(); }
 
@@ -70,8 +73,10 @@ int MetricsListener::port() const { return bound_.port; }
 
 std::string MetricsListener::url() const {
   const std::string host = bound_.host == "::" ? "::1" : IsWildcard(bound_.host) ? "127.0.0.1" : bound_.host;
-  return fmt::format("http://{}/metrics", HostPort(host, bound_.port));
+  return fmt::format("{}://{}/metrics", tls_ ? "https" : "http", HostPort(host, bound_.port));
 }
+
+absl::Status MetricsListener::ReloadCertificates() { return server_->ReloadCertificates(); }
 
 void MetricsListener::Stop() {
   if (server_ != nullptr) server_->Stop();

@@ -15,7 +15,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "http/tls.h"
 #include "metrics/registry.h"
 
 namespace gpugeek::http {
@@ -42,26 +44,35 @@ std::string AnnouncedMetricsAddress(const std::string& bound_host, int port, con
 class MetricsListener {
  public:
   // Binds `listen` and serves GET /metrics from `registry` (borrowed; must outlive the listener).
-  // InvalidArgument for a malformed address, Unavailable when it cannot be bound.
+  // With `tls.cert_file` set, serves HTTPS (TLS 1.3 only; http/tls.h), and with tls.client_ca_file only
+  // scrapers presenting a certificate from that CA when require_client_cert. InvalidArgument for a
+  // malformed address or TLS options (as http::Server::Create, naming the file), NotFound for a TLS file
+  // that is missing, Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsListener>> Start(const std::string& listen,
                                                                 const metrics::Registry* registry,
-                                                                const std::string& advertise_host);
+                                                                const std::string& advertise_host,
+                                                                const http::TlsOptions& tls = {});
   ~MetricsListener();  // stops
 
   int port() const;
-  // "http://host:port/metrics" (the bound host; 127.0.0.1 for a wildcard bind), for logs.
+  // "http://host:port/metrics", or https:// with TLS (the bound host; 127.0.0.1 for a wildcard bind),
+  // for logs.
   std::string url() const;
+  // Re-reads the TLS certificate and key for new scrapes (http::Server::ReloadCertificates): on an
+  // error the previous certificate stays in use. FailedPrecondition without TLS. Thread-safe.
+  absl::Status ReloadCertificates();
   // What the agent announces at registration (AnnouncedMetricsAddress).
   const std::string& address() const { return address_; }
   // Stops serving; idempotent.
   void Stop();
 
  private:
-  MetricsListener(std::unique_ptr<http::Server> server, ListenAddress bound, std::string address);
+  MetricsListener(std::unique_ptr<http::Server> server, ListenAddress bound, std::string address, bool tls);
 
   std::unique_ptr<http::Server> server_;
   ListenAddress bound_;
   std::string address_;
+  bool tls_ = false;
 };
 
 }  // namespace gpugeek::agent

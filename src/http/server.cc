@@ -1129,7 +1129,13 @@ void ServerCore::OnAccept(error_code ec, tcp::socket socket) {
   error_code ignored;
   // Headers and body may go out in separate writes: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms.
   socket.set_option(tcp::no_delay(true), ignored);
-  std::make_shared<Connection>(*this, std::move(socket), CurrentTlsContext())->Start();
+  try {
+    std::make_shared<Connection>(*this, std::move(socket), CurrentTlsContext())->Start();
+  } catch (const std::exception& e) {
+    // Only a TLS stream's construction can throw (SSL_new out of memory); the socket closes with it. The
+    // accept loop must go on either way.
+    spdlog::warn("{}: cannot set up a connection: {}", options.name, e.what());
+  }
   Accept();
 }
 

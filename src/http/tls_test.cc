@@ -9,6 +9,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -89,6 +90,57 @@ int ConnectTcp(int port) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   return fd;
 }
+
+// A port free right now on 127.0.0.1 (for a server we do not control, which cannot report its own).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `openssl s_server -www` in a child process, killed on destruction.
+class OpensslServer {
+ public:
+  OpensslServer(int port, const std::string& version_flag, const std::string& cert, const std::string& key) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string accept = fmt::format("127.0.0.1:{}", port);
+      ::execlp("openssl", "openssl", "s_server", "-quiet", "-www", "-accept", accept.c_str(), version_flag.c_str(),
+               "-cert", cert.c_str(), "-key", key.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Ready once it accepts a TCP connection.
+    for (int i = 0; i < 200 && !ready_; ++i) {
+      const int fd = ConnectTcp(port);
+      if (fd >= 0) {
+        ::close(fd);
+        ready_ = true;
+      } else {
+        std::this_thread::sleep_for(milliseconds(50));
+      }
+    }
+  }
+  ~OpensslServer() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  OpensslServer(const OpensslServer&) = delete;
+  OpensslServer& operator=(const OpensslServer&) = delete;
+
+  bool ready() const { return ready_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool ready_ = false;
+};
 
 // A blocking TLS client in-process (OpenSSL), for one connection's view: its peer certificate, and
 // requests over it after the server changed certificates.
@@ -401,6 +453,26 @@ TEST_F(TlsTest, HttpClientRefusesAServerItCannotVerify) {
   Spit((dir_ / "garbage.crt").string(), "garbage");
   auto garbage = Client::Create({.base_url = server_->url(), .ca_file = (dir_ / "garbage.crt").string()});
   EXPECT_TRUE(absl::IsInvalidArgument(garbage.status())) << garbage.status();
+}
+
+TEST_F(TlsTest, HttpClientRefusesATls12Server) {
+  if (!HaveTool("openssl")) GTEST_SKIP() << "openssl (the command) is not installed";
+  for (const std::string version : {"-tls1_3", "-tls1_2"}) {
+    const int port = FreePort();
+    OpensslServer server(port, version, pki_.server_cert_file, pki_.server_key_file);
+    ASSERT_TRUE(server.ready()) << "openssl s_server " << version << " did not start on port " << port;
+    auto client = Client::Create({.base_url = fmt::format("https://127.0.0.1:{}", port), .ca_file = pki_.ca_cert_file});
+    ASSERT_TRUE(client.ok());
+    auto page = (*client)->GetText("/");  // s_server -www answers with its status page
+    if (version == "-tls1_3") {
+      // The control: the same server speaking TLS 1.3 is reached, so the refusal below is the version's.
+      ASSERT_TRUE(page.ok()) << page.status();
+      EXPECT_NE(page->find("TLSv1.3"), std::string::npos) << *page;
+    } else {
+      EXPECT_TRUE(absl::IsUnavailable(page.status())) << page.status();
+      EXPECT_NE(page.status().message().find("protocol"), std::string::npos) << page.status();
+    }
+  }
 }
 
 TEST_F(TlsTest, ReloadCertificatesServesTheNewCertificateToNewConnectionsOnly) {

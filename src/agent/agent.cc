@@ -21,7 +21,10 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/agent_metrics.h"
+#include "absl/strings/strip.h"
+#include "api/job_spec.h"
 #include "api/names.h"
+#include "common/file.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "http/client.h"
@@ -209,10 +212,24 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   }
   if (options.base_env.empty()) options.base_env = DefaultBaseEnv();
 
+  // The node credential kept from an earlier join, else the join token.
+  std::string bearer = options.join_token;
+  const std::string credential_path = options.data_dir + "/node.credential";
+  if (std::filesystem::exists(credential_path)) {
+    ASSIGN_OR_RETURN(std::string text, ReadFileBounded(credential_path, 4096, "node credential"));
+    bearer = std::string(absl::StripAsciiWhitespace(text));
+  }
+  if (bearer.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "the agent has no node credential ({}) and no join token: an admin makes one with `gpugeek join-token "
+        "create`, and the agent joins with --join-token TOKEN",
+        credential_path));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client,
                    http::Client::Create({.base_url = options.server_url,
                                          .connect_timeout = options.connect_timeout,
-                                         .read_timeout = options.request_timeout}));
+                                         .read_timeout = options.request_timeout,
+                                         .bearer_token = bearer}));
   ASSIGN_OR_RETURN(hw::NodeInventory inventory, options.discovery->Discover());
   if (inventory.gpus.size() > api::kMaxGpusPerNode) {
     return absl::InvalidArgumentError(fmt::format("the node has {} GPUs; the protocol carries at most {}",
@@ -241,8 +258,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
       if (!r.status.ok()) spdlog::warn("agent {}: cannot remove the group: {}", options.node, r.status);
     }
   }
-  absl::StatusOr<std::unique_ptr<Executor>> executor =
-      Executor::Create({.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get()});
+  if (options.run_as.map_path.empty()) options.run_as.map_path = options.data_dir + "/uids";
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(
+      {.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get(), .run_as = options.run_as});
   if (!executor.ok()) {
     if (claim_fd >= 0) ::close(claim_fd);
     return executor.status();
@@ -252,9 +270,11 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     metrics = AgentMetrics::Create(*options.metrics, options.node);
     metrics->SetInventory(inventory);
   }
-  return std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups),
-                                          std::move(*executor), std::move(metrics), std::move(inventory), claim_fd,
-                                          std::move(instance_id)));
+  auto agent = std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups),
+                                                std::move(*executor), std::move(metrics), std::move(inventory),
+                                                claim_fd, std::move(instance_id)));
+  agent->bearer_ = std::move(bearer);
+  return agent;
 }
 
 Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::unique_ptr<CgroupManager> cgroups,
@@ -339,6 +359,17 @@ std::vector<WorkloadStatus> Agent::Workloads() const {
   return out;
 }
 
+absl::Status Agent::UseBearer(const std::string& bearer) {
+  ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client,
+                   http::Client::Create({.base_url = options_.server_url,
+                                         .connect_timeout = options_.connect_timeout,
+                                         .read_timeout = options_.request_timeout,
+                                         .bearer_token = bearer}));
+  client_ = std::move(client);
+  bearer_ = bearer;
+  return absl::OkStatus();
+}
+
 absl::Status Agent::Register() {
   api::Registration r{.node = node_,
                       .address = options_.address,
@@ -348,10 +379,26 @@ absl::Status Agent::Register() {
                       .labels = options_.labels,
                       .metrics_address = metrics_address(),
                       .instance_id = instance_id_};
-  ASSIGN_OR_RETURN(nlohmann::json body, client_->Post("/v1/agents/register", api::ToJson(r)));
-  auto reply = api::RegistrationReplyFromJson(body);
+  absl::StatusOr<nlohmann::json> body = client_->Post("/v1/agents/register", api::ToJson(r));
+  if (!body.ok() && body.status().code() == absl::StatusCode::kUnauthenticated && bearer_ != options_.join_token &&
+      !options_.join_token.empty()) {
+    // The kept credential was refused (the node was removed from the pool): join again with the token.
+    spdlog::warn("agent {}: the server refused the node credential in {} ({}); joining with the join token", node_,
+                 credential_file(), body.status().message());
+    RETURN_IF_ERROR(UseBearer(options_.join_token));
+    body = client_->Post("/v1/agents/register", api::ToJson(r));
+  }
+  if (!body.ok()) return body.status();
+  auto reply = api::RegistrationReplyFromJson(*body);
   if (!reply.ok()) {
     return absl::InvalidArgumentError(fmt::format("registration reply: {}", reply.status().message()));
+  }
+  if (!reply->node_credential.empty()) {
+    // Joined: the credential is this node's from now on, kept before it is used so a crash cannot lose
+    // it (the join token may have been its last use).
+    RETURN_IF_ERROR(WriteFilePrivate(credential_file(), reply->node_credential + "\n"));
+    RETURN_IF_ERROR(UseBearer(reply->node_credential));
+    spdlog::info("agent {}: joined the pool; node credential kept in {}", node_, credential_file());
   }
   std::lock_guard<std::mutex> lock(mu_);
   registered_ = true;
@@ -686,7 +733,13 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   if (req.command.empty()) return absl::InvalidArgumentError("the run command is empty");
   RETURN_IF_ERROR(MakeDirs(req.working_dir));
   req.env = options_.base_env;
-  for (const auto& [k, v] : a.env) req.env[k] = v;
+  // The server checked the names at submission; an agent checks again, so a server that did not (or
+  // an impostor) cannot steer the loader or the shell of a workload.
+  for (const auto& [k, v] : a.env) {
+    RETURN_IF_ERROR(api::CheckJobEnvName(k));
+    req.env[k] = v;
+  }
+  req.tenant = a.tenant;
   for (auto& [k, v] : BuildWorkloadEnv(spec)) req.env[k] = std::move(v);
   if (cgroups_ != nullptr && cgroups_->mode() != CgroupMode::kNone) {
     req.limits = {.cpu_millis = static_cast<uint64_t>(std::max<int64_t>(0, a.cpu_milli)),

@@ -179,6 +179,11 @@ class AgentMetrics;
 
 struct AgentOptions {
   std::string server_url;  // "http://127.0.0.1:8470"; required
+  // How the agent proves it is `node` (the server's node_authority.h): once it has joined, the node
+  // credential kept in <data_dir>/node.credential (mode 0600); to join the first time, this join token
+  // (an admin's `gpugeek join-token create`). It is also the fallback when the server refuses the kept
+  // credential (the node was removed). Create fails when there is neither.
+  std::string join_token;
   // The node's name in the pool: 1-128 of [A-Za-z0-9._-]. Empty: the host name (gethostname(2)).
   std::string node;
   std::string address = "127.0.0.1";        // how gang peers reach this node (GPUGEEK_MASTER_ADDR)
@@ -208,6 +213,9 @@ struct AgentOptions {
   // "host:port" where this agent serves /metrics, announced at registration (Registration::metrics_address);
   // empty when it serves none. SetMetricsAddress changes it later.
   std::string metrics_address;
+  // Who workloads run as (executor.h RunAsOptions): by default, a root agent runs each tenant's members
+  // as that tenant's own unprivileged uid. An empty map_path becomes <data_dir>/uids.
+  RunAsOptions run_as;
 };
 
 // What the agent holds for one job, as Workloads() reports it.
@@ -319,6 +327,9 @@ class Agent {
         int node_claim_fd, std::string instance_id);
 
   absl::Status Register();
+  // Replaces client_ with one presenting `bearer` (the Tick thread only).
+  absl::Status UseBearer(const std::string& bearer);
+  std::string credential_file() const { return options_.data_dir + "/node.credential"; }
   // POSTs one heartbeat and records its result and round trip in the metrics.
   absl::StatusOr<nlohmann::json> PostHeartbeat(const api::Heartbeat& hb);
   // Updates gpugeek_agent_workloads. Requires mu_.
@@ -346,7 +357,8 @@ class Agent {
 
   const AgentOptions options_;
   const std::string node_;
-  const std::unique_ptr<http::Client> client_;    // used by the Tick thread only
+  std::unique_ptr<http::Client> client_;          // used by the Tick thread only; replaced on joining
+  std::string bearer_;                            // what client_ presents: the credential or the join token
   const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
   std::unique_ptr<Executor> executor_;            // set at construction; reset only by ~Agent
   const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups

@@ -152,9 +152,10 @@ nlohmann::json ToJson(const Registration& r) {
 }
 
 nlohmann::json ToJson(const RegistrationReply& r) {
-  return {{"heartbeat_interval_ms", r.heartbeat_interval_ms},
-          {"lease_ms", r.lease_ms},
-          {"fence_grace_ms", r.fence_grace_ms}};
+  nlohmann::json j = {
+      {"heartbeat_interval_ms", r.heartbeat_interval_ms}, {"lease_ms", r.lease_ms}, {"fence_grace_ms", r.fence_grace_ms}};
+  if (!r.node_credential.empty()) j["node_credential"] = r.node_credential;
+  return j;
 }
 
 nlohmann::json ToJson(const Assignment& a) {
@@ -173,7 +174,8 @@ nlohmann::json ToJson(const Assignment& a) {
           {"checkpoint_dir", a.checkpoint_dir},
           {"grace_ms", a.grace_ms},
           {"restart_count", a.restart_count},
-          {"cancel", a.cancel}};
+          {"cancel", a.cancel},
+          {"tenant", a.tenant}};
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
@@ -254,11 +256,13 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
 
 absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration_reply");
-  RETURN_IF_ERROR(r.CheckObject({"heartbeat_interval_ms", "lease_ms", "fence_grace_ms"}));
+  RETURN_IF_ERROR(r.CheckObject({"heartbeat_interval_ms", "lease_ms", "fence_grace_ms", "node_credential"}));
   RegistrationReply out;
   ASSIGN_OR_RETURN(out.heartbeat_interval_ms, r.Int("heartbeat_interval_ms", 1000, 10, 600'000));
   ASSIGN_OR_RETURN(out.lease_ms, r.Int("lease_ms", 3000, 100, 3'600'000));
   ASSIGN_OR_RETURN(out.fence_grace_ms, r.Int("fence_grace_ms", 2000, 0, 3'600'000));
+  ASSIGN_OR_RETURN(out.node_credential, r.String("node_credential", std::string()));
+  if (out.node_credential.size() > 1024) return r.Error("node_credential", "is longer than 1024 bytes");
   return out;
 }
 
@@ -266,7 +270,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   JsonReader r(j, path);
   RETURN_IF_ERROR(r.CheckObject({"job_id", "epoch", "node_rank", "num_nodes", "gpu_uuids", "gpu_milli", "cpu_milli",
                                  "memory_bytes", "master_addr", "master_port", "run", "env", "checkpoint_dir",
-                                 "grace_ms", "restart_count", "cancel"}));
+                                 "grace_ms", "restart_count", "cancel", "tenant"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -289,6 +293,8 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   ASSIGN_OR_RETURN(int64_t restarts, r.Int("restart_count", 0, 0, 1'000'000));
   a.restart_count = static_cast<int>(restarts);
   ASSIGN_OR_RETURN(a.cancel, r.Bool("cancel", false));
+  ASSIGN_OR_RETURN(a.tenant, r.String("tenant", std::string()));
+  if (!a.tenant.empty()) RETURN_IF_ERROR(ValidateName(r.Path("tenant"), a.tenant, NameKind::kTenant));
   return a;
 }
 

@@ -76,6 +76,9 @@ struct RegistrationReply {
   // The longest SIGTERM-to-SIGKILL grace a fenced agent gives a workload (it uses min(grace_ms, this)).
   // 0 .. 3,600,000 ms.
   int64_t fence_grace_ms = 2000;
+  // On a node's first registration (with a join token): its node credential (auth/node_credential.h),
+  // to keep and present on every later call. "" when the agent registered with its credential.
+  std::string node_credential;
 };
 
 // One member of a job placed on this node.
@@ -98,6 +101,9 @@ struct Assignment {
   int64_t grace_ms = 30000;  // SIGTERM to SIGKILL
   int restart_count = 0;
   bool cancel = false;  // stop it: SIGTERM to the group, grace, SIGKILL
+  // The job's tenant ("" = the default tenant): the agent runs the member as that tenant's own
+  // unprivileged user (agent/executor.h RunAsOptions).
+  std::string tenant;
 };
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -47,6 +48,10 @@ bool IsBase64Url(std::string_view s) {
 
 std::string ApiToken::Text() const { return fmt::format("{}{}_{}", kApiTokenPrefix, id, secret); }
 
+std::string JoinTokenText(const ApiToken& token) {
+  return fmt::format("{}{}_{}", kJoinTokenPrefix, token.id, token.secret);
+}
+
 std::string RandomHex(size_t bytes) {
   EnsureSodium();
   std::string raw(bytes, '\0');
@@ -71,20 +76,42 @@ ApiToken GenerateApiToken() {
   return t;
 }
 
+namespace {
+
+// "<prefix><16 hex>_<43 base64url>"; nullopt for anything else.
+std::optional<ApiToken> ParsePrefixed(std::string_view text, std::string_view prefix) {
+  const size_t length = prefix.size() + kApiTokenIdChars + 1 + kApiTokenSecretChars;
+  if (text.size() != length || text.substr(0, prefix.size()) != prefix) return std::nullopt;
+  std::string_view rest = text.substr(prefix.size());
+  std::string_view id = rest.substr(0, kApiTokenIdChars);
+  if (rest[kApiTokenIdChars] != '_') return std::nullopt;
+  std::string_view secret = rest.substr(kApiTokenIdChars + 1);
+  if (!IsLowerHex(id) || !IsBase64Url(secret)) return std::nullopt;
+  return ApiToken{std::string(id), std::string(secret)};
+}
+
+}  // namespace
+
+ApiToken GenerateJoinToken() { return GenerateApiToken(); }
+
+absl::StatusOr<ApiToken> ParseJoinToken(std::string_view text) {
+  std::optional<ApiToken> t = ParsePrefixed(text, kJoinTokenPrefix);
+  if (!t) {
+    return absl::UnauthenticatedError(
+        "the join token is not a gpugeek join token (ggj_<16 hex>_<43 base64url>); an admin makes one with `gpugeek "
+        "join-token create`");
+  }
+  return *t;
+}
+
 absl::StatusOr<ApiToken> ParseApiToken(std::string_view text) {
-  constexpr size_t kLength = kApiTokenPrefix.size() + kApiTokenIdChars + 1 + kApiTokenSecretChars;
-  const auto bad = [] {
+  std::optional<ApiToken> t = ParsePrefixed(text, kApiTokenPrefix);
+  if (!t) {
     return absl::UnauthenticatedError(
         "the bearer token is not a gpugeek API token (ggk_<16 hex>_<43 base64url>); run `gpugeek login` or create "
         "one with `gpugeek tokens create`");
-  };
-  if (text.size() != kLength || text.substr(0, kApiTokenPrefix.size()) != kApiTokenPrefix) return bad();
-  std::string_view rest = text.substr(kApiTokenPrefix.size());
-  std::string_view id = rest.substr(0, kApiTokenIdChars);
-  if (rest[kApiTokenIdChars] != '_') return bad();
-  std::string_view secret = rest.substr(kApiTokenIdChars + 1);
-  if (!IsLowerHex(id) || !IsBase64Url(secret)) return bad();
-  return ApiToken{std::string(id), std::string(secret)};
+  }
+  return *t;
 }
 
 absl::StatusOr<std::string> HashSecret(std::string_view secret) {

@@ -44,6 +44,12 @@ ApiToken GenerateApiToken();
 // the input (it may be a secret pasted in the wrong place).
 absl::StatusOr<ApiToken> ParseApiToken(std::string_view text);
 
+// Join tokens (node_credential.h) have the same shape with the prefix "ggj_".
+inline constexpr std::string_view kJoinTokenPrefix = "ggj_";
+std::string JoinTokenText(const ApiToken& token);
+ApiToken GenerateJoinToken();
+absl::StatusOr<ApiToken> ParseJoinToken(std::string_view text);
+
 // The argon2id string to store for `secret` ("$argon2id$v=19$m=19456,t=2,p=1$..."). ResourceExhausted
 // when the 19 MiB cannot be allocated.
 absl::StatusOr<std::string> HashSecret(std::string_view secret);

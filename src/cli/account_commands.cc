@@ -4,6 +4,7 @@
 //   gpugeek tenants [create NAME]                          (admin)
 //   gpugeek users [create NAME --tenant T --role R]        (admin)
 //   gpugeek tokens [create [--user U] [--description D] [--expires 30d] | revoke ID]
+//   gpugeek join-tokens, gpugeek join-token create [--uses N] [--expires 1h] | revoke ID   (admin)
 // each with --server URL, --token, --profile and --json.
 
 #include <iostream>
@@ -218,9 +219,63 @@ void RegisterTokens(CLI::App& app) {
   });
 }
 
+void RegisterJoinTokens(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string description, expires, id;
+    int64_t uses = 1;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand("join-tokens", "List join tokens (admin); see also join-token create|revoke");
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "join-tokens";
+    json all = ListAll(cmd, *Connect(cmd, o->flags), "/v1/join-tokens", "join_tokens");
+    if (o->flags.json) return PrintJson({{"join_tokens", all}});
+    TextTable table({"ID", "USES LEFT", "DESCRIPTION", "CREATED BY", "CREATED", "EXPIRES"});
+    for (const json& t : all) {
+      table.AddRow({Text(t["id"]), Text(t["uses_left"]),
+                    t["description"].get<std::string>().empty() ? "-" : Text(t["description"]), Text(t["created_by"]),
+                    LocalTime(Text(t["created_at"])),
+                    t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"]))});
+    }
+    std::cout << table.Render();
+  });
+  CLI::App* token = app.add_subcommand("join-token", "Create or revoke a join token (admin): how new nodes join");
+  token->require_subcommand(1);
+  CLI::App* create =
+      token->add_subcommand("create", "Create a join token; pass it to `gpugeek agent --join-token` on the new nodes");
+  create->add_option("--uses", o->uses, "How many agents may join with it (default: 1)");
+  create->add_option("--expires", o->expires, "Lifetime: 3600s, 90m, 12h or 30d (default: 1h)");
+  create->add_option("--description", o->description, "What it is for, e.g. rack-12");
+  AddClientFlags(create, &o->flags);
+  create->callback([o] {
+    const std::string cmd = "join-token create";
+    // A join token lets machines into the pool: it expires by default.
+    std::optional<int64_t> ttl = ParseTtl(o->expires.empty() ? "1h" : o->expires);
+    if (!ttl) Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 1h", o->expires), kExitUsage);
+    json t = OrFail(cmd, Connect(cmd, o->flags)
+                             ->Post("/v1/join-tokens",
+                                    {{"description", o->description}, {"uses", o->uses}, {"expires_in_s", *ttl}}));
+    if (o->flags.json) return PrintJson(t);
+    std::cout << Text(t["token"]) << "\n";
+    std::cerr << fmt::format("Join token {}: {} agent(s) may join until {}. It is shown only now.\n", Text(t["id"]),
+                             Text(t["uses_left"]), LocalTime(Text(t["expires_at"])));
+  });
+  CLI::App* revoke = token->add_subcommand("revoke", "Delete a join token: no more agents join with it");
+  revoke->add_option("id", o->id, "Join token id (the 16 hex digits after ggj_)")->required();
+  AddClientFlags(revoke, &o->flags);
+  revoke->callback([o] {
+    const std::string cmd = "join-token revoke";
+    OrFail(cmd, Connect(cmd, o->flags)->Delete("/v1/join-tokens/" + UrlEncode(o->id)));
+    if (!o->flags.json) std::cout << "Revoked join token " << o->id << "\n";
+  });
+}
+
 }  // namespace
 
 void RegisterAccountCommands(CLI::App& app) {
+  RegisterJoinTokens(app);
   RegisterLogin(app);
   RegisterWhoami(app);
   RegisterTenants(app);

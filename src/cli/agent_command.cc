@@ -13,15 +13,18 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/strip.h"
 #include "agent/agent.h"
 #include "agent/metrics_listener.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
+#include "common/file.h"
 #include "hw/composite_discovery.h"
 #include "hw/emulated_discovery.h"
 #include "metrics/registry.h"
@@ -69,6 +72,10 @@ void RegisterAgentCommand(CLI::App& app) {
     // Loopback, any free port: agents sharing a host never collide, and Prometheus finds the port through
     // the server (GET /v1/prometheus/targets). On a multi-host pool: --metrics-listen 0.0.0.0:9471.
     std::string metrics_listen = "127.0.0.1:0";
+    std::string join_token;
+    std::string join_token_file;
+    bool allow_root_workloads = false;
+    std::string workload_uids = "200000-265535";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("agent",
@@ -94,7 +101,36 @@ void RegisterAgentCommand(CLI::App& app) {
                   "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0: any free port; 0.0.0.0 or an "
                   "empty host: every interface, announced as --address; \"off\" or \"\": none)")
       ->capture_default_str();
+  sub->add_option("--join-token", o->join_token,
+                  "Join token for the first registration (default: $GPUGEEK_JOIN_TOKEN); afterwards the node "
+                  "credential kept in the data directory is used");
+  sub->add_option("--join-token-file", o->join_token_file, "File whose first line is the join token");
+  sub->add_flag("--allow-root-workloads", o->allow_root_workloads,
+                "Run workloads as root when the agent is root (default: each tenant's own unprivileged uid)");
+  sub->add_option("--workload-uids", o->workload_uids, "Range of uids tenants' workloads run as, FIRST-LAST")
+      ->capture_default_str();
   sub->callback([o] {
+    if (o->join_token.empty() && !o->join_token_file.empty()) {
+      auto text = ReadFileBounded(o->join_token_file, 4096, "join token file");
+      if (!text.ok()) Fail(std::string(text.status().message()), 2);
+      o->join_token = std::string(absl::StripAsciiWhitespace(text->substr(0, text->find('\n'))));
+    }
+    if (o->join_token.empty()) {
+      if (const char* env = std::getenv("GPUGEEK_JOIN_TOKEN"); env != nullptr) o->join_token = env;
+    }
+    agent::RunAsOptions run_as;
+    run_as.allow_root_workloads = o->allow_root_workloads;
+    {
+      unsigned long first = 0, last = 0;
+      char dash = 0;
+      std::istringstream in(o->workload_uids);
+      if (!(in >> first >> dash >> last) || dash != '-' || !in.eof() || first == 0 || last < first ||
+          last >= 0xffffffffUL) {
+        Fail(fmt::format("--workload-uids '{}': expected FIRST-LAST, e.g. 200000-265535", o->workload_uids), 2);
+      }
+      run_as.first_uid = static_cast<uid_t>(first);
+      run_as.count = static_cast<uint32_t>(last - first + 1);
+    }
     std::map<std::string, std::string> labels;
     for (const std::string& l : o->labels) {
       const size_t eq = l.find('=');
@@ -128,6 +164,7 @@ void RegisterAgentCommand(CLI::App& app) {
     // Declared before the agent and the listener: it outlives both.
     metrics::Registry registry;
     auto agent = agent::Agent::Create({.server_url = o->server,
+                                       .join_token = o->join_token,
                                        .node = node,
                                        .address = o->address,
                                        .capacity_type = o->capacity,
@@ -136,7 +173,8 @@ void RegisterAgentCommand(CLI::App& app) {
                                        .discovery = discovery.get(),
                                        .data_dir = o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir,
                                        .cgroup_limits = !o->no_cgroups,
-                                       .metrics = serve_metrics ? &registry : nullptr});
+                                       .metrics = serve_metrics ? &registry : nullptr,
+                                       .run_as = run_as});
     if (!agent.ok()) {
       pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
       Fail(std::string(agent.status().message()), absl::IsInvalidArgument(agent.status()) ? 2 : 1);

@@ -23,6 +23,7 @@
 
 #include "absl/strings/strip.h"
 #include "controlplane/server.h"
+#include "controlplane/testing/agent_caller.h"
 #include "http/client.h"
 #include "hw/emulate_spec.h"
 #include "hw/emulated_discovery.h"
@@ -93,9 +94,7 @@ class ClientCommandsTest : public ::testing::Test {
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
     ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", "team-a"}}).ok());
-    auto a = http::Client::Create({.base_url = server_->agent_url()});
-    ASSERT_TRUE(a.ok());
-    agent_ = std::move(*a);
+    agent_ = std::make_unique<controlplane::testing::AgentCaller>(*server_);
     server_flag_ = " --server " + server_->url();
   }
   void TearDown() override {
@@ -161,7 +160,7 @@ class ClientCommandsTest : public ::testing::Test {
   std::unique_ptr<controlplane::ControlPlaneServer> server_;
   std::string admin_token_;
   std::unique_ptr<http::Client> client_;  // the API
-  std::unique_ptr<http::Client> agent_;   // the agents' listener
+  std::unique_ptr<controlplane::testing::AgentCaller> agent_;  // the agents' listener, as joined agents
   std::string server_flag_;
 };
 

@@ -122,6 +122,12 @@ void RegisterUpCommand(CLI::App& app) {
     ao.node = gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0' ? host : "local";
     ao.discovery = discovery.get();
     ao.data_dir = (data / "agent").string();
+    // The in-process agent joins with a one-use token the first time; later it has its credential.
+    if (!std::filesystem::exists(ao.data_dir + "/node.credential")) {
+      auto token = (*server)->nodes().LocalJoinToken();
+      if (!token.ok()) Fail(cmd, fmt::format("join token for the local agent: {}", token.status().message()));
+      ao.join_token = *token;
+    }
     metrics::Registry agent_registry;  // outlives the agent and its listener
     if (agent_metrics) ao.metrics = &agent_registry;
     auto agent = agent::Agent::Create(ao);

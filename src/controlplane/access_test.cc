@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "controlplane/access.h"
 #include "controlplane/server.h"
+#include "controlplane/testing/agent_caller.h"
 #include "hw/emulate_spec.h"
 #include "hw/emulated_discovery.h"
 
@@ -57,6 +58,7 @@ class AccessTest : public ::testing::Test {
     }
   }
   void TearDown() override {
+    agents_.reset();
     server_.reset();
     std::filesystem::remove_all(dir_);
   }
@@ -83,9 +85,9 @@ class AccessTest : public ::testing::Test {
     r.address = "127.0.0.1";
     r.inventory =
         hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node, {node, 32, uint64_t{256} << 30, 1, ""});
-    httplib::Client c(server_->agent_url());
-    auto reply = c.Post("/v1/agents/register", api::ToJson(r).dump(), "application/json");
-    ASSERT_TRUE(reply && reply->status == 200) << (reply ? reply->body : "no reply");
+    if (agents_ == nullptr) agents_ = std::make_unique<testing::AgentCaller>(*server_);
+    auto reply = agents_->Post("/v1/agents/register", api::ToJson(r));
+    ASSERT_TRUE(reply.ok()) << reply.status();
   }
 
   // A fresh PENDING job of team-a.
@@ -99,6 +101,7 @@ class AccessTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::unique_ptr<ControlPlaneServer> server_;
   std::string tokens_[kCallers];
+  std::unique_ptr<testing::AgentCaller> agents_;
   int fresh_ = 0;
 };
 
@@ -145,7 +148,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
     const bool token_scoped = pattern == "/v1/tokens/{id}";
     const int ok = (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
-                                         pattern == "/v1/tokens"))
+                                         pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
                        ? 201
                        : 200;
     for (int c = 0; c < kCallers; ++c) {
@@ -155,6 +158,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
       std::string path = pattern;
       json body = nullptr;
       if (job_scoped) path = absl::StrReplaceAll(path, {{"{id}", NewJobOfA()}});
+      if (pattern == "/v1/join-tokens/{id}") {
+        Result t = Call(kAdmin, "POST", "/v1/join-tokens", json::object());
+        path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});
+      }
       if (token_scoped) {
         Result t = Call(kAdmin, "POST", "/v1/tokens", {{"user", "member-a"}});
         path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});

@@ -127,4 +127,51 @@ void RegisterAccountRoutes(http::Server& server, Accounts& accounts) {
   });
 }
 
+namespace {
+
+J JoinTokenJson(const store::JoinTokenRecord& t) {
+  return {{"id", t.id},
+          {"description", t.description},
+          {"created_by", t.created_by},
+          {"created_at", FormatTime(t.created_at)},
+          {"expires_at", TimeOrNull(t.expires_at)},
+          {"uses_left", t.uses_left}};
+}
+
+}  // namespace
+
+void RegisterJoinTokenRoutes(http::Server& server, Accounts& accounts, NodeAuthority& nodes) {
+  const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {
+    GuardedRoute(server, accounts, method, pattern, std::move(handler));
+  };
+  route("GET", "/v1/join-tokens", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(auto tokens, nodes.JoinTokens(who));
+    return Page(
+        r, "join_tokens", tokens, [](const store::JoinTokenRecord& t) { return t.id; }, JoinTokenJson);
+  });
+  route("POST", "/v1/join-tokens", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    J body = J::object();
+    if (!r.body.empty()) {
+      ASSIGN_OR_RETURN(body, r.JsonBody());
+    }
+    api::JsonReader reader(body, "");
+    RETURN_IF_ERROR(reader.CheckObject({"description", "expires_in_s", "uses"}));
+    ASSIGN_OR_RETURN(std::string description, reader.String("description", std::string()));
+    ASSIGN_OR_RETURN(int64_t uses, reader.Int("uses", 1, 1, 100000));
+    std::optional<Duration> ttl;
+    if (reader.Has("expires_in_s") && !body["expires_in_s"].is_null()) {
+      ASSIGN_OR_RETURN(int64_t seconds, reader.Int("expires_in_s", 0, 1, int64_t{366} * 24 * 3600));
+      ttl = std::chrono::seconds(seconds);
+    }
+    ASSIGN_OR_RETURN(NodeAuthority::CreatedJoinToken t, nodes.CreateJoinToken(who, description, ttl, uses));
+    J out = JoinTokenJson(t.record);
+    out["token"] = t.text;
+    return Reply::Json(out, 201);
+  });
+  route("DELETE", "/v1/join-tokens/{id}", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    RETURN_IF_ERROR(nodes.DeleteJoinToken(who, r.param("id")));
+    return Reply::Json(J::object());
+  });
+}
+
 }  // namespace gpugeek::controlplane

@@ -14,11 +14,18 @@
 // next_after names the last item of a full page, null on the last page.
 
 #include "controlplane/accounts.h"
+#include "controlplane/node_authority.h"
 #include "http/server.h"
 
 namespace gpugeek::controlplane {
 
 // Registers the routes above on `server` behind their rules. `accounts` must outlive the server.
 void RegisterAccountRoutes(http::Server& server, Accounts& accounts);
+
+// Join tokens (node_authority.h), admin only:
+//   GET    /v1/join-tokens?after=&limit=                     -> {join_tokens, next_after}
+//   POST   /v1/join-tokens {description?, expires_in_s?, uses?} -> 201 {token, id, uses_left, ...}
+//   DELETE /v1/join-tokens/{id}                              -> {}
+void RegisterJoinTokenRoutes(http::Server& server, Accounts& accounts, NodeAuthority& nodes);
 
 }  // namespace gpugeek::controlplane

@@ -23,16 +23,20 @@
 
 #include "controlplane/accounts.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/node_authority.h"
 #include "http/server.h"
 
 namespace gpugeek::controlplane {
 
 // Registers every user route on `server`, each behind its rule in access.h, authenticated by
 // `accounts`. All must outlive the server's serving.
-void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Accounts& accounts, Clock& clock);
+void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Accounts& accounts, NodeAuthority& nodes,
+                       Clock& clock);
 
 // The agents' routes, served on their own listener so user traffic can never starve liveness:
 //   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)
-void RegisterAgentRoutes(http::Server& server, ControlPlane& control_plane);
+// Each needs the node's credential, or to register for the first time a join token (node_authority.h):
+// 401 without a valid one, 403 for another node's credential, 409 for a join with a taken name.
+void RegisterAgentRoutes(http::Server& server, ControlPlane& control_plane, NodeAuthority& nodes);
 
 }  // namespace gpugeek::controlplane

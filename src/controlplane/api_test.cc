@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "controlplane/server.h"
+#include "controlplane/testing/agent_caller.h"
 #include "http/client.h"
 #include "http/status_http.h"
 #include "hw/emulate_spec.h"
@@ -41,9 +42,7 @@ class ApiTest : public ::testing::Test {
     auto c = http::Client::Create({.base_url = server_->url(), .bearer_token = admin_token_});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
-    auto a = http::Client::Create({.base_url = server_->agent_url()});
-    ASSERT_TRUE(a.ok());
-    agent_ = std::move(*a);
+    agent_ = std::make_unique<controlplane::testing::AgentCaller>(*server_);
   }
   void TearDown() override {
     client_.reset();  // close the keep-alive connections before the server waits for them
@@ -73,7 +72,7 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<ControlPlaneServer> server_;
   std::string admin_token_;               // made by the server's first start
   std::unique_ptr<http::Client> client_;  // the API (users), as the admin
-  std::unique_ptr<http::Client> agent_;   // the agents' listener
+  std::unique_ptr<controlplane::testing::AgentCaller> agent_;  // the agents' listener, as joined agents
 };
 
 TEST_F(ApiTest, SubmitScheduleHeartbeatAndFinish) {
@@ -155,6 +154,7 @@ TEST_F(ApiTest, BadInputIs4xxNamingTheField) {
   EXPECT_EQ(client_->Post("/v1/nodes/ghost/cordon", nlohmann::json::object()).status().code(),
             absl::StatusCode::kNotFound);
 
+  RegisterNode("node-a", "1xL4");
   api::Heartbeat hb;
   hb.node = "node-b";
   auto mismatch = agent_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
@@ -380,12 +380,13 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
                                                  "route=\"/v1/nodes/{name}\",code=\"200\"} 1\n"));
   EXPECT_TRUE((*client_->Get("/v1/openapi.json"))["paths"]["/v1/nodes/{name}"].contains("delete"));
 
-  // Its agent comes back: a heartbeat is told to register again, and it does.
+  // Its credential went with it: its agent is refused and must join again, with a new join token.
   api::Heartbeat hb;
   hb.node = "node-a";
   auto reply = agent_->Post("/v1/agents/node-a/heartbeat", api::ToJson(hb));
-  ASSERT_TRUE(reply.ok()) << reply.status();
-  EXPECT_TRUE(api::HeartbeatReplyFromJson(*reply)->reregister);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kUnauthenticated) << reply.status();
+  EXPECT_THAT(std::string(reply.status().message()), ::testing::HasSubstr("was revoked"));
+  agent_->Forget("node-a");
   reg("node-a", "10.0.0.7:9471");
   EXPECT_EQ((*client_->Get("/v1/nodes/node-a"))["state"], "ready");
   EXPECT_EQ(client_->Get("/v1/prometheus/targets")->size(), 2u);
@@ -414,7 +415,7 @@ TEST(ServerStopTest, DrainingConnectionsDoesNotMarkNodesDown) {
                                            .reconcile_interval = std::chrono::milliseconds(10)});
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = *http::Client::Create({.base_url = (*server)->url(), .bearer_token = (*server)->admin_token()});
-  auto agent = *http::Client::Create({.base_url = (*server)->agent_url()});
+  auto agent = std::make_unique<testing::AgentCaller>(**server);
   api::Registration r;
   r.node = "n1";
   r.address = "127.0.0.1";

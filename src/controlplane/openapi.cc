@@ -264,14 +264,44 @@ J Build() {
   paths["/v1/tokens/{id}"]["delete"] = Op("Revoke an API token", JsonResponse("the revoked token", Ref("Token")));
   paths["/v1/tokens/{id}"]["parameters"] = {PathParam("id")};
 
+  schemas["JoinToken"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"description", {{"type", "string"}}},
+        {"created_by", {{"type", "string"}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"expires_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
+        {"uses_left", {{"type", "integer"}}},
+        {"token", {{"type", "string"}, {"description", "ggj_...: in the creation reply only"}}}}}};
+  paths["/v1/join-tokens"]["get"] = Op("List join tokens", JsonResponse("a page", page_of("join_tokens", "JoinToken")));
+  paths["/v1/join-tokens"]["get"]["parameters"] = paging;
+  paths["/v1/join-tokens"]["post"] =
+      Op("Create a join token: `uses` agents may join the pool with it (each gets its own node credential)",
+         JsonResponse("created", Ref("JoinToken")), "201");
+  paths["/v1/join-tokens"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"properties",
+             {{"description", {{"type", "string"}}},
+              {"expires_in_s", {{"type", "integer"}, {"minimum", 1}}},
+              {"uses", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}}});
+  paths["/v1/join-tokens/{id}"]["delete"] = Op("Delete a join token", JsonResponse("deleted", {{"type", "object"}}));
+  paths["/v1/join-tokens/{id}"]["parameters"] = {PathParam("id")};
+
   // Who may call what (access.h): the security requirement and error answers of each operation.
   for (const RouteAccess& r : RouteAccessTable()) {
     std::string method(r.method);
     for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     J& op = paths[std::string(r.pattern)][method];
     op["x-gpugeek-access"] = std::string(AccessName(r.access));
-    if (r.access == Access::kPublic || r.access == Access::kNode) {
+    if (r.access == Access::kPublic) {
       op["security"] = J::array();
+      continue;
+    }
+    if (r.access == Access::kNode) {
+      op["security"] = J::array({{{"nodeCredential", J::array()}}});
+      op["responses"]["401"] = JsonResponse("no valid node credential (or join token, to register)", Ref("Error"));
+      op["responses"]["403"] = JsonResponse("another node's credential", Ref("Error"));
       continue;
     }
     op["security"] = J::array({{{"bearerAuth", J::array()}}});
@@ -284,7 +314,12 @@ J Build() {
        {{"type", "http"},
         {"scheme", "bearer"},
         {"bearerFormat", "ggk_<16 hex>_<43 base64url>"},
-        {"description", "An API token (`gpugeek tokens create`); objects of another tenant answer 404"}}}};
+        {"description", "An API token (`gpugeek tokens create`); objects of another tenant answer 404"}}},
+      {"nodeCredential",
+       {{"type", "http"},
+        {"scheme", "bearer"},
+        {"bearerFormat", "ggn_<generation>_<hmac>_<node>, or ggj_... to join"},
+        {"description", "An agent's node credential, received at its first registration for a join token"}}}};
 
   return {{"openapi", "3.0.3"},
           {"info", {{"title", "gpugeek control plane"}, {"version", kVersion}}},

@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->accounts_, Accounts::Open(*s->store_, RealClock()));
+  ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));
   ASSIGN_OR_RETURN(std::optional<std::string> bootstrap, s->accounts_->Bootstrap());
   if (bootstrap) {
     // First start: the operator's admin token, readable by the server's user only. The CLI of `gpugeek
@@ -67,7 +68,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   api.max_body_bytes = kMaxApiBodyBytes;
   api.observer = observer;
   ASSIGN_OR_RETURN(s->http_, http::Server::Create(api));
-  RegisterApiRoutes(*s->http_, *s->control_plane_, *s->accounts_, RealClock());
+  RegisterApiRoutes(*s->http_, *s->control_plane_, *s->accounts_, *s->nodes_, RealClock());
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;
@@ -79,7 +80,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   agents.idle_timeout = std::chrono::seconds(30);
   agents.header_timeout = std::chrono::seconds(5);
   ASSIGN_OR_RETURN(s->agents_http_, http::Server::Create(agents));
-  RegisterAgentRoutes(*s->agents_http_, *s->control_plane_);
+  RegisterAgentRoutes(*s->agents_http_, *s->control_plane_, *s->nodes_);
   RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });

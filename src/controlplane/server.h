@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "controlplane/accounts.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/node_authority.h"
 #include "http/server.h"
 #include "metrics/registry.h"
 #include "store/sqlite_store.h"
@@ -70,6 +71,8 @@ class ControlPlaneServer {
   int agent_port() const { return agents_http_->port(); }
   ControlPlane& control_plane() { return *control_plane_; }
   Accounts& accounts() { return *accounts_; }
+  // Join tokens and node credentials; NodeAuthority::LocalJoinToken lets `gpugeek up`'s agent join.
+  NodeAuthority& nodes() { return *nodes_; }
   // <data_dir>/admin.token: the admin token made on the first start (mode 0600).
   std::string admin_token_file() const { return options_.data_dir + "/admin.token"; }
   // The token in admin_token_file(); "" when it cannot be read (an operator removed it).
@@ -88,6 +91,7 @@ class ControlPlaneServer {
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<Accounts> accounts_;
+  std::unique_ptr<NodeAuthority> nodes_;
   std::unique_ptr<http::Server> http_;         // users
   std::unique_ptr<http::Server> agents_http_;  // agents
   std::thread loop_;

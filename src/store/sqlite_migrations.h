@@ -71,6 +71,22 @@ CREATE TABLE tokens (
   revoked_at_ns INTEGER
 );
 )sql",
+    // 4: join tokens (a SHA-256 of the secret) and the generation of each node's credential.
+    R"sql(
+CREATE TABLE join_tokens (
+  id            TEXT PRIMARY KEY,
+  secret_sha256 TEXT NOT NULL,
+  description   TEXT NOT NULL,
+  created_by    TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  expires_at_ns INTEGER,
+  uses_left     INTEGER NOT NULL
+);
+CREATE TABLE node_credentials (
+  node       TEXT PRIMARY KEY,
+  generation INTEGER NOT NULL
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -679,4 +679,91 @@ absl::Status SqliteStore::RevokeToken(const std::string& id, TimePoint at) {
   return absl::OkStatus();
 }
 
+absl::Status SqliteStore::CreateJoinToken(const JoinTokenRecord& token) {
+  if (token.id.empty()) return absl::InvalidArgumentError("store: join token id must not be empty");
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO join_tokens (id, secret_sha256, description, created_by, created_at_ns, expires_at_ns, "
+              "uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, token.id).Bind(2, token.secret_sha256).Bind(3, token.description).Bind(4, token.created_by);
+  s.Bind(5, ToNs(token.created_at));
+  BindOptionalTime(s, 6, token.expires_at);
+  s.Bind(7, token.uses_left);
+  return InsertOutcome(db_, s.Step(), "join token", token.id, "");
+}
+
+absl::StatusOr<std::vector<JoinTokenRecord>> SqliteStore::ListJoinTokens() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT id, secret_sha256, description, created_by, created_at_ns, expires_at_ns, uses_left FROM "
+              "join_tokens ORDER BY id");
+  RETURN_IF_ERROR(s.status());
+  std::vector<JoinTokenRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), FromNs(s.Int(4)), OptionalTime(s, 5), s.Int(6)});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list join tokens");
+  return out;
+}
+
+absl::Status SqliteStore::ConsumeJoinToken(const std::string& id) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "UPDATE join_tokens SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "consume join token");
+  if (sqlite3_changes(db_) == 1) return absl::OkStatus();
+  Statement exists(*statements_, "SELECT 1 FROM join_tokens WHERE id = ?");
+  RETURN_IF_ERROR(exists.status());
+  exists.Bind(1, id);
+  if (exists.Step() == SQLITE_ROW) {
+    return absl::FailedPreconditionError(fmt::format("store: join token '{}' has no use left", id));
+  }
+  return absl::NotFoundError(fmt::format("store: no join token '{}'", id));
+}
+
+absl::Status SqliteStore::DeleteJoinToken(const std::string& id) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "DELETE FROM join_tokens WHERE id = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete join token");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt::format("store: no join token '{}'", id));
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::PutNodeCredential(const std::string& node, uint64_t generation) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO node_credentials (node, generation) VALUES (?, ?) ON CONFLICT(node) DO UPDATE SET "
+              "generation = excluded.generation");
+  RETURN_IF_ERROR(s.status());
+  // SQLite integers are signed 64-bit: the generation's bits are stored as they are.
+  s.Bind(1, node).Bind(2, static_cast<int64_t>(generation));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put node credential");
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::DeleteNodeCredential(const std::string& node) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "DELETE FROM node_credentials WHERE node = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, node);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete node credential");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> SqliteStore::ListNodeCredentials() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, "SELECT node, generation FROM node_credentials ORDER BY node");
+  RETURN_IF_ERROR(s.status());
+  std::vector<std::pair<std::string, uint64_t>> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Text(0), static_cast<uint64_t>(s.Int(1)));
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list node credentials");
+  return out;
+}
+
 }  // namespace gpugeek::store

@@ -82,6 +82,19 @@ struct TokenRecord {
   std::optional<TimePoint> revoked_at;  // set once, by RevokeToken
 };
 
+// A join token (auth/node_credential.h): lets `uses_left` more agents join the pool. The secret is
+// high-entropy random, so its SHA-256 (hex) is stored: no slow hash is needed against guessing, and
+// a thousand agents joining at once cost microseconds each.
+struct JoinTokenRecord {
+  std::string id;
+  std::string secret_sha256;  // lowercase hex
+  std::string description;
+  std::string created_by;  // user
+  TimePoint created_at;
+  std::optional<TimePoint> expires_at;
+  int64_t uses_left = 1;
+};
+
 // Which events Store::ListEvents returns: seq > after_seq, oldest first, at most `limit` (1..10000).
 struct EventFilter {
   std::string job_id;  // "" = every job's
@@ -170,6 +183,17 @@ class Store {
   virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
   // Sets revoked_at (the first revocation's time stays). NotFound if absent.
   virtual absl::Status RevokeToken(const std::string& id, TimePoint at) = 0;
+
+  // Join tokens and node credentials. ConsumeJoinToken takes one use atomically: FailedPrecondition
+  // when none is left, NotFound for an unknown id. DeleteJoinToken: NotFound if absent.
+  virtual absl::Status CreateJoinToken(const JoinTokenRecord& token) = 0;
+  virtual absl::StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() = 0;
+  virtual absl::Status ConsumeJoinToken(const std::string& id) = 0;
+  virtual absl::Status DeleteJoinToken(const std::string& id) = 0;
+  // The generation of each node's credential; Put replaces, Delete is idempotent.
+  virtual absl::Status PutNodeCredential(const std::string& node, uint64_t generation) = 0;
+  virtual absl::Status DeleteNodeCredential(const std::string& node) = 0;
+  virtual absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() = 0;
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

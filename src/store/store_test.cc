@@ -189,7 +189,7 @@ TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
   ASSERT_TRUE(store_->UpdateJob(j).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   Reopen();
-  EXPECT_EQ(store_->schema_version(), 3);
+  EXPECT_EQ(store_->schema_version(), 4);
   auto got = store_->GetJob("j-1");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, JobState::kScheduled);
@@ -237,6 +237,27 @@ TEST_F(SqliteStoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
   EXPECT_EQ(tokens[0].description, "ci");
   EXPECT_EQ(tokens[0].expires_at, t + std::chrono::hours(24));
   EXPECT_EQ(tokens[0].revoked_at, t + std::chrono::seconds(5));
+}
+
+TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepTheirGeneration) {
+  ASSERT_TRUE(store_->CreateJoinToken({.id = "j1", .secret_sha256 = "ab", .created_by = "admin",
+                                       .created_at = clock_.Now(), .uses_left = 2})
+                  .ok());
+  EXPECT_TRUE(store_->ConsumeJoinToken("j1").ok());
+  EXPECT_TRUE(store_->ConsumeJoinToken("j1").ok());
+  absl::Status spent = store_->ConsumeJoinToken("j1");
+  EXPECT_EQ(spent.code(), absl::StatusCode::kFailedPrecondition) << spent;
+  EXPECT_EQ(store_->ConsumeJoinToken("j9").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*store_->ListJoinTokens())[0].uses_left, 0);
+  ASSERT_TRUE(store_->PutNodeCredential("n1", 0xfedcba9876543210ull).ok());  // the top bit survives
+  ASSERT_TRUE(store_->PutNodeCredential("n2", 5).ok());
+  ASSERT_TRUE(store_->DeleteNodeCredential("n2").ok());
+  Reopen();
+  auto creds = *store_->ListNodeCredentials();
+  ASSERT_EQ(creds.size(), 1u);
+  EXPECT_EQ(creds[0], (std::pair<std::string, uint64_t>{"n1", 0xfedcba9876543210ull}));
+  ASSERT_TRUE(store_->DeleteJoinToken("j1").ok());
+  EXPECT_TRUE(store_->ListJoinTokens()->empty());
 }
 
 TEST_F(SqliteStoreTest, EventsFilterByTheirJobsTenant) {

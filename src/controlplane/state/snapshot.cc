@@ -35,6 +35,7 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       a.master_port = live.allocation.master_port;
       a.run = live.spec.run;
       a.env = live.spec.env;
+      a.tenant = live.record.tenant;
       a.checkpoint_dir = live.spec.checkpoint.dir;
       a.grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(live.spec.checkpoint.grace).count();
       a.restart_count = live.record.restarts - (live.draining ? 1 : 0);

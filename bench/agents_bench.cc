@@ -69,6 +69,7 @@
 #include "common/rng.h"
 #include "common/status_macros.h"
 #include "common/table.h"
+#include "auth/role.h"
 #include "controlplane/server.h"
 #include "http/client.h"
 #include "hw/emulated_discovery.h"
@@ -176,6 +177,7 @@ struct RunShared {
   std::string agent_url;
   std::string user_url;
   std::string admin_token;  // the users' calls (submissions, log follows) run as the admin
+  std::string join_token;   // good for every agent of the run
   std::atomic<int64_t> window_start_ns{INT64_MAX};  // Steady ns; INT64_MAX until the load starts
   int64_t window_ns = 0;
   std::atomic<int> registered{0};
@@ -215,8 +217,11 @@ class SimAgent {
 
   void Run(const std::stop_token& stop) {
     ThreadCpu cpu;
-    auto client = http::Client::Create(
-        {.base_url = shared_.agent_url, .connect_timeout = seconds(3), .read_timeout = seconds(10)});
+    // Joins with the run's join token, then speaks with its own node credential, as a real agent.
+    auto client = http::Client::Create({.base_url = shared_.agent_url,
+                                        .connect_timeout = seconds(3),
+                                        .read_timeout = seconds(10),
+                                        .bearer_token = shared_.join_token});
     if (!client.ok()) return;
     client_ = std::move(*client);
     SteadyPoint next = Steady::now() + jitter_;
@@ -253,6 +258,14 @@ class SimAgent {
     auto reply = client_->Post("/v1/agents/register", api::ToJson(registration_));
     if (!reply.ok() && !shared_.registration_error_logged.exchange(true)) {
       spdlog::error("agents_bench: {} cannot register: {}", name_, reply.status());
+    }
+    if (reply.ok() && reply->contains("node_credential")) {
+      auto client = http::Client::Create({.base_url = shared_.agent_url,
+                                          .connect_timeout = seconds(3),
+                                          .read_timeout = seconds(10),
+                                          .bearer_token = (*reply)["node_credential"].get<std::string>()});
+      if (!client.ok()) return false;
+      client_ = std::move(*client);
     }
     return reply.ok();
   }
@@ -584,6 +597,12 @@ absl::StatusOr<RunResult> RunOnce(const BenchOptions& o, int n) {
   RunShared shared;
   shared.user_url = server->url();
   shared.admin_token = server->admin_token();
+  {
+    auto join = server->nodes().CreateJoinToken({.user = "bench", .role = auth::Role::kAdmin}, "agents_bench",
+                                                std::nullopt, n);
+    if (!join.ok()) return join.status();
+    shared.join_token = join->text;
+  }
   shared.agent_url = server->agent_url();  // the agents' own listener (server->url() on a server without one)
   shared.window_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(o.duration_s)).count();

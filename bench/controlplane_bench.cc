@@ -71,6 +71,9 @@ void BM_SubmitToRunning(benchmark::State& state) {
   ao.discovery = discovery->get();
   ao.data_dir = (dir / "agent").string();
   ao.cgroup_limits = false;
+  auto join = (*server)->nodes().LocalJoinToken();
+  if (!join.ok()) return state.SkipWithError(join.status().ToString().c_str());
+  ao.join_token = *join;
   auto agent = agent::Agent::Create(ao);
   if (!agent.ok()) return state.SkipWithError(agent.status().ToString().c_str());
   std::jthread agent_thread([a = agent->get()](std::stop_token stop) { (void)a->Run(stop); });

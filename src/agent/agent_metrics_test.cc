@@ -120,6 +120,7 @@ class AgentMetricsTest : public ::testing::Test {
  protected:
   std::unique_ptr<Agent> MakeAgent(hw::Discovery* discovery, const std::string& node = "n1") {
     auto agent = Agent::Create({.server_url = cp_.url(),
+                                .join_token = "ggj_0123456789abcdef_" + std::string(43, 'J'),
                                 .node = node,
                                 .address = "10.0.0.7",
                                 .discovery = discovery,

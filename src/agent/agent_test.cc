@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -44,6 +46,10 @@ using namespace std::chrono_literals;
 // The two agent endpoints of the control plane, with scripted replies: a test harness for the agent side.
 // It decodes every request with the protocol's strict decoders (so the agent's encoding is checked too),
 // records registrations and heartbeats, and reassembles each member's log from the chunks by offset.
+// What the fake hands a joining agent, and the join token the tests' agents start with.
+const std::string kFakeCredential = "ggn_00000000000000ff_" + std::string(43, 'M') + "_node-a";
+const std::string kTestJoinToken = "ggj_0123456789abcdef_" + std::string(43, 'J');
+
 class FakeControlPlane {
  public:
   explicit FakeControlPlane(int port = 0) { Start(port); }
@@ -63,8 +69,14 @@ class FakeControlPlane {
       }
       registrations_.push_back(*reg);
       known_ = true;
-      return http::Reply::Json(api::ToJson(api::RegistrationReply{
-          .heartbeat_interval_ms = interval_ms_, .lease_ms = lease_ms_, .fence_grace_ms = fence_grace_ms_}));
+      const std::string auth = r.headers.count("authorization") ? r.headers.at("authorization") : "";
+      register_auth_.push_back(auth);
+      // A join (with a join token) is answered with the node's credential, as the real server does.
+      const bool join = auth.rfind("Bearer ggj_", 0) == 0;
+      return http::Reply::Json(api::ToJson(api::RegistrationReply{.heartbeat_interval_ms = interval_ms_,
+                                                                  .lease_ms = lease_ms_,
+                                                                  .fence_grace_ms = fence_grace_ms_,
+                                                                  .node_credential = join ? kFakeCredential : ""}));
     });
     server_->Route("POST", "/v1/agents/{node}/heartbeat",
                    [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
@@ -83,6 +95,7 @@ class FakeControlPlane {
                        return hb.status();
                      }
                      if (hb->node != r.param("node")) errors_.push_back("node in path and body differ");
+                     heartbeat_auth_ = r.headers.count("authorization") ? r.headers.at("authorization") : "";
                      if (!known_) return absl::NotFoundError("no node " + r.param("node"));
                      heartbeats_.push_back(*hb);
                      for (const api::LogChunk& c : hb->logs) AddChunk(c);
@@ -128,6 +141,14 @@ class FakeControlPlane {
   void OnHeartbeat(std::function<void()> hook) {
     std::lock_guard<std::mutex> lock(mu_);
     on_heartbeat_ = std::move(hook);
+  }
+  std::vector<std::string> register_auth() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return register_auth_;
+  }
+  std::string heartbeat_auth() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return heartbeat_auth_;
   }
   void ReregisterOnce() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -196,6 +217,8 @@ class FakeControlPlane {
   int64_t fence_grace_ms_ = 2000;
   std::function<void()> on_heartbeat_;
   bool reregister_once_ = false;
+  std::vector<std::string> register_auth_;  // the Authorization header of each registration
+  std::string heartbeat_auth_;              // of the last heartbeat
   bool known_ = false;
   int fail_heartbeats_ = 0;
   std::vector<api::Registration> registrations_;
@@ -262,6 +285,7 @@ class AgentTest : public ::testing::Test {
                          .discovery = discovery_.get(),
                          .data_dir = dir_.path(),
                          .cgroup_limits = false};
+    options.join_token = kTestJoinToken;
     if (tweak) tweak(options);
     auto agent = Agent::Create(std::move(options));
     EXPECT_TRUE(agent.ok()) << agent.status();
@@ -354,7 +378,7 @@ TEST_F(AgentTest, AssignmentStartsAProcessWithItsGpusEnvAndWorkingDirectory) {
   a.master_port = 29400;
   a.checkpoint_dir = "/ckpt/job-7";
   a.restart_count = 2;
-  a.env = {{"HF_HOME", "/cache"}, {"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"}};
+  a.env = {{"HF_HOME", "/cache"}};
   cp_->SetAssignments({a});
 
   ASSERT_TRUE(agent->Tick().ok());
@@ -968,7 +992,8 @@ TEST_F(AgentTest, ARestartedAgentEndsWhatThePreviousOneLeftInItsCgroups) {
   auto discovery = hw::EmulatedDiscovery::Create({.spec = "1xL4"});
   ASSERT_TRUE(discovery.ok());
   TempDir other_data;
-  AgentOptions twin{.server_url = cp_->url(), .node = "node-a", .discovery = discovery->get()};
+  AgentOptions twin{
+      .server_url = cp_->url(), .join_token = kTestJoinToken, .node = "node-a", .discovery = discovery->get()};
   twin.data_dir = other_data.path();
   with_cgroups(twin);
   const auto second = Agent::Create(twin);
@@ -1039,11 +1064,52 @@ TEST_F(AgentTest, RunKeepsRetryingUntilTheServerAppearsAndStopsPromptly) {
   EXPECT_LT(std::chrono::steady_clock::now() - stopped_at, 2s);
 }
 
+TEST_F(AgentTest, AnAssignmentThatSteersTheLoaderOrItsGpusNeverStarts) {
+  // What a server that skipped the spec's checks (or an impostor) might send.
+  auto agent = MakeAgent("8xH100-SXM-80GB");
+  api::Assignment preload = MakeAssignment("job-p", 1, "touch ran.txt", Gpus(*agent, {0}));
+  preload.env = {{"LD_PRELOAD", "/tmp/evil.so"}};
+  api::Assignment widen = MakeAssignment("job-w", 1, "touch ran.txt", Gpus(*agent, {1}));
+  widen.env = {{"CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"}};
+  cp_->SetAssignments({preload, widen});
+  ASSERT_TRUE(agent->Tick().ok());
+  std::map<std::string, WorkloadStatus> by_job;
+  for (const WorkloadStatus& w : agent->Workloads()) by_job[w.job_id] = w;
+  ASSERT_EQ(by_job.size(), 2u);
+  EXPECT_EQ(by_job["job-p"].state, "failed-to-start");
+  EXPECT_THAT(by_job["job-p"].message, HasSubstr("env.LD_PRELOAD"));
+  EXPECT_EQ(by_job["job-w"].state, "failed-to-start");
+  EXPECT_THAT(by_job["job-w"].message, HasSubstr("env.CUDA_VISIBLE_DEVICES"));
+  EXPECT_FALSE(std::filesystem::exists(WorkDir("job-p-0") + "/ran.txt"));
+}
+
+TEST_F(AgentTest, JoinsOnceThenPresentsItsOwnCredentialAlsoAfterARestart) {
+  auto agent = MakeAgent();
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(cp_->register_auth().size(), 1u);
+  EXPECT_EQ(cp_->register_auth()[0], "Bearer " + kTestJoinToken);
+  EXPECT_EQ(cp_->heartbeat_auth(), "Bearer " + kFakeCredential);
+  const std::filesystem::path kept = std::filesystem::path(dir_.path()) / "node.credential";
+  EXPECT_EQ(ReadAll(kept), kFakeCredential + "\n");
+  struct stat st {};
+  ASSERT_EQ(::stat(kept.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A restarted agent (no join token given this time) registers with the kept credential.
+  agent.reset();
+  auto again = MakeAgent("8xH100-SXM-80GB", [](AgentOptions& o) { o.join_token.clear(); });
+  ASSERT_NE(again, nullptr);
+  ASSERT_TRUE(again->Tick().ok());
+  ASSERT_EQ(cp_->register_auth().size(), 2u);
+  EXPECT_EQ(cp_->register_auth()[1], "Bearer " + kFakeCredential);
+}
+
 TEST(AgentCreateTest, BadOptionsAreInvalidArguments) {
   TempDir dir;
   auto discovery = hw::EmulatedDiscovery::Create({.spec = "1xL4"});
   ASSERT_TRUE(discovery.ok());
   const AgentOptions good{.server_url = "http://127.0.0.1:1",
+                          .join_token = kTestJoinToken,
                           .node = "n",
                           .discovery = discovery->get(),
                           .data_dir = dir.path(),
@@ -1058,6 +1124,10 @@ TEST(AgentCreateTest, BadOptionsAreInvalidArguments) {
   EXPECT_EQ(with([](AgentOptions& o) { o.server_url = "ftp://x"; }).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](AgentOptions& o) { o.discovery = nullptr; }).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](AgentOptions& o) { o.data_dir = ""; }).code(), absl::StatusCode::kInvalidArgument);
+  // Neither a kept credential nor a join token: it could never register.
+  const absl::Status no_token = with([](AgentOptions& o) { o.join_token = ""; });
+  EXPECT_EQ(no_token.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(no_token.message()), HasSubstr("gpugeek join-token create"));
   EXPECT_EQ(with([](AgentOptions& o) { o.node = "a b"; }).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](AgentOptions& o) { o.capacity_type = "preemptible"; }).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(with([](AgentOptions& o) { o.heartbeat_interval = Duration::zero(); }).code(),

@@ -117,7 +117,11 @@ std::string ScrapeUntil(const std::string& url, const std::string& want) {
 
 const std::regex kMetricsLine(R"(agent metrics on (http://127\.0\.0\.1:[0-9]+)/metrics)");
 
+// The stub answers any registration; the agent still needs a join token to start.
+void UseStubJoinToken() { ::setenv("GPUGEEK_JOIN_TOKEN", ("ggj_0123456789abcdef_" + std::string(43, 'J')).c_str(), 1); }
+
 TEST(AgentCommand, ServesMetricsAndAnnouncesTheAddress) {
+  UseStubJoinToken();
   StubControlPlane cp;
   TempDir dir;
   const std::string node = fmt::format("cli-metrics-{}", ::getpid());
@@ -153,6 +157,7 @@ TEST(AgentCommand, ServesMetricsAndAnnouncesTheAddress) {
 }
 
 TEST(AgentCommand, MetricsOffAnnouncesNothing) {
+  UseStubJoinToken();
   StubControlPlane cp;
   TempDir dir;
   Gpugeek agent({"agent", "--server", cp.url(), "--name", fmt::format("cli-nometrics-{}", ::getpid()), "--emulate",

@@ -193,6 +193,11 @@ class TopCommandTest : public ::testing::Test {
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
     *admin_token_ = subprocess::UseAdminToken(*dir_ / "server");
+    {
+      auto join = Client().Post("/v1/join-tokens", {{"uses", 100}});
+      ASSERT_TRUE(join.ok()) << join.status();
+      subprocess::UseJoinToken((*join)["token"]);
+    }
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     *node_a_ = "top-a-" + std::to_string(::getpid());
     *node_b_ = "top-b-" + std::to_string(::getpid());

@@ -173,16 +173,13 @@ absl::StatusOr<std::string> NodeAuthority::Join(const Admission& admission, cons
     MutexLock lock(&mu_);
     joining_.erase(node);
   };
-  if (absl::Status st = store_.ConsumeJoinToken(admission.join_token_id); !st.ok()) {
+  const uint64_t generation = auth::RandomGeneration();
+  // One transaction: the use is taken exactly when the credential is recorded.
+  if (absl::Status st = store_.ConsumeJoinToken(admission.join_token_id, node, generation); !st.ok()) {
     done();
     if (st.code() == absl::StatusCode::kFailedPrecondition || st.code() == absl::StatusCode::kNotFound) {
       return absl::UnauthenticatedError("the join token is not valid (unknown, wrong secret, used up or expired)");
     }
-    return st;
-  }
-  const uint64_t generation = auth::RandomGeneration();
-  if (absl::Status st = store_.PutNodeCredential(node, generation); !st.ok()) {
-    done();
     return st;
   }
   MutexLock lock(&mu_);

@@ -47,11 +47,10 @@ class CommitFailingStore final : public store::Store {
   absl::Status RevokeToken(const std::string& id, TimePoint at) override { return inner_.RevokeToken(id, at); }
   absl::Status CreateJoinToken(const store::JoinTokenRecord& t) override { return inner_.CreateJoinToken(t); }
   absl::StatusOr<std::vector<store::JoinTokenRecord>> ListJoinTokens() override { return inner_.ListJoinTokens(); }
-  absl::Status ConsumeJoinToken(const std::string& id) override { return inner_.ConsumeJoinToken(id); }
-  absl::Status DeleteJoinToken(const std::string& id) override { return inner_.DeleteJoinToken(id); }
-  absl::Status PutNodeCredential(const std::string& node, uint64_t g) override {
-    return inner_.PutNodeCredential(node, g);
+  absl::Status ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t g) override {
+    return inner_.ConsumeJoinToken(id, node, g);
   }
+  absl::Status DeleteJoinToken(const std::string& id) override { return inner_.DeleteJoinToken(id); }
   absl::Status DeleteNodeCredential(const std::string& node) override { return inner_.DeleteNodeCredential(node); }
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() override {
     return inner_.ListNodeCredentials();

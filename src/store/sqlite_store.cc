@@ -708,13 +708,23 @@ absl::StatusOr<std::vector<JoinTokenRecord>> SqliteStore::ListJoinTokens() {
   return out;
 }
 
-absl::Status SqliteStore::ConsumeJoinToken(const std::string& id) {
+absl::Status SqliteStore::ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) {
   std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
   Statement s(*statements_, "UPDATE join_tokens SET uses_left = uses_left - 1 WHERE id = ? AND uses_left > 0");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, id);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "consume join token");
-  if (sqlite3_changes(db_) == 1) return absl::OkStatus();
+  if (sqlite3_changes(db_) == 1) {
+    Statement put(*statements_,
+                  "INSERT INTO node_credentials (node, generation) VALUES (?, ?) ON CONFLICT(node) DO UPDATE SET "
+                  "generation = excluded.generation");
+    RETURN_IF_ERROR(put.status());
+    put.Bind(1, node).Bind(2, static_cast<int64_t>(generation));
+    if (put.Step() != SQLITE_DONE) return SqliteError(db_, "put node credential");
+    return tx.Commit();
+  }
   Statement exists(*statements_, "SELECT 1 FROM join_tokens WHERE id = ?");
   RETURN_IF_ERROR(exists.status());
   exists.Bind(1, id);
@@ -731,18 +741,6 @@ absl::Status SqliteStore::DeleteJoinToken(const std::string& id) {
   s.Bind(1, id);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete join token");
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt::format("store: no join token '{}'", id));
-  return absl::OkStatus();
-}
-
-absl::Status SqliteStore::PutNodeCredential(const std::string& node, uint64_t generation) {
-  std::unique_lock<std::mutex> lock = Acquire();
-  Statement s(*statements_,
-              "INSERT INTO node_credentials (node, generation) VALUES (?, ?) ON CONFLICT(node) DO UPDATE SET "
-              "generation = excluded.generation");
-  RETURN_IF_ERROR(s.status());
-  // SQLite integers are signed 64-bit: the generation's bits are stored as they are.
-  s.Bind(1, node).Bind(2, static_cast<int64_t>(generation));
-  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put node credential");
   return absl::OkStatus();
 }
 

@@ -60,9 +60,8 @@ class SqliteStore final : public Store {
   absl::Status RevokeToken(const std::string& id, TimePoint at) override;
   absl::Status CreateJoinToken(const JoinTokenRecord& token) override;
   absl::StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() override;
-  absl::Status ConsumeJoinToken(const std::string& id) override;
+  absl::Status ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) override;
   absl::Status DeleteJoinToken(const std::string& id) override;
-  absl::Status PutNodeCredential(const std::string& node, uint64_t generation) override;
   absl::Status DeleteNodeCredential(const std::string& node) override;
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() override;
   absl::Status BeginWriteBatch() override;

@@ -184,14 +184,14 @@ class Store {
   // Sets revoked_at (the first revocation's time stays). NotFound if absent.
   virtual absl::Status RevokeToken(const std::string& id, TimePoint at) = 0;
 
-  // Join tokens and node credentials. ConsumeJoinToken takes one use atomically: FailedPrecondition
-  // when none is left, NotFound for an unknown id. DeleteJoinToken: NotFound if absent.
+  // Join tokens and node credentials. ConsumeJoinToken takes one use of the token and records `node`'s
+  // credential generation, in one transaction: FailedPrecondition when no use is left, NotFound for an
+  // unknown id (then nothing is recorded). DeleteJoinToken: NotFound if absent.
   virtual absl::Status CreateJoinToken(const JoinTokenRecord& token) = 0;
   virtual absl::StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() = 0;
-  virtual absl::Status ConsumeJoinToken(const std::string& id) = 0;
+  virtual absl::Status ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) = 0;
   virtual absl::Status DeleteJoinToken(const std::string& id) = 0;
-  // The generation of each node's credential; Put replaces, Delete is idempotent.
-  virtual absl::Status PutNodeCredential(const std::string& node, uint64_t generation) = 0;
+  // The generation of each node's credential (ConsumeJoinToken records it); Delete is idempotent.
   virtual absl::Status DeleteNodeCredential(const std::string& node) = 0;
   virtual absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() = 0;
 

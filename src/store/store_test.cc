@@ -243,15 +243,15 @@ TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepThei
   ASSERT_TRUE(store_->CreateJoinToken({.id = "j1", .secret_sha256 = "ab", .created_by = "admin",
                                        .created_at = clock_.Now(), .uses_left = 2})
                   .ok());
-  EXPECT_TRUE(store_->ConsumeJoinToken("j1").ok());
-  EXPECT_TRUE(store_->ConsumeJoinToken("j1").ok());
-  absl::Status spent = store_->ConsumeJoinToken("j1");
+  EXPECT_TRUE(store_->ConsumeJoinToken("j1", "n1", 0xfedcba9876543210ull).ok());  // the top bit survives
+  EXPECT_TRUE(store_->ConsumeJoinToken("j1", "n2", 5).ok());
+  absl::Status spent = store_->ConsumeJoinToken("j1", "n3", 6);
   EXPECT_EQ(spent.code(), absl::StatusCode::kFailedPrecondition) << spent;
-  EXPECT_EQ(store_->ConsumeJoinToken("j9").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ConsumeJoinToken("j9", "n4", 7).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ((*store_->ListJoinTokens())[0].uses_left, 0);
-  ASSERT_TRUE(store_->PutNodeCredential("n1", 0xfedcba9876543210ull).ok());  // the top bit survives
-  ASSERT_TRUE(store_->PutNodeCredential("n2", 5).ok());
+  EXPECT_EQ(store_->ListNodeCredentials()->size(), 2u);  // nothing recorded for the refused ones
   ASSERT_TRUE(store_->DeleteNodeCredential("n2").ok());
+  ASSERT_TRUE(store_->DeleteNodeCredential("n2").ok());  // idempotent
   Reopen();
   auto creds = *store_->ListNodeCredentials();
   ASSERT_EQ(creds.size(), 1u);

@@ -81,6 +81,13 @@ class EndToEnd : public ::testing::Test {
         *url_ = m[1];
         *agent_url_ = m[2];
         *admin_token_ = UseAdminToken(*dir_ / "server");
+        // Agents join with one token for all (a restarted server keeps its join tokens and credentials).
+        if (std::getenv("GPUGEEK_JOIN_TOKEN") == nullptr || *dir_ != *token_dir_) {
+          auto join = Client().Post("/v1/join-tokens", {{"uses", 100}});
+          ASSERT_TRUE(join.ok()) << join.status();
+          subprocess::UseJoinToken((*join)["token"]);
+          *token_dir_ = *dir_;
+        }
         return;
       }
       std::this_thread::sleep_for(milliseconds(50));
@@ -127,6 +134,7 @@ class EndToEnd : public ::testing::Test {
   static inline std::string* url_ = new std::string();
   static inline std::string* agent_url_ = new std::string();
   static inline std::string* admin_token_ = new std::string();
+  static inline fs::path* token_dir_ = new fs::path();
   static inline std::unique_ptr<Process> server_;
   static inline std::vector<std::unique_ptr<Process>>* agents_ = new std::vector<std::unique_ptr<Process>>();
 };

@@ -199,6 +199,11 @@ class FencingWithRealAgents : public ::testing::Test {
     ASSERT_FALSE(url_.empty()) << "server did not start: " << server_->output();
     admin_token_ = subprocess::UseAdminToken(dir_ / "server");
     client_ = *http::Client::Create({.base_url = url_, .read_timeout = seconds(5), .bearer_token = admin_token_});
+    {
+      auto join = client_->Post("/v1/join-tokens", {{"uses", 100}});
+      ASSERT_TRUE(join.ok()) << join.status();
+      subprocess::UseJoinToken((*join)["token"]);
+    }
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     for (int i = 0; i < n; ++i) {
       agents_.push_back({.name = fmt::format("fence{}-{}", i, ::getpid())});

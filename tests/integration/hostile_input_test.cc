@@ -178,13 +178,13 @@ class Conn {
   std::string buffer_;
 };
 
+// `bearer` "": the admin's token ($GPUGEEK_TOKEN, subprocess::UseAdminToken): the hostile part is the
+// rest of the request.
 std::string Request(const std::string& method, const std::string& target, const std::string& body = "",
-                    bool close = true) {
+                    bool close = true, std::string bearer = "") {
   std::string req = fmt::format("{} {} HTTP/1.1\r\nHost: 127.0.0.1\r\n", method, target);
-  // As the admin (subprocess::UseAdminToken): the hostile part is the rest of the request.
-  if (const char* token = std::getenv("GPUGEEK_TOKEN"); token != nullptr && *token != '\0') {
-    req += fmt::format("Authorization: Bearer {}\r\n", token);
-  }
+  if (const char* token = std::getenv("GPUGEEK_TOKEN"); bearer.empty() && token != nullptr) bearer = token;
+  if (!bearer.empty()) req += fmt::format("Authorization: Bearer {}\r\n", bearer);
   if (!body.empty() || method == "POST") {
     req += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n", body.size());
   }
@@ -193,9 +193,10 @@ std::string Request(const std::string& method, const std::string& target, const 
 }
 
 // One request on a fresh connection.
-Response Call(int port, const std::string& method, const std::string& target, const std::string& body = "") {
+Response Call(int port, const std::string& method, const std::string& target, const std::string& body = "",
+              const std::string& bearer = "") {
   Conn c(port);
-  if (!c.ok() || !c.Send(Request(method, target, body))) return {};
+  if (!c.ok() || !c.Send(Request(method, target, body, /*close=*/true, bearer))) return {};
   return c.Read();
 }
 
@@ -264,6 +265,11 @@ class HostileInput : public ::testing::Test {
     *agent_url_ = m[3];
     agent_port_ = std::stoi(m[4]);
     *admin_token_ = subprocess::UseAdminToken(*dir_ / "server");
+    {
+      auto join = Client().Post("/v1/join-tokens", {{"uses", 10}});
+      ASSERT_TRUE(join.ok()) << join.status();
+      subprocess::UseJoinToken((*join)["token"]);
+    }
 
     *agent_name_ = "hostile-agent-" + std::to_string(::getpid());
     agent_ = std::make_unique<Process>(
@@ -514,14 +520,20 @@ TEST_F(HostileInput, BadNodeNamesAndAddressesAreRefused) {
 }
 
 TEST_F(HostileInput, HeartbeatWithInvalidBase64IsRefused) {
-  // In the real agent's name: refused whole before it reaches the control plane, so the agent's own
-  // heartbeats and its node are untouched.
+  // In the real agent's name and with its credential: refused whole before it reaches the control plane,
+  // so the agent's own heartbeats and its node are untouched. (Without the credential it is refused
+  // before the body is read.)
   const std::string node = *agent_name_;
+  const std::string credential = ReadFile(*dir_ / "agent" / "node.credential");
+  ASSERT_FALSE(credential.empty());
   const nlohmann::json hb = {
       {"node", node},
       {"logs", {{{"job_id", *binary_job_}, {"node_rank", 0}, {"offset", 0}, {"data_b64", "!!not*base64"}}}}};
-  ExpectJsonError(Call(agent_port_, "POST", "/v1/agents/" + node + "/heartbeat", hb.dump()), 400, "INVALID_ARGUMENT",
-                  {"heartbeat.logs[0].data_b64: is not valid base64"});
+  ExpectJsonError(Call(agent_port_, "POST", "/v1/agents/" + node + "/heartbeat", hb.dump(),
+                       credential.substr(0, credential.find('\n'))),
+                  400, "INVALID_ARGUMENT", {"heartbeat.logs[0].data_b64: is not valid base64"});
+  ExpectJsonError(Call(agent_port_, "POST", "/v1/agents/" + node + "/heartbeat", hb.dump()), 401, "UNAUTHENTICATED",
+                  {"node credential"});
 }
 
 TEST_F(HostileInput, MalformedHttpIsAnsweredWithJsonErrors) {
@@ -569,6 +581,10 @@ TEST_F(HostileInput, TenThousandRegistrationsWhileSlowClientsAreCut) {
 
   constexpr int kNodes = 10'000;
   constexpr int kThreads = 8;
+  // One join token for the whole flood: each node joins with it and gets its own credential.
+  auto join = Client().Post("/v1/join-tokens", {{"uses", kNodes}});
+  ASSERT_TRUE(join.ok()) << join.status();
+  const std::string join_token = (*join)["token"];
   const uint64_t rss_before = ProcStatusBytes(server_->pid(), "VmRSS");
   if (kCheckRss) {
     EXPECT_LT(rss_before, kRssBeforeFloodBound);  // what every other hostile case left behind
@@ -584,10 +600,12 @@ TEST_F(HostileInput, TenThousandRegistrationsWhileSlowClientsAreCut) {
       for (int i = t; i < kNodes; i += kThreads) {
         const std::string body = RegistrationBody(fmt::format("flood-{:05d}", i));
         Response r;
-        if (conn->Send(Request("POST", "/v1/agents/register", body, /*close=*/false))) r = conn->Read();
+        if (conn->Send(Request("POST", "/v1/agents/register", body, /*close=*/false, join_token))) r = conn->Read();
         if (r.status == 0) {  // the keep-alive connection was closed: once more on a new one
           conn = std::make_unique<Conn>(agent_port_);
-          if (conn->Send(Request("POST", "/v1/agents/register", body, /*close=*/false))) r = conn->Read();
+          if (conn->Send(Request("POST", "/v1/agents/register", body, /*close=*/false, join_token))) r = conn->Read();
+          // The first attempt may have joined before its connection closed: the name is then taken (409).
+          if (r.status == 409) r.status = 200;
         }
         if (r.status == 200) {
           if (++registered == kNodes / 2) first_half_s = SecondsSince(start);

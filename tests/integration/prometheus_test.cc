@@ -111,6 +111,11 @@ class PrometheusTest : public ::testing::Test {
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
     subprocess::UseAdminToken(*dir_ / "server");
+    {
+      auto join = Connect(*url_)->Post("/v1/join-tokens", {{"uses", 10}});
+      ASSERT_TRUE(join.ok()) << join.status();
+      subprocess::UseJoinToken((*join)["token"]);
+    }
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     const std::string suffix = "-" + std::to_string(::getpid());
     *node_a_ = "prom-a" + suffix;

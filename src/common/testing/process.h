@@ -115,4 +115,8 @@ inline std::string UseAdminToken(const fs::path& server_data_dir) {
   return token;
 }
 
+// Exports a join token (`gpugeek join-token create --uses N`) as $GPUGEEK_JOIN_TOKEN, so the `gpugeek
+// agent` processes the test starts join with it.
+inline void UseJoinToken(const std::string& token) { ::setenv("GPUGEEK_JOIN_TOKEN", token.c_str(), 1); }
+
 }  // namespace gpugeek::subprocess

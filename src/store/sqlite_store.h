@@ -58,6 +58,9 @@ class SqliteStore final : public Store {
   absl::Status CreateToken(const TokenRecord& token) override;
   absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
   absl::Status RevokeToken(const std::string& id, TimePoint at) override;
+  absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
+  absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter) override;
+  absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override;
   absl::Status BeginWriteBatch() override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;

@@ -19,6 +19,12 @@ packages=(
   # the openssl command: src/http/tls_test drives `openssl s_client` against the TLS server
   openssl
 )
+# Node.js and npm run the OpenAPI linter (tools/openapi: Redocly CLI, pinned by its package-lock.json). A
+# node with npm installed otherwise is used as it is: NodeSource's nodejs, for one, bundles npm and
+# conflicts with Debian's npm package.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

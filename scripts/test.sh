@@ -3,7 +3,9 @@
 #   1. install dependencies (Debian 12 packages; no-op when present);
 #   2. formatting check (clang-format, .clang-format); the Prometheus configuration, alert rules and their
 #      unit tests (promtool), and the Grafana dashboards' JSON;
-#   3. gcc build with warnings as errors, then every unit and integration test (ctest);
+#   3. gcc build with warnings as errors; the OpenAPI document (`gpugeek openapi`) linted by Redocly CLI's
+#      recommended rules (tools/openapi, pinned; an error fails the run); every unit and integration
+#      test (ctest);
 #   4. clang build with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer: every test again,
 #      then each fuzz target briefly over its seed corpus;
 #   5. clang build with ThreadSanitizer of the store, HTTP and control-plane tests, run (scripts/tsan.sh).
@@ -39,6 +41,12 @@ done
 echo "== build (gcc, -Werror)"
 cmake -S . -B build -G Ninja -DGPUGEEK_WERROR=ON >/dev/null
 ninja -C build -j"$jobs"
+echo "== OpenAPI lint (Redocly)"
+# npm ci installs exactly the lock file's packages; its cache under build/ lets a rerun work offline.
+npm ci --prefix tools/openapi --cache "$PWD/build/npm-cache" --prefer-offline --ignore-scripts --no-audit \
+  --no-fund --loglevel=error
+build/gpugeek openapi >build/openapi.json
+tools/openapi/node_modules/.bin/redocly lint --config tools/openapi/redocly.yaml --max-problems 1000 build/openapi.json
 echo "== tests"
 ctest --test-dir build --output-on-failure -j"$jobs" -LE fuzz
 

@@ -5,6 +5,7 @@
 //   gpugeek users [create NAME --tenant T --role R]        (admin)
 //   gpugeek tokens [create [--user U] [--description D] [--expires 30d] | revoke ID]
 //   gpugeek join-tokens, gpugeek join-token create [--uses N] [--expires 1h] | revoke ID   (admin)
+//   gpugeek audit [--user U] [--tenant T] [--after SEQ] [--limit N]  (admin)
 // each with --server URL, --token, --profile and --json.
 
 #include <iostream>
@@ -147,8 +148,8 @@ void RegisterUsers(CLI::App& app) {
   AddClientFlags(create, &o->flags);
   create->callback([o] {
     const std::string cmd = "users create";
-    json u = OrFail(cmd, Connect(cmd, o->flags)
-                             ->Post("/v1/users", {{"name", o->name}, {"tenant", o->tenant}, {"role", o->role}}));
+    json u = OrFail(
+        cmd, Connect(cmd, o->flags)->Post("/v1/users", {{"name", o->name}, {"tenant", o->tenant}, {"role", o->role}}));
     if (o->flags.json) return PrintJson(u);
     std::cout << fmt::format("Created user {} (tenant {}, role {})\n", Text(u["name"]), Text(u["tenant"]),
                              Text(u["role"]));
@@ -185,7 +186,8 @@ void RegisterTokens(CLI::App& app) {
     if (!o->user.empty()) body["user"] = o->user;
     if (!o->expires.empty()) {
       std::optional<int64_t> s = ParseTtl(o->expires);
-      if (!s) Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 30d", o->expires), kExitUsage);
+      if (!s)
+        Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 30d", o->expires), kExitUsage);
       body["expires_in_s"] = *s;
     }
     json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/tokens", body));
@@ -211,9 +213,10 @@ void RegisterTokens(CLI::App& app) {
     if (o->flags.json) return PrintJson({{"tokens", all}});
     TextTable table({"ID", "USER", "DESCRIPTION", "CREATED", "EXPIRES", "REVOKED"});
     for (const json& t : all) {
-      table.AddRow({Text(t["id"]), Text(t["user"]), t["description"].get<std::string>().empty() ? "-" : Text(t["description"]),
-                    LocalTime(Text(t["created_at"])), t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"])),
-                    t["revoked_at"].is_null() ? "-" : LocalTime(Text(t["revoked_at"]))});
+      table.AddRow(
+          {Text(t["id"]), Text(t["user"]), t["description"].get<std::string>().empty() ? "-" : Text(t["description"]),
+           LocalTime(Text(t["created_at"])), t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"])),
+           t["revoked_at"].is_null() ? "-" : LocalTime(Text(t["revoked_at"]))});
     }
     std::cout << table.Render();
   });
@@ -274,6 +277,43 @@ void RegisterJoinTokens(CLI::App& app) {
 
 }  // namespace
 
+void RegisterAudit(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string user, tenant;
+    int64_t after = 0;
+    int limit = 100;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "audit", "List the audit log (admin): every state-changing call, who made it, when, from where, its status");
+  sub->add_option("--user", o->user, "Only this user's calls");
+  sub->add_option("--tenant", o->tenant, "Only calls of this tenant's users");
+  sub->add_option("--after", o->after, "Only records after this seq (page on from the last one shown)");
+  sub->add_option("--limit", o->limit, "At most this many records, oldest first")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "audit";
+    std::string path = fmt::format("/v1/audit?limit={}&after={}", o->limit, o->after);
+    if (!o->user.empty()) path += "&user=" + UrlEncode(o->user);
+    if (!o->tenant.empty()) path += "&tenant=" + UrlEncode(o->tenant);
+    json page = OrFail(cmd, Connect(cmd, o->flags)->Get(path));
+    if (o->flags.json) return PrintJson(page);
+    TextTable table({"SEQ", "TIME", "USER", "TENANT", "ROLE", "CALL", "STATUS", "FROM", "REQUEST"});
+    for (const json& a : page["records"]) {
+      table.AddRow({std::to_string(a.value("seq", int64_t{0})), LocalTime(Text(a["time"])), Text(a["user"]),
+                    Text(a["tenant"]), Text(a["role"]), Text(a["method"]) + " " + Text(a["path"]),
+                    std::to_string(a.value("status", 0)), Text(a["remote_address"]), Text(a["request_id"])});
+    }
+    std::cout << table.Render();
+    if (!page["next_after"].is_null()) {
+      std::cout << fmt::format("(more: gpugeek audit --after {})\n", page["next_after"].get<int64_t>());
+    }
+  });
+}
+
 void RegisterAccountCommands(CLI::App& app) {
   RegisterJoinTokens(app);
   RegisterLogin(app);
@@ -281,6 +321,7 @@ void RegisterAccountCommands(CLI::App& app) {
   RegisterTenants(app);
   RegisterUsers(app);
   RegisterTokens(app);
+  RegisterAudit(app);
 }
 
 }  // namespace gpugeek::cli

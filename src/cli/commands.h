@@ -14,13 +14,16 @@ void RegisterSimCommand(CLI::App& app);
 void RegisterAgentCommand(CLI::App& app);  // `gpugeek agent` (agent_command.cc)
 // `gpugeek server` (server_command.cc).
 void RegisterServerCommand(CLI::App& app);
+// `gpugeek openapi`: prints the server's OpenAPI document, as GET /v1/openapi.json serves it, without a
+// server (server_command.cc).
+void RegisterOpenApiCommand(CLI::App& app);
 void RegisterUpCommand(CLI::App& app);  // `gpugeek up`: server + agent in one process (up_command.cc)
 // Client commands against a server: submit, jobs, job, logs, cancel, events (jobs_command.cc).
 void RegisterJobCommands(CLI::App& app);
 // Client commands against a server: nodes, node, cordon, uncordon, drain, pool (nodes_command.cc).
 void RegisterNodeCommands(CLI::App& app);
 void RegisterTopCommand(CLI::App& app);
-// Accounts: login, whoami, tenants, users, tokens (account_commands.cc).
+// Accounts: login, whoami, tenants, users, tokens, audit (account_commands.cc).
 void RegisterAccountCommands(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
 
 }  // namespace gpugeek::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterSimCommand(app);
   gpugeek::cli::RegisterAgentCommand(app);
   gpugeek::cli::RegisterServerCommand(app);
+  gpugeek::cli::RegisterOpenApiCommand(app);
   gpugeek::cli::RegisterUpCommand(app);
   gpugeek::cli::RegisterJobCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);

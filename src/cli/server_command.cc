@@ -1,6 +1,7 @@
 // `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--policy NAME]
-// [--log-retention-days N] [--event-retention-days N]`: the control plane (REST API under /v1, SQLite store
-// under DIR, scheduling loop) until SIGINT or SIGTERM, then a graceful stop.
+// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N]`: the control plane (REST API under
+// /v1, SQLite store under DIR, scheduling loop) until SIGINT or SIGTERM, then a graceful stop. `gpugeek openapi`: the
+// API's OpenAPI document on stdout (what GET /v1/openapi.json serves).
 
 #include <signal.h>
 
@@ -12,6 +13,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
+#include "controlplane/openapi.h"
 #include "controlplane/server.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -26,6 +28,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string agent_listen = "127.0.0.1:8472";
     int log_retention_days = 7;
     int event_retention_days = 30;
+    int audit_retention_days = 365;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -43,6 +46,10 @@ void RegisterServerCommand(CLI::App& app) {
       ->check(CLI::Range(1, 36500));
   sub->add_option("--event-retention-days", o->event_retention_days,
                   "Delete the state-change events of jobs ended this many days ago (the jobs stay listed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 36500));
+  sub->add_option("--audit-retention-days", o->audit_retention_days,
+                  "Delete audit records (`gpugeek audit`) older than this many days")
       ->capture_default_str()
       ->check(CLI::Range(1, 36500));
   sub->callback([o] {
@@ -63,6 +70,7 @@ void RegisterServerCommand(CLI::App& app) {
     options.policy = o->policy;
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;
+    options.audit_retention = std::chrono::hours(24) * o->audit_retention_days;
     std::error_code ec;
     std::filesystem::create_directories(options.data_dir, ec);
     if (ec) Fail(cmd, fmt::format("cannot create data directory {}: {}", options.data_dir, ec.message()));
@@ -92,6 +100,12 @@ void RegisterServerCommand(CLI::App& app) {
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     std::cout << "gpugeek server: stopped\n";
   });
+}
+
+void RegisterOpenApiCommand(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "openapi", "Print the REST API's OpenAPI 3.0 document (as GET /v1/openapi.json serves it) without a server");
+  sub->callback([] { std::cout << controlplane::OpenApiDocument().dump(2) << "\n"; });
 }
 
 }  // namespace gpugeek::cli

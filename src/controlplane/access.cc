@@ -4,8 +4,12 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include "common/absl_fmt.h"
 #include "controlplane/accounts.h"
+#include "controlplane/audit_log.h"
+#include "http/status_http.h"
 
 namespace gpugeek::controlplane {
 
@@ -54,6 +58,7 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/join-tokens", Access::kAdmin},
       {"POST", "/v1/join-tokens", Access::kAdmin},
       {"DELETE", "/v1/join-tokens/{id}", Access::kAdmin},
+      {"GET", "/v1/audit", Access::kAdmin},
       {"GET", "/v1/prometheus/targets", Access::kAdmin},
       {"GET", "/metrics", Access::kAdmin},
       {"POST", "/v1/agents/register", Access::kNode},
@@ -73,26 +78,85 @@ Access AccessOf(std::string_view method, std::string_view pattern) {
   std::abort();
 }
 
-void GuardedRoute(http::Server& server, const Accounts& accounts, const std::string& method,
-                  const std::string& pattern, GuardedHandler handler) {
+namespace {
+
+// The client's X-Request-Id, bounded and printable: it is stored and shown as given.
+std::string RequestId(const http::Request& r) {
+  auto it = r.headers.find("x-request-id");
+  if (it == r.headers.end()) return "";
+  std::string id = it->second.substr(0, 128);
+  for (char& c : id) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  }
+  return id;
+}
+
+// Appends the call to the audit log before its reply goes out.
+void Audit(const Accounts& accounts, const Principal& who, const http::Request& r, const std::string& pattern,
+           int status) {
+  AuditLog* log = accounts.audit_log();
+  if (log == nullptr) return;
+  store::AuditRecord record{.user = who.user,
+                            .tenant = who.tenant,
+                            .token_id = who.token_id,
+                            .role = who.authenticated() ? std::string(auth::RoleName(who.role)) : std::string(),
+                            .method = r.method,
+                            .route = pattern,
+                            .path = r.path,
+                            .status = status,
+                            .remote_address = r.remote_address,
+                            .request_id = RequestId(r)};
+  if (absl::Status st = log->Append(record); !st.ok()) {
+    // The call's change (if any) is committed already: failing the reply would have the client retry a
+    // change that happened. The record goes to the server's log instead, so it is not lost.
+    spdlog::error(
+        "audit: could not store the record of {} {} by user '{}' (tenant '{}', token {}) from {} answered {}: {}",
+        record.method, record.path, record.user, record.tenant, record.token_id, record.remote_address, status, st);
+  }
+}
+
+}  // namespace
+
+void GuardedRoute(http::Server& server, const Accounts& accounts, const std::string& method, const std::string& pattern,
+                  GuardedHandler handler) {
   const Access access = AccessOf(method, pattern);
-  server.Route(method, pattern,
-               [&accounts, access, handler = std::move(handler)](const http::Request& r) -> absl::StatusOr<http::Reply> {
-                 if (access == Access::kPublic) return handler(Principal{}, r);
-                 auto it = r.headers.find("authorization");
-                 absl::StatusOr<Principal> who =
-                     accounts.Authenticate(it == r.headers.end() ? std::string_view() : std::string_view(it->second));
-                 if (!who.ok()) return who.status();
-                 const auth::Role needed = access == Access::kAdmin    ? auth::Role::kAdmin
-                                           : access == Access::kMember ? auth::Role::kMember
-                                                                       : auth::Role::kViewer;
-                 if (!auth::Grants(who->role, needed)) {
-                   return absl::PermissionDeniedError(fmt::format("this call needs the {} role; {} is {}",
-                                                                  auth::RoleName(needed), who->user,
-                                                                  auth::RoleName(who->role)));
-                 }
-                 return handler(*who, r);
-               });
+  const auto guarded = [&accounts, access, handler = std::move(handler)](
+                           const http::Request& r, Principal& who) -> absl::StatusOr<http::Reply> {
+    if (access == Access::kPublic) return handler(who, r);
+    auto it = r.headers.find("authorization");
+    absl::StatusOr<Principal> authenticated =
+        accounts.Authenticate(it == r.headers.end() ? std::string_view() : std::string_view(it->second));
+    if (!authenticated.ok()) return authenticated.status();
+    who = *std::move(authenticated);
+    const auth::Role needed = access == Access::kAdmin    ? auth::Role::kAdmin
+                              : access == Access::kMember ? auth::Role::kMember
+                                                          : auth::Role::kViewer;
+    if (!auth::Grants(who.role, needed)) {
+      return absl::PermissionDeniedError(fmt::format("this call needs the {} role; {} is {}", auth::RoleName(needed),
+                                                     who.user, auth::RoleName(who.role)));
+    }
+    return handler(who, r);
+  };
+  if (method == "GET") {
+    server.Route(method, pattern, [guarded](const http::Request& r) {
+      Principal who;
+      return guarded(r, who);
+    });
+    return;
+  }
+  server.Route(method, pattern, [&accounts, pattern, guarded](const http::Request& r) -> absl::StatusOr<http::Reply> {
+    Principal who;  // anonymous until authenticated
+    absl::StatusOr<http::Reply> reply = absl::InternalError("internal error");
+    try {
+      reply = guarded(r, who);
+    } catch (...) {
+      // A handler that throws is a bug the server answers 500 (http/server.h); the call is still on record.
+      Audit(accounts, who, r, pattern, 500);
+      throw;
+    }
+    Audit(accounts, who, r, pattern, reply.ok() ? reply->status : http::HttpStatusFor(reply.status()));
+    return reply;
+  });
 }
 
 }  // namespace gpugeek::controlplane

@@ -7,12 +7,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_replace.h"
 #include "controlplane/access.h"
+#include "controlplane/openapi.h"
 #include "controlplane/server.h"
 #include "controlplane/testing/agent_caller.h"
 #include "hw/emulate_spec.h"
@@ -36,8 +38,9 @@ struct Result {
 class AccessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / fmt::format("gpugeek_access_test_{}_{}", ::getpid(),
-                                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() /
+           fmt::format("gpugeek_access_test_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     auto s = ControlPlaneServer::Start(
         {.port = 0, .agent_port = 0, .data_dir = dir_.string(), .lease = std::chrono::minutes(5)});
@@ -184,9 +187,15 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"name", fmt::format("u-{}", n)}, {"tenant", "team-a"}, {"role", "viewer"}};
         } else if (pattern == "/v1/plans") {
           body = {{"model_config",
-                   {{"model_type", "llama"}, {"hidden_size", 512}, {"intermediate_size", 1024},
-                    {"num_attention_heads", 8}, {"num_hidden_layers", 2}, {"vocab_size", 1000},
-                    {"num_key_value_heads", 8}, {"max_position_embeddings", 1024}, {"torch_dtype", "bfloat16"}}},
+                   {{"model_type", "llama"},
+                    {"hidden_size", 512},
+                    {"intermediate_size", 1024},
+                    {"num_attention_heads", 8},
+                    {"num_hidden_layers", 2},
+                    {"vocab_size", 1000},
+                    {"num_key_value_heads", 8},
+                    {"max_position_embeddings", 1024},
+                    {"torch_dtype", "bfloat16"}}},
                   {"task", {{"kind", "inference"}, {"seq", 512}}}};
         } else {
           body = json::object();
@@ -204,13 +213,123 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
   EXPECT_EQ(checked, (static_cast<int>(declared.size()) - 2) * kCallers);  // every user route x every caller
 }
 
+TEST_F(AccessTest, TheServedDocumentIsTheDumpedOneAndNamesEveryOperation) {
+  // `gpugeek openapi` prints OpenApiDocument(): what CI lints is what the server serves.
+  Result doc = Call(kNone, "GET", "/v1/openapi.json");
+  ASSERT_EQ(doc.status, 200);
+  EXPECT_EQ(doc.body, OpenApiDocument());
+  EXPECT_TRUE(doc.body["components"]["securitySchemes"].contains("bearerAuth"));
+  std::set<std::string> ids;
+  for (const auto& [path, ops] : doc.body["paths"].items()) {
+    for (const auto& [method, op] : ops.items()) {
+      if (method == "parameters") continue;
+      EXPECT_TRUE(op.contains("operationId") && op["operationId"].is_string()) << method << " " << path;
+      EXPECT_TRUE(ids.insert(op.value("operationId", "")).second) << "duplicate operationId " << op["operationId"];
+      EXPECT_FALSE(op.value("summary", "").empty()) << method << " " << path;
+      EXPECT_FALSE(op.value("tags", json::array()).empty()) << method << " " << path;
+      ASSERT_TRUE(op.contains("security") && op["security"].is_array()) << method << " " << path;
+      // Public routes declare no scheme (an empty list overrides the default); agent routes nodeCredential.
+      const std::string access = op["x-gpugeek-access"];
+      EXPECT_EQ(op["security"].empty(), access == "public") << method << " " << path;
+      bool has_4xx = false;
+      for (const auto& [code, response] : op["responses"].items()) has_4xx |= code.size() == 3 && code[0] == '4';
+      EXPECT_TRUE(has_4xx) << method << " " << path;
+    }
+  }
+}
+
+// Every state-changing call is on record, whatever its answer; reads are not; no token is stored.
+TEST_F(AccessTest, TheAuditLogRecordsEveryStateChangingCallAndNoSecret) {
+  const json before = Call(kAdmin, "GET", "/v1/audit?limit=1000").body;
+  ASSERT_TRUE(before.contains("records")) << before;
+  const int64_t after = before["records"].empty() ? 0 : before["records"].back()["seq"].get<int64_t>();
+  const std::string id = NewJobOfA();
+  ASSERT_EQ(Call(kMemberA, "POST", "/v1/jobs/" + id + "/cancel").status, 200);
+  ASSERT_EQ(Call(kAdmin, "POST", "/v1/users", {{"name", "carol"}, {"tenant", "team-b"}, {"role", "viewer"}}).status,
+            201);
+  ASSERT_EQ(Call(kViewerA, "POST", "/v1/jobs/" + id + "/cancel").status, 403);
+  ASSERT_EQ(Call(kNone, "POST", "/v1/tenants", {{"name", "nope"}}).status, 401);
+  ASSERT_EQ(Call(kMemberA, "GET", "/v1/jobs/" + id).status, 200);  // a read: not recorded
+  {
+    httplib::Client c(server_->url());
+    auto r = c.Post("/v1/tenants", {{"Authorization", "Bearer " + tokens_[kAdmin]}, {"X-Request-Id", "req-42"}},
+                    json({{"name", "team-c"}}).dump(), "application/json");
+    ASSERT_TRUE(r && r->status == 201);
+  }
+  // Only an admin reads the log.
+  EXPECT_EQ(Call(kViewerA, "GET", "/v1/audit").status, 403);
+  EXPECT_EQ(Call(kMemberA, "GET", "/v1/audit").status, 403);
+  EXPECT_EQ(Call(kNone, "GET", "/v1/audit").status, 401);
+
+  Result page = Call(kAdmin, "GET", fmt::format("/v1/audit?after={}", after));
+  ASSERT_EQ(page.status, 200) << page.body;
+  const json& records = page.body["records"];
+  ASSERT_EQ(records.size(), 6u) << records.dump(2);
+  struct Want {
+    std::string user, tenant, role, method, route, path;
+    int status;
+  };
+  const Want want[] = {
+      {"member-a", "team-a", "member", "POST", "/v1/jobs", "/v1/jobs", 201},
+      {"member-a", "team-a", "member", "POST", "/v1/jobs/{id}/cancel", "/v1/jobs/" + id + "/cancel", 200},
+      {"admin", "default", "admin", "POST", "/v1/users", "/v1/users", 201},
+      {"viewer-a", "team-a", "viewer", "POST", "/v1/jobs/{id}/cancel", "/v1/jobs/" + id + "/cancel", 403},
+      {"", "", "", "POST", "/v1/tenants", "/v1/tenants", 401},
+      {"admin", "default", "admin", "POST", "/v1/tenants", "/v1/tenants", 201},
+  };
+  int64_t last_seq = after;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const json& a = records[i];
+    SCOPED_TRACE(a.dump());
+    EXPECT_GT(a["seq"].get<int64_t>(), last_seq);
+    last_seq = a["seq"];
+    EXPECT_EQ(a["user"], want[i].user);
+    EXPECT_EQ(a["tenant"], want[i].tenant);
+    EXPECT_EQ(a["role"], want[i].role);
+    EXPECT_EQ(a["method"], want[i].method);
+    EXPECT_EQ(a["route"], want[i].route);
+    EXPECT_EQ(a["path"], want[i].path);
+    EXPECT_EQ(a["status"], want[i].status);
+    EXPECT_TRUE(absl::StartsWith(a["remote_address"].get<std::string>(), "127.0.0.1:")) << a["remote_address"];
+    EXPECT_FALSE(a["time"].get<std::string>().empty());
+  }
+  EXPECT_EQ(records[0]["token_id"], tokens_[kMemberA].substr(4, 16));
+  EXPECT_EQ(records[4]["token_id"], "");
+  EXPECT_EQ(records[5]["request_id"], "req-42");
+  // Filters and paging.
+  Result by_member = Call(kAdmin, "GET", fmt::format("/v1/audit?after={}&user=member-a", after));
+  EXPECT_EQ(by_member.body["records"].size(), 2u);
+  Result by_tenant = Call(kAdmin, "GET", fmt::format("/v1/audit?after={}&tenant=team-a&limit=2", after));
+  ASSERT_EQ(by_tenant.body["records"].size(), 2u);
+  EXPECT_EQ(by_tenant.body["next_after"], by_tenant.body["records"][1]["seq"]);
+  EXPECT_EQ(Call(kAdmin, "GET", "/v1/audit?limit=0").status, 400);
+  EXPECT_EQ(Call(kAdmin, "GET", "/v1/audit?after=x").status, 400);
+
+  // The raw database (and its write-ahead log) holds no token and no secret.
+  server_.reset();
+  std::string bytes;
+  for (const char* file : {"gpugeek.db", "gpugeek.db-wal"}) {
+    std::ifstream in(dir_ / file, std::ios::binary);
+    bytes += std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_NE(bytes.find("/v1/jobs/" + id + "/cancel"), std::string::npos) << "the audit rows are in these files";
+  for (const std::string& token : tokens_) {
+    if (token.empty()) continue;  // kNone
+    ASSERT_EQ(token.size(), 64u);
+    EXPECT_EQ(bytes.find(token), std::string::npos);
+    EXPECT_EQ(bytes.find(token.substr(21)), std::string::npos) << "a token's secret is stored";
+  }
+  EXPECT_EQ(bytes.find("Bearer "), std::string::npos);
+}
+
 TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
   const std::string id = NewJobOfA();
   Result absent = Call(kMemberB, "GET", "/v1/jobs/j-99999999");
   Result foreign = Call(kMemberB, "GET", "/v1/jobs/" + id);
   ASSERT_EQ(absent.status, 404);
   ASSERT_EQ(foreign.status, 404);
-  EXPECT_EQ(foreign.body["message"], absl::StrReplaceAll(absent.body["message"].get<std::string>(), {{"j-99999999", id}}));
+  EXPECT_EQ(foreign.body["message"],
+            absl::StrReplaceAll(absent.body["message"].get<std::string>(), {{"j-99999999", id}}));
   EXPECT_EQ(Call(kMemberB, "GET", "/v1/jobs/" + id + "/logs").body, foreign.body);
   EXPECT_EQ(Call(kMemberB, "POST", "/v1/jobs/" + id + "/cancel").body, foreign.body);
   // Listings leave it out, whatever the filter says.
@@ -221,9 +340,9 @@ TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
   EXPECT_EQ(Call(kViewerA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
   EXPECT_EQ(Call(kAdmin, "GET", "/v1/jobs?tenant=team-a").body["jobs"].size(), 1u);
   // A member cannot submit into another tenant.
-  Result into_a = Call(kMemberB, "POST", "/v1/jobs",
-                       {{"spec_yaml", "name: x\nresources: {accelerators: A100-SXM-80GB:1}\nrun: true\n"},
-                        {"tenant", "team-a"}});
+  Result into_a =
+      Call(kMemberB, "POST", "/v1/jobs",
+           {{"spec_yaml", "name: x\nresources: {accelerators: A100-SXM-80GB:1}\nrun: true\n"}, {"tenant", "team-a"}});
   EXPECT_EQ(into_a.status, 403);
   EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
   // The job is team-a's and its submitter's tenant, not a free label.
@@ -243,7 +362,8 @@ TEST_F(AccessTest, TokensAreCheckedRevokedAndExpire) {
     EXPECT_FALSE(absl::StrContains(r->body, real.substr(21))) << "the secret must not be echoed";
   }
   Result me = Call(kMemberA, "GET", "/v1/whoami");
-  EXPECT_EQ(me.body, json({{"user", "member-a"}, {"tenant", "team-a"}, {"role", "member"}, {"token_id", real.substr(4, 16)}}));
+  EXPECT_EQ(me.body,
+            json({{"user", "member-a"}, {"tenant", "team-a"}, {"role", "member"}, {"token_id", real.substr(4, 16)}}));
   // Revoked: refused from the next call on.
   ASSERT_EQ(Call(kMemberA, "DELETE", "/v1/tokens/" + real.substr(4, 16)).status, 200);
   Result after = Call(kMemberA, "GET", "/v1/whoami");

@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "controlplane/access.h"
 #include "controlplane/api_views.h"
+#include "controlplane/audit_log.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -56,6 +57,51 @@ absl::StatusOr<Reply> Page(const Request& r, const std::string& field, const std
     list.push_back(to_json(item));
   }
   return Reply::Json({{field, list}, {"next_after", nullptr}});
+}
+
+J AuditJson(const store::AuditRecord& a) {
+  return {{"seq", a.seq},
+          {"time", FormatTime(a.time)},
+          {"user", a.user},
+          {"tenant", a.tenant},
+          {"token_id", a.token_id},
+          {"role", a.role},
+          {"method", a.method},
+          {"route", a.route},
+          {"path", a.path},
+          {"status", a.status},
+          {"remote_address", a.remote_address},
+          {"request_id", a.request_id}};
+}
+
+// GET /v1/audit?after=SEQ&user=U&tenant=T&limit=N: a page of the audit log, oldest first; "next_after"
+// is the last seq of a full page (null on the last page).
+absl::StatusOr<Reply> ListAudit(const Accounts& accounts, const Request& r) {
+  const AuditLog* log = accounts.audit_log();
+  if (log == nullptr) return absl::FailedPreconditionError("audit: this server keeps no audit log");
+  store::AuditFilter filter{.user = r.query_value("user"), .tenant = r.query_value("tenant"), .limit = kDefaultLimit};
+  if (const std::string v = r.query_value("after"); !v.empty()) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (*end != '\0' || n < 0) {
+      return absl::InvalidArgumentError(fmt::format("query parameter 'after' = '{}' must be an audit seq >= 0", v));
+    }
+    filter.after_seq = n;
+  }
+  if (const std::string v = r.query_value("limit"); !v.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || n < 1 || n > kMaxLimit) {
+      return absl::InvalidArgumentError(
+          fmt::format("query parameter 'limit' = '{}' must be an integer 1..{}", v, kMaxLimit));
+    }
+    filter.limit = static_cast<int>(n);
+  }
+  ASSIGN_OR_RETURN(std::vector<store::AuditRecord> records, log->List(filter));
+  J list = J::array();
+  for (const store::AuditRecord& a : records) list.push_back(AuditJson(a));
+  const J next = static_cast<int>(records.size()) == filter.limit ? J(records.back().seq) : J();
+  return Reply::Json({{"records", list}, {"next_after", next}});
 }
 
 }  // namespace
@@ -121,6 +167,8 @@ void RegisterAccountRoutes(http::Server& server, Accounts& accounts) {
     out["token"] = t.text;
     return Reply::Json(out, 201);
   });
+  route("GET", "/v1/audit",
+        [&accounts](const Principal&, const Request& r) -> absl::StatusOr<Reply> { return ListAudit(accounts, r); });
   route("DELETE", "/v1/tokens/{id}", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(store::TokenRecord t, accounts.RevokeToken(who, r.param("id")));
     return Reply::Json(TokenJson(t));

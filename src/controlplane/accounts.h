@@ -5,10 +5,10 @@
 // which tenant is calling and with what role, while the tokens themselves are stored only as argon2id
 // hashes (auth/api_token.h). So every account row is loaded into memory at Open and kept there (this
 // object is the only writer of the account tables: each change is committed to the store first, then
-// applied here; the store's keys settle two creations of one name, so no lock is held across I/O). A token's secret is checked with argon2id the first time it is seen; its SHA-256 is
-// then remembered, so later calls cost one hash and a constant-time compare. At most
-// `max_concurrent_verifications` argon2id checks run at once (each takes ~19 MiB and tens of ms): more
-// are answered Unavailable, so a flood of forged tokens cannot take the server's memory or CPU.
+// applied here; the store's keys settle two creations of one name, so no lock is held across I/O). A token's secret is
+// checked with argon2id the first time it is seen; its SHA-256 is then remembered, so later calls cost one hash and a
+// constant-time compare. At most `max_concurrent_verifications` argon2id checks run at once (each takes ~19 MiB and
+// tens of ms): more are answered Unavailable, so a flood of forged tokens cannot take the server's memory or CPU.
 //
 // Rules (auth/role.h): a user belongs to one tenant with one role; admin is the operator and sees every
 // tenant. Principal::CanSee is the one test of "may this caller learn that an object of tenant T
@@ -50,10 +50,15 @@ struct Principal {
   }
 };
 
+class AuditLog;
+
 struct AccountsOptions {
   int max_concurrent_verifications = 2;  // argon2id checks at once; beyond, Unavailable
   std::string default_tenant = "default";
   std::string bootstrap_admin = "admin";
+  // Where GuardedRoute (access.h) records every state-changing call; nullptr = none (tests of a bare
+  // Accounts). Borrowed: must outlive the Accounts.
+  AuditLog* audit_log = nullptr;
 };
 
 class Accounts {
@@ -79,8 +84,8 @@ class Accounts {
   absl::StatusOr<store::TenantRecord> CreateTenant(const Principal& who, const std::string& id);
   absl::StatusOr<std::vector<store::TenantRecord>> Tenants(const Principal& who) const;
   bool HasTenant(const std::string& id) const;
-  absl::StatusOr<store::UserRecord> CreateUser(const Principal& who, const std::string& name,
-                                               const std::string& tenant, const std::string& role);
+  absl::StatusOr<store::UserRecord> CreateUser(const Principal& who, const std::string& name, const std::string& tenant,
+                                               const std::string& role);
   absl::StatusOr<std::vector<store::UserRecord>> Users(const Principal& who) const;
 
   struct CreatedToken {
@@ -96,6 +101,9 @@ class Accounts {
   // Revokes a token of the caller's (any, for an admin): every later call with it is 401. NotFound for
   // an unknown id or another user's token.
   absl::StatusOr<store::TokenRecord> RevokeToken(const Principal& who, const std::string& id);
+
+  // The audit log of AccountsOptions; nullptr when none.
+  AuditLog* audit_log() const { return options_.audit_log; }
 
   // How many argon2id verifications ran (for tests of the digest cache).
   int64_t slow_verifications() const { return slow_verifications_.load(); }

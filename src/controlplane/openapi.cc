@@ -1,5 +1,11 @@
 #include "controlplane/openapi.h"
 
+#include <cctype>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
 #include "common/version.h"
 #include "controlplane/access.h"
 
@@ -36,6 +42,73 @@ J QueryParam(const std::string& name, const std::string& type, const std::string
 }
 
 J Body(const J& schema) { return {{"required", true}, {"content", {{"application/json", {{"schema", schema}}}}}}; }
+
+// The operationId and tag of each route. A route missing here (one added without a row) still gets both,
+// derived from its method and path (DerivedOperationId), so the document stays valid; give it a row.
+struct OperationName {
+  std::string_view method;
+  std::string_view pattern;
+  std::string_view operation_id;
+  std::string_view tag;
+};
+constexpr OperationName kOperationNames[] = {
+    {"GET", "/v1/healthz", "getHealth", "system"},
+    {"GET", "/v1/openapi.json", "getOpenApiDocument", "system"},
+    {"GET", "/v1/whoami", "whoAmI", "accounts"},
+    {"POST", "/v1/jobs", "submitJob", "jobs"},
+    {"GET", "/v1/jobs", "listJobs", "jobs"},
+    {"GET", "/v1/jobs/{id}", "getJob", "jobs"},
+    {"POST", "/v1/jobs/{id}/cancel", "cancelJob", "jobs"},
+    {"GET", "/v1/jobs/{id}/logs", "getJobLogs", "jobs"},
+    {"GET", "/v1/events", "listEvents", "jobs"},
+    {"GET", "/v1/nodes", "listNodes", "nodes"},
+    {"GET", "/v1/nodes/{name}", "getNode", "nodes"},
+    {"DELETE", "/v1/nodes/{name}", "removeNode", "nodes"},
+    {"POST", "/v1/nodes/{name}/cordon", "cordonNode", "nodes"},
+    {"POST", "/v1/nodes/{name}/uncordon", "uncordonNode", "nodes"},
+    {"POST", "/v1/nodes/{name}/drain", "drainNode", "nodes"},
+    {"GET", "/v1/pool", "getPool", "nodes"},
+    {"POST", "/v1/plans", "planTask", "jobs"},
+    {"GET", "/v1/tenants", "listTenants", "accounts"},
+    {"POST", "/v1/tenants", "createTenant", "accounts"},
+    {"GET", "/v1/users", "listUsers", "accounts"},
+    {"POST", "/v1/users", "createUser", "accounts"},
+    {"GET", "/v1/tokens", "listTokens", "accounts"},
+    {"POST", "/v1/tokens", "createToken", "accounts"},
+    {"DELETE", "/v1/tokens/{id}", "revokeToken", "accounts"},
+    {"GET", "/v1/audit", "listAudit", "audit"},
+    {"GET", "/v1/prometheus/targets", "getPrometheusTargets", "system"},
+    {"GET", "/metrics", "getMetrics", "system"},
+    {"POST", "/v1/agents/register", "registerAgent", "agents"},
+    {"POST", "/v1/agents/{node}/heartbeat", "agentHeartbeat", "agents"},
+};
+
+// The tags operations are grouped by, with what each holds.
+constexpr std::pair<std::string_view, std::string_view> kTags[] = {
+    {"jobs", "Submit, list, cancel and plan jobs; their logs and state-change events (tenant-scoped)"},
+    {"nodes", "The pool: nodes, their GPUs, cordon, drain and removal"},
+    {"accounts", "Tenants, users and API tokens, and who the caller is"},
+    {"audit", "The audit log of state-changing calls (admin)"},
+    {"system", "Health, this document, metrics and Prometheus service discovery"},
+    {"agents", "The agents' own listener: registration and heartbeats"},
+};
+
+// method + the path's literal segments in camel case, "By" + its parameters: "postJobsByIdCancel".
+std::string DerivedOperationId(std::string_view method, std::string_view pattern) {
+  std::string id;
+  for (char c : method) id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  bool upper = true;
+  for (char c : pattern) {
+    if (c == '/' || c == '{' || c == '}' || c == '.' || c == '-' || c == '_') {
+      if (c == '{') id += "By";
+      upper = true;
+      continue;
+    }
+    id += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return id;
+}
 
 J Build() {
   J schemas;
@@ -209,9 +282,9 @@ J Build() {
       Op("Agent heartbeat: reports in, desired assignments out", JsonResponse("assignments", {{"type", "object"}}));
   paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
 
-  schemas["Tenant"] = {{"type", "object"},
-                       {"properties",
-                        {{"name", {{"type", "string"}}}, {"created_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  schemas["Tenant"] = {
+      {"type", "object"},
+      {"properties", {{"name", {{"type", "string"}}}, {"created_at", {{"type", "string"}, {"format", "date-time"}}}}}};
   schemas["User"] = {{"type", "object"},
                      {"properties",
                       {{"name", {{"type", "string"}}},
@@ -231,11 +304,13 @@ J Build() {
   const auto page_of = [](const std::string& key, const std::string& schema) {
     return J{{"type", "object"},
              {"properties",
-              {{key, {{"type", "array"}, {"items", Ref(schema)}}}, {"next_after", {{"type", "string"}, {"nullable", true}}}}}};
+              {{key, {{"type", "array"}, {"items", Ref(schema)}}},
+               {"next_after", {{"type", "string"}, {"nullable", true}}}}}};
   };
   const J paging = {QueryParam("after", "string", "the last name/id of the previous page"),
                     QueryParam("limit", "integer", "1..1000, default 100")};
-  paths["/v1/whoami"]["get"] = Op("The user, tenant and role the token acts as", JsonResponse("who", {{"type", "object"}}));
+  paths["/v1/whoami"]["get"] =
+      Op("The user, tenant and role the token acts as", JsonResponse("who", {{"type", "object"}}));
   paths["/v1/tenants"]["get"] = Op("List tenants", JsonResponse("a page", page_of("tenants", "Tenant")));
   paths["/v1/tenants"]["get"]["parameters"] = paging;
   paths["/v1/tenants"]["post"] = Op("Create a tenant", JsonResponse("created", Ref("Tenant")), "201");
@@ -244,18 +319,18 @@ J Build() {
   paths["/v1/users"]["get"] = Op("List users", JsonResponse("a page", page_of("users", "User")));
   paths["/v1/users"]["get"]["parameters"] = paging;
   paths["/v1/users"]["post"] = Op("Create a user", JsonResponse("created", Ref("User")), "201");
-  paths["/v1/users"]["post"]["requestBody"] = Body({{"type", "object"},
-                                                    {"required", {"name", "tenant"}},
-                                                    {"properties",
-                                                     {{"name", {{"type", "string"}}},
-                                                      {"tenant", {{"type", "string"}}},
-                                                      {"role", {{"type", "string"}, {"enum", {"admin", "member", "viewer"}}}}}}});
+  paths["/v1/users"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"name", "tenant"}},
+            {"properties",
+             {{"name", {{"type", "string"}}},
+              {"tenant", {{"type", "string"}}},
+              {"role", {{"type", "string"}, {"enum", {"admin", "member", "viewer"}}}}}}});
   paths["/v1/tokens"]["get"] =
       Op("List the caller's API tokens (an admin: everyone's)", JsonResponse("a page", page_of("tokens", "Token")));
   paths["/v1/tokens"]["get"]["parameters"] = paging;
-  paths["/v1/tokens"]["post"] =
-      Op("Create an API token; the reply's `token` is the only time it is shown", JsonResponse("created", Ref("Token")),
-         "201");
+  paths["/v1/tokens"]["post"] = Op("Create an API token; the reply's `token` is the only time it is shown",
+                                   JsonResponse("created", Ref("Token")), "201");
   paths["/v1/tokens"]["post"]["requestBody"] = Body({{"type", "object"},
                                                      {"properties",
                                                       {{"user", {{"type", "string"}}},
@@ -289,11 +364,55 @@ J Build() {
   paths["/v1/join-tokens/{id}"]["parameters"] = {PathParam("id")};
 
   // Who may call what (access.h): the security requirement and error answers of each operation.
+  schemas["AuditRecord"] = {
+      {"type", "object"},
+      {"description",
+       "One state-changing call (any method but GET), whatever its outcome. Holds no token, secret "
+       "or request body"},
+      {"properties",
+       {{"seq", {{"type", "integer"}, {"format", "int64"}, {"description", "strictly increasing in commit order"}}},
+        {"time", {{"type", "string"}, {"format", "date-time"}, {"description", "when it was answered (wall clock)"}}},
+        {"user", {{"type", "string"}, {"description", "\"\" when the call carried no valid token (401)"}}},
+        {"tenant", {{"type", "string"}}},
+        {"token_id", {{"type", "string"}, {"description", "the public id of the token it presented"}}},
+        {"role", {{"type", "string"}}},
+        {"method", {{"type", "string"}, {"example", "POST"}}},
+        {"route", {{"type", "string"}, {"example", "/v1/jobs/{id}/cancel"}}},
+        {"path", {{"type", "string"}, {"example", "/v1/jobs/j-000042/cancel"}}},
+        {"status", {{"type", "integer"}, {"description", "the HTTP status it was answered with"}}},
+        {"remote_address", {{"type", "string"}, {"example", "10.0.0.7:51234"}}},
+        {"request_id", {{"type", "string"}, {"description", "the X-Request-Id header, if any"}}}}}};
+  paths["/v1/audit"]["get"] =
+      Op("The audit log: every state-changing call (who, what, when, from where), oldest first; page with "
+         "after=next_after",
+         JsonResponse("a page", {{"type", "object"},
+                                 {"properties",
+                                  {{"records", {{"type", "array"}, {"items", Ref("AuditRecord")}}},
+                                   {"next_after", {{"type", "integer"}, {"nullable", true}}}}}}));
+  paths["/v1/audit"]["get"]["parameters"] = {QueryParam("after", "integer", "records after this seq"),
+                                             QueryParam("user", "string", "only this user's calls"),
+                                             QueryParam("tenant", "string", "only calls of this tenant's users"),
+                                             QueryParam("limit", "integer", "1..1000, default 100")};
+
+  // Who may call what (access.h): the security requirement and error answers of each operation, and its
+  // name and tag.
+  J tags = J::array();
+  for (const auto& [name, description] : kTags) tags.push_back({{"name", name}, {"description", description}});
   for (const RouteAccess& r : RouteAccessTable()) {
     std::string method(r.method);
     for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     J& op = paths[std::string(r.pattern)][method];
     op["x-gpugeek-access"] = std::string(AccessName(r.access));
+    op["operationId"] = DerivedOperationId(r.method, r.pattern);
+    std::string tag = "system";
+    for (const OperationName& n : kOperationNames) {
+      if (n.method == r.method && n.pattern == r.pattern) {
+        op["operationId"] = std::string(n.operation_id);
+        tag = n.tag;
+      }
+    }
+    op["tags"] = {tag};
+    if (!op.contains("summary")) op["summary"] = fmt::format("{} {}", r.method, r.pattern);
     if (r.access == Access::kPublic) {
       op["security"] = J::array();
       continue;
@@ -322,7 +441,20 @@ J Build() {
         {"description", "An agent's node credential, received at its first registration for a join token"}}}};
 
   return {{"openapi", "3.0.3"},
-          {"info", {{"title", "gpugeek control plane"}, {"version", kVersion}}},
+          {"info",
+           {{"title", "gpugeek control plane"},
+            {"version", kVersion},
+            {"description",
+             "The REST API of `gpugeek server`: jobs, nodes and the GPU pool, accounts and the audit log. Every "
+             "call but health and this document needs an API token (`Authorization: Bearer ...`); each "
+             "operation's `x-gpugeek-access` names the least role it needs (public, viewer, member, admin, or node "
+             "for the agents' listener). Errors are JSON objects `{code, message, details}`."},
+            // The repository has no licence file yet: no licence is granted (npm's UNLICENSED convention).
+            {"license", {{"name", "UNLICENSED"}}}}},
+          // Relative: the paths are served by whichever host this document was fetched from (the agents'
+          // routes by its agents' listener, on its own port).
+          {"servers", J::array({{{"url", "/"}, {"description", "the server this document was fetched from"}}})},
+          {"tags", tags},
           {"security", J::array({{{"bearerAuth", J::array()}}})},
           {"paths", paths},
           {"components", {{"schemas", schemas}, {"securitySchemes", security_schemes}}}};

@@ -41,6 +41,8 @@ struct ControlPlaneOptions {
   Duration log_retention = std::chrono::hours(24 * 7);
   // The state-change events of jobs ended longer ago than this are deleted (the job rows stay).
   Duration event_retention = std::chrono::hours(24 * 30);
+  // Audit records (audit_log.h) older than this are deleted.
+  Duration audit_retention = std::chrono::hours(24 * 365);
   // How long after its release an allocation's nodes may still ship log bytes for it.
   Duration log_grant_retention = std::chrono::minutes(10);
   const hw::GpuCatalog* catalog = nullptr;  // nullptr = GpuCatalog::Builtin()

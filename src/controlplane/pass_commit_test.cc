@@ -55,6 +55,15 @@ class CommitFailingStore final : public store::Store {
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() override {
     return inner_.ListNodeCredentials();
   }
+  absl::Status AppendAudit(const std::vector<store::AuditRecord>& records) override {
+    return inner_.AppendAudit(records);
+  }
+  absl::StatusOr<std::vector<store::AuditRecord>> ListAudit(const store::AuditFilter& filter) override {
+    return inner_.ListAudit(filter);
+  }
+  absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override {
+    return inner_.DeleteOldAudit(before, limit);
+  }
   absl::Status BeginWriteBatch() override { return inner_.BeginWriteBatch(); }
   absl::Status CommitWriteBatch() override {
     if (fail_commits == 0) return inner_.CommitWriteBatch();

@@ -45,10 +45,12 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.fence_margin = options.fence_margin;
   cp.log_retention = options.log_retention;
   cp.event_retention = options.event_retention;
+  cp.audit_retention = options.audit_retention;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
-  ASSIGN_OR_RETURN(s->accounts_, Accounts::Open(*s->store_, RealClock()));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));
+  s->audit_log_ = std::make_unique<AuditLog>(*s->store_, RealClock());
+  ASSIGN_OR_RETURN(s->accounts_, Accounts::Open(*s->store_, RealClock(), {.audit_log = s->audit_log_.get()}));
   ASSIGN_OR_RETURN(std::optional<std::string> bootstrap, s->accounts_->Bootstrap());
   if (bootstrap) {
     // First start: the operator's admin token, readable by the server's user only. The CLI of `gpugeek

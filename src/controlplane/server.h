@@ -11,7 +11,8 @@
 //
 // Accounts: every API call but health and the API document needs a token (access.h). On the first
 // start (no user in the store) the server creates tenant "default", user "admin" and an admin token,
-// written to admin_token_file().
+// written to admin_token_file(). Every state-changing API call is recorded in the audit log (audit_log.h,
+// GET /v1/audit), kept for audit_retention.
 //
 // Graceful shutdown (Stop): stop accepting requests, finish those in flight, stop the loop; every
 // acknowledged change is already in the store.
@@ -24,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "controlplane/accounts.h"
+#include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
 #include "controlplane/node_authority.h"
 #include "http/server.h"
@@ -48,6 +50,7 @@ struct ServerOptions {
   // Retention of ended jobs' logs and events (ControlPlaneOptions).
   Duration log_retention = ControlPlaneOptions().log_retention;
   Duration event_retention = ControlPlaneOptions().event_retention;
+  Duration audit_retention = ControlPlaneOptions().audit_retention;  // of the audit log (audit_log.h)
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
   // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
   // families, gpugeek_build_info included, in Start: whoever shares the registry must not add that
@@ -90,6 +93,7 @@ class ControlPlaneServer {
   metrics::Registry* metrics_ = nullptr;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> control_plane_;
+  std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<NodeAuthority> nodes_;
   std::unique_ptr<http::Server> http_;         // users

@@ -442,6 +442,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         executor_(socket.get_executor()),
         tls_ctx_(std::move(tls)),
         read_timer_(executor_) {
+    error_code ec;
+    const tcp::endpoint peer = socket.remote_endpoint(ec);
+    if (!ec) {
+      remote_address_ = peer.address().is_v6() ? fmt::format("[{}]:{}", peer.address().to_string(), peer.port())
+                                               : fmt::format("{}:{}", peer.address().to_string(), peer.port());
+    }
     if (tls_ctx_) {
       tls_stream_.emplace(std::move(socket), *tls_ctx_);
     } else {
@@ -798,6 +804,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     request->body = std::move(req.body());
     request->peer_common_name = peer_common_name_;
+    request->remote_address = remote_address_;
     Observed observed{route, method, start};
     const bool queued =
         server_.pool.Submit([self = shared_from_this(), request, observed] { self->RunHandler(*request, observed); });
@@ -1020,6 +1027,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<beast::tcp_stream> plain_stream_;  // exactly one of these two is set
   std::optional<TlsStream> tls_stream_;
   std::string peer_common_name_;  // of a verified client certificate; set before the first request
+  std::string remote_address_;    // "IP:port" of the peer, from accept
   net::steady_timer read_timer_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;

@@ -57,6 +57,9 @@ struct Request {
   // Subject CN of the client's certificate when TLS verified one (ServerOptions::tls.client_ca_file);
   // "" on plain HTTP, without a client certificate, or when the certificate has no CN.
   std::string peer_common_name;
+  // The peer's address as "IP:port" ("[IPv6]:port"), set by the server for every request; "" only if the
+  // socket could not tell (it was already closed).
+  std::string remote_address;
 
   // Path parameter by name; "" when absent.
   std::string param(const std::string& name) const;

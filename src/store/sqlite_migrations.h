@@ -87,6 +87,26 @@ CREATE TABLE node_credentials (
   generation INTEGER NOT NULL
 );
 )sql",
+    // 5: the audit log of state-changing API calls (controlplane/audit_log.h), listed by seq with an
+    // optional user or tenant filter, and deleted by age (oldest seq first: the oldest rows).
+    R"sql(
+CREATE TABLE audit (
+  seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_ns        INTEGER NOT NULL,
+  user           TEXT NOT NULL,
+  tenant         TEXT NOT NULL,
+  token_id       TEXT NOT NULL,
+  role           TEXT NOT NULL,
+  method         TEXT NOT NULL,
+  route          TEXT NOT NULL,
+  path           TEXT NOT NULL,
+  status         INTEGER NOT NULL,
+  remote_address TEXT NOT NULL,
+  request_id     TEXT NOT NULL
+);
+CREATE INDEX audit_by_user ON audit(user, seq);
+CREATE INDEX audit_by_tenant ON audit(tenant, seq);
+)sql",
 };
 
 }  // namespace gpugeek::store

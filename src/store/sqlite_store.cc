@@ -669,6 +669,69 @@ absl::StatusOr<std::vector<TokenRecord>> SqliteStore::ListTokens() {
   return out;
 }
 
+absl::Status SqliteStore::AppendAudit(const std::vector<AuditRecord>& records) {
+  if (records.empty()) return absl::OkStatus();
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  for (const AuditRecord& a : records) {
+    Statement s(*statements_,
+                "INSERT INTO audit (time_ns, user, tenant, token_id, role, method, route, path, status, "
+                "remote_address, request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    RETURN_IF_ERROR(s.status());
+    s.Bind(1, ToNs(a.time)).Bind(2, a.user).Bind(3, a.tenant).Bind(4, a.token_id).Bind(5, a.role);
+    s.Bind(6, a.method).Bind(7, a.route).Bind(8, a.path).Bind(9, int64_t{a.status});
+    s.Bind(10, a.remote_address).Bind(11, a.request_id);
+    if (s.Step() != SQLITE_DONE) return SqliteError(db_, "insert audit record");
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<AuditRecord>> SqliteStore::ListAudit(const AuditFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
+  }
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT seq, time_ns, user, tenant, token_id, role, method, route, path, status, remote_address, "
+              "request_id FROM audit WHERE seq > ?1 AND (?2 = '' OR user = ?2) AND (?3 = '' OR tenant = ?3) ORDER BY "
+              "seq LIMIT ?4");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, filter.after_seq).Bind(2, filter.user).Bind(3, filter.tenant).Bind(4, int64_t{filter.limit});
+  std::vector<AuditRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({.seq = s.Int(0),
+                   .time = FromNs(s.Int(1)),
+                   .user = s.Text(2),
+                   .tenant = s.Text(3),
+                   .token_id = s.Text(4),
+                   .role = s.Text(5),
+                   .method = s.Text(6),
+                   .route = s.Text(7),
+                   .path = s.Text(8),
+                   .status = static_cast<int>(s.Int(9)),
+                   .remote_address = s.Text(10),
+                   .request_id = s.Text(11)});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list audit");
+  return out;
+}
+
+absl::StatusOr<int64_t> SqliteStore::DeleteOldAudit(TimePoint before, int limit) {
+  if (limit < 1 || limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
+  }
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE time_ns < ?1 ORDER BY seq LIMIT ?2)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, ToNs(before)).Bind(2, int64_t{limit});
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete old audit records");
+  return static_cast<int64_t>(sqlite3_changes(db_));
+}
+
 absl::Status SqliteStore::RevokeToken(const std::string& id, TimePoint at) {
   std::unique_lock<std::mutex> lock = Acquire();
   Statement s(*statements_, "UPDATE tokens SET revoked_at_ns = COALESCE(revoked_at_ns, ?2) WHERE id = ?1");

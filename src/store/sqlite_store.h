@@ -64,6 +64,9 @@ class SqliteStore final : public Store {
   absl::Status DeleteJoinToken(const std::string& id) override;
   absl::Status DeleteNodeCredential(const std::string& node) override;
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() override;
+  absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
+  absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter) override;
+  absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override;
   absl::Status BeginWriteBatch() override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;

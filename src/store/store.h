@@ -95,6 +95,32 @@ struct JoinTokenRecord {
   int64_t uses_left = 1;
 };
 
+// One state-changing API call (controlplane/audit_log.h): who, what, when, from where, and its answer.
+// Holds no token secret and no request body.
+struct AuditRecord {
+  int64_t seq = 0;             // set by the store: global, strictly increasing in commit order
+  TimePoint time;              // when the call was answered (wall clock)
+  std::string user;            // "" when the call carried no valid token
+  std::string tenant;          // the user's tenant
+  std::string token_id;        // the public id of the token presented (TokenRecord::id)
+  std::string role;            // the user's role then
+  std::string method;          // "POST", "DELETE", ...
+  std::string route;           // the route pattern, e.g. "/v1/jobs/{id}/cancel"
+  std::string path;            // the path called, with the object ids, e.g. "/v1/jobs/j-000042/cancel"
+  int status = 0;              // the HTTP status answered
+  std::string remote_address;  // the peer's "IP:port"
+  std::string request_id;      // the client's X-Request-Id, "" if none
+};
+
+// Which audit records Store::ListAudit returns: seq > after_seq, oldest first, at most `limit`
+// (1..10000); an empty user or tenant matches every one.
+struct AuditFilter {
+  int64_t after_seq = 0;
+  std::string user;
+  std::string tenant;
+  int limit = 100;
+};
+
 // Which events Store::ListEvents returns: seq > after_seq, oldest first, at most `limit` (1..10000).
 struct EventFilter {
   std::string job_id;  // "" = every job's
@@ -194,6 +220,14 @@ class Store {
   // The generation of each node's credential (ConsumeJoinToken records it); Delete is idempotent.
   virtual absl::Status DeleteNodeCredential(const std::string& node) = 0;
   virtual absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() = 0;
+  // Audit log. AppendAudit stores every record of `records` in one transaction (one fsync: callers batch
+  // concurrent calls' records, controlplane/audit_log.h), all or none; seq is assigned by the store.
+  virtual absl::Status AppendAudit(const std::vector<AuditRecord>& records) = 0;
+  // Records matching `filter`, oldest first. InvalidArgument for a limit outside 1..10000.
+  virtual absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter) = 0;
+  // Retention: deletes up to `limit` records, oldest first, answered before `before`. Returns how many
+  // (fewer than `limit`: none of that age is left). InvalidArgument for a limit outside 1..10000.
+  virtual absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) = 0;
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/fake_clock.h"
+#include "store/sqlite_migrations.h"
 #include "store/sqlite_store.h"
 
 namespace gpugeek::store {
@@ -189,7 +190,7 @@ TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
   ASSERT_TRUE(store_->UpdateJob(j).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   Reopen();
-  EXPECT_EQ(store_->schema_version(), 4);
+  EXPECT_EQ(store_->schema_version(), static_cast<int>(std::size(kSqliteMigrations)));
   auto got = store_->GetJob("j-1");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, JobState::kScheduled);
@@ -272,6 +273,48 @@ TEST_F(SqliteStoreTest, EventsFilterByTheirJobsTenant) {
   EXPECT_EQ(only_b[0].job_id, "j-b");
   EXPECT_TRUE(store_->ListEvents({.job_id = "j-a", .tenant = "team-b"})->empty());
   EXPECT_EQ(store_->ListEvents({})->size(), 2u);
+}
+
+TEST_F(SqliteStoreTest, AuditRecordsAppendInOrderFilterAndAgeOut) {
+  const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
+  std::vector<AuditRecord> batch;
+  for (int i = 0; i < 4; ++i) {
+    batch.push_back({.time = t0 + std::chrono::hours(i),
+                     .user = i % 2 == 0 ? "alice" : "bob",
+                     .tenant = i < 3 ? "team-a" : "team-b",
+                     .token_id = "0123456789abcdef",
+                     .role = "member",
+                     .method = "POST",
+                     .route = "/v1/jobs/{id}/cancel",
+                     .path = "/v1/jobs/j-1/cancel",
+                     .status = 200 + i,
+                     .remote_address = "127.0.0.1:4242",
+                     .request_id = i == 0 ? "req-1" : ""});
+  }
+  ASSERT_TRUE(store_->AppendAudit(batch).ok());
+  ASSERT_TRUE(store_->AppendAudit({}).ok());
+  Reopen();
+  auto all = store_->ListAudit({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_LT((*all)[0].seq, (*all)[1].seq);
+  EXPECT_EQ((*all)[0].time, t0);
+  EXPECT_EQ((*all)[0].request_id, "req-1");
+  EXPECT_EQ((*all)[2].status, 202);
+  EXPECT_EQ((*all)[3].remote_address, "127.0.0.1:4242");
+  EXPECT_EQ((*all)[3].route, "/v1/jobs/{id}/cancel");
+  EXPECT_EQ(store_->ListAudit({.user = "bob"})->size(), 2u);
+  EXPECT_EQ(store_->ListAudit({.tenant = "team-b"})->size(), 1u);
+  EXPECT_EQ(store_->ListAudit({.user = "alice", .tenant = "team-a"})->size(), 2u);
+  auto page = store_->ListAudit({.after_seq = (*all)[1].seq, .limit = 1});
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].seq, (*all)[2].seq);
+  EXPECT_EQ(store_->ListAudit({.limit = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  // The two older than t0 + 2h go, oldest first, a batch at a time.
+  EXPECT_EQ(*store_->DeleteOldAudit(t0 + std::chrono::hours(2), 1), 1);
+  EXPECT_EQ(*store_->DeleteOldAudit(t0 + std::chrono::hours(2), 10), 1);
+  EXPECT_EQ(*store_->DeleteOldAudit(t0 + std::chrono::hours(2), 10), 0);
+  EXPECT_EQ(store_->ListAudit({})->front().seq, (*all)[2].seq);
 }
 
 TEST_F(SqliteStoreTest, NodesUpsertAndList) {

@@ -11,6 +11,7 @@ namespace gpugeek::controlplane {
 void GcController::Reconcile(ControllerContext& ctx, MonoTime now) {
   ctx.log_grants.Expire(now - ctx.options.log_grant_retention);
   SweepEvents(ctx, now);
+  SweepAudit(ctx, now);
   if (last_sweep_ && now - *last_sweep_ < kSweepInterval) return;
   last_sweep_ = now;
   SweepLogs(ctx);
@@ -26,6 +27,18 @@ void GcController::SweepEvents(ControllerContext& ctx, MonoTime now) {
     return;
   }
   more_events_ = *deleted == kEventBatch;
+}
+
+void GcController::SweepAudit(ControllerContext& ctx, MonoTime now) {
+  if (!more_audit_ && last_audit_sweep_ && now - *last_audit_sweep_ < kEventSweepInterval) return;
+  last_audit_sweep_ = now;
+  auto deleted = ctx.store.DeleteOldAudit(ctx.clock.Now() - ctx.options.audit_retention, kEventBatch);
+  if (!deleted.ok()) {
+    spdlog::warn("control plane: audit retention: {}", deleted.status());
+    more_audit_ = false;
+    return;
+  }
+  more_audit_ = *deleted == kEventBatch;
 }
 
 void GcController::SweepLogs(ControllerContext& ctx) {

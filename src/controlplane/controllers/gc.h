@@ -5,7 +5,7 @@
 // a job's age is its last update on the wall clock, the time the store records and users see. The
 // events of jobs that ended more than event_retention ago are deleted in batches of kEventBatch, one
 // batch per pass while there are more, else once per kEventSweepInterval, so no pass holds the store
-// for long.
+// for long. Audit records older than audit_retention are deleted the same way.
 
 #include <optional>
 
@@ -24,9 +24,12 @@ class GcController {
  private:
   void SweepLogs(ControllerContext& ctx);
   void SweepEvents(ControllerContext& ctx, MonoTime now);
+  void SweepAudit(ControllerContext& ctx, MonoTime now);
   std::optional<MonoTime> last_sweep_;
   std::optional<MonoTime> last_event_sweep_;
   bool more_events_ = false;  // the last batch was full
+  std::optional<MonoTime> last_audit_sweep_;
+  bool more_audit_ = false;  // the last batch was full
 };
 
 }  // namespace gpugeek::controlplane

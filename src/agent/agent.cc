@@ -212,7 +212,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client,
                    http::Client::Create({.base_url = options.server_url,
                                          .connect_timeout = options.connect_timeout,
-                                         .read_timeout = options.request_timeout}));
+                                         .read_timeout = options.request_timeout,
+                                         .ca_file = options.ca_file}));
   ASSIGN_OR_RETURN(hw::NodeInventory inventory, options.discovery->Discover());
   if (inventory.gpus.size() > api::kMaxGpusPerNode) {
     return absl::InvalidArgumentError(fmt::format("the node has {} GPUs; the protocol carries at most {}",

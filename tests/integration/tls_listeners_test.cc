@@ -159,6 +159,7 @@ TEST_F(TlsListeners, Tls13WithTheCaIsAccepted) {
     EXPECT_EQ(code, 0) << out;
     EXPECT_NE(out.find("TLSv1.3"), std::string::npos) << out;
     EXPECT_NE(out.find("Verify return code: 0 (ok)"), std::string::npos) << out;
+    EXPECT_NE(out.find("BEGIN CERTIFICATE"), std::string::npos) << out;
   }
 }
 
@@ -167,12 +168,12 @@ TEST_F(TlsListeners, Tls12AndOlderAreRefused) {
     SCOPED_TRACE(l.name);
     auto [code, out] = SClient(l.port, "-tls1_2 -CAfile " + *ca_, *dir_ / "s_client.log");
     EXPECT_NE(code, 0) << out;
-    EXPECT_EQ(out.find("Verify return code: 0 (ok)"), std::string::npos) << out;
+    EXPECT_EQ(out.find("BEGIN CERTIFICATE"), std::string::npos) << "no certificate without a handshake: " << out;
     // OpenSSL 3 may refuse TLS 1.1 on the client side already (security level); either way there is
     // no session.
     auto [code11, out11] = SClient(l.port, "-tls1_1 -CAfile " + *ca_, *dir_ / "s_client.log");
     EXPECT_NE(code11, 0) << out11;
-    EXPECT_EQ(out11.find("Verify return code: 0 (ok)"), std::string::npos) << out11;
+    EXPECT_EQ(out11.find("BEGIN CERTIFICATE"), std::string::npos) << out11;
   }
 }
 

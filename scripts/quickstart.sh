@@ -4,6 +4,8 @@
 # when the host has no GPU; SQLite under ~/.local/share/gpugeek), submits the Llama-2-70B LoRA
 # example, which the planner sizes and the scheduler places, follows it to completion, prints
 # where each step happened, shows the pool in `gpugeek top` and as Prometheus metrics, and stops.
+# Everything runs over TLS 1.3: `gpugeek up` makes a local CA and certificates on its first start and
+# saves the CLI profile "local" (server, admin token, CA), so no command below needs a flag for them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -15,7 +17,7 @@ step build/gpugeek catalog
 
 port=${GPUGEEK_PORT:-8470}              # the API: users, the CLI, Prometheus
 agent_port=${GPUGEEK_AGENT_PORT:-8472}  # the agents' own listener (the in-process agent uses it)
-url="http://127.0.0.1:$port"
+url="https://127.0.0.1:$port"
 log=$(mktemp -t gpugeek-up.XXXXXX.log)
 printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s --agent-listen 127.0.0.1:%s &\033[0m   (log: %s)\n' \
   "$port" "$agent_port" "$log"
@@ -37,7 +39,10 @@ id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
 step build/gpugeek pool --server "$url"
 step build/gpugeek top --once --server "$url"   # the live view: `gpugeek top` refreshes it every second
-token_file="${XDG_DATA_HOME:-$HOME/.local/share}/gpugeek/server/admin.token"
-printf '\n\033[1m$ curl -s -H "Authorization: Bearer $(cat %s)" %s/metrics | grep ...\033[0m   (docs/metrics.md, deploy/)\n' \
-  "$token_file" "$url"
-curl -s -H "Authorization: Bearer $(cat "$token_file")" "$url/metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fragmentation_ratio|jobs|job_transitions_total)[{ ]' || true
+server_dir="${XDG_DATA_HOME:-$HOME/.local/share}/gpugeek/server"
+token_file="$server_dir/admin.token"
+ca_file="$server_dir/tls/ca.crt"  # the local CA `gpugeek up` made; the CLI profile "local" trusts it too
+printf '\n\033[1m$ curl -s --cacert %s -H "Authorization: Bearer $(cat %s)" %s/metrics | grep ...\033[0m   (docs/metrics.md, deploy/)\n' \
+  "$ca_file" "$token_file" "$url"
+metrics=$(curl -s --fail --cacert "$ca_file" -H "Authorization: Bearer $(cat "$token_file")" "$url/metrics")
+echo "$metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fragmentation_ratio|jobs|job_transitions_total)[{ ]' || true

@@ -229,6 +229,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
                    http::Client::Create({.base_url = options.server_url,
                                          .connect_timeout = options.connect_timeout,
                                          .read_timeout = options.request_timeout,
+                                         .ca_file = options.ca_file,
                                          .bearer_token = bearer}));
   ASSIGN_OR_RETURN(hw::NodeInventory inventory, options.discovery->Discover());
   if (inventory.gpus.size() > api::kMaxGpusPerNode) {
@@ -364,6 +365,7 @@ absl::Status Agent::UseBearer(const std::string& bearer) {
                    http::Client::Create({.base_url = options_.server_url,
                                          .connect_timeout = options_.connect_timeout,
                                          .read_timeout = options_.request_timeout,
+                                         .ca_file = options_.ca_file,
                                          .bearer_token = bearer}));
   client_ = std::move(client);
   bearer_ = bearer;

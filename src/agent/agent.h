@@ -178,7 +178,10 @@ namespace gpugeek::agent {
 class AgentMetrics;
 
 struct AgentOptions {
-  std::string server_url;  // "http://127.0.0.1:8470"; required
+  std::string server_url;  // "https://127.0.0.1:8472" (or "http://..." to a --insecure-no-tls server); required
+  // The CA certificate (PEM file) the server's certificate must chain to; required for an https://
+  // server_url and the only trust anchor (never the system store; http::ClientOptions::ca_file).
+  std::string ca_file;
   // How the agent proves it is `node` (the server's node_authority.h): once it has joined, the node
   // credential kept in <data_dir>/node.credential (mode 0600); to join the first time, this join token
   // (an admin's `gpugeek join-token create`). It is also the fallback when the server refuses the kept
@@ -236,8 +239,9 @@ class Agent {
   // directories, the cgroup manager (when cgroup_limits), ends what a previous agent of this node left in
   // its cgroups (see the file comment), and creates the executor. Does not contact the server.
   // Draws the agent's instance id. Errors: InvalidArgument (missing server_url / discovery / data_dir /
-  // clock, bad node name, capacity_type, heartbeat interval or log caps, malformed URL, an inventory of
-  // more than api::kMaxGpusPerNode GPUs); the discovery's error; Internal when a directory cannot be
+  // clock, bad node name, capacity_type, heartbeat interval or log caps, malformed URL, an https:// URL
+  // without ca_file or a ca_file that does not parse, an inventory of more than api::kMaxGpusPerNode
+  // GPUs); NotFound for a missing ca_file; the discovery's error; Internal when a directory cannot be
   // created or no random source gives an instance id; FailedPrecondition when another live agent on this
   // host holds the node's cgroup (same node name).
   static absl::StatusOr<std::unique_ptr<Agent>> Create(AgentOptions options);

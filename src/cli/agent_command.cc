@@ -1,9 +1,11 @@
-// `gpugeek agent --server URL [--name NODE] [--address ADDR] [--emulate SPEC] [--data-dir DIR]
+// `gpugeek agent --server URL [--ca-file FILE] [--name NODE] [--address ADDR] [--emulate SPEC] [--data-dir DIR]
 //  [--capacity on-demand|spot|reserved] [--region R] [--label K=V]... [--no-cgroups]
-//  [--metrics-listen HOST:PORT|off]`: the per-node agent.
+//  [--metrics-listen HOST:PORT|off] [--metrics-tls-cert FILE --metrics-tls-key FILE]`: the per-node agent.
 // Registers this node's GPUs (NVML + ROCm SMI, or emulated ones) with the server, heartbeats, and runs the
 // workloads it is assigned until SIGINT or SIGTERM; then stops them gracefully and exits. Serves its
 // Prometheus metrics (docs/metrics.md) on --metrics-listen and announces that address when it registers.
+// TLS: an https:// server is verified against --ca-file only (never the system store); the metrics are
+// served over TLS 1.3 with --metrics-tls-cert/--metrics-tls-key, files that SIGHUP reloads.
 
 #include <pthread.h>
 #include <signal.h>
@@ -76,14 +78,20 @@ void RegisterAgentCommand(CLI::App& app) {
     std::string join_token_file;
     bool allow_root_workloads = false;
     std::string workload_uids = "200000-265535";
+    std::string ca_file;
+    std::string metrics_tls_cert;
+    std::string metrics_tls_key;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("agent",
                                      "Run this node's agent: register its GPUs with a server and run the "
                                      "workloads it assigns (until SIGINT/SIGTERM)");
   sub->add_option("--server", o->server,
-                  "The control plane's agent listener (gpugeek server --agent-listen), e.g. http://10.0.0.1:8472")
+                  "The control plane's agent listener (gpugeek server --agent-listen), e.g. https://10.0.0.1:8472")
       ->required();
+  sub->add_option("--ca-file", o->ca_file,
+                  "CA certificate the server's certificate must chain to (required for https://; the server's "
+                  "DATA-DIR/tls/ca.crt with its local CA)");
   sub->add_option("--name", o->name, "Node name in the pool (default: the host name)");
   sub->add_option("--address", o->address, "Address gang peers use to reach this node (GPUGEEK_MASTER_ADDR)")
       ->capture_default_str();
@@ -109,7 +117,16 @@ void RegisterAgentCommand(CLI::App& app) {
                 "Run workloads as root when the agent is root (default: each tenant's own unprivileged uid)");
   sub->add_option("--workload-uids", o->workload_uids, "Range of uids tenants' workloads run as, FIRST-LAST")
       ->capture_default_str();
+  sub->add_option("--metrics-tls-cert", o->metrics_tls_cert,
+                  "Serve the metrics over TLS 1.3 with this certificate chain (PEM, leaf first; SIGHUP reloads it)");
+  sub->add_option("--metrics-tls-key", o->metrics_tls_key, "The private key of --metrics-tls-cert (PEM, unencrypted)");
   sub->callback([o] {
+    if (o->server.starts_with("https://") && o->ca_file.empty()) {
+      Fail("--server " + o->server + " is https: --ca-file is required (the agent trusts no system CA)", 2);
+    }
+    if (o->metrics_tls_cert.empty() != o->metrics_tls_key.empty()) {
+      Fail("--metrics-tls-cert and --metrics-tls-key go together", 2);
+    }
     if (o->join_token.empty() && !o->join_token_file.empty()) {
       auto text = ReadFileBounded(o->join_token_file, 4096, "join token file");
       if (!text.ok()) Fail(std::string(text.status().message()), 2);
@@ -159,11 +176,13 @@ void RegisterAgentCommand(CLI::App& app) {
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGHUP);  // reloads the metrics certificate
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     // Declared before the agent and the listener: it outlives both.
     metrics::Registry registry;
     auto agent = agent::Agent::Create({.server_url = o->server,
+                                       .ca_file = o->ca_file,
                                        .join_token = o->join_token,
                                        .node = node,
                                        .address = o->address,
@@ -188,7 +207,8 @@ void RegisterAgentCommand(CLI::App& app) {
     std::unique_ptr<agent::MetricsListener> metrics_listener;
     if (serve_metrics) {
       // After Agent::Create: the registry has every family before the first scrape can render it.
-      auto listener = agent::MetricsListener::Start(o->metrics_listen, &registry, o->address);
+      auto listener = agent::MetricsListener::Start(o->metrics_listen, &registry, o->address,
+                                                    {.cert_file = o->metrics_tls_cert, .key_file = o->metrics_tls_key});
       if (!listener.ok()) {
         agent->reset();
         pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
@@ -204,9 +224,22 @@ void RegisterAgentCommand(CLI::App& app) {
 
     agent::Agent* a = agent->get();
     auto signalled = std::make_shared<std::atomic<bool>>(false);
-    std::thread waiter([a, stop_signals, node, signalled] {
+    agent::MetricsListener* tls_listener =
+        metrics_listener != nullptr && !o->metrics_tls_cert.empty() ? metrics_listener.get() : nullptr;
+    std::thread waiter([a, stop_signals, node, signalled, tls_listener] {
       int sig = 0;
-      sigwait(&stop_signals, &sig);
+      while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+        if (tls_listener == nullptr) {
+          spdlog::info("gpugeek agent {}: SIGHUP received: no TLS listener, nothing to reload", node);
+        } else if (absl::Status st = tls_listener->ReloadCertificates(); st.ok()) {
+          spdlog::info("gpugeek agent {}: SIGHUP received: metrics certificate reloaded", node);
+        } else {
+          spdlog::error(
+              "gpugeek agent {}: SIGHUP received: metrics certificate reload failed, still serving the "
+              "previous one: {}",
+              node, st.message());
+        }
+      }
       signalled->store(true);
       spdlog::info("gpugeek agent {}: {} received, stopping workloads", node, sig == SIGINT ? "SIGINT" : "SIGTERM");
       a->Stop();

@@ -99,9 +99,9 @@ class TempDir {
   std::string path_;
 };
 
-// GET /metrics until `want` is a line of it (10 s); the last text.
-std::string ScrapeUntil(const std::string& url, const std::string& want) {
-  auto client = http::Client::Create({.base_url = url});
+// GET /metrics until `want` is a line of it (10 s); the last text. https:// trusts `ca_file`.
+std::string ScrapeUntil(const std::string& url, const std::string& want, const std::string& ca_file = "") {
+  auto client = http::Client::Create({.base_url = url, .ca_file = ca_file});
   EXPECT_TRUE(client.ok());
   std::string text;
   for (int i = 0; i < 200; ++i) {
@@ -115,7 +115,7 @@ std::string ScrapeUntil(const std::string& url, const std::string& want) {
   return text;
 }
 
-const std::regex kMetricsLine(R"(agent metrics on (http://127\.0\.0\.1:[0-9]+)/metrics)");
+const std::regex kMetricsLine(R"(agent metrics on (https?://127\.0\.0\.1:[0-9]+)/metrics)");
 
 // The stub answers any registration; the agent still needs a join token to start.
 void UseStubJoinToken() { ::setenv("GPUGEEK_JOIN_TOKEN", ("ggj_0123456789abcdef_" + std::string(43, 'J')).c_str(), 1); }
@@ -184,14 +184,33 @@ TEST(AgentCommand, BadMetricsAddressIsAUsageError) {
   EXPECT_EQ(agent.Stop(), 2);
 }
 
+TEST(AgentCommand, AnHttpsServerNeedsTheCaFile) {
+  TempDir dir;
+  Gpugeek agent({"agent", "--server", "https://127.0.0.1:1", "--emulate", "1xL4", "--data-dir",
+                 (dir.path() / "agent").string(), "--no-cgroups"},
+                dir.path() / "agent.log");
+  for (int i = 0; i < 200 && agent.alive(); ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_NE(agent.output().find("--ca-file is required"), std::string::npos) << agent.output();
+  EXPECT_EQ(agent.Stop(), 2) << agent.output();
+}
+
 TEST(UpCommand, ServesTheAgentsMetricsApartFromTheServer) {
   TempDir dir;
+  // `up` saves its CLI profile: in the test's folder, not the user's config.
+  ::setenv("GPUGEEK_CONFIG", (dir.path() / "config.yaml").c_str(), 1);
   Gpugeek up({"up", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--agent-metrics-listen", "127.0.0.1:0",
               "--emulate", "1xH100-SXM-80GB", "--data-dir", dir.path().string()},
              dir.path() / "up.log");
   const std::string url = up.WaitForOutput(kMetricsLine);
   ASSERT_FALSE(url.empty()) << up.output();
-  const std::string text = ScrapeUntil(url, "# TYPE gpugeek_gpu_info gauge");
+  // TLS with zero configuration: the server's local CA signs the certificate of every listener, the
+  // agent's metrics included, and the saved profile trusts it.
+  EXPECT_TRUE(url.starts_with("https://")) << url;
+  const std::string ca = (dir.path() / "server" / "tls" / "ca.crt").string();
+  ASSERT_TRUE(fs::exists(ca));
+  EXPECT_NE(subprocess::ReadFile(dir.path() / "config.yaml").find("ca_file: " + ca), std::string::npos)
+      << subprocess::ReadFile(dir.path() / "config.yaml");
+  const std::string text = ScrapeUntil(url, "# TYPE gpugeek_gpu_info gauge", ca);
   EXPECT_NE(text.find("\n# TYPE gpugeek_gpu_info gauge\n"), std::string::npos) << text;
   EXPECT_NE(text.find("model=\"H100-SXM-80GB\",vendor=\"nvidia\",name="), std::string::npos) << text;
   EXPECT_EQ(up.Stop(), 0) << up.output();

@@ -2,6 +2,7 @@
 // events, nodes, node, cordon, uncordon, drain, remove-node, pool): a real ControlPlaneServer on port 0 in this
 // process, an emulated node registered on the agents' listener (this test plays its agent), and the
 // built `gpugeek` binary run against the API with --server.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -80,9 +81,12 @@ class ClientCommandsTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "specs" / "models");
     // The node heartbeats only when a test plays its agent: a long lease keeps it from being suspect
-    // or down meanwhile.
-    auto s = controlplane::ControlPlaneServer::Start(
-        {.port = 0, .agent_port = 0, .data_dir = (dir_ / "data").string(), .lease = std::chrono::minutes(5)});
+    // or down meanwhile. TLS with the local CA, as `gpugeek server` serves by default.
+    auto s = controlplane::ControlPlaneServer::Start({.port = 0,
+                                                      .agent_port = 0,
+                                                      .data_dir = (dir_ / "data").string(),
+                                                      .lease = std::chrono::minutes(5),
+                                                      .tls_mode = controlplane::TlsMode::kLocalPki});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
     std::ifstream token_file(server_->admin_token_file());
@@ -90,7 +94,9 @@ class ClientCommandsTest : public ::testing::Test {
     // The commands run as the admin through $GPUGEEK_TOKEN, and never read the user's own config.
     ::setenv("GPUGEEK_TOKEN", admin_token_.c_str(), 1);
     ::setenv("GPUGEEK_CONFIG", (dir_ / "config.yaml").c_str(), 1);
-    auto c = http::Client::Create({.base_url = server_->url(), .bearer_token = admin_token_});
+    ::setenv("GPUGEEK_CA_FILE", server_->ca_file().c_str(), 1);
+    auto c =
+        http::Client::Create({.base_url = server_->url(), .ca_file = server_->ca_file(), .bearer_token = admin_token_});
     ASSERT_TRUE(c.ok());
     client_ = std::move(*c);
     ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", "team-a"}}).ok());
@@ -500,20 +506,29 @@ TEST(ServerCommand, ServesUntilSigterm) {
   std::smatch m;
   const std::string first(line);
   ASSERT_TRUE(std::regex_search(first, m,
-                                std::regex("^gpugeek server listening on (http://127\\.0\\.0\\.1:[0-9]+), agents on "
-                                           "(http://127\\.0\\.0\\.1:[0-9]+) \\(data: ")))
+                                std::regex("^gpugeek server listening on (https://127\\.0\\.0\\.1:[0-9]+), agents on "
+                                           "(https://127\\.0\\.0\\.1:[0-9]+) \\(data: ")))
       << first;
   const std::string url = m[1].str();
   const std::string agent_url = m[2].str();
   EXPECT_NE(url, agent_url);
   EXPECT_TRUE(Contains(first, (dir / "data").string())) << first;
   EXPECT_TRUE(fs::exists(dir / "data"));
+  // TLS by default: the local CA was made on the first start, and the CLI trusts it through --ca-file.
+  const std::string ca = (dir / "data" / "tls" / "ca.crt").string();
+  ASSERT_TRUE(fs::exists(ca));
+  ASSERT_NE(fgets(line, sizeof(line), f), nullptr);
+  EXPECT_TRUE(Contains(line, "TLS 1.3; clients trust " + ca)) << line;
+  const std::string token = "GPUGEEK_TOKEN=$(head -1 " + (dir / "data" / "admin.token").string() + ")";
 
-  Result r = RunGpugeek("pool --json --server " + url);
+  Result r = RunGpugeek("pool --json --ca-file " + ca + " --server " + url, token);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["policy"], "GpuPacking") << r.out;
+  // Without the CA the server's certificate is not trusted.
+  r = RunGpugeek("pool --json --server " + url, token + " GPUGEEK_CA_FILE=");
+  EXPECT_NE(r.exit_code, 0) << r.out;
   // The agents' listener serves registrations and heartbeats, not the API.
-  r = RunGpugeek("pool --json --server " + agent_url);
+  r = RunGpugeek("pool --json --ca-file " + ca + " --server " + agent_url, token);
   EXPECT_EQ(r.exit_code, 1) << r.out;
 
   ASSERT_EQ(kill(pid, SIGTERM), 0);
@@ -527,13 +542,19 @@ TEST(ServerCommand, ServesUntilSigterm) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_TRUE(Contains(rest, "SIGTERM received, stopping")) << rest;
   EXPECT_TRUE(Contains(rest, "stopped")) << rest;
-  r = RunGpugeek("pool --server " + url);
+  r = RunGpugeek("pool --ca-file " + ca + " --server " + url, token);
   EXPECT_TRUE(Contains(r.err, "cannot reach gpugeek server")) << r.err;
 
   r = RunGpugeek("server --listen 127.0.0.1:0 --policy NoSuchPolicy --data-dir " + (dir / "data").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Contains(r.err, "gpugeek server: ")) << r.err;
   EXPECT_TRUE(Contains(r.err, "NoSuchPolicy")) << r.err;
+  r = RunGpugeek("server --listen 127.0.0.1:0 --tls-cert " + ca);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "gpugeek server: --tls-cert and --tls-key go together")) << r.err;
+  r = RunGpugeek("server --listen 127.0.0.1:0 --insecure-no-tls --tls-cert " + ca + " --tls-key " + ca);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(Contains(r.err, "--insecure-no-tls contradicts")) << r.err;
   r = RunGpugeek("server --listen nowhere");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(Contains(r.err, "gpugeek server: --listen 'nowhere' must be HOST:PORT")) << r.err;
@@ -561,8 +582,8 @@ TEST_F(ClientCommandsTest, LoginSavesAProfileAndAccountCommandsManageTenantsUser
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   r = RunGpugeek("whoami", "GPUGEEK_TOKEN=");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ::testing::StartsWith("admin (tenant default, role admin) with token " + admin_token_.substr(4, 16) +
-                                           " on " + server_->url()));
+  EXPECT_THAT(r.out, ::testing::StartsWith("admin (tenant default, role admin) with token " +
+                                           admin_token_.substr(4, 16) + " on " + server_->url()));
   // The profile's token is not sent to another server.
   r = RunGpugeek("whoami --server http://127.0.0.1:1", "GPUGEEK_TOKEN=");
   EXPECT_EQ(r.exit_code, 1);

@@ -7,8 +7,8 @@
 //   profiles:
 //     local:
 //       server: https://127.0.0.1:8470
-//       token_file: /home/me/.local/share/gpugeek/admin.token   # or token: ggk_...
-//       ca_file: /home/me/.local/share/gpugeek/pki/ca.crt         # "" = the system's CAs / plain http
+//       token_file: /home/me/.local/share/gpugeek/server/admin.token   # or token: ggk_...
+//       ca_file: /home/me/.local/share/gpugeek/server/tls/ca.crt  # required for https; "" = plain http
 //
 // The file holds tokens, so it is written with mode 0600 (common/file.h WriteFilePrivate).
 // What a command uses, first found wins:

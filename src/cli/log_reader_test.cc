@@ -65,7 +65,7 @@ class LogReaderTest : public ::testing::Test {
       auto it = jobs_.find(id);
       if (it == jobs_.end()) return absl::NotFoundError(fmt::format("no job '{}'", id));
       return it->second;
-    });
+    };
     server_->Route("GET", controlplane::kLogRoutePattern, [this](const http::Request& r) { return controlplane::ServeLogs(*logs_, job_info_, r); });
     ASSERT_TRUE(server_->Start().ok());
     auto c = http::Client::Create({.base_url = server_->url()});

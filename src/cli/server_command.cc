@@ -1,7 +1,11 @@
 // `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--policy NAME]
-// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N]`: the control plane (REST API under
-// /v1, SQLite store under DIR, scheduling loop) until SIGINT or SIGTERM, then a graceful stop. `gpugeek openapi`: the
-// API's OpenAPI document on stdout (what GET /v1/openapi.json serves).
+// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--tls-cert FILE --tls-key FILE
+// [--tls-ca FILE]] [--insecure-no-tls]`: the control plane (REST API under /v1, SQLite store under DIR,
+// scheduling loop) until SIGINT or SIGTERM, then a graceful stop. `gpugeek openapi`: the API's OpenAPI
+// document on stdout (what GET /v1/openapi.json serves).
+// TLS 1.3 on both listeners by default: a local CA and server certificate under DIR/tls, made on the first
+// start (clients trust DIR/tls/ca.crt), or the operator's --tls-cert/--tls-key. SIGHUP reloads the
+// certificate files (renewing the local one when it expires within 30 days) without a restart.
 
 #include <signal.h>
 
@@ -29,6 +33,10 @@ void RegisterServerCommand(CLI::App& app) {
     int log_retention_days = 7;
     int event_retention_days = 30;
     int audit_retention_days = 365;
+    std::string tls_cert;
+    std::string tls_key;
+    std::string tls_ca;
+    bool insecure_no_tls = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -52,9 +60,30 @@ void RegisterServerCommand(CLI::App& app) {
                   "Delete audit records (`gpugeek audit`) older than this many days")
       ->capture_default_str()
       ->check(CLI::Range(1, 36500));
+  sub->add_option("--tls-cert", o->tls_cert,
+                  "Serve this certificate chain (PEM, leaf first) instead of the local CA's (default: DIR/tls, "
+                  "made on the first start)");
+  sub->add_option("--tls-key", o->tls_key, "The private key of --tls-cert (PEM, unencrypted)");
+  sub->add_option("--tls-ca", o->tls_ca, "With --tls-cert: the CA certificate clients trust (only shown in the log)");
+  sub->add_flag("--insecure-no-tls", o->insecure_no_tls,
+                "Serve plain HTTP: tokens and job data in clear text. For debugging only");
   sub->callback([o] {
     const std::string cmd = "server";
     controlplane::ServerOptions options;
+    if (o->tls_cert.empty() != o->tls_key.empty()) Fail(cmd, "--tls-cert and --tls-key go together", kExitUsage);
+    if (!o->tls_ca.empty() && o->tls_cert.empty()) Fail(cmd, "--tls-ca needs --tls-cert and --tls-key", kExitUsage);
+    if (o->insecure_no_tls && !o->tls_cert.empty()) {
+      Fail(cmd, "--insecure-no-tls contradicts --tls-cert/--tls-key", kExitUsage);
+    }
+    if (o->insecure_no_tls) {
+      options.tls_mode = controlplane::TlsMode::kOff;
+    } else if (!o->tls_cert.empty()) {
+      options.tls_mode = controlplane::TlsMode::kFiles;
+      options.tls = {.cert_file = o->tls_cert, .key_file = o->tls_key};
+      options.tls_ca_file = o->tls_ca;
+    } else {
+      options.tls_mode = controlplane::TlsMode::kLocalPki;
+    }
     if (absl::Status s = ParseListen(o->listen, &options.host, &options.port); !s.ok()) {
       Fail(cmd, std::string(s.message()), kExitUsage);
     }
@@ -75,12 +104,13 @@ void RegisterServerCommand(CLI::App& app) {
     std::filesystem::create_directories(options.data_dir, ec);
     if (ec) Fail(cmd, fmt::format("cannot create data directory {}: {}", options.data_dir, ec.message()));
 
-    // Block the stop signals before the server starts its threads (they inherit the mask), so that
-    // only sigwait below receives them.
+    // Block the stop signals and SIGHUP before the server starts its threads (they inherit the mask),
+    // so that only sigwait below receives them.
     sigset_t stop_signals;
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     // The server's log goes to stderr; stdout carries only what this command prints (the URL first).
@@ -89,10 +119,33 @@ void RegisterServerCommand(CLI::App& app) {
     if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
     std::cout << fmt::format("gpugeek server listening on {}, agents on {} (data: {}, policy: {})\n", (*server)->url(),
                              (*server)->agent_url(), options.data_dir, options.policy)
-              << fmt::format("  try: gpugeek nodes --server {}\n", (*server)->url()) << std::flush;
+              << std::flush;
+    if ((*server)->tls()) {
+      std::cout << fmt::format("gpugeek server: TLS 1.3; clients trust {}\n",
+                               (*server)->ca_file().empty() ? "the CA of --tls-cert" : (*server)->ca_file())
+                << fmt::format("  try: gpugeek login {}{} --token-file {} && gpugeek nodes\n", (*server)->url(),
+                               (*server)->ca_file().empty() ? "" : " --ca-file " + (*server)->ca_file(),
+                               (*server)->admin_token_file())
+                << std::flush;
+    } else {
+      std::cout << "gpugeek server: WARNING: TLS is off (--insecure-no-tls): API tokens and job data cross the "
+                   "network in clear text. For debugging only\n"
+                << fmt::format("  try: gpugeek login {} --token-file {} && gpugeek nodes\n", (*server)->url(),
+                               (*server)->admin_token_file())
+                << std::flush;
+    }
 
     int signal = 0;
-    sigwait(&stop_signals, &signal);
+    while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
+      if (!(*server)->tls()) {
+        spdlog::info("SIGHUP received: TLS is off, nothing to reload");
+      } else if (absl::Status st = (*server)->ReloadCertificates(); st.ok()) {
+        spdlog::info("SIGHUP received: certificates reloaded");
+      } else {
+        spdlog::error("SIGHUP received: certificate reload failed, still serving the previous certificate: {}",
+                      st.message());
+      }
+    }
     std::cout << fmt::format("gpugeek server: {} received, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM")
               << std::flush;
     (*server)->Stop();

@@ -7,7 +7,7 @@ target_include_directories(gpugeek PRIVATE ${CURSES_INCLUDE_DIRS})
 target_link_libraries(gpugeek PRIVATE ${CURSES_LIBRARIES})
 
 gpugeek_test(cli_top_view_test
-  SOURCES top_view_test.cc top_view.cc client.cc
+  SOURCES top_view_test.cc top_view.cc client.cc config.cc
   DEPS gpugeek::api gpugeek::http absl::time CLI11::CLI11)
 
 gpugeek_test(cli_top_command_test

@@ -180,7 +180,7 @@ class TopCommandTest : public ::testing::Test {
                            "--data-dir", (*dir_ / "server").string()},
                           *dir_ / "server.log");
     const std::regex listening(
-        "listening on (http://127\\.0\\.0\\.1:[0-9]+), agents on (http://127\\.0\\.0\\.1:[0-9]+)");
+        "listening on (https://127\\.0\\.0\\.1:[0-9]+), agents on (https://127\\.0\\.0\\.1:[0-9]+)");
     std::string agent_url;
     for (int i = 0; i < 200 && url_->empty(); ++i) {
       std::smatch m;
@@ -193,6 +193,7 @@ class TopCommandTest : public ::testing::Test {
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
     *admin_token_ = subprocess::UseAdminToken(*dir_ / "server");
+    *ca_file_ = subprocess::UseServerCa(*dir_ / "server");
     {
       auto join = Client().Post("/v1/join-tokens", {{"uses", 100}});
       ASSERT_TRUE(join.ok()) << join.status();
@@ -203,8 +204,8 @@ class TopCommandTest : public ::testing::Test {
     *node_b_ = "top-b-" + std::to_string(::getpid());
     for (const auto& [name, spec] : {std::pair(*node_a_, "4xA100-SXM-80GB"), std::pair(*node_b_, "2xL4")}) {
       agents_->push_back(std::make_unique<Process>(
-          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--name", name, "--emulate", spec,
-                                   "--data-dir", (*dir_ / name).string()},
+          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", *ca_file_, "--name",
+                                   name, "--emulate", spec, "--data-dir", (*dir_ / name).string()},
           *dir_ / (name + ".log")));
     }
     // Both registered, each with a telemetry sample per GPU.
@@ -237,7 +238,7 @@ class TopCommandTest : public ::testing::Test {
   }
   static http::Client& Client() {
     static std::unique_ptr<http::Client> c;
-    c = *http::Client::Create({.base_url = *url_, .bearer_token = *admin_token_});
+    c = *http::Client::Create({.base_url = *url_, .ca_file = *ca_file_, .bearer_token = *admin_token_});
     return *c;
   }
   static bool WaitFor(const std::string& state) {
@@ -252,6 +253,7 @@ class TopCommandTest : public ::testing::Test {
   static inline fs::path* dir_ = nullptr;
   static inline std::string* url_ = new std::string();
   static inline std::string* admin_token_ = new std::string();
+  static inline std::string* ca_file_ = new std::string();
   static inline std::string* node_a_ = new std::string();
   static inline std::string* node_b_ = new std::string();
   static inline std::string* job_id_ = new std::string();

@@ -1,10 +1,13 @@
 // `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--policy NAME]
-//  [--agent-metrics-listen HOST:PORT|off]`: the embedded
+//  [--agent-metrics-listen HOST:PORT|off] [--insecure-no-tls]`: the embedded
 // single-machine default. One process runs the control plane (SQLite under DIR/server) and one agent
 // for this host (DIR/agent): real GPUs when NVML or ROCm SMI finds any, else an emulated 8-GPU node,
 // so the whole job flow works on a machine without a GPU. The agent serves its Prometheus metrics
 // (docs/metrics.md, "Agent") on --agent-metrics-listen, apart from the server's own /metrics. Runs until SIGINT /
 // SIGTERM; then the agent stops its workloads gracefully and the server stops.
+// TLS 1.3 on every listener with zero configuration: the server's local CA and certificate (DIR/server/tls,
+// made on the first start) serve the API, the agents' listener and the agent's metrics; the agent trusts
+// that CA, and so does the CLI profile "local" saved here. SIGHUP reloads (and renews) the certificates.
 
 #include <signal.h>
 #include <unistd.h>
@@ -18,8 +21,8 @@
 #include "agent/agent.h"
 #include "agent/metrics_listener.h"
 #include "cli/client.h"
-#include "cli/config.h"
 #include "cli/commands.h"
+#include "cli/config.h"
 #include "common/absl_fmt.h"
 #include "controlplane/server.h"
 #include "hw/composite_discovery.h"
@@ -43,6 +46,7 @@ void RegisterUpCommand(CLI::App& app) {
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
     std::string agent_metrics_listen = "127.0.0.1:8471";
+    bool insecure_no_tls = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -64,9 +68,12 @@ void RegisterUpCommand(CLI::App& app) {
                   "HOST:PORT where the agent serves its Prometheus metrics (GET /metrics; port 0: any free port; "
                   "\"off\": none)")
       ->capture_default_str();
+  sub->add_flag("--insecure-no-tls", o->insecure_no_tls,
+                "Serve plain HTTP: tokens and job data in clear text. For debugging only");
   sub->callback([o] {
     const std::string cmd = "up";
     controlplane::ServerOptions options;
+    options.tls_mode = o->insecure_no_tls ? controlplane::TlsMode::kOff : controlplane::TlsMode::kLocalPki;
     if (absl::Status s = ParseListen(o->listen, &options.host, &options.port); !s.ok()) {
       Fail(cmd, std::string(s.message()), kExitUsage);
     }
@@ -111,6 +118,7 @@ void RegisterUpCommand(CLI::App& app) {
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGHUP);  // reloads the certificates
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
     auto server = controlplane::ControlPlaneServer::Start(options);
@@ -118,6 +126,7 @@ void RegisterUpCommand(CLI::App& app) {
 
     agent::AgentOptions ao;
     ao.server_url = (*server)->agent_url();
+    ao.ca_file = (*server)->ca_file();
     char host[256] = {};
     ao.node = gethostname(host, sizeof(host) - 1) == 0 && host[0] != '\0' ? host : "local";
     ao.discovery = discovery.get();
@@ -134,7 +143,9 @@ void RegisterUpCommand(CLI::App& app) {
     if (!agent.ok()) Fail(cmd, fmt::format("agent: {}", agent.status().message()));
     std::unique_ptr<agent::MetricsListener> metrics_listener;
     if (agent_metrics) {
-      auto listener = agent::MetricsListener::Start(o->agent_metrics_listen, &agent_registry, ao.address);
+      // The server's certificate names 127.0.0.1, ::1, localhost and this host: it fits this listener too.
+      auto listener =
+          agent::MetricsListener::Start(o->agent_metrics_listen, &agent_registry, ao.address, (*server)->tls_options());
       if (!listener.ok()) {
         Fail(cmd, fmt::format("--agent-metrics-listen {}: {}", o->agent_metrics_listen, listener.status().message()));
       }
@@ -143,8 +154,9 @@ void RegisterUpCommand(CLI::App& app) {
     }
     // The CLI on this machine talks to this server from now on, as its admin: profile "local".
     const std::string config_path = ConfigPath();
-    if (absl::Status st = SaveProfile(config_path, "local",
-                                      {.server = (*server)->url(), .token_file = (*server)->admin_token_file()});
+    if (absl::Status st = SaveProfile(
+            config_path, "local",
+            {.server = (*server)->url(), .token_file = (*server)->admin_token_file(), .ca_file = (*server)->ca_file()});
         !st.ok()) {
       std::cout << fmt::format("gpugeek up: cannot save the CLI profile: {}\n", st.message());
     } else {
@@ -159,11 +171,26 @@ void RegisterUpCommand(CLI::App& app) {
               << (metrics_listener != nullptr
                       ? fmt::format("gpugeek up: agent metrics on {}\n", metrics_listener->url())
                       : std::string())
+              << ((*server)->tls() ? fmt::format("gpugeek up: TLS 1.3 on every listener; CA {}\n", (*server)->ca_file())
+                                   : std::string("gpugeek up: WARNING: TLS is off (--insecure-no-tls): API tokens and "
+                                                 "job data cross the network in clear text. For debugging only\n"))
               << "  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow\n"
               << std::flush;
 
     int signal = 0;
-    sigwait(&stop_signals, &signal);
+    while (sigwait(&stop_signals, &signal) == 0 && signal == SIGHUP) {
+      if (!(*server)->tls()) {
+        std::cout << "gpugeek up: SIGHUP received: TLS is off, nothing to reload\n" << std::flush;
+        continue;
+      }
+      absl::Status st = (*server)->ReloadCertificates();
+      if (st.ok() && metrics_listener != nullptr) st = metrics_listener->ReloadCertificates();
+      std::cout << (st.ok() ? std::string("gpugeek up: SIGHUP received: certificates reloaded\n")
+                            : fmt::format("gpugeek up: SIGHUP received: certificate reload failed, still serving the "
+                                          "previous certificate: {}\n",
+                                          st.message()))
+                << std::flush;
+    }
     std::cout << fmt::format("gpugeek up: {} received, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM")
               << std::flush;
     (*agent)->Stop();

@@ -398,6 +398,63 @@ TEST_F(ApiTest, DeleteNodeRemovesItFromNodesTargetsAndMetrics) {
 namespace gpugeek::controlplane {
 namespace {
 
+// TLS modes: the local PKI is made on the first start and reused, both listeners serve it over https,
+// the CA verifies it, ReloadCertificates works; without TLS there is nothing to reload; kFiles needs both
+// files.
+TEST(ServerTlsTest, LocalPkiServesBothListenersOverHttpsAndReloads) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gpugeek_server_tls_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string first_ca;
+  for (int start = 0; start < 2; ++start) {
+    auto server = ControlPlaneServer::Start(
+        {.port = 0, .agent_port = 0, .data_dir = dir.string(), .tls_mode = TlsMode::kLocalPki});
+    ASSERT_TRUE(server.ok()) << server.status();
+    EXPECT_TRUE((*server)->tls());
+    EXPECT_TRUE((*server)->url().starts_with("https://127.0.0.1:")) << (*server)->url();
+    EXPECT_TRUE((*server)->agent_url().starts_with("https://127.0.0.1:")) << (*server)->agent_url();
+    EXPECT_EQ((*server)->ca_file(), (dir / "tls" / "ca.crt").string());
+    std::ifstream in((*server)->ca_file());
+    const std::string ca((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (start == 0) first_ca = ca;
+    EXPECT_EQ(ca, first_ca) << "a restart reuses the CA";
+    auto client = *http::Client::Create(
+        {.base_url = (*server)->url(), .ca_file = (*server)->ca_file(), .bearer_token = (*server)->admin_token()});
+    auto who = client->Get("/v1/whoami");
+    ASSERT_TRUE(who.ok()) << who.status();
+    EXPECT_EQ((*who)["user"], "admin");
+    EXPECT_TRUE((*server)->ReloadCertificates().ok());
+    ASSERT_TRUE(client->Get("/v1/whoami").ok());
+  }
+  auto plain = ControlPlaneServer::Start({.port = 0, .agent_port = 0, .data_dir = (dir / "plain").string()});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE((*plain)->tls());
+  EXPECT_TRUE((*plain)->url().starts_with("http://")) << (*plain)->url();
+  EXPECT_EQ((*plain)->ca_file(), "");
+  EXPECT_TRUE(absl::IsFailedPrecondition((*plain)->ReloadCertificates()));
+  (*plain)->Stop();
+  auto no_key = ControlPlaneServer::Start({.port = 0,
+                                           .agent_port = 0,
+                                           .data_dir = (dir / "files").string(),
+                                           .tls_mode = TlsMode::kFiles,
+                                           .tls = {.cert_file = (dir / "tls" / "server.crt").string()}});
+  EXPECT_TRUE(absl::IsInvalidArgument(no_key.status())) << no_key.status();
+  auto files = ControlPlaneServer::Start(
+      {.port = 0,
+       .agent_port = 0,
+       .data_dir = (dir / "files").string(),
+       .tls_mode = TlsMode::kFiles,
+       .tls = {.cert_file = (dir / "tls" / "server.crt").string(), .key_file = (dir / "tls" / "server.key").string()},
+       .tls_ca_file = (dir / "tls" / "ca.crt").string()});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ((*files)->ca_file(), (dir / "tls" / "ca.crt").string());
+  EXPECT_FALSE(std::filesystem::exists(dir / "files" / "tls")) << "no local PKI with the operator's files";
+  auto client = *http::Client::Create({.base_url = (*files)->url(), .ca_file = (*files)->ca_file()});
+  EXPECT_TRUE(client->Get("/v1/healthz").ok());
+  EXPECT_TRUE((*files)->ReloadCertificates().ok());
+  (*files)->Stop();
+  std::filesystem::remove_all(dir);
+}
+
 // A graceful stop lets requests in flight finish (here one whose body arrives slowly, past the
 // fencing deadline). The controllers stop first, so that wait is not taken for silent nodes: the job
 // placed on the node stays placed, not requeued.

@@ -39,7 +39,7 @@ class LogRoutesTest : public ::testing::Test {
       auto it = jobs_.find(id);
       if (it == jobs_.end()) return absl::NotFoundError(fmt::format("no job '{}'", id));
       return it->second;
-    });
+    };
     server_->Route("GET", kLogRoutePattern, [this](const http::Request& r) { return ServeLogs(*logs_, job_info_, r); });
     server_->Route("GET", "/v1/healthz", [](const http::Request&) -> absl::StatusOr<http::Reply> {
       return http::Reply::Json({{"ok", true}});

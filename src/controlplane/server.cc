@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
 #include "controlplane/metrics.h"
+#include "pki/pki.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -33,6 +34,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   s->options_ = options;
   if (options.metrics == nullptr) s->own_metrics_ = std::make_unique<metrics::Registry>();
   s->metrics_ = options.metrics != nullptr ? options.metrics : s->own_metrics_.get();
+  RETURN_IF_ERROR(s->PrepareTls());
   ASSIGN_OR_RETURN(
       s->store_, store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string()}));
   ControlPlaneOptions cp;
@@ -69,6 +71,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   api.port = options.port;
   api.max_body_bytes = kMaxApiBodyBytes;
   api.observer = observer;
+  api.tls = s->options_.tls;
   ASSIGN_OR_RETURN(s->http_, http::Server::Create(api));
   RegisterApiRoutes(*s->http_, *s->control_plane_, *s->accounts_, *s->nodes_, RealClock());
   http::ServerOptions agents;
@@ -77,6 +80,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   agents.port = options.agent_port;
   agents.max_body_bytes = kMaxAgentBodyBytes;
   agents.observer = observer;
+  agents.tls = s->options_.tls;
   // Agents heartbeat every second over keep-alive connections; one that stays silent past its lease
   // is handled by the lease, not the socket.
   agents.idle_timeout = std::chrono::seconds(30);
@@ -87,7 +91,46 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });
   spdlog::info("gpugeek server listening on {} (agents on {}; data in {})", s->url(), s->agent_url(), options.data_dir);
+  if (s->tls()) {
+    spdlog::info("TLS 1.3 with {} (clients trust {})", s->options_.tls.cert_file,
+                 s->ca_file_.empty() ? "the operator's CA" : s->ca_file_);
+  } else {
+    spdlog::warn("TLS is off: API tokens and job data cross the network in clear text");
+  }
   return s;
+}
+
+absl::Status ControlPlaneServer::PrepareTls() {
+  switch (options_.tls_mode) {
+    case TlsMode::kOff:
+      options_.tls = {};
+      return absl::OkStatus();
+    case TlsMode::kFiles:
+      if (options_.tls.cert_file.empty() || options_.tls.key_file.empty()) {
+        return absl::InvalidArgumentError("server: TLS needs both a certificate and a key file");
+      }
+      ca_file_ = options_.tls_ca_file;
+      return absl::OkStatus();
+    case TlsMode::kLocalPki: {
+      ASSIGN_OR_RETURN(pki::LocalPki local,
+                       pki::EnsureLocalPki({.dir = (std::filesystem::path(options_.data_dir) / "tls").string()}));
+      if (local.created_ca) spdlog::info("created a local CA: {} (clients trust it)", local.ca_cert_file);
+      if (local.issued_server) spdlog::info("issued the server certificate {}", local.server_cert_file);
+      options_.tls.cert_file = local.server_cert_file;
+      options_.tls.key_file = local.server_key_file;
+      ca_file_ = local.ca_cert_file;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError("server: unknown TLS mode");
+}
+
+absl::Status ControlPlaneServer::ReloadCertificates() {
+  if (!tls()) return absl::FailedPreconditionError("server: TLS is off; there are no certificates to reload");
+  // A renewal rewrites server.crt and server.key atomically, each listener then reads both.
+  if (options_.tls_mode == TlsMode::kLocalPki) RETURN_IF_ERROR(PrepareTls());
+  RETURN_IF_ERROR(http_->ReloadCertificates());
+  return agents_http_->ReloadCertificates();
 }
 
 ControlPlaneServer::~ControlPlaneServer() { Stop(); }

@@ -14,6 +14,13 @@
 // written to admin_token_file(). Every state-changing API call is recorded in the audit log (audit_log.h,
 // GET /v1/audit), kept for audit_retention.
 //
+// TLS (ServerOptions::tls_mode): both listeners speak TLS 1.3 only (http/tls.h) with one certificate.
+// kLocalPki makes a private CA and a server certificate under <data_dir>/tls on the first start
+// (pki::EnsureLocalPki) so `gpugeek server` and `gpugeek up` are encrypted with zero configuration;
+// kFiles serves the operator's certificate and key. ReloadCertificates (the CLI calls it on SIGHUP) reads
+// the files again, renewing the local PKI's server certificate first when it expires soon. kOff, the
+// default of this library (in-process tests), serves plain HTTP.
+//
 // Graceful shutdown (Stop): stop accepting requests, finish those in flight, stop the loop; every
 // acknowledged change is already in the store.
 
@@ -29,10 +36,17 @@
 #include "controlplane/control_plane.h"
 #include "controlplane/node_authority.h"
 #include "http/server.h"
+#include "http/tls.h"
 #include "metrics/registry.h"
 #include "store/sqlite_store.h"
 
 namespace gpugeek::controlplane {
+
+enum class TlsMode {
+  kOff,       // plain HTTP on both listeners (the library default; `gpugeek server --insecure-no-tls`)
+  kLocalPki,  // a local CA and server certificate under <data_dir>/tls, made on the first start
+  kFiles,     // ServerOptions::tls: the operator's certificate and key
+};
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -57,16 +71,27 @@ struct ServerOptions {
   // family again, and must add its own before Start (Registry::Add* is not safe against a scrape).
   // After a failed Start the registry holds collectors over a destroyed control plane: drop it too.
   metrics::Registry* metrics = nullptr;
+  // TLS of both listeners (see the file comment). kOff by default here; the CLI defaults to kLocalPki.
+  TlsMode tls_mode = TlsMode::kOff;
+  // kFiles: cert_file and key_file (PEM), optionally client_ca_file; ignored otherwise (kLocalPki fills
+  // it from <data_dir>/tls).
+  http::TlsOptions tls;
+  // kFiles: the CA certificate clients should trust, reported by ca_file() and the start log; "" when
+  // the operator's certificate chains to a CA this server does not know about.
+  std::string tls_ca_file;
 };
 
 class ControlPlaneServer {
  public:
-  // Opens the store and binds the port. Unavailable when the port is taken or the store cannot be
-  // opened.
+  // Opens the store, makes or checks the TLS files (tls_mode), and binds the ports. Unavailable when a
+  // port is taken or the store cannot be opened; InvalidArgument / NotFound naming the file when a TLS
+  // file is missing or does not parse (kFiles: cert_file and key_file are required); the local PKI's
+  // errors (pki::EnsureLocalPki).
   static absl::StatusOr<std::unique_ptr<ControlPlaneServer>> Start(const ServerOptions& options);
   ~ControlPlaneServer();
   void Stop();
 
+  // "https://host:port" with TLS, else "http://host:port".
   std::string url() const { return http_->url(); }
   int port() const { return http_->port(); }
   // Where agents register and heartbeat.
@@ -80,6 +105,20 @@ class ControlPlaneServer {
   std::string admin_token_file() const { return options_.data_dir + "/admin.token"; }
   // The token in admin_token_file(); "" when it cannot be read (an operator removed it).
   std::string admin_token() const;
+  // Whether both listeners serve TLS.
+  bool tls() const { return options_.tls_mode != TlsMode::kOff; }
+  // The CA certificate (PEM file) clients should trust: <data_dir>/tls/ca.crt with kLocalPki,
+  // ServerOptions::tls_ca_file with kFiles, "" without TLS.
+  const std::string& ca_file() const { return ca_file_; }
+  // The listeners' certificate and key files (empty without TLS), e.g. for another listener of the same
+  // host (`gpugeek up` serves its agent's metrics with them).
+  const http::TlsOptions& tls_options() const { return options_.tls; }
+  // Re-reads the certificate and key on both listeners for connections accepted from now on (on
+  // SIGHUP). With kLocalPki, first runs pki::EnsureLocalPki again, which issues a new server certificate
+  // when the old one expires within 30 days. On an error (naming the file) the listeners keep serving
+  // the certificate they had. FailedPrecondition without TLS. Thread-safe against requests; not to be
+  // called concurrently with itself or Stop.
+  absl::Status ReloadCertificates();
   // What GET /metrics renders.
   metrics::Registry& metrics() { return *metrics_; }
 
@@ -87,7 +126,11 @@ class ControlPlaneServer {
   ControlPlaneServer() = default;
   void Loop();
 
+  // Runs pki::EnsureLocalPki for kLocalPki and fills options_.tls and ca_file_.
+  absl::Status PrepareTls();
+
   ServerOptions options_;
+  std::string ca_file_;
   // Declared first, destroyed last: the control plane's collectors and instruments live in it.
   std::unique_ptr<metrics::Registry> own_metrics_;
   metrics::Registry* metrics_ = nullptr;

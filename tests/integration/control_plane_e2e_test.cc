@@ -31,6 +31,7 @@ using subprocess::Process;
 using subprocess::ReadFile;
 using subprocess::RunCli;
 using subprocess::UseAdminToken;
+using subprocess::UseServerCa;
 
 class EndToEnd : public ::testing::Test {
  protected:
@@ -47,8 +48,8 @@ class EndToEnd : public ::testing::Test {
                                                                     {"node-mi300x" + suffix, "8xMI300X"}};
     for (const auto& [name, spec] : pools) {
       agents_->push_back(std::make_unique<Process>(
-          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *agent_url_, "--name", name, "--emulate", spec,
-                                   "--data-dir", (*dir_ / name).string()},
+          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *agent_url_, "--ca-file", *ca_file_, "--name",
+                                   name, "--emulate", spec, "--data-dir", (*dir_ / name).string()},
           *dir_ / (name + ".log")));
     }
     // All four registered.
@@ -73,7 +74,7 @@ class EndToEnd : public ::testing::Test {
                                  (*dir_ / "server").string()},
         *dir_ / "server.log");
     const std::regex listening(
-        "listening on (http://127\\.0\\.0\\.1:[0-9]+), agents on (http://127\\.0\\.0\\.1:[0-9]+)");
+        "listening on (https://127\\.0\\.0\\.1:[0-9]+), agents on (https://127\\.0\\.0\\.1:[0-9]+)");
     for (int i = 0; i < 200; ++i) {
       std::smatch m;
       const std::string out = server_->output();
@@ -81,6 +82,7 @@ class EndToEnd : public ::testing::Test {
         *url_ = m[1];
         *agent_url_ = m[2];
         *admin_token_ = UseAdminToken(*dir_ / "server");
+        *ca_file_ = UseServerCa(*dir_ / "server");
         // Agents join with one token for all (a restarted server keeps its join tokens and credentials).
         if (std::getenv("GPUGEEK_JOIN_TOKEN") == nullptr || *dir_ != *token_dir_) {
           auto join = Client().Post("/v1/join-tokens", {{"uses", 100}});
@@ -96,7 +98,7 @@ class EndToEnd : public ::testing::Test {
   }
   static http::Client& Client() {
     static std::unique_ptr<http::Client> c;
-    c = *http::Client::Create({.base_url = *url_, .bearer_token = *admin_token_});
+    c = *http::Client::Create({.base_url = *url_, .ca_file = *ca_file_, .bearer_token = *admin_token_});
     return *c;
   }
   std::pair<int, std::string> Cli(std::vector<std::string> args) {
@@ -134,6 +136,7 @@ class EndToEnd : public ::testing::Test {
   static inline std::string* url_ = new std::string();
   static inline std::string* agent_url_ = new std::string();
   static inline std::string* admin_token_ = new std::string();
+  static inline std::string* ca_file_ = new std::string();
   static inline fs::path* token_dir_ = new fs::path();
   static inline std::unique_ptr<Process> server_;
   static inline std::vector<std::unique_ptr<Process>>* agents_ = new std::vector<std::unique_ptr<Process>>();

@@ -185,7 +185,8 @@ class FencingWithRealAgents : public ::testing::Test {
         std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
                                  "--data-dir", (dir_ / "server").string()},
         dir_ / "server.log");
-    const std::regex listening(R"(listening on (http://127\.0\.0\.1:[0-9]+), agents on (http://127\.0\.0\.1:[0-9]+))");
+    const std::regex listening(
+        R"(listening on (https://127\.0\.0\.1:[0-9]+), agents on (https://127\.0\.0\.1:[0-9]+))");
     for (auto end = steady_clock::now() + seconds(20); steady_clock::now() < end && url_.empty();) {
       std::smatch m;
       const std::string out = server_->output();
@@ -198,7 +199,9 @@ class FencingWithRealAgents : public ::testing::Test {
     }
     ASSERT_FALSE(url_.empty()) << "server did not start: " << server_->output();
     admin_token_ = subprocess::UseAdminToken(dir_ / "server");
-    client_ = *http::Client::Create({.base_url = url_, .read_timeout = seconds(5), .bearer_token = admin_token_});
+    ca_file_ = subprocess::UseServerCa(dir_ / "server");
+    client_ = *http::Client::Create(
+        {.base_url = url_, .read_timeout = seconds(5), .ca_file = ca_file_, .bearer_token = admin_token_});
     {
       auto join = client_->Post("/v1/join-tokens", {{"uses", 100}});
       ASSERT_TRUE(join.ok()) << join.status();
@@ -215,8 +218,8 @@ class FencingWithRealAgents : public ::testing::Test {
   // Starts (or restarts) an agent with its name and data dir; the probe reads the node from the data dir.
   void StartAgent(Agent& a) {
     a.process = std::make_unique<Process>(
-        std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url_, "--name", a.name, "--emulate",
-                                 "2xA100-SXM-80GB", "--data-dir", (dir_ / a.name).string()},
+        std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url_, "--ca-file", ca_file_, "--name",
+                                 a.name, "--emulate", "2xA100-SXM-80GB", "--data-dir", (dir_ / a.name).string()},
         dir_ / fmt::format("{}.{}.log", a.name, a.starts++));
   }
 
@@ -327,6 +330,7 @@ class FencingWithRealAgents : public ::testing::Test {
   std::string url_;
   std::string agent_url_;
   std::string admin_token_;
+  std::string ca_file_;
   std::unique_ptr<Process> server_;
   std::unique_ptr<http::Client> client_;
   std::vector<Agent> agents_;

@@ -246,9 +246,12 @@ class HostileInput : public ::testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() / ("gpugeek_hostile_" + std::to_string(::getpid())));
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
+    // Plain HTTP, the one suite that opts out of TLS: its probes write raw bytes on sockets (malformed
+    // heads, slow writers), which exercise the HTTP layer that TLS connections share (http/server.h).
+    // The TLS path in front of it has its own hostile cases (http/tls_test, tls_listeners_test).
     server_ = std::make_unique<Process>(
         std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
-                                 "--data-dir", (*dir_ / "server").string()},
+                                 "--data-dir", (*dir_ / "server").string(), "--insecure-no-tls"},
         *dir_ / "server.log");
     const std::regex listening(
         "listening on (http://127\\.0\\.0\\.1:([0-9]+)), agents on (http://127\\.0\\.0\\.1:([0-9]+))");

@@ -1,7 +1,8 @@
 // A real Prometheus (Debian's `prometheus` package, started by ../shared/infra/prometheus-up.sh) with
 // the configuration of deploy/prometheus/ scrapes a live `gpugeek server` and two `gpugeek agent`s
-// (found through the server's HTTP service discovery). The pool has running jobs, a pending one, a
-// cordoned node and a job recovered after a drain. Checks:
+// (found through the server's HTTP service discovery), all over TLS 1.3: the server's local CA signs
+// the agents' metrics certificates, and Prometheus trusts that CA (tls_config ca_file). The pool has
+// running jobs, a pending one, a cordoned node and a job recovered after a drain. Checks:
 //   - `promtool check metrics` passes on the live /metrics of the server and of an agent;
 //   - every metric docs/metrics.md lists is exported;
 //   - Prometheus loads deploy/prometheus/alerts.yml and evaluates every rule without error, and every
@@ -24,6 +25,7 @@
 
 #include "common/testing/process.h"
 #include "http/client.h"
+#include "pki/pki.h"
 
 namespace gpugeek {
 namespace {
@@ -62,11 +64,15 @@ std::set<std::string> MetricNames(const std::string& expr) {
 }
 
 // A client as the admin ($GPUGEEK_TOKEN, subprocess::UseAdminToken): the server's routes need it, and
-// Prometheus and the agents' metrics listeners ignore it.
+// Prometheus and the agents' metrics listeners ignore it. https:// trusts $GPUGEEK_CA_FILE
+// (subprocess::UseServerCa).
 std::unique_ptr<http::Client> Connect(const std::string& url) {
   const char* token = std::getenv("GPUGEEK_TOKEN");
-  auto c = http::Client::Create(
-      {.base_url = url, .read_timeout = seconds(10), .bearer_token = token == nullptr ? "" : token});
+  const char* ca = std::getenv("GPUGEEK_CA_FILE");
+  auto c = http::Client::Create({.base_url = url,
+                                 .read_timeout = seconds(10),
+                                 .ca_file = ca == nullptr ? "" : ca,
+                                 .bearer_token = token == nullptr ? "" : token});
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? std::move(*c) : nullptr;
 }
@@ -97,7 +103,7 @@ class PrometheusTest : public ::testing::Test {
     // Prometheus scrapes the server and its service discovery on the API; the agents talk to their own
     // listener.
     const std::regex listening(
-        "listening on (http://(127\\.0\\.0\\.1:[0-9]+)), agents on (http://127\\.0\\.0\\.1:[0-9]+)");
+        "listening on (https://(127\\.0\\.0\\.1:[0-9]+)), agents on (https://127\\.0\\.0\\.1:[0-9]+)");
     std::string agent_url;
     for (int i = 0; i < 200 && url_->empty(); ++i) {
       std::smatch m;
@@ -111,6 +117,17 @@ class PrometheusTest : public ::testing::Test {
     }
     ASSERT_FALSE(url_->empty()) << "server did not start: " << server_->output();
     subprocess::UseAdminToken(*dir_ / "server");
+    const std::string ca = subprocess::UseServerCa(*dir_ / "server");
+    // The agents' metrics certificate, from the server's CA, naming the loopback address they listen on.
+    auto authority = pki::CertificateAuthority::Load(ca, (*dir_ / "server" / "tls" / "ca.key").string());
+    ASSERT_TRUE(authority.ok()) << authority.status();
+    auto metrics_cert =
+        pki::IssueCertificate(*authority, {.common_name = "gpugeek agent metrics", .ip_addresses = {"127.0.0.1"}});
+    ASSERT_TRUE(metrics_cert.ok()) << metrics_cert.status();
+    const std::string metrics_crt = (*dir_ / "metrics.crt").string();
+    const std::string metrics_key = (*dir_ / "metrics.key").string();
+    ASSERT_TRUE(pki::WriteFileAtomically(metrics_crt, metrics_cert->cert_pem, 0644).ok());
+    ASSERT_TRUE(pki::WriteFileAtomically(metrics_key, metrics_cert->key_pem, 0600).ok());
     {
       auto join = Connect(*url_)->Post("/v1/join-tokens", {{"uses", 10}});
       ASSERT_TRUE(join.ok()) << join.status();
@@ -121,11 +138,11 @@ class PrometheusTest : public ::testing::Test {
     *node_a_ = "prom-a" + suffix;
     *node_b_ = "prom-b" + suffix;
     for (const auto& [name, capacity] : {std::pair{*node_a_, "on-demand"}, std::pair{*node_b_, "spot"}}) {
-      agents_->push_back(std::make_unique<Process>(
-          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--name", name, "--emulate",
-                                   "8xA100-SXM-80GB", "--capacity", capacity, "--region", "eu-west", "--data-dir",
-                                   (*dir_ / name).string(), "--metrics-listen", "127.0.0.1:0"},
-          *dir_ / (name + ".log")));
+      std::vector<std::string> args{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca, "--name", name};
+      args.insert(args.end(), {"--emulate", "8xA100-SXM-80GB", "--capacity", capacity, "--region", "eu-west"});
+      args.insert(args.end(), {"--data-dir", (*dir_ / name).string(), "--metrics-listen", "127.0.0.1:0"});
+      args.insert(args.end(), {"--metrics-tls-cert", metrics_crt, "--metrics-tls-key", metrics_key});
+      agents_->push_back(std::make_unique<Process>(args, *dir_ / (name + ".log")));
     }
     auto server = Connect(*url_);
     for (int i = 0; i < 200; ++i) {
@@ -197,6 +214,7 @@ class PrometheusTest : public ::testing::Test {
     config = Replace(config, "127.0.0.1:8470", *host_port_);
     config = Replace(config, "credentials_file: gpugeek.token",
                      "credentials_file: " + (*dir_ / "server" / "admin.token").string());
+    config = Replace(config, "ca_file: ca.crt", "ca_file: " + (*dir_ / "server" / "tls" / "ca.crt").string());
     config = Replace(config, "15s", "1s");
     config = Replace(config, "refresh_interval: 30s", "refresh_interval: 1s");
     config = Replace(config, "- alerts.yml", "- " + (kSource / "deploy/prometheus/alerts.yml").string());
@@ -278,7 +296,7 @@ class PrometheusTest : public ::testing::Test {
 };
 
 TEST_F(PrometheusTest, PromtoolAcceptsTheLiveMetricsOfServerAndAgent) {
-  for (const std::string& url : {*url_, "http://" + *agent_metrics_}) {
+  for (const std::string& url : {*url_, "https://" + *agent_metrics_}) {
     auto text = Connect(url)->GetText("/metrics");
     ASSERT_TRUE(text.ok()) << url << ": " << text.status();
     const fs::path file = *dir_ / "metrics.txt";
@@ -293,7 +311,7 @@ TEST_F(PrometheusTest, PromtoolAcceptsTheLiveMetricsOfServerAndAgent) {
 
 TEST_F(PrometheusTest, EveryDocumentedMetricIsExported) {
   const std::string text =
-      *Connect(*url_)->GetText("/metrics") + *Connect("http://" + *agent_metrics_)->GetText("/metrics");
+      *Connect(*url_)->GetText("/metrics") + *Connect("https://" + *agent_metrics_)->GetText("/metrics");
   const std::string doc = ReadFile(kSource / "docs/metrics.md");
   static const std::regex row("\\| `(gpugeek_[a-z0-9_]+)` \\|");
   int documented = 0;

@@ -118,5 +118,13 @@ inline std::string UseAdminToken(const fs::path& server_data_dir) {
 // Exports a join token (`gpugeek join-token create --uses N`) as $GPUGEEK_JOIN_TOKEN, so the `gpugeek
 // agent` processes the test starts join with it.
 inline void UseJoinToken(const std::string& token) { ::setenv("GPUGEEK_JOIN_TOKEN", token.c_str(), 1); }
+// The CA certificate of a `gpugeek server --data-dir DIR` with its default local PKI (DIR/tls/ca.crt,
+// written before it listens), also exported as $GPUGEEK_CA_FILE for the CLI processes the test starts,
+// so they verify the server over https as a user's CLI does.
+inline std::string UseServerCa(const fs::path& server_data_dir) {
+  const std::string ca = (server_data_dir / "tls" / "ca.crt").string();
+  ::setenv("GPUGEEK_CA_FILE", ca.c_str(), 1);
+  return ca;
+}
 
 }  // namespace gpugeek::subprocess

@@ -48,7 +48,9 @@ class AgentCaller {
  private:
   http::Client& Client(const std::string& bearer) {
     std::unique_ptr<http::Client>& c = clients_[bearer];
-    if (c == nullptr) c = *http::Client::Create({.base_url = server_.agent_url(), .bearer_token = bearer});
+    if (c == nullptr) {
+      c = *http::Client::Create({.base_url = server_.agent_url(), .ca_file = server_.ca_file(), .bearer_token = bearer});
+    }
     return *c;
   }
 

@@ -234,8 +234,12 @@ class PrometheusTest : public ::testing::Test {
       }
       std::this_thread::sleep_for(milliseconds(100));
     }
-    ASSERT_NE(last.find("\"3\""), std::string::npos)
-        << "Prometheus did not scrape the server and both agents: " << last;
+    if (last.find("\"3\"") == std::string::npos) {
+      auto targets = prom->Get("/api/v1/targets");
+      FAIL() << "Prometheus did not scrape the server and both agents: " << last << "\ntargets: "
+             << (targets.ok() ? targets->dump() : std::string(targets.status().message())) << "\nprometheus log:\n"
+             << ReadFile(fs::path(*prom_state_) / "log/prometheus.log");
+    }
     // The start-up script's own job ("target", the server again) is gone from the configuration, but
     // its samples would still answer queries for the 5-minute lookback and count the server twice:
     // delete them (the script enables the admin API).

@@ -51,6 +51,11 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/tokens", Access::kViewer},
       {"POST", "/v1/tokens", Access::kViewer},
       {"DELETE", "/v1/tokens/{id}", Access::kViewer},
+      {"PUT", "/v1/secrets/{name}", Access::kMember},
+      {"GET", "/v1/secrets", Access::kViewer},
+      {"GET", "/v1/secrets/{name}", Access::kViewer},
+      {"DELETE", "/v1/secrets/{name}", Access::kMember},
+      {"POST", "/v1/keys/rotate", Access::kAdmin},
       {"GET", "/v1/prometheus/targets", Access::kAdmin},
       {"GET", "/metrics", Access::kAdmin},
       {"POST", "/v1/agents/register", Access::kNode},
@@ -70,26 +75,26 @@ Access AccessOf(std::string_view method, std::string_view pattern) {
   std::abort();
 }
 
-void GuardedRoute(http::Server& server, const Accounts& accounts, const std::string& method,
-                  const std::string& pattern, GuardedHandler handler) {
+void GuardedRoute(http::Server& server, const Accounts& accounts, const std::string& method, const std::string& pattern,
+                  GuardedHandler handler) {
   const Access access = AccessOf(method, pattern);
-  server.Route(method, pattern,
-               [&accounts, access, handler = std::move(handler)](const http::Request& r) -> absl::StatusOr<http::Reply> {
-                 if (access == Access::kPublic) return handler(Principal{}, r);
-                 auto it = r.headers.find("authorization");
-                 absl::StatusOr<Principal> who =
-                     accounts.Authenticate(it == r.headers.end() ? std::string_view() : std::string_view(it->second));
-                 if (!who.ok()) return who.status();
-                 const auth::Role needed = access == Access::kAdmin    ? auth::Role::kAdmin
-                                           : access == Access::kMember ? auth::Role::kMember
-                                                                       : auth::Role::kViewer;
-                 if (!auth::Grants(who->role, needed)) {
-                   return absl::PermissionDeniedError(fmt::format("this call needs the {} role; {} is {}",
-                                                                  auth::RoleName(needed), who->user,
-                                                                  auth::RoleName(who->role)));
-                 }
-                 return handler(*who, r);
-               });
+  server.Route(
+      method, pattern,
+      [&accounts, access, handler = std::move(handler)](const http::Request& r) -> absl::StatusOr<http::Reply> {
+        if (access == Access::kPublic) return handler(Principal{}, r);
+        auto it = r.headers.find("authorization");
+        absl::StatusOr<Principal> who =
+            accounts.Authenticate(it == r.headers.end() ? std::string_view() : std::string_view(it->second));
+        if (!who.ok()) return who.status();
+        const auth::Role needed = access == Access::kAdmin    ? auth::Role::kAdmin
+                                  : access == Access::kMember ? auth::Role::kMember
+                                                              : auth::Role::kViewer;
+        if (!auth::Grants(who->role, needed)) {
+          return absl::PermissionDeniedError(fmt::format("this call needs the {} role; {} is {}",
+                                                         auth::RoleName(needed), who->user, auth::RoleName(who->role)));
+        }
+        return handler(*who, r);
+      });
 }
 
 }  // namespace gpugeek::controlplane

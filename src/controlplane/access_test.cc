@@ -35,8 +35,9 @@ struct Result {
 class AccessTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / fmt::format("gpugeek_access_test_{}_{}", ::getpid(),
-                                                                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() /
+           fmt::format("gpugeek_access_test_{}_{}", ::getpid(),
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     auto s = ControlPlaneServer::Start(
         {.port = 0, .agent_port = 0, .data_dir = dir_.string(), .lease = std::chrono::minutes(5)});
@@ -69,6 +70,7 @@ class AccessTest : public ::testing::Test {
     const std::string text = body.is_null() ? std::string() : body.dump();
     httplib::Result r = method == "GET"    ? c.Get(path, headers)
                         : method == "POST" ? c.Post(path, headers, text, "application/json")
+                        : method == "PUT"  ? c.Put(path, headers, text, "application/json")
                                            : c.Delete(path, headers);
     if (!r) return {};
     Result out{r->status, json()};
@@ -81,8 +83,8 @@ class AccessTest : public ::testing::Test {
     api::Registration r;
     r.node = node;
     r.address = "127.0.0.1";
-    r.inventory =
-        hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node, {node, 32, uint64_t{256} << 30, 1, ""});
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node,
+                                             {node, 32, uint64_t{256} << 30, 1, ""});
     httplib::Client c(server_->agent_url());
     auto reply = c.Post("/v1/agents/register", api::ToJson(r).dump(), "application/json");
     ASSERT_TRUE(reply && reply->status == 200) << (reply ? reply->body : "no reply");
@@ -144,6 +146,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     ASSERT_EQ(access_name, AccessName(access));
     const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
     const bool token_scoped = pattern == "/v1/tokens/{id}";
+    // A secret of team-a (and of the admin's own tenant: secrets are the caller's tenant's).
+    const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
     const int ok = (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
                                          pattern == "/v1/tokens"))
                        ? 201
@@ -159,6 +163,14 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         Result t = Call(kAdmin, "POST", "/v1/tokens", {{"user", "member-a"}});
         path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});
       }
+      if (absl::StartsWith(pattern, "/v1/secrets/")) {
+        const std::string name = fmt::format("s-{}", n);
+        for (const char* tenant : {"team-a", "default"}) {
+          ASSERT_TRUE(server_->control_plane().secrets().Put(tenant, name, "v").ok());
+        }
+        path = absl::StrReplaceAll(path, {{"{name}", name}});
+        if (method == "PUT") body = {{"value", "v2"}};
+      }
       if (absl::StrContains(path, "{name}")) {
         const std::string node = fmt::format("node-{}", n);
         RegisterNode(node);
@@ -169,7 +181,9 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         path = absl::StrReplaceAll(path, {{"{name}", node}});
       }
       if (method == "POST") {
-        if (pattern == "/v1/jobs") {
+        if (pattern == "/v1/keys/rotate") {
+          body = {{"retire", false}};
+        } else if (pattern == "/v1/jobs") {
           body = {{"spec_yaml", "name: m\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}};
         } else if (pattern == "/v1/tenants") {
           body = {{"name", fmt::format("t-{}", n)}};
@@ -177,15 +191,21 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"name", fmt::format("u-{}", n)}, {"tenant", "team-a"}, {"role", "viewer"}};
         } else if (pattern == "/v1/plans") {
           body = {{"model_config",
-                   {{"model_type", "llama"}, {"hidden_size", 512}, {"intermediate_size", 1024},
-                    {"num_attention_heads", 8}, {"num_hidden_layers", 2}, {"vocab_size", 1000},
-                    {"num_key_value_heads", 8}, {"max_position_embeddings", 1024}, {"torch_dtype", "bfloat16"}}},
+                   {{"model_type", "llama"},
+                    {"hidden_size", 512},
+                    {"intermediate_size", 1024},
+                    {"num_attention_heads", 8},
+                    {"num_hidden_layers", 2},
+                    {"vocab_size", 1000},
+                    {"num_key_value_heads", 8},
+                    {"max_position_embeddings", 1024},
+                    {"torch_dtype", "bfloat16"}}},
                   {"task", {{"kind", "inference"}, {"seq", 512}}}};
         } else {
           body = json::object();
         }
       }
-      const int want = Expected(access, who, job_scoped, token_scoped, ok);
+      const int want = Expected(access, who, job_scoped || secret_scoped, token_scoped, ok);
       Result got = Call(who, method, path, body);
       EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
       // The answer is one the document lists for the operation.
@@ -203,7 +223,8 @@ TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
   Result foreign = Call(kMemberB, "GET", "/v1/jobs/" + id);
   ASSERT_EQ(absent.status, 404);
   ASSERT_EQ(foreign.status, 404);
-  EXPECT_EQ(foreign.body["message"], absl::StrReplaceAll(absent.body["message"].get<std::string>(), {{"j-99999999", id}}));
+  EXPECT_EQ(foreign.body["message"],
+            absl::StrReplaceAll(absent.body["message"].get<std::string>(), {{"j-99999999", id}}));
   EXPECT_EQ(Call(kMemberB, "GET", "/v1/jobs/" + id + "/logs").body, foreign.body);
   EXPECT_EQ(Call(kMemberB, "POST", "/v1/jobs/" + id + "/cancel").body, foreign.body);
   // Listings leave it out, whatever the filter says.
@@ -214,9 +235,9 @@ TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
   EXPECT_EQ(Call(kViewerA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
   EXPECT_EQ(Call(kAdmin, "GET", "/v1/jobs?tenant=team-a").body["jobs"].size(), 1u);
   // A member cannot submit into another tenant.
-  Result into_a = Call(kMemberB, "POST", "/v1/jobs",
-                       {{"spec_yaml", "name: x\nresources: {accelerators: A100-SXM-80GB:1}\nrun: true\n"},
-                        {"tenant", "team-a"}});
+  Result into_a =
+      Call(kMemberB, "POST", "/v1/jobs",
+           {{"spec_yaml", "name: x\nresources: {accelerators: A100-SXM-80GB:1}\nrun: true\n"}, {"tenant", "team-a"}});
   EXPECT_EQ(into_a.status, 403);
   EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
   // The job is team-a's and its submitter's tenant, not a free label.
@@ -236,7 +257,8 @@ TEST_F(AccessTest, TokensAreCheckedRevokedAndExpire) {
     EXPECT_FALSE(absl::StrContains(r->body, real.substr(21))) << "the secret must not be echoed";
   }
   Result me = Call(kMemberA, "GET", "/v1/whoami");
-  EXPECT_EQ(me.body, json({{"user", "member-a"}, {"tenant", "team-a"}, {"role", "member"}, {"token_id", real.substr(4, 16)}}));
+  EXPECT_EQ(me.body,
+            json({{"user", "member-a"}, {"tenant", "team-a"}, {"role", "member"}, {"token_id", real.substr(4, 16)}}));
   // Revoked: refused from the next call on.
   ASSERT_EQ(Call(kMemberA, "DELETE", "/v1/tokens/" + real.substr(4, 16)).status, 200);
   Result after = Call(kMemberA, "GET", "/v1/whoami");

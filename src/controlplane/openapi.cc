@@ -209,9 +209,9 @@ J Build() {
       Op("Agent heartbeat: reports in, desired assignments out", JsonResponse("assignments", {{"type", "object"}}));
   paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
 
-  schemas["Tenant"] = {{"type", "object"},
-                       {"properties",
-                        {{"name", {{"type", "string"}}}, {"created_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  schemas["Tenant"] = {
+      {"type", "object"},
+      {"properties", {{"name", {{"type", "string"}}}, {"created_at", {{"type", "string"}, {"format", "date-time"}}}}}};
   schemas["User"] = {{"type", "object"},
                      {"properties",
                       {{"name", {{"type", "string"}}},
@@ -231,11 +231,13 @@ J Build() {
   const auto page_of = [](const std::string& key, const std::string& schema) {
     return J{{"type", "object"},
              {"properties",
-              {{key, {{"type", "array"}, {"items", Ref(schema)}}}, {"next_after", {{"type", "string"}, {"nullable", true}}}}}};
+              {{key, {{"type", "array"}, {"items", Ref(schema)}}},
+               {"next_after", {{"type", "string"}, {"nullable", true}}}}}};
   };
   const J paging = {QueryParam("after", "string", "the last name/id of the previous page"),
                     QueryParam("limit", "integer", "1..1000, default 100")};
-  paths["/v1/whoami"]["get"] = Op("The user, tenant and role the token acts as", JsonResponse("who", {{"type", "object"}}));
+  paths["/v1/whoami"]["get"] =
+      Op("The user, tenant and role the token acts as", JsonResponse("who", {{"type", "object"}}));
   paths["/v1/tenants"]["get"] = Op("List tenants", JsonResponse("a page", page_of("tenants", "Tenant")));
   paths["/v1/tenants"]["get"]["parameters"] = paging;
   paths["/v1/tenants"]["post"] = Op("Create a tenant", JsonResponse("created", Ref("Tenant")), "201");
@@ -244,18 +246,18 @@ J Build() {
   paths["/v1/users"]["get"] = Op("List users", JsonResponse("a page", page_of("users", "User")));
   paths["/v1/users"]["get"]["parameters"] = paging;
   paths["/v1/users"]["post"] = Op("Create a user", JsonResponse("created", Ref("User")), "201");
-  paths["/v1/users"]["post"]["requestBody"] = Body({{"type", "object"},
-                                                    {"required", {"name", "tenant"}},
-                                                    {"properties",
-                                                     {{"name", {{"type", "string"}}},
-                                                      {"tenant", {{"type", "string"}}},
-                                                      {"role", {{"type", "string"}, {"enum", {"admin", "member", "viewer"}}}}}}});
+  paths["/v1/users"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"name", "tenant"}},
+            {"properties",
+             {{"name", {{"type", "string"}}},
+              {"tenant", {{"type", "string"}}},
+              {"role", {{"type", "string"}, {"enum", {"admin", "member", "viewer"}}}}}}});
   paths["/v1/tokens"]["get"] =
       Op("List the caller's API tokens (an admin: everyone's)", JsonResponse("a page", page_of("tokens", "Token")));
   paths["/v1/tokens"]["get"]["parameters"] = paging;
-  paths["/v1/tokens"]["post"] =
-      Op("Create an API token; the reply's `token` is the only time it is shown", JsonResponse("created", Ref("Token")),
-         "201");
+  paths["/v1/tokens"]["post"] = Op("Create an API token; the reply's `token` is the only time it is shown",
+                                   JsonResponse("created", Ref("Token")), "201");
   paths["/v1/tokens"]["post"]["requestBody"] = Body({{"type", "object"},
                                                      {"properties",
                                                       {{"user", {{"type", "string"}}},
@@ -263,6 +265,44 @@ J Build() {
                                                        {"expires_in_s", {{"type", "integer"}, {"minimum", 1}}}}}});
   paths["/v1/tokens/{id}"]["delete"] = Op("Revoke an API token", JsonResponse("the revoked token", Ref("Token")));
   paths["/v1/tokens/{id}"]["parameters"] = {PathParam("id")};
+  schemas["Secret"] = {{"type", "object"},
+                       {"description", "A secret of the caller's tenant: never its value (jobs get it in their env)"},
+                       {"properties",
+                        {{"name", {{"type", "string"}}},
+                         {"tenant", {{"type", "string"}}},
+                         {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+                         {"updated_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  paths["/v1/secrets"]["get"] = Op("List the caller's tenant's secrets (names and times, never values)",
+                                   JsonResponse("a page", page_of("secrets", "Secret")));
+  paths["/v1/secrets"]["get"]["parameters"] = paging;
+  paths["/v1/secrets/{name}"]["put"] =
+      Op("Create or replace a secret of the caller's tenant; specs refer to it as env: {VAR: {secret: NAME}}",
+         JsonResponse("stored sealed (durable)", Ref("Secret")));
+  paths["/v1/secrets/{name}"]["put"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"value"}},
+            {"properties", {{"value", {{"type", "string"}, {"maxLength", 65536}, {"writeOnly", true}}}}}});
+  paths["/v1/secrets/{name}"]["get"] =
+      Op("A secret's name and times (never its value)", JsonResponse("the secret", Ref("Secret")));
+  paths["/v1/secrets/{name}"]["delete"] = Op("Delete a secret", JsonResponse("the deleted secret", Ref("Secret")));
+  paths["/v1/secrets/{name}"]["parameters"] = {PathParam("name")};
+  paths["/v1/keys/rotate"]["post"] =
+      Op("Rotate the master key: a new key in the key file, every data key re-wrapped; no sealed data is rewritten",
+         JsonResponse("done", {{"type", "object"},
+                               {"properties",
+                                {{"new_key_id", {{"type", "string"}}},
+                                 {"rewrapped", {{"type", "integer"}}},
+                                 {"retired", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}}));
+  paths["/v1/keys/rotate"]["post"]["requestBody"] = {
+      {"required", false},
+      {"content",
+       {{"application/json",
+         {{"schema",
+           {{"type", "object"},
+            {"properties",
+             {{"retire",
+               {{"type", "boolean"},
+                {"description", "also remove master keys no data key uses (default false)"}}}}}}}}}}}};
 
   // Who may call what (access.h): the security requirement and error answers of each operation.
   for (const RouteAccess& r : RouteAccessTable()) {

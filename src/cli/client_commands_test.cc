@@ -2,6 +2,7 @@
 // events, nodes, node, cordon, uncordon, drain, remove-node, pool): a real ControlPlaneServer on port 0 in this
 // process, an emulated node registered on the agents' listener (this test plays its agent), and the
 // built `gpugeek` binary run against the API with --server.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>

@@ -511,7 +511,9 @@ TEST(ServerCommand, ServesUntilSigterm) {
   EXPECT_TRUE(Contains(first, (dir / "data").string())) << first;
   EXPECT_TRUE(fs::exists(dir / "data"));
 
-  Result r = RunGpugeek("pool --json --server " + url);
+  std::string token;
+  std::getline(std::ifstream(dir / "data" / "admin.token"), token);  // written before the line above
+  Result r = RunGpugeek("pool --json --token " + token + " --server " + url);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["policy"], "GpuPacking") << r.out;
   // The agents' listener serves registrations and heartbeats, not the API.

@@ -3,6 +3,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <initializer_list>
 #include <map>
@@ -250,6 +251,17 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
     for (const auto& kv : env) {
       ASSIGN_OR_RETURN(std::string key, Scalar(kv.first, "env"));
       RETURN_IF_ERROR(CheckJobEnvName(key));
+      if (kv.second.IsMap()) {
+        // A secret reference: exactly {secret: NAME}.
+        const std::string field = "env." + key;
+        if (kv.second.size() != 1 || !kv.second["secret"]) {
+          return FieldError(field, "must be a value or {secret: NAME}, the name of one of your tenant's secrets");
+        }
+        ASSIGN_OR_RETURN(std::string name, Scalar(kv.second["secret"], field + ".secret"));
+        RETURN_IF_ERROR(ValidateSecretName(field + ".secret", name));
+        spec.secret_env[key] = std::move(name);
+        continue;
+      }
       ASSIGN_OR_RETURN(spec.env[key], Scalar(kv.second, "env." + key));
     }
   }
@@ -654,14 +666,33 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::Key << "dir" << YAML::Value, EmitScalarOrQuoted(out, spec.checkpoint.dir);
   out << YAML::Key << "grace" << YAML::Value << FormatDuration(spec.checkpoint.grace);
   out << YAML::EndMap;
-  if (!spec.env.empty()) {
+  if (!spec.env.empty() || !spec.secret_env.empty()) {
     out << YAML::Key << "env" << YAML::Value << YAML::BeginMap;
     for (const auto& [k, v] : spec.env) out << YAML::Key << k << YAML::Value, EmitScalarOrQuoted(out, v);
+    for (const auto& [k, name] : spec.secret_env) {
+      out << YAML::Key << k << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "secret" << YAML::Value;
+      EmitScalarOrQuoted(out, name);
+      out << YAML::EndMap;
+    }
     out << YAML::EndMap;
   }
   out << YAML::Key << "run" << YAML::Value, EmitScalarOrQuoted(out, spec.run);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+absl::Status ValidateSecretName(std::string_view field, std::string_view name) {
+  const auto ok_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  };
+  if (name.empty() || name.size() > 128 || !std::isalnum(static_cast<unsigned char>(name.front())) ||
+      !std::all_of(name.begin(), name.end(), ok_char)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{}: {} is not a secret name: 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit "
+        "(e.g. hf-token)",
+        field, QuoteForMessage(name)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpugeek::api

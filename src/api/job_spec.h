@@ -14,7 +14,7 @@
 //   num_nodes: 1
 //   priority: 0
 //   checkpoint: {dir: /ckpt/llama2, grace: 30s}
-//   env: {HF_HOME: /cache}
+//   env: {HF_HOME: /cache, HF_TOKEN: {secret: hf}}   # a value, or a reference to a tenant's secret
 //   run: torchrun --nproc-per-node $GPUGEEK_GPUS_PER_NODE train.py
 //
 // Parsing is strict: an unknown field, a wrong type or a bad value is InvalidArgument whose message
@@ -79,9 +79,17 @@ struct JobSpec {
   int num_nodes = 1;  // gang size: all nodes start together or none does
   int priority = 0;   // higher runs first; -1000..1000
   CheckpointSpec checkpoint;
-  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> env;  // literal values
+  // Variables whose value is a secret of the job's tenant (`env: {HF_TOKEN: {secret: hf}}`): variable ->
+  // secret name. The spec keeps only the name; the control plane puts the value into the assignments of
+  // the job's own members and nowhere else. A variable is in `env` or here, never both.
+  std::map<std::string, std::string> secret_env;
   std::string run;  // shell command run on every node
 };
+
+// OK when `name` is a valid secret name: 1-128 of [A-Za-z0-9._-], starting with a letter or digit.
+// Otherwise InvalidArgument naming `field` and the rule.
+absl::Status ValidateSecretName(std::string_view field, std::string_view name);
 
 // Parses and validates a job spec from YAML text. `catalog` resolves GPU names.
 // Bounded for text from outside, each limit an InvalidArgument naming it: at most 1 MiB of text, 10,000

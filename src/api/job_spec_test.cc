@@ -45,6 +45,24 @@ TEST(ParseJobSpec, ArchitectureDocumentExample) {
   EXPECT_EQ(spec->num_nodes, 1);
 }
 
+TEST(ParseJobSpec, EnvRefersToSecretsByName) {
+  auto spec = ParseJobSpec(
+      "name: s\nresources: {accelerators: H100-SXM-80GB:1}\nenv: {HF_HOME: /cache, HF_TOKEN: {secret: hf}}\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->env, (std::map<std::string, std::string>{{"HF_HOME", "/cache"}}));
+  EXPECT_EQ(spec->secret_env, (std::map<std::string, std::string>{{"HF_TOKEN", "hf"}}));
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToYaml(*spec);
+  EXPECT_EQ(again->secret_env, spec->secret_env);
+  EXPECT_EQ(again->env, spec->env);
+  for (const char* bad : {"{secret: hf, x: 1}", "{value: hf}", "{secret: 'a/b'}", "{secret: [a]}"}) {
+    auto b = ParseJobSpec(std::string("name: s\nresources: {accelerators: H100-SXM-80GB:1}\nenv: {HF_TOKEN: ") + bad +
+                          "}\nrun: x\n");
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_TRUE(absl::StartsWith(b.status().message(), "env.HF_TOKEN")) << b.status();
+  }
+}
+
 TEST(ParseJobSpec, AlternativesFractionsAndUnits) {
   auto spec = ParseJobSpec(R"(
 name: serve

@@ -26,4 +26,7 @@ void RegisterTopCommand(CLI::App& app);
 // Accounts: login, whoami, tenants, users, tokens, audit (account_commands.cc).
 void RegisterAccountCommands(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
 
+// Secrets and master keys: secret set/delete, secrets, keys init/rotate (secret_commands.cc).
+void RegisterSecretCommands(CLI::App& app);
+
 }  // namespace gpugeek::cli

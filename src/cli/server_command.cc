@@ -28,6 +28,7 @@ void RegisterServerCommand(CLI::App& app) {
   struct Options {
     std::string listen = "127.0.0.1:8470";
     std::string data_dir;
+    std::string key_file;
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
     int log_retention_days = 7;
@@ -49,6 +50,9 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--data-dir", o->data_dir,
                   "Store and logs directory (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
+  sub->add_option("--key-file", o->key_file,
+                  "Master key file sealing secrets and job specs at rest (`gpugeek keys init --key-file F`; default: "
+                  "<data-dir>/master.key, created on the first start; in production keep it apart from the data)");
   sub->add_option("--log-retention-days", o->log_retention_days, "Delete the logs of jobs ended this many days ago")
       ->capture_default_str()
       ->check(CLI::Range(1, 36500));
@@ -97,6 +101,7 @@ void RegisterServerCommand(CLI::App& app) {
     }
     options.data_dir = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.policy = o->policy;
+    options.key_file = o->key_file;
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;
     options.audit_retention = std::chrono::hours(24) * o->audit_retention_days;

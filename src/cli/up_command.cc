@@ -43,6 +43,7 @@ void RegisterUpCommand(CLI::App& app) {
     std::string listen = "127.0.0.1:8470";
     std::string emulate;
     std::string data_dir;
+    std::string key_file;
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
     std::string agent_metrics_listen = "127.0.0.1:8471";
@@ -64,6 +65,9 @@ void RegisterUpCommand(CLI::App& app) {
       "--data-dir", o->data_dir,
       "Store, logs and workload directories (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
+  sub->add_option("--key-file", o->key_file,
+                  "Master key file sealing secrets and job specs at rest (`gpugeek keys init --key-file F`; default: "
+                  "<data-dir>/master.key, created on the first start; in production keep it apart from the data)");
   sub->add_option("--agent-metrics-listen", o->agent_metrics_listen,
                   "HOST:PORT where the agent serves its Prometheus metrics (GET /metrics; port 0: any free port; "
                   "\"off\": none)")
@@ -88,6 +92,7 @@ void RegisterUpCommand(CLI::App& app) {
     const std::filesystem::path data = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.data_dir = (data / "server").string();
     options.policy = o->policy;
+    options.key_file = o->key_file;
     const bool agent_metrics = !agent::MetricsListenDisabled(o->agent_metrics_listen);
     if (agent_metrics) {
       if (auto listen = agent::ParseMetricsListen(o->agent_metrics_listen); !listen.ok()) {

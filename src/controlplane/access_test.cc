@@ -74,6 +74,7 @@ class AccessTest : public ::testing::Test {
     const std::string text = body.is_null() ? std::string() : body.dump();
     httplib::Result r = method == "GET"    ? c.Get(path, headers)
                         : method == "POST" ? c.Post(path, headers, text, "application/json")
+                        : method == "PUT"  ? c.Put(path, headers, text, "application/json")
                                            : c.Delete(path, headers);
     if (!r) return {};
     Result out{r->status, json()};
@@ -150,6 +151,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     ASSERT_EQ(access_name, AccessName(access));
     const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
     const bool token_scoped = pattern == "/v1/tokens/{id}";
+    // A secret of team-a (and of the admin's own tenant: secrets are the caller's tenant's).
+    const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
     const int ok = (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
                                          pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
                        ? 201
@@ -169,6 +172,14 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         Result t = Call(kAdmin, "POST", "/v1/tokens", {{"user", "member-a"}});
         path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});
       }
+      if (absl::StartsWith(pattern, "/v1/secrets/")) {
+        const std::string name = fmt::format("s-{}", n);
+        for (const char* tenant : {"team-a", "default"}) {
+          ASSERT_TRUE(server_->control_plane().secrets().Put(tenant, name, "v").ok());
+        }
+        path = absl::StrReplaceAll(path, {{"{name}", name}});
+        if (method == "PUT") body = {{"value", "v2"}};
+      }
       if (absl::StrContains(path, "{name}")) {
         const std::string node = fmt::format("node-{}", n);
         RegisterNode(node);
@@ -179,7 +190,9 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         path = absl::StrReplaceAll(path, {{"{name}", node}});
       }
       if (method == "POST") {
-        if (pattern == "/v1/jobs") {
+        if (pattern == "/v1/keys/rotate") {
+          body = {{"retire", false}};
+        } else if (pattern == "/v1/jobs") {
           body = {{"spec_yaml", "name: m\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}};
         } else if (pattern == "/v1/tenants") {
           body = {{"name", fmt::format("t-{}", n)}};
@@ -201,7 +214,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = json::object();
         }
       }
-      const int want = Expected(access, who, job_scoped, token_scoped, ok);
+      const int want = Expected(access, who, job_scoped || secret_scoped, token_scoped, ok);
       Result got = Call(who, method, path, body);
       EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
       // The answer is one the document lists for the operation.

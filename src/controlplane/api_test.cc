@@ -517,7 +517,13 @@ TEST(ServerStopTest, DrainingConnectionsDoesNotMarkNodesDown) {
   slow.join();
   ::close(fd);
   server->reset();
-  auto store = store::SqliteStore::Open({.path = (dir / "gpugeek.db").string()});
+  // Specs are sealed at rest: read them with the server's key file and keyring.
+  auto provider = crypto::FileKeyProvider::Open((dir / "master.key").string());
+  ASSERT_TRUE(provider.ok()) << provider.status();
+  auto keyring = crypto::Keyring::Open((dir / "keyring.json").string(), **provider);
+  ASSERT_TRUE(keyring.ok()) << keyring.status();
+  KeyringSealer sealer(**keyring);
+  auto store = store::SqliteStore::Open({.path = (dir / "gpugeek.db").string(), .sealer = &sealer});
   ASSERT_TRUE(store.ok()) << store.status();
   auto stored = (*store)->GetJob(id);
   ASSERT_TRUE(stored.ok()) << stored.status();

@@ -76,6 +76,7 @@ ControlPlane::ControlPlane(const ControlPlaneOptions& options)
       logs_(std::make_unique<LogStore>(
           (fs::path(options.data_dir) / "logs").string(),
           LogStoreOptions{.max_bytes_per_job = options.log_quota_bytes, .max_waiters = kMaxLogWaiters})),
+      secrets_(std::make_unique<Secrets>(*options.store, options.clock ? *options.clock : RealClock())),
       node_lifecycle_(std::make_unique<NodeLifecycleController>()),
       job_lifecycle_(std::make_unique<JobLifecycleController>()),
       scheduling_(std::make_unique<SchedulingController>()),
@@ -281,6 +282,11 @@ void ControlPlane::PublishLocked() {
     }
   }
   snap->assignments = BuildAssignments(state_);
+  for (const auto& [id, live] : state_.live) {
+    if (!live.spec.secret_env.empty()) {
+      snap->job_secrets[id] = {SecretTenant(live.record.tenant), live.spec.secret_env};
+    }
+  }
   snap->pending_reasons.insert(state_.pending_reason.begin(), state_.pending_reason.end());
   // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
   // Pool() must show it with this snapshot, not after the next pass.
@@ -313,6 +319,7 @@ absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
 
 absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   ASSIGN_OR_RETURN(api::JobSpec spec, api::ParseJobSpec(request.spec_yaml, catalog_));
+  RETURN_IF_ERROR(secrets_->CheckRefs(SecretTenant(request.tenant), spec.secret_env));
   std::string plan_json;
   if (!spec.model.empty() && spec.task && spec.resources.any_of.empty()) {
     if (request.model_config_json.empty()) {
@@ -577,24 +584,104 @@ absl::StatusOr<api::HeartbeatReply> ControlPlane::Heartbeat(const api::Heartbeat
   }
   const std::shared_ptr<const Snapshot> snap = snapshot();
   // Logs first: a member's last bytes travel with its exit report, which may release the job.
-  AppendLogs(heartbeat.node, heartbeat.logs);
+  AppendLogs(heartbeat.node, heartbeat.logs, *snap);
   if (!heartbeat.workloads.empty()) {
+    std::vector<api::WorkloadReport> reports = heartbeat.workloads;
+    for (api::WorkloadReport& report : reports) {
+      const std::vector<LogRedactor::Secret> secrets = SecretsOf(report.job_id, *snap);
+      if (secrets.empty()) continue;
+      // A report's message becomes an event's reason: redact it like the log.
+      std::string none;
+      report.message = LogRedactor::Redact(secrets, none, report.message, /*end=*/true);
+      if (report.phase != api::WorkloadPhase::kRunning &&
+          log_grants_.MayWrite(report.job_id, report.epoch, report.node_rank, heartbeat.node)) {
+        // The member's end: what its log held back is stored now.
+        AppendRedacted({.job_id = report.job_id, .node_rank = report.node_rank, .epoch = report.epoch}, secrets,
+                       /*end=*/true);
+      }
+    }
     MutexLock lock(&inbox_mu_);
-    for (const api::WorkloadReport& report : heartbeat.workloads) reports_.push_back({heartbeat.node, report});
+    for (api::WorkloadReport& report : reports) reports_.push_back({heartbeat.node, std::move(report)});
     work_ = true;
     inbox_mu_.NotifyAll();
   }
   if (auto it = snap->assignments.find(heartbeat.node); it != snap->assignments.end()) reply.assignments = it->second;
+  // Secret values go into the assignments of this node's own members only, and only here.
+  for (api::Assignment& a : reply.assignments) {
+    auto refs = snap->job_secrets.find(a.job_id);
+    if (refs == snap->job_secrets.end() || a.cancel) continue;
+    for (const auto& [var, name] : refs->second.env) {
+      absl::StatusOr<std::string> value = secrets_->Value(refs->second.tenant, name);
+      if (!value.ok()) {
+        // Deleted (or unreadable) since admission: the variable stays unset, and the member sees that.
+        spdlog::warn("control plane: job {} env.{}: secret '{}' of tenant '{}': {}", a.job_id, var, name,
+                     refs->second.tenant, value.status());
+        continue;
+      }
+      a.env[var] = std::move(*value);
+    }
+  }
   return reply;
 }
 
-void ControlPlane::AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks) {
+std::vector<LogRedactor::Secret> ControlPlane::SecretsOf(const std::string& job_id, const Snapshot& snap) {
+  std::vector<LogRedactor::Secret> out;
+  auto refs = snap.job_secrets.find(job_id);
+  if (refs == snap.job_secrets.end()) return out;
+  for (const auto& [var, name] : refs->second.env) {
+    absl::StatusOr<std::string> value = secrets_->Value(refs->second.tenant, name);
+    if (value.ok()) out.push_back({name, std::move(*value)});
+  }
+  return out;
+}
+
+void ControlPlane::AppendRedacted(const api::LogChunk& chunk, const std::vector<LogRedactor::Secret>& secrets,
+                                  bool end) {
+  MutexLock lock(&redact_mu_);
+  const auto key = std::make_tuple(chunk.job_id, chunk.node_rank, chunk.epoch);
+  auto it = redact_.find(key);
+  if (it == redact_.end()) {
+    if (end && chunk.data.empty()) return;  // nothing held for a stream never seen
+    RedactStream fresh;
+    fresh.agent_next = chunk.offset;  // a new stream starts at 0; after a restart, where the agent is
+    for (const LogAttempt& a : logs_->Attempts(chunk.job_id, chunk.node_rank)) {
+      if (a.epoch == chunk.epoch) fresh.stored_next = a.size;
+    }
+    it = redact_.emplace(key, std::move(fresh)).first;
+  }
+  RedactStream& st = it->second;
+  std::string_view data = chunk.data;
+  if (chunk.offset > st.agent_next) {
+    spdlog::warn("control plane: log of {} rank {}: gap at {} (expected {}); dropped", chunk.job_id, chunk.node_rank,
+                 chunk.offset, st.agent_next);
+    return;
+  }
+  const uint64_t skip = st.agent_next - chunk.offset;  // a resend: those bytes were taken already
+  data.remove_prefix(std::min<uint64_t>(skip, data.size()));
+  st.agent_next = std::max(st.agent_next, chunk.offset + chunk.data.size());
+  const std::string out = LogRedactor::Redact(secrets, st.held, data, end);
+  if (!out.empty()) {
+    auto size = logs_->Append(chunk.job_id, chunk.node_rank, chunk.epoch, st.stored_next, out);
+    if (size.ok()) {
+      st.stored_next = *size;
+    } else if (!absl::IsResourceExhausted(size.status())) {
+      spdlog::warn("control plane: log of {} rank {}: {}", chunk.job_id, chunk.node_rank, size.status());
+    }
+  }
+  if (end) redact_.erase(it);
+}
+
+void ControlPlane::AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks, const Snapshot& snap) {
   for (const api::LogChunk& chunk : chunks) {
     if (chunk.data.empty()) continue;
     // Only the node that runs (or ran) that member, at that epoch, may write its log.
     if (!log_grants_.MayWrite(chunk.job_id, chunk.epoch, chunk.node_rank, node)) {
       spdlog::warn("control plane: dropping log bytes for {} rank {} epoch {} from {}: not its member", chunk.job_id,
                    chunk.node_rank, chunk.epoch, node);
+      continue;
+    }
+    if (std::vector<LogRedactor::Secret> secrets = SecretsOf(chunk.job_id, snap); !secrets.empty()) {
+      AppendRedacted(chunk, secrets, /*end=*/false);
       continue;
     }
     auto st = logs_->Append(chunk.job_id, chunk.node_rank, chunk.epoch, chunk.offset, chunk.data);

@@ -54,6 +54,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -67,6 +68,7 @@
 #include "controlplane/log_routes.h"
 #include "controlplane/log_store.h"
 #include "controlplane/options.h"
+#include "controlplane/secrets.h"
 #include "controlplane/state/lease_table.h"
 #include "controlplane/state/log_grant_table.h"
 #include "controlplane/state/snapshot.h"
@@ -154,6 +156,10 @@ class ControlPlane {
   LogStore& logs() { return *logs_; }
   // What the log route needs to know of a job (log_routes.h). NotFound for an unknown job.
   absl::StatusOr<LogJobInfo> LogState(const std::string& job_id);
+  // Tenants' secrets (secrets.h): the routes' CRUD; the control plane checks a spec's references at
+  // admission, puts values into the assignments of the job's own members, and redacts them from its
+  // logs and report messages.
+  Secrets& secrets() { return *secrets_; }
   // Ends log long-polls at once so a graceful stop never waits on them. Thread-safe.
   void BeginShutdown();
 
@@ -237,7 +243,12 @@ class ControlPlane {
   void ReloadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void DrainInboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Appends a heartbeat's log chunks the node is entitled to (its own members).
-  void AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks);
+  void AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks, const Snapshot& snap);
+  // The names and current values of a job's secrets, for redaction; empty when it refers to none.
+  std::vector<LogRedactor::Secret> SecretsOf(const std::string& job_id, const Snapshot& snap);
+  // Stores a chunk of a job that has secrets, redacted (LogRedactor); `end`: the member exited, so
+  // what is held back is stored as it is.
+  void AppendRedacted(const api::LogChunk& chunk, const std::vector<LogRedactor::Secret>& secrets, bool end);
   JobView ViewOf(const store::JobRecord& record, const Snapshot& snap) const;
   std::vector<workload::PoolEntry> PoolEntries(const Snapshot& snap) const;
 
@@ -248,6 +259,7 @@ class ControlPlane {
   const hw::GpuCatalog& catalog_;
   std::unique_ptr<ControlPlaneMetrics> metrics_;  // set by Create after Load; nullptr = no metrics
   std::unique_ptr<LogStore> logs_;
+  std::unique_ptr<Secrets> secrets_;
   LeaseTable leases_;
   LogGrantTable log_grants_;
 
@@ -266,6 +278,18 @@ class ControlPlane {
   std::vector<QueuedReport> reports_ ABSL_GUARDED_BY(inbox_mu_);
   std::vector<store::JobRecord> submitted_ ABSL_GUARDED_BY(inbox_mu_);
   bool work_ ABSL_GUARDED_BY(inbox_mu_) = false;
+
+  // The redaction state of each log stream (job, rank, epoch) of jobs with secrets: the next byte of
+  // the agent's stream not yet taken (agent offsets differ from stored ones once a value is replaced),
+  // where the stored file ends, and the held-back tail. In memory only: after a restart a stream
+  // continues from the first chunk it receives. Dropped when the member's exit report arrives.
+  struct RedactStream {
+    uint64_t agent_next = 0;
+    uint64_t stored_next = 0;
+    std::string held;
+  };
+  Mutex redact_mu_;  // held across the append of a redacted chunk (jobs with secrets only)
+  std::map<std::tuple<std::string, int, int64_t>, RedactStream> redact_ ABSL_GUARDED_BY(redact_mu_);
 
   // The latest snapshot; the mutex is held only to swap or copy the pointer.
   mutable Mutex snapshot_mu_;

@@ -338,6 +338,44 @@ J Build() {
                                                        {"expires_in_s", {{"type", "integer"}, {"minimum", 1}}}}}});
   paths["/v1/tokens/{id}"]["delete"] = Op("Revoke an API token", JsonResponse("the revoked token", Ref("Token")));
   paths["/v1/tokens/{id}"]["parameters"] = {PathParam("id")};
+  schemas["Secret"] = {{"type", "object"},
+                       {"description", "A secret of the caller's tenant: never its value (jobs get it in their env)"},
+                       {"properties",
+                        {{"name", {{"type", "string"}}},
+                         {"tenant", {{"type", "string"}}},
+                         {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+                         {"updated_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  paths["/v1/secrets"]["get"] = Op("List the caller's tenant's secrets (names and times, never values)",
+                                   JsonResponse("a page", page_of("secrets", "Secret")));
+  paths["/v1/secrets"]["get"]["parameters"] = paging;
+  paths["/v1/secrets/{name}"]["put"] =
+      Op("Create or replace a secret of the caller's tenant; specs refer to it as env: {VAR: {secret: NAME}}",
+         JsonResponse("stored sealed (durable)", Ref("Secret")));
+  paths["/v1/secrets/{name}"]["put"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"value"}},
+            {"properties", {{"value", {{"type", "string"}, {"maxLength", 65536}, {"writeOnly", true}}}}}});
+  paths["/v1/secrets/{name}"]["get"] =
+      Op("A secret's name and times (never its value)", JsonResponse("the secret", Ref("Secret")));
+  paths["/v1/secrets/{name}"]["delete"] = Op("Delete a secret", JsonResponse("the deleted secret", Ref("Secret")));
+  paths["/v1/secrets/{name}"]["parameters"] = {PathParam("name")};
+  paths["/v1/keys/rotate"]["post"] =
+      Op("Rotate the master key: a new key in the key file, every data key re-wrapped; no sealed data is rewritten",
+         JsonResponse("done", {{"type", "object"},
+                               {"properties",
+                                {{"new_key_id", {{"type", "string"}}},
+                                 {"rewrapped", {{"type", "integer"}}},
+                                 {"retired", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}}));
+  paths["/v1/keys/rotate"]["post"]["requestBody"] = {
+      {"required", false},
+      {"content",
+       {{"application/json",
+         {{"schema",
+           {{"type", "object"},
+            {"properties",
+             {{"retire",
+               {{"type", "boolean"},
+                {"description", "also remove master keys no data key uses (default false)"}}}}}}}}}}}};
 
   schemas["JoinToken"] = {
       {"type", "object"},

@@ -6,11 +6,13 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/strip.h"
+#include "common/absl_fmt.h"
 #include "common/file.h"
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
 #include "controlplane/metrics.h"
 #include "pki/pki.h"
+#include "controlplane/secret_routes.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -22,6 +24,49 @@ constexpr size_t kMaxApiBodyBytes = size_t{12} << 20;
 constexpr size_t kMaxAgentBodyBytes = size_t{8} << 20;
 // The shortest time between two controller passes.
 constexpr auto kMinPassGap = std::chrono::milliseconds(10);
+
+// Opens (or, on a first start, creates) the master key file and the keyring of `data_dir`.
+absl::Status OpenKeys(const ServerOptions& options, std::string& key_file,
+                      std::unique_ptr<crypto::FileKeyProvider>& provider, std::unique_ptr<crypto::Keyring>& keyring) {
+  namespace fs = std::filesystem;
+  const std::string keyring_file = (fs::path(options.data_dir) / "keyring.json").string();
+  key_file = options.key_file.empty() ? (fs::path(options.data_dir) / "master.key").string() : options.key_file;
+  std::error_code ec;
+  if (!fs::exists(key_file, ec)) {
+    if (fs::exists(keyring_file, ec)) {
+      return absl::FailedPreconditionError(fmt::format(
+          "server: the keyring {} holds data keys, but the master key file {} does not exist: restore that key file "
+          "from its backup (or start with --key-file naming where it is); without it no secret, spec or log sealed "
+          "here can be read",
+          keyring_file, key_file));
+    }
+    if (!options.key_file.empty()) {
+      return absl::NotFoundError(fmt::format(
+          "server: master key file {} does not exist; create one with `gpugeek keys init --key-file {}` (and back it "
+          "up apart from the data)",
+          key_file, key_file));
+    }
+    ASSIGN_OR_RETURN(std::string id, crypto::CreateMasterKeyFile(key_file));
+    spdlog::warn(
+        "first start: created master key file {} (key {}), which seals tenants' secrets and job specs at rest. In "
+        "production keep it apart from the data directory and back it up separately (`gpugeek keys init --key-file "
+        "/etc/gpugeek/master.key`, then --key-file): a copy of the data next to its key is not encrypted at all, and "
+        "losing the key loses every sealed byte",
+        key_file, id);
+  }
+  absl::StatusOr<std::unique_ptr<crypto::FileKeyProvider>> p = crypto::FileKeyProvider::Open(key_file);
+  if (!p.ok()) return absl::Status(p.status().code(), fmt::format("server: {}", p.status().message()));
+  provider = std::move(*p);
+  absl::StatusOr<std::unique_ptr<crypto::Keyring>> k = crypto::Keyring::Open(keyring_file, *provider);
+  if (!k.ok()) {
+    return absl::Status(k.status().code(),
+                        fmt::format("server: {} (start with --key-file naming the master key file this data directory "
+                                    "was sealed with; it is not {})",
+                                    k.status().message(), key_file));
+  }
+  keyring = std::move(*k);
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -35,8 +80,16 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   if (options.metrics == nullptr) s->own_metrics_ = std::make_unique<metrics::Registry>();
   s->metrics_ = options.metrics != nullptr ? options.metrics : s->own_metrics_.get();
   RETURN_IF_ERROR(s->PrepareTls());
-  ASSIGN_OR_RETURN(
-      s->store_, store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string()}));
+  if (options.keyring != nullptr) {
+    s->keyring_ = options.keyring;
+  } else {
+    RETURN_IF_ERROR(OpenKeys(options, s->key_file_, s->key_provider_, s->own_keyring_));
+    s->keyring_ = s->own_keyring_.get();
+  }
+  s->sealer_ = std::make_unique<KeyringSealer>(*s->keyring_);
+  ASSIGN_OR_RETURN(s->store_,
+                   store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string(),
+                                             .sealer = s->sealer_.get()}));
   ControlPlaneOptions cp;
   cp.store = s->store_.get();
   cp.data_dir = options.data_dir;
@@ -74,6 +127,19 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   api.tls = s->options_.tls;
   ASSIGN_OR_RETURN(s->http_, http::Server::Create(api));
   RegisterApiRoutes(*s->http_, *s->control_plane_, *s->accounts_, *s->nodes_, RealClock());
+  RotateKeysFn rotate;
+  if (s->key_provider_ != nullptr) {
+    rotate = [p = s.get()](bool retire) -> absl::StatusOr<crypto::MasterKeyRotation> {
+      // One rotation at a time (the key file's own flock serializes processes; this, the server's calls).
+      std::lock_guard<std::mutex> lock(p->rotate_mu_);
+      ASSIGN_OR_RETURN(crypto::MasterKeyRotation done,
+                       crypto::RotateMasterKeyAndRewrap(*p->key_provider_, *p->own_keyring_, retire));
+      spdlog::info("keys: master key rotated to {} ({} data keys re-wrapped, {} retired)", done.new_key_id,
+                   done.rewrapped, done.retired.size());
+      return done;
+    };
+  }
+  RegisterSecretRoutes(*s->http_, *s->accounts_, s->control_plane_->secrets(), std::move(rotate));
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;

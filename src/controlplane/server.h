@@ -21,6 +21,14 @@
 // the files again, renewing the local PKI's server certificate first when it expires soon. kOff, the
 // default of this library (in-process tests), serves plain HTTP.
 //
+// Encryption at rest (crypto/README.md): the server opens the master key file (`key_file`, default
+// <data_dir>/master.key) and the keyring <data_dir>/keyring.json at start; the store seals secrets'
+// values and jobs' specs with the tenants' data keys. Zero-config: when neither the key file nor the
+// keyring exists (a first start, or data from before encryption), a key file is created (mode 0600)
+// and the log says to keep it apart from the data in production. When the keyring exists but the key
+// file does not, or the key file cannot unwrap the keyring's data keys, Start fails naming both files
+// and the fix, before anything is served.
+//
 // Graceful shutdown (Stop): stop accepting requests, finish those in flight, stop the loop; every
 // acknowledged change is already in the store.
 
@@ -35,6 +43,9 @@
 #include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
 #include "controlplane/node_authority.h"
+#include "controlplane/secrets.h"
+#include "crypto/key_provider.h"
+#include "crypto/keyring.h"
 #include "http/server.h"
 #include "http/tls.h"
 #include "metrics/registry.h"
@@ -79,6 +90,12 @@ struct ServerOptions {
   // kFiles: the CA certificate clients should trust, reported by ca_file() and the start log; "" when
   // the operator's certificate chains to a CA this server does not know about.
   std::string tls_ca_file;
+  // The master key file (crypto/key_provider.h): "" = <data_dir>/master.key, created on the first start
+  // when no keyring exists yet. Given explicitly, it must exist (`gpugeek keys init --key-file FILE`).
+  std::string key_file;
+  // A keyring the caller opened (e.g. over a KMS provider); borrowed, must outlive the server. When set,
+  // key_file is not read and POST /v1/keys/rotate answers FailedPrecondition (rotate in the KMS).
+  crypto::Keyring* keyring = nullptr;
 };
 
 class ControlPlaneServer {
@@ -119,6 +136,10 @@ class ControlPlaneServer {
   // the certificate they had. FailedPrecondition without TLS. Thread-safe against requests; not to be
   // called concurrently with itself or Stop.
   absl::Status ReloadCertificates();
+  // The keyring the store seals with (the server's own, or ServerOptions::keyring).
+  crypto::Keyring& keyring() { return *keyring_; }
+  // The master key file in use; "" with a borrowed keyring.
+  const std::string& key_file() const { return key_file_; }
   // What GET /metrics renders.
   metrics::Registry& metrics() { return *metrics_; }
 
@@ -134,6 +155,12 @@ class ControlPlaneServer {
   // Declared first, destroyed last: the control plane's collectors and instruments live in it.
   std::unique_ptr<metrics::Registry> own_metrics_;
   metrics::Registry* metrics_ = nullptr;
+  // Keys outlive the store that seals with them.
+  std::string key_file_;
+  std::unique_ptr<crypto::FileKeyProvider> key_provider_;
+  std::unique_ptr<crypto::Keyring> own_keyring_;
+  crypto::Keyring* keyring_ = nullptr;
+  std::unique_ptr<KeyringSealer> sealer_;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
@@ -144,6 +171,7 @@ class ControlPlaneServer {
   std::thread loop_;
   std::mutex mu_;
   bool stopping_ = false;  // guarded by mu_
+  std::mutex rotate_mu_;   // one key rotation at a time
 };
 
 }  // namespace gpugeek::controlplane

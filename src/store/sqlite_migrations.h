@@ -107,6 +107,18 @@ CREATE TABLE audit (
 CREATE INDEX audit_by_user ON audit(user, seq);
 CREATE INDEX audit_by_tenant ON audit(tenant, seq);
 )sql",
+    // 6: secrets per tenant; `value` is a sealed blob (store::Sealer). From this version on, jobs'
+    // spec_yaml is written sealed too, as a BLOB: a TEXT spec_yaml is a row from before, read as it is.
+    R"sql(
+CREATE TABLE secrets (
+  tenant        TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  value         BLOB NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  updated_at_ns INTEGER NOT NULL,
+  PRIMARY KEY (tenant, name)
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

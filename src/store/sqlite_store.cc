@@ -89,6 +89,10 @@ class Statement {
     sqlite3_bind_int64(stmt_, i, v);
     return *this;
   }
+  Statement& BindBlob(int i, const std::string& v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
   Statement& BindNull(int i) {
     sqlite3_bind_null(stmt_, i);
     return *this;
@@ -101,6 +105,11 @@ class Statement {
   }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  bool IsBlob(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_BLOB; }
+  std::string Blob(int col) const {
+    const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
+  }
 
  private:
   sqlite3* db_;
@@ -142,12 +151,15 @@ constexpr char kJobColumns[] =
     "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
     "created_at_ns, updated_at_ns, version";
 
-absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
+// `sealed` tells whether spec_yaml holds a sealed blob (a BLOB value) rather than the spec (TEXT: a row
+// written without a sealer, or before migration 4).
+absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   JobRecord j;
   j.id = s.Text(0);
   j.tenant = s.Text(1);
   j.name = s.Text(2);
-  j.spec_yaml = s.Text(3);
+  *sealed = s.IsBlob(3);
+  j.spec_yaml = *sealed ? s.Blob(3) : s.Text(3);
   auto state = api::ParseJobState(s.Text(4));
   // Only this file writes the column, always from api::JobStateName.
   if (!state) return absl::DataLossError(fmt::format("sqlite: job {} has unknown state '{}'", j.id, s.Text(4)));
@@ -165,9 +177,15 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s) {
   return j;
 }
 
-// Binds a job's columns 1..15 in kJobColumns order.
-void BindJob(Statement& s, const JobRecord& j, int64_t version) {
-  s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name).Bind(4, j.spec_yaml);
+// Binds a job's columns 1..15 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
+// when `sealed`, else the text.
+void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::string& spec, bool sealed) {
+  s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name);
+  if (sealed) {
+    s.BindBlob(4, spec);
+  } else {
+    s.Bind(4, spec);
+  }
   s.Bind(5, std::string(api::JobStateName(j.state))).Bind(6, int64_t{j.priority});
   s.Bind(7, j.plan_json).Bind(8, j.allocation_json).Bind(9, j.epoch).Bind(10, int64_t{j.restarts});
   if (j.exit_code) {
@@ -199,7 +217,8 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
     sqlite3_close(db);
     return absl::UnavailableError(fmt::format("sqlite: cannot open '{}': {}", options.path, msg));
   }
-  auto store = std::unique_ptr<SqliteStore>(new SqliteStore(db, options.clock ? *options.clock : RealClock()));
+  auto store =
+      std::unique_ptr<SqliteStore>(new SqliteStore(db, options.clock ? *options.clock : RealClock(), options.sealer));
   sqlite3_busy_timeout(db, 5000);
   // WAL + synchronous=FULL: a commit returns only after its WAL frames are fsync'ed.
   RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
@@ -224,8 +243,34 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
   return store;
 }
 
-SqliteStore::SqliteStore(sqlite3* db, Clock& clock)
-    : db_(db), clock_(clock), statements_(std::make_unique<StatementCache>(db)) {}
+namespace {
+
+// The tenant a job's bytes are sealed for: its own, or the default tenant's for a job without one.
+std::string SealTenant(const std::string& tenant) { return tenant.empty() ? "default" : tenant; }
+std::string SpecAad(const std::string& job_id) { return "job-spec:" + job_id; }
+std::string SecretAad(const std::string& tenant, const std::string& name) { return "secret:" + tenant + "/" + name; }
+
+}  // namespace
+
+absl::StatusOr<std::string> SqliteStore::SealSpec(const JobRecord& job) {
+  if (sealer_ == nullptr) return job.spec_yaml;
+  return sealer_->Seal(SealTenant(job.tenant), job.spec_yaml, SpecAad(job.id));
+}
+
+absl::Status SqliteStore::OpenSpec(JobRecord& job, bool sealed) const {
+  if (!sealed) return absl::OkStatus();
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("sqlite: job {}'s spec is sealed and this store was opened without a key", job.id));
+  }
+  absl::StatusOr<std::string> spec = sealer_->Open(SealTenant(job.tenant), job.spec_yaml, SpecAad(job.id));
+  if (!spec.ok()) return absl::DataLossError(fmt::format("sqlite: job {}'s spec: {}", job.id, spec.status().message()));
+  job.spec_yaml = std::move(*spec);
+  return absl::OkStatus();
+}
+
+SqliteStore::SqliteStore(sqlite3* db, Clock& clock, Sealer* sealer)
+    : db_(db), clock_(clock), sealer_(sealer), statements_(std::make_unique<StatementCache>(db)) {}
 
 SqliteStore::~SqliteStore() {
   // Statements are finalised before their connection closes.
@@ -329,9 +374,10 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   if (job.id.empty()) return absl::InvalidArgumentError("store: job id must not be empty");
   JobRecord stored = job;
   stored.version = 1;
+  ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
   Statement s(*statements_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
-  BindJob(s, stored, stored.version);
+  BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) {
     if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
       return absl::AlreadyExistsError(fmt::format("store: job '{}' already exists", job.id));
@@ -374,7 +420,10 @@ absl::StatusOr<JobRecord> SqliteStore::GetJobIn(StatementCache& statements, cons
   const int rc = s.Step();
   if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no job '{}'", id));
   if (rc != SQLITE_ROW) return SqliteError(statements.db(), "get job");
-  return ReadJob(s);
+  bool sealed = false;
+  ASSIGN_OR_RETURN(JobRecord j, ReadJob(s, &sealed));
+  RETURN_IF_ERROR(OpenSpec(j, sealed));
+  return j;
 }
 
 absl::StatusOr<JobRecord> SqliteStore::GetJob(const std::string& id) {
@@ -400,7 +449,9 @@ absl::StatusOr<std::vector<JobRecord>> SqliteStore::ListJobs(const JobFilter& fi
   std::vector<JobRecord> out;
   int rc;
   while ((rc = s.Step()) == SQLITE_ROW) {
-    ASSIGN_OR_RETURN(JobRecord j, ReadJob(s));
+    bool sealed = false;
+    ASSIGN_OR_RETURN(JobRecord j, ReadJob(s, &sealed));
+    RETURN_IF_ERROR(OpenSpec(j, sealed));
     out.push_back(std::move(j));
   }
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list jobs");
@@ -440,12 +491,13 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   JobRecord stored = job;
   stored.version = current.version + 1;
   stored.created_at = current.created_at;  // immutable
+  ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
   Statement s(*statements_,
               "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
               "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
               "= ?13, updated_at_ns = ?14, version = ?15 WHERE id = ?1");
   RETURN_IF_ERROR(s.status());
-  BindJob(s, stored, stored.version);
+  BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");
   if (current.state != stored.state) {
     RETURN_IF_ERROR(
@@ -825,6 +877,83 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> SqliteStore::ListN
   while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Text(0), static_cast<uint64_t>(s.Int(1)));
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list node credentials");
   return out;
+}
+
+absl::StatusOr<SecretRecord> SqliteStore::PutSecret(const SecretRecord& secret) {
+  if (secret.tenant.empty() || secret.name.empty()) {
+    return absl::InvalidArgumentError("store: a secret needs a tenant and a name");
+  }
+  if (sealer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "store: secrets are kept only sealed, and this store was opened without a key (SqliteStoreOptions::sealer)");
+  }
+  ASSIGN_OR_RETURN(const std::string sealed,
+                   sealer_->Seal(secret.tenant, secret.value, SecretAad(secret.tenant, secret.name)));
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  // A replacement keeps the first creation time.
+  Statement s(*statements_,
+              "INSERT INTO secrets (tenant, name, value, created_at_ns, updated_at_ns) VALUES (?1, ?2, ?3, ?4, ?5) "
+              "ON CONFLICT (tenant, name) DO UPDATE SET value = excluded.value, updated_at_ns = excluded.updated_at_ns "
+              "RETURNING created_at_ns");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, secret.tenant).Bind(2, secret.name).BindBlob(3, sealed);
+  s.Bind(4, ToNs(secret.created_at)).Bind(5, ToNs(secret.updated_at));
+  if (s.Step() != SQLITE_ROW) return SqliteError(db_, "put secret");
+  SecretRecord stored = secret;
+  stored.created_at = FromNs(s.Int(0));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put secret");
+  RETURN_IF_ERROR(tx.Commit());
+  return stored;
+}
+
+absl::StatusOr<SecretRecord> SqliteStore::GetSecret(const std::string& tenant, const std::string& name) {
+  SecretRecord out;
+  std::string sealed;
+  {
+    Reader r = ReadAccess();
+    Statement s(*r.statements, "SELECT value, created_at_ns, updated_at_ns FROM secrets WHERE tenant = ? AND name = ?");
+    RETURN_IF_ERROR(s.status());
+    s.Bind(1, tenant).Bind(2, name);
+    const int rc = s.Step();
+    if (rc == SQLITE_DONE) return absl::NotFoundError(fmt_no_secret(tenant, name));
+    if (rc != SQLITE_ROW) return SqliteError(r.db, "get secret");
+    sealed = s.Blob(0);
+    out = {tenant, name, "", FromNs(s.Int(1)), FromNs(s.Int(2))};
+  }
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("sqlite: secret {}/{} is sealed and this store was opened without a key", tenant, name));
+  }
+  absl::StatusOr<std::string> value = sealer_->Open(tenant, sealed, SecretAad(tenant, name));
+  if (!value.ok()) {
+    return absl::DataLossError(fmt::format("sqlite: secret {}/{}: {}", tenant, name, value.status().message()));
+  }
+  out.value = std::move(*value);
+  return out;
+}
+
+absl::StatusOr<std::vector<SecretRecord>> SqliteStore::ListSecrets(const std::string& tenant) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, "SELECT name, created_at_ns, updated_at_ns FROM secrets WHERE tenant = ? ORDER BY name");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, tenant);
+  std::vector<SecretRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({tenant, s.Text(0), "", FromNs(s.Int(1)), FromNs(s.Int(2))});
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list secrets");
+  return out;
+}
+
+absl::Status SqliteStore::DeleteSecret(const std::string& tenant, const std::string& name) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "DELETE FROM secrets WHERE tenant = ? AND name = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, tenant).Bind(2, name);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete secret");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt_no_secret(tenant, name));
+  return absl::OkStatus();
 }
 
 }  // namespace gpugeek::store

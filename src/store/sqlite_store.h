@@ -30,6 +30,11 @@ class StatementCache;
 struct SqliteStoreOptions {
   std::string path;        // database file; ":memory:" for a private in-memory database (tests only)
   Clock* clock = nullptr;  // for event and node timestamps the caller leaves unset; nullptr = RealClock()
+  // Encryption at rest (store.h, Sealer); borrowed, must outlive the store. When set, jobs' spec_yaml
+  // is written sealed (tenant = the job's, "default" when empty; aad "job-spec:<id>") and secrets can
+  // be stored. nullptr: specs are written in the clear and PutSecret is refused (tests of other parts).
+  // Rows written without a sealer (TEXT) stay readable with one; sealed rows need it (DataLoss without).
+  Sealer* sealer = nullptr;
 };
 
 class SqliteStore final : public Store {
@@ -67,6 +72,10 @@ class SqliteStore final : public Store {
   absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter) override;
   absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override;
+  absl::StatusOr<SecretRecord> PutSecret(const SecretRecord& secret) override;
+  absl::StatusOr<SecretRecord> GetSecret(const std::string& tenant, const std::string& name) override;
+  absl::StatusOr<std::vector<SecretRecord>> ListSecrets(const std::string& tenant) override;
+  absl::Status DeleteSecret(const std::string& tenant, const std::string& name) override;
   absl::Status BeginWriteBatch() override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
@@ -75,7 +84,11 @@ class SqliteStore final : public Store {
   int schema_version() const { return schema_version_; }
 
  private:
-  SqliteStore(sqlite3* db, Clock& clock);
+  SqliteStore(sqlite3* db, Clock& clock, Sealer* sealer);
+  // The spec_yaml column's value for `job`: sealed when there is a sealer.
+  absl::StatusOr<std::string> SealSpec(const JobRecord& job);
+  // Opens a job's spec read as a sealed BLOB (ReadJob marks it); TEXT rows are plaintext already.
+  absl::Status OpenSpec(JobRecord& job, bool sealed) const;
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   // Ends the open batch (the caller holds mu_ through `lock`): COMMIT when `commit`, else ROLLBACK.
@@ -93,6 +106,7 @@ class SqliteStore final : public Store {
 
   sqlite3* const db_;  // owned; closed in the destructor
   Clock& clock_;
+  Sealer* const sealer_;  // nullable, borrowed
   int schema_version_ = 0;
   std::unique_ptr<StatementCache> statements_;  // used under mu_
   // mu_ guards every use of db_ after Open, held for one call; while a write batch is open, only its

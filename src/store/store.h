@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -119,6 +120,33 @@ struct AuditFilter {
   std::string user;
   std::string tenant;
   int limit = 100;
+};
+
+// A tenant's secret (`gpugeek secret set NAME`): a value jobs of that tenant refer to from their env.
+struct SecretRecord {
+  std::string tenant;
+  std::string name;   // unique per tenant
+  std::string value;  // plaintext in memory only; empty in listings (ListSecrets never reads values)
+  TimePoint created_at;
+  TimePoint updated_at;
+};
+
+// Encryption at rest: what a store seals before it writes a tenant's confidential bytes (secrets'
+// values, jobs' spec_yaml, whose env holds values) and opens after it reads them. The server's
+// implementation seals with the tenant's data key of a crypto::Keyring (controlplane/secrets.h), so
+// the database file holds no such byte in the clear. `aad` names what the bytes are (e.g.
+// "job-spec:j-000042", "secret:acme/hf"): a blob opens only for the tenant and aad it was sealed for,
+// so sealed values cannot be swapped between rows. Thread-safe.
+class Sealer {
+ public:
+  virtual ~Sealer() = default;
+  // The sealed form of `plaintext` (binary). Errors: the keyring's (a failed key file write, a KMS).
+  virtual absl::StatusOr<std::string> Seal(std::string_view tenant, std::string_view plaintext,
+                                           std::string_view aad) = 0;
+  // The plaintext of what Seal returned for the same tenant and aad. DataLoss when it does not
+  // authenticate (altered, another row's, another key).
+  virtual absl::StatusOr<std::string> Open(std::string_view tenant, std::string_view sealed,
+                                           std::string_view aad) const = 0;
 };
 
 // Which events Store::ListEvents returns: seq > after_seq, oldest first, at most `limit` (1..10000).
@@ -228,6 +256,31 @@ class Store {
   // Retention: deletes up to `limit` records, oldest first, answered before `before`. Returns how many
   // (fewer than `limit`: none of that age is left). InvalidArgument for a limit outside 1..10000.
   virtual absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) = 0;
+  // Secrets, per tenant, their values sealed at rest (a store without a Sealer refuses them with
+  // FailedPrecondition rather than store a value in the clear). The defaults answer Unimplemented
+  // (stores that keep no secrets, test doubles).
+  // Creates or replaces the secret (tenant, name): a replacement keeps created_at. Returns the stored
+  // record (with its value).
+  virtual absl::StatusOr<SecretRecord> PutSecret(const SecretRecord& /*secret*/) {
+    return absl::UnimplementedError("store: this store keeps no secrets");
+  }
+  // The secret with its value. NotFound when the tenant has none of that name; DataLoss when its
+  // sealed value does not open (wrong key, altered row).
+  virtual absl::StatusOr<SecretRecord> GetSecret(const std::string& tenant, const std::string& name) {
+    return absl::NotFoundError(fmt_no_secret(tenant, name));
+  }
+  // The tenant's secrets ordered by name, WITHOUT values (nothing is unsealed).
+  virtual absl::StatusOr<std::vector<SecretRecord>> ListSecrets(const std::string& /*tenant*/) {
+    return std::vector<SecretRecord>{};
+  }
+  // NotFound when absent.
+  virtual absl::Status DeleteSecret(const std::string& tenant, const std::string& name) {
+    return absl::NotFoundError(fmt_no_secret(tenant, name));
+  }
+  // The NotFound message of an absent secret, word for word the same for every store.
+  static std::string fmt_no_secret(const std::string& tenant, const std::string& name) {
+    return "store: tenant '" + tenant + "' has no secret '" + name + "'";
+  }
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

@@ -483,3 +483,113 @@ TEST_F(SqliteStoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay)
 
 }  // namespace
 }  // namespace gpugeek::store
+
+namespace gpugeek::store {
+namespace {
+
+// A stand-in for the keyring's sealer: a reversible scramble bound to tenant and aad, so the test can
+// read the database file's bytes and see neither the value nor the spec's env.
+class ToySealer final : public Sealer {
+ public:
+  absl::StatusOr<std::string> Seal(std::string_view tenant, std::string_view plaintext, std::string_view aad) override {
+    std::string out = "toy|" + std::string(tenant) + "|" + std::string(aad) + "|";
+    for (char c : plaintext) out.push_back(static_cast<char>(c ^ 0x5a));
+    return out;
+  }
+  absl::StatusOr<std::string> Open(std::string_view tenant, std::string_view sealed,
+                                   std::string_view aad) const override {
+    const std::string head = "toy|" + std::string(tenant) + "|" + std::string(aad) + "|";
+    if (!sealed.starts_with(head)) return absl::DataLossError("toy: does not authenticate");
+    std::string out;
+    for (char c : sealed.substr(head.size())) out.push_back(static_cast<char>(c ^ 0x5a));
+    return out;
+  }
+};
+
+std::string FileBytes(const std::filesystem::path& p) {
+  std::string all;
+  for (const char* suffix : {"", "-wal"}) {
+    FILE* f = std::fopen((p.string() + suffix).c_str(), "rb");
+    if (f == nullptr) continue;
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) all.append(buf, n);
+    std::fclose(f);
+  }
+  return all;
+}
+
+TEST(SealedStoreTest, SpecsAndSecretsAreSealedAtRestAndOldPlainRowsStillRead) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gpugeek_sealed_store_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "gpugeek.db";
+  const TimePoint t0 = TimePoint(std::chrono::seconds(1'700'000'000));
+  {
+    // A row from before: written without a sealer.
+    auto plain = SqliteStore::Open({.path = path.string()});
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    JobRecord old{.id = "j-old", .tenant = "acme", .name = "old", .spec_yaml = "env: {A: old-plain}\n"};
+    old.created_at = old.updated_at = t0;
+    ASSERT_TRUE((*plain)->CreateJob(old).ok());
+    EXPECT_EQ((*plain)->PutSecret({.tenant = "acme", .name = "hf", .value = "v"}).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+  }
+  ToySealer sealer;
+  {
+    auto s = SqliteStore::Open({.path = path.string(), .sealer = &sealer});
+    ASSERT_TRUE(s.ok()) << s.status();
+    SqliteStore& store = **s;
+    JobRecord j{
+        .id = "j-1", .tenant = "acme", .name = "n", .spec_yaml = "env: {AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI}\n"};
+    j.created_at = j.updated_at = t0;
+    ASSERT_TRUE(store.CreateJob(j).ok());
+    auto got = store.GetJob("j-1");
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->spec_yaml, j.spec_yaml);
+    got->state = api::JobState::kScheduled;
+    ASSERT_TRUE(store.UpdateJob(*got).ok());
+    EXPECT_EQ(store.GetJob("j-old")->spec_yaml, "env: {A: old-plain}\n");
+    auto listed = store.ListJobs({.tenant = "acme"});
+    ASSERT_TRUE(listed.ok()) << listed.status();
+    ASSERT_EQ(listed->size(), 2u);
+    EXPECT_EQ((*listed)[0].spec_yaml, j.spec_yaml);  // by id: j-1, j-old
+
+    ASSERT_TRUE(
+        store.PutSecret({.tenant = "acme", .name = "hf", .value = "hf_TOPSECRET", .created_at = t0, .updated_at = t0})
+            .ok());
+    auto replaced = store.PutSecret({.tenant = "acme",
+                                     .name = "hf",
+                                     .value = "hf_TOPSECRET2",
+                                     .created_at = t0 + std::chrono::hours(1),
+                                     .updated_at = t0 + std::chrono::hours(1)});
+    ASSERT_TRUE(replaced.ok()) << replaced.status();
+    EXPECT_EQ(replaced->created_at, t0);
+    EXPECT_EQ(store.GetSecret("acme", "hf")->value, "hf_TOPSECRET2");
+    EXPECT_EQ(store.GetSecret("other", "hf").status().code(), absl::StatusCode::kNotFound);
+    auto list = store.ListSecrets("acme");
+    ASSERT_EQ(list->size(), 1u);
+    EXPECT_EQ((*list)[0].name, "hf");
+    EXPECT_EQ((*list)[0].value, "");
+    EXPECT_TRUE(store.ListSecrets("other")->empty());
+  }
+  const std::string raw = FileBytes(path);
+  EXPECT_EQ(raw.find("wJalrXUtnFEMI"), std::string::npos);
+  EXPECT_EQ(raw.find("hf_TOPSECRET"), std::string::npos);
+  {
+    auto s = SqliteStore::Open({.path = path.string(), .sealer = &sealer});
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->DeleteSecret("acme", "hf").ok());
+    EXPECT_EQ((*s)->DeleteSecret("acme", "hf").code(), absl::StatusCode::kNotFound);
+  }
+  {
+    // Sealed rows without the key: a clear DataLoss, never the sealed bytes as a spec.
+    auto s = SqliteStore::Open({.path = path.string()});
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ((*s)->GetJob("j-1").status().code(), absl::StatusCode::kDataLoss);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpugeek::store

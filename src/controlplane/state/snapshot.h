@@ -34,7 +34,14 @@ struct Snapshot {
   uint64_t version = 0;                                                       // bumped on every publish
   std::map<std::string, NodeSnapshot> nodes;                                  // by name
   std::unordered_map<std::string, std::vector<api::Assignment>> assignments;  // by node
-  std::unordered_map<std::string, std::string> pending_reasons;               // by job id
+  // The live jobs whose env refers to secrets (controlplane/secrets.h), by job id: their tenant and
+  // variable -> secret name. Values are resolved per heartbeat reply, never kept here.
+  struct SecretRefs {
+    std::string tenant;
+    std::map<std::string, std::string> env;
+  };
+  std::unordered_map<std::string, SecretRefs> job_secrets;
+  std::unordered_map<std::string, std::string> pending_reasons;  // by job id
   // The scheduler's view of the schedulable pool (nodes ready and uncordoned) with the resources live
   // allocations hold; nullptr until the first pass.
   std::shared_ptr<const sched::Cluster> cluster;

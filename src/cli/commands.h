@@ -21,6 +21,8 @@ void RegisterJobCommands(CLI::App& app);
 void RegisterNodeCommands(CLI::App& app);
 void RegisterTopCommand(CLI::App& app);
 // Accounts: login, whoami, tenants, users, tokens (account_commands.cc).
-void RegisterAccountCommands(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
+void RegisterAccountCommands(CLI::App& app);
+// Tenants' quotas and fair share: quota, quota set (quota_command.cc).
+void RegisterQuotaCommands(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
 
 }  // namespace gpugeek::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterNodeCommands(app);
   gpugeek::cli::RegisterTopCommand(app);
   gpugeek::cli::RegisterAccountCommands(app);
+  gpugeek::cli::RegisterQuotaCommands(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

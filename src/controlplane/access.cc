@@ -51,6 +51,8 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/tokens", Access::kViewer},
       {"POST", "/v1/tokens", Access::kViewer},
       {"DELETE", "/v1/tokens/{id}", Access::kViewer},
+      {"GET", "/v1/quota", Access::kViewer},
+      {"PUT", "/v1/tenants/{name}/quota", Access::kAdmin},
       {"GET", "/v1/prometheus/targets", Access::kAdmin},
       {"GET", "/metrics", Access::kAdmin},
       {"POST", "/v1/agents/register", Access::kNode},

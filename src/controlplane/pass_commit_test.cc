@@ -45,6 +45,14 @@ class CommitFailingStore final : public store::Store {
   absl::Status CreateToken(const store::TokenRecord& t) override { return inner_.CreateToken(t); }
   absl::StatusOr<std::vector<store::TokenRecord>> ListTokens() override { return inner_.ListTokens(); }
   absl::Status RevokeToken(const std::string& id, TimePoint at) override { return inner_.RevokeToken(id, at); }
+  absl::Status PutTenantQuota(const store::TenantQuotaRecord& q) override { return inner_.PutTenantQuota(q); }
+  absl::StatusOr<std::vector<store::TenantQuotaRecord>> ListTenantQuotas() override {
+    return inner_.ListTenantQuotas();
+  }
+  absl::Status PutTenantUsage(const std::vector<store::TenantUsageRecord>& u) override {
+    return inner_.PutTenantUsage(u);
+  }
+  absl::StatusOr<std::vector<store::TenantUsageRecord>> ListTenantUsage() override { return inner_.ListTenantUsage(); }
   absl::Status BeginWriteBatch() override { return inner_.BeginWriteBatch(); }
   absl::Status CommitWriteBatch() override {
     if (fail_commits == 0) return inner_.CommitWriteBatch();

@@ -212,6 +212,12 @@ absl::StatusOr<nlohmann::json> Client::Post(const std::string& path, const nlohm
   return Decode("POST " + path, res->status, res->body);
 }
 
+absl::StatusOr<nlohmann::json> Client::Put(const std::string& path, const nlohmann::json& body) {
+  auto res = client_->Put(path, DumpJson(body), "application/json");
+  if (!res) return Unreachable("PUT " + path, static_cast<int>(res.error()));
+  return Decode("PUT " + path, res->status, res->body);
+}
+
 absl::StatusOr<nlohmann::json> Client::Delete(const std::string& path) {
   auto res = client_->Delete(path);
   if (!res) return Unreachable("DELETE " + path, static_cast<int>(res.error()));

@@ -57,6 +57,7 @@ class Client {
   // The body as text (e.g. GET /metrics); a non-2xx status becomes the Status of status_http.h.
   absl::StatusOr<std::string> GetText(const std::string& path);
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
+  absl::StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& body);
   absl::StatusOr<nlohmann::json> Delete(const std::string& path);
   // Streams a GET response chunk by chunk until the server ends it or `on_chunk` returns false.
   absl::Status GetStream(const std::string& path, const std::function<bool(const std::string&)>& on_chunk);

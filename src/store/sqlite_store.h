@@ -58,6 +58,10 @@ class SqliteStore final : public Store {
   absl::Status CreateToken(const TokenRecord& token) override;
   absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
   absl::Status RevokeToken(const std::string& id, TimePoint at) override;
+  absl::Status PutTenantQuota(const TenantQuotaRecord& quota) override;
+  absl::StatusOr<std::vector<TenantQuotaRecord>> ListTenantQuotas() override;
+  absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) override;
+  absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() override;
   absl::Status BeginWriteBatch() override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;

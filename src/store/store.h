@@ -12,6 +12,7 @@
 // Thread-safety: every method may be called from any thread.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,6 +81,25 @@ struct TokenRecord {
   TimePoint created_at;
   std::optional<TimePoint> expires_at;  // none: never expires
   std::optional<TimePoint> revoked_at;  // set once, by RevokeToken
+};
+
+// A tenant's scheduling configuration (sched/quota.h: TenantConfig): its fair-share weight and its caps,
+// each 0 (or a model absent from the map) = unlimited. One row per configured tenant; a tenant without
+// a row has weight 1 and no caps.
+struct TenantQuotaRecord {
+  std::string tenant;  // TenantRecord::id (not enforced by the store: the control plane checks it)
+  double weight = 1;   // fair-share weight (Slurm's shares), > 0
+  std::map<std::string, int64_t> max_gpus_by_model;  // whole GPUs per GPU model id
+  int64_t max_gpu_milli = 0;                         // milli-GPU over all models (1000 = one GPU)
+  int32_t max_jobs = 0;                              // jobs holding GPUs at once
+  TimePoint updated_at;
+};
+
+// A tenant's decayed usage (sched::TenantLedger), persisted so fair share survives a restart.
+struct TenantUsageRecord {
+  std::string tenant;
+  double usage = 0;  // milli-GPU-seconds, decayed, as of `as_of`
+  TimePoint as_of;   // wall time the value was taken
 };
 
 // Which events Store::ListEvents returns: seq > after_seq, oldest first, at most `limit` (1..10000).
@@ -170,6 +190,14 @@ class Store {
   virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
   // Sets revoked_at (the first revocation's time stays). NotFound if absent.
   virtual absl::Status RevokeToken(const std::string& id, TimePoint at) = 0;
+
+  // Tenant quotas and usage (the scheduler's TenantLedger). PutTenantQuota inserts or replaces the
+  // tenant's row (InvalidArgument for an empty tenant); the lists return every row by tenant.
+  virtual absl::Status PutTenantQuota(const TenantQuotaRecord& quota) = 0;
+  virtual absl::StatusOr<std::vector<TenantQuotaRecord>> ListTenantQuotas() = 0;
+  // Inserts or replaces the usage row of each tenant of `usage`, all in one transaction.
+  virtual absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) = 0;
+  virtual absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() = 0;
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

@@ -18,6 +18,7 @@
 #include "controlplane/state/state.h"
 #include "sched/cluster.h"
 #include "sched/frag.h"
+#include "sched/quota.h"
 
 namespace gpugeek::controlplane {
 
@@ -30,6 +31,14 @@ struct NodeSnapshot {
   std::vector<std::string> job_tenants;  // the tenant of jobs[i]
 };
 
+// What `gpugeek quota` shows: use against limit of each tenant, and its jobs waiting over quota.
+struct QuotaTable {
+  std::vector<sched::TenantUsage> tenants;  // by name: configured, holding or with usage
+  // Job ids parked over quota with the reason, by tenant.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> over_quota;
+  Duration half_life{};  // of usage; 0 = no decay
+};
+
 struct Snapshot {
   uint64_t version = 0;                                                       // bumped on every publish
   std::map<std::string, NodeSnapshot> nodes;                                  // by name
@@ -40,6 +49,7 @@ struct Snapshot {
   std::shared_ptr<const sched::Cluster> cluster;
   std::vector<sched::TypicalPod> typical;
   std::string policy;  // the placement policy in use
+  std::shared_ptr<const QuotaTable> quota;  // never null after the first publish
   int pending_jobs = 0;
 };
 

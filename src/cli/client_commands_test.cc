@@ -2,6 +2,7 @@
 // events, nodes, node, cordon, uncordon, drain, remove-node, pool): a real ControlPlaneServer on port 0 in this
 // process, an emulated node registered on the agents' listener (this test plays its agent), and the
 // built `gpugeek` binary run against the API with --server.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -510,7 +511,10 @@ TEST(ServerCommand, ServesUntilSigterm) {
   EXPECT_TRUE(Contains(first, (dir / "data").string())) << first;
   EXPECT_TRUE(fs::exists(dir / "data"));
 
-  Result r = RunGpugeek("pool --json --server " + url);
+  // Every API call but health needs a token: the first start wrote the admin's.
+  std::string token;
+  std::getline(std::ifstream(dir / "data" / "admin.token"), token);
+  Result r = RunGpugeek("pool --json --server " + url, "GPUGEEK_TOKEN=" + token);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["policy"], "GpuPacking") << r.out;
   // The agents' listener serves registrations and heartbeats, not the API.

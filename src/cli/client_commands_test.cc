@@ -619,5 +619,51 @@ TEST_F(ClientCommandsTest, LoginSavesAProfileAndAccountCommandsManageTenantsUser
   EXPECT_THAT(r.err, ::testing::HasSubstr("was revoked"));
 }
 
+TEST_F(ClientCommandsTest, QuotaSetChangesOnlyTheLimitsGivenAndQuotaShowsUseAgainstLimit) {
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  Result r =
+      RunGpugeek("quota set team-a --gpus H100-SXM-80GB=8 --milli-gpus 16000 --jobs 10 --weight 2" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("H100-SXM-80GB 0/8"));
+  r = RunGpugeek("quota set team-a --jobs 1 --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json row = json::parse(r.out);
+  EXPECT_EQ(row["max_jobs"], 1);
+  EXPECT_EQ(row["max_gpu_milli"], 16000);
+  EXPECT_EQ(row["weight"], 2.0);
+  EXPECT_EQ(row["max_gpus_by_model"], json({{"H100-SXM-80GB", 8}}));
+  r = RunGpugeek("quota set team-a --gpus H100-SXM-80GB" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("must be MODEL=N"));
+
+  const std::string spec = "name: q\nresources: {accelerators: H100-SXM-80GB:1}\nrun: sleep 1\n";
+  auto first = client_->Post("/v1/jobs", {{"spec_yaml", spec}, {"tenant", "team-a"}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(WaitFor((*first)["id"], "SCHEDULED"));
+  auto second = client_->Post("/v1/jobs", {{"spec_yaml", spec}, {"tenant", "team-a"}});
+  ASSERT_TRUE(second.ok()) << second.status();
+  const std::string waiting = (*second)["id"];
+  std::string reason;
+  for (int i = 0; i < 200 && reason.find("over quota") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    reason = client_->Get("/v1/jobs/" + waiting)->value("pending_reason", std::string());
+  }
+  EXPECT_THAT(reason, ::testing::HasSubstr("over quota (tenant 'team-a'): 1 of 1 jobs running"));
+  r = RunGpugeek("job " + waiting + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("over quota"));
+  r = RunGpugeek("quota" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("H100-SXM-80GB 1/8"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("1000/16000"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("Waiting over quota:\n  " + waiting + ": over quota"));
+  r = RunGpugeek("quota --tenant team-a --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json shown = json::parse(r.out);
+  ASSERT_EQ(shown["tenants"].size(), 1u);
+  EXPECT_EQ(shown["tenants"][0]["jobs"], 1);
+  EXPECT_EQ(shown["tenants"][0]["over_quota_jobs"][0]["id"], waiting);
+}
+
 }  // namespace
 }  // namespace gpugeek::cli

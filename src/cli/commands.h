@@ -23,8 +23,10 @@ void RegisterJobCommands(CLI::App& app);
 // Client commands against a server: nodes, node, cordon, uncordon, drain, pool (nodes_command.cc).
 void RegisterNodeCommands(CLI::App& app);
 void RegisterTopCommand(CLI::App& app);
-// Accounts: login, whoami, tenants, users, tokens, audit (account_commands.cc).
-void RegisterAccountCommands(CLI::App& app);  // `gpugeek top`: the pool at a glance, refreshed (top_command.cc)
+// Accounts: login, whoami, tenants, users, tokens, join tokens, audit (account_commands.cc).
+void RegisterAccountCommands(CLI::App& app);
+// Tenants' quotas and fair share: quota, quota set (quota_command.cc).
+void RegisterQuotaCommands(CLI::App& app);
 
 // Secrets and master keys: secret set/delete, secrets, keys init/rotate (secret_commands.cc).
 void RegisterSecretCommands(CLI::App& app);

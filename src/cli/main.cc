@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterTopCommand(app);
   gpugeek::cli::RegisterAccountCommands(app);
   gpugeek::cli::RegisterSecretCommands(app);
+  gpugeek::cli::RegisterQuotaCommands(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -1,5 +1,5 @@
 // `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--policy NAME]
-// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--tls-cert FILE --tls-key FILE
+// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--fair-share-half-life 7d] [--tls-cert FILE --tls-key FILE
 // [--tls-ca FILE]] [--insecure-no-tls]`: the control plane (REST API under /v1, SQLite store under DIR,
 // scheduling loop) until SIGINT or SIGTERM, then a graceful stop. `gpugeek openapi`: the API's OpenAPI
 // document on stdout (what GET /v1/openapi.json serves).
@@ -23,6 +23,30 @@
 #include "spdlog/spdlog.h"
 
 namespace gpugeek::cli {
+namespace {
+
+// "7d", "12h", "90m", "3600s", or "0" (no decay) -> a duration; nullopt for anything else.
+std::optional<Duration> ParseHalfLife(const std::string& text) {
+  if (text == "0") return Duration::zero();
+  if (text.size() < 2) return std::nullopt;
+  const std::string digits = text.substr(0, text.size() - 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 6) return std::nullopt;
+  const int64_t n = std::stoll(digits);
+  switch (text.back()) {
+    case 's':
+      return std::chrono::seconds(n);
+    case 'm':
+      return std::chrono::minutes(n);
+    case 'h':
+      return std::chrono::hours(n);
+    case 'd':
+      return std::chrono::hours(24 * n);
+    default:
+      return std::nullopt;
+  }
+}
+
+}  // namespace
 
 void RegisterServerCommand(CLI::App& app) {
   struct Options {
@@ -38,6 +62,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string tls_key;
     std::string tls_ca;
     bool insecure_no_tls = false;
+    std::string fair_share_half_life = "7d";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -71,6 +96,10 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--tls-ca", o->tls_ca, "With --tls-cert: the CA certificate clients trust (only shown in the log)");
   sub->add_flag("--insecure-no-tls", o->insecure_no_tls,
                 "Serve plain HTTP: tokens and job data in clear text. For debugging only");
+  sub->add_option("--fair-share-half-life", o->fair_share_half_life,
+                  "Half-life of the tenants' GPU usage behind fair share: 7d, 12h, 90m, 3600s, or 0 for no decay "
+                  "(Slurm's PriorityDecayHalfLife)")
+      ->capture_default_str();
   sub->callback([o] {
     const std::string cmd = "server";
     controlplane::ServerOptions options;
@@ -105,6 +134,14 @@ void RegisterServerCommand(CLI::App& app) {
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;
     options.audit_retention = std::chrono::hours(24) * o->audit_retention_days;
+    if (std::optional<Duration> h = ParseHalfLife(o->fair_share_half_life); h) {
+      options.fair_share_half_life = *h;
+    } else {
+      Fail(cmd,
+           fmt::format("--fair-share-half-life '{}' must be a number with s, m, h or d (e.g. 7d), or 0",
+                       o->fair_share_half_life),
+           kExitUsage);
+    }
     std::error_code ec;
     std::filesystem::create_directories(options.data_dir, ec);
     if (ec) Fail(cmd, fmt::format("cannot create data directory {}: {}", options.data_dir, ec.message()));

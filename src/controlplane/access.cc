@@ -64,6 +64,8 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/secrets/{name}", Access::kViewer},
       {"DELETE", "/v1/secrets/{name}", Access::kMember},
       {"POST", "/v1/keys/rotate", Access::kAdmin},
+      {"GET", "/v1/quota", Access::kViewer},
+      {"PUT", "/v1/tenants/{name}/quota", Access::kAdmin},
       {"GET", "/v1/prometheus/targets", Access::kAdmin},
       {"GET", "/metrics", Access::kAdmin},
       {"POST", "/v1/agents/register", Access::kNode},

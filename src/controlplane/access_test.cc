@@ -180,6 +180,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         path = absl::StrReplaceAll(path, {{"{name}", name}});
         if (method == "PUT") body = {{"value", "v2"}};
       }
+      if (pattern == "/v1/tenants/{name}/quota") {
+        path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
+        body = {{"max_jobs", n}};
+      }
       if (absl::StrContains(path, "{name}")) {
         const std::string node = fmt::format("node-{}", n);
         RegisterNode(node);
@@ -360,6 +364,53 @@ TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
   EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
   // The job is team-a's and its submitter's tenant, not a free label.
   EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs/" + id).body["tenant"], "team-a");
+}
+
+TEST_F(AccessTest, QuotasAreSetByTheAdminAndReadByEachTenantForItselfOnly) {
+  Result set = Call(kAdmin, "PUT", "/v1/tenants/team-a/quota",
+                    {{"weight", 2}, {"max_jobs", 3}, {"max_gpus_by_model", {{"H100-SXM-80GB", 4}}}});
+  ASSERT_EQ(set.status, 200) << set.body;
+  EXPECT_EQ(set.body["tenant"], "team-a");
+  EXPECT_EQ(set.body["weight"], 2.0);
+  EXPECT_EQ(set.body["max_gpus_by_model"], json({{"H100-SXM-80GB", 4}}));
+  EXPECT_EQ(Call(kMemberA, "PUT", "/v1/tenants/team-a/quota", {{"max_jobs", 100}}).status, 403);
+  EXPECT_EQ(Call(kAdmin, "PUT", "/v1/tenants/no-such/quota", {{"max_jobs", 1}}).status, 404);
+  EXPECT_EQ(Call(kAdmin, "PUT", "/v1/tenants/team-a/quota", {{"weight", 0}}).status, 400);
+  EXPECT_EQ(Call(kAdmin, "PUT", "/v1/tenants/team-a/quota", {{"max_jobs", -1}}).status, 400);
+  EXPECT_EQ(Call(kAdmin, "PUT", "/v1/tenants/team-a/quota", {{"max_gpus_by_model", {{"NO-SUCH-GPU", 1}}}}).status, 400);
+  EXPECT_EQ(Call(kAdmin, "PUT", "/v1/tenants/team-a/quota", {{"colour", "red"}}).status, 400);
+
+  // A viewer of team-a sees team-a's row only.
+  Result a = Call(kViewerA, "GET", "/v1/quota");
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(a.body["tenants"].size(), 1u) << a.body;
+  EXPECT_EQ(a.body["tenants"][0]["tenant"], "team-a");
+  EXPECT_EQ(a.body["tenants"][0]["max_jobs"], 3);
+  EXPECT_EQ(a.body["tenants"][0]["fair_share_factor"], 1.0);
+  EXPECT_EQ(a.body["half_life_s"], 7 * 24 * 3600.0);
+  // team-b's member sees its own, and team-a's reads as none.
+  Result b = Call(kMemberB, "GET", "/v1/quota");
+  ASSERT_EQ(b.body["tenants"].size(), 1u) << b.body;
+  EXPECT_EQ(b.body["tenants"][0]["tenant"], "team-b");
+  EXPECT_EQ(b.body["tenants"][0]["max_jobs"], 0);
+  Result foreign = Call(kMemberB, "GET", "/v1/quota?tenant=team-a");
+  EXPECT_EQ(foreign.status, 200);
+  EXPECT_TRUE(foreign.body["tenants"].empty()) << foreign.body;
+  // The admin sees every tenant, paged by name.
+  Result all = Call(kAdmin, "GET", "/v1/quota");
+  std::vector<std::string> names;
+  for (const json& row : all.body["tenants"]) names.push_back(row["tenant"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"default", "team-a", "team-b"}));
+  Result page = Call(kAdmin, "GET", "/v1/quota?limit=1&after=default");
+  ASSERT_EQ(page.body["tenants"].size(), 1u);
+  EXPECT_EQ(page.body["tenants"][0]["tenant"], "team-a");
+  EXPECT_EQ(page.body["next_after"], "team-a");
+  // Stored: a restart keeps it.
+  server_.reset();
+  auto s = ControlPlaneServer::Start({.port = 0, .agent_port = 0, .data_dir = dir_.string()});
+  ASSERT_TRUE(s.ok()) << s.status();
+  server_ = std::move(*s);
+  EXPECT_EQ(Call(kViewerA, "GET", "/v1/quota").body["tenants"][0]["max_jobs"], 3);
 }
 
 TEST_F(AccessTest, TokensAreCheckedRevokedAndExpire) {

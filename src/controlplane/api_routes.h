@@ -14,6 +14,7 @@
 //   POST /v1/nodes/{name}/cordon | /uncordon | /drain                     -> node
 //   GET  /v1/pool                                                         -> pool
 //   POST /v1/plans                     {model_config, task, gpus?, objective?, top?} -> plan
+//   GET  /v1/quota?tenant=&after=&limit=, PUT /v1/tenants/{name}/quota      (quota_routes.h)
 //   GET  /v1/healthz, GET /v1/openapi.json
 //   GET  /v1/prometheus/targets        Prometheus HTTP service discovery: the agents' metrics addresses
 //   GET  /metrics                      the server's metrics (docs/metrics.md) when the control plane has them

@@ -1,6 +1,7 @@
 #include "controlplane/control_plane.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -79,7 +80,7 @@ ControlPlane::ControlPlane(const ControlPlaneOptions& options)
       secrets_(std::make_unique<Secrets>(*options.store, options.clock ? *options.clock : RealClock())),
       node_lifecycle_(std::make_unique<NodeLifecycleController>()),
       job_lifecycle_(std::make_unique<JobLifecycleController>()),
-      scheduling_(std::make_unique<SchedulingController>()),
+      scheduling_(std::make_unique<SchedulingController>(options.fair_share_half_life)),
       gc_(std::make_unique<GcController>()) {}
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const ControlPlaneOptions& options) {
@@ -93,6 +94,10 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const Control
     return absl::InvalidArgumentError(
         "control plane: the lease must be longer than the heartbeat interval (at least two beats), and the fence "
         "grace and margin must not be negative");
+  }
+  if (options.fair_share_half_life < Duration::zero() || options.usage_save_interval < Duration::zero()) {
+    return absl::InvalidArgumentError(
+        "control plane: the fair-share half-life and the usage save interval must not be negative");
   }
   std::error_code ec;
   fs::create_directories(fs::path(options.data_dir) / "logs", ec);
@@ -113,7 +118,11 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const Control
   return cp;
 }
 
-ControlPlane::~ControlPlane() { logs_->Shutdown(); }
+ControlPlane::~ControlPlane() {
+  logs_->Shutdown();
+  MutexLock lock(&writer_mu_);
+  SaveUsageLocked();  // a graceful stop keeps the usage accrued since the last save
+}
 
 void ControlPlane::BeginShutdown() {
   shutting_down_ = true;
@@ -182,6 +191,28 @@ absl::Status ControlPlane::Load() {
     state_.live.emplace(j.id, std::move(live));
   }
   next_job_number_ = next;
+  // Tenants: quotas, then their decayed usage, decayed further over the time the server was away.
+  // The live jobs' holdings are counted by the scheduler's first rebuild.
+  ASSIGN_OR_RETURN(auto quotas, store_.ListTenantQuotas());
+  for (const store::TenantQuotaRecord& q : quotas) {
+    sched::TenantConfig config{
+        .weight = q.weight,
+        .quota = {.max_gpus_by_model = q.max_gpus_by_model, .max_gpu_milli = q.max_gpu_milli, .max_jobs = q.max_jobs}};
+    if (absl::Status st = scheduling_->ConfigureTenant(q.tenant, config); !st.ok()) {
+      spdlog::error("control plane: ignoring the stored quota of tenant '{}': {}", q.tenant, st);
+    }
+  }
+  ASSIGN_OR_RETURN(auto usage, store_.ListTenantUsage());
+  const Duration half_life = options_.fair_share_half_life;
+  for (const store::TenantUsageRecord& u : usage) {
+    double value = u.usage;
+    if (half_life > Duration::zero() && wall > u.as_of) {
+      value *= std::exp2(-std::chrono::duration<double>(wall - u.as_of) / std::chrono::duration<double>(half_life));
+    }
+    if (absl::Status st = scheduling_->RestoreUsage(u.tenant, value); !st.ok()) {
+      spdlog::error("control plane: ignoring the stored usage of tenant '{}': {}", u.tenant, st);
+    }
+  }
   spdlog::info("control plane: loaded {} nodes, {} jobs ({} holding GPUs, {} pending) from the store",
                state_.nodes.size(), jobs.size(), state_.live.size(), state_.pending.size());
   state_.CapacityChanged();
@@ -203,6 +234,10 @@ void ControlPlane::Reconcile() {
   node_lifecycle_->Reconcile(ctx, now);
   job_lifecycle_->Reconcile(ctx, now);
   scheduling_->Reconcile(ctx, now);
+  if (!usage_saved_ || now - *usage_saved_ >= options_.usage_save_interval) {
+    SaveUsageLocked();
+    state_.dirty = true;  // and `gpugeek quota` shows usage at most that old
+  }
   if (batch.ok()) {
     std::vector<PendingSubmit*> riders;
     {
@@ -224,13 +259,27 @@ void ControlPlane::Reconcile() {
 }
 
 void ControlPlane::ReloadLocked() {
+  // Usage lives in memory between saves: keep it rather than fall back to the last save.
+  const std::vector<sched::TenantUsage> usage = scheduling_->ledger().AllUsage();
   state_ = State{};
   log_grants_.Clear();
   node_lifecycle_ = std::make_unique<NodeLifecycleController>();
   job_lifecycle_ = std::make_unique<JobLifecycleController>();
-  scheduling_ = std::make_unique<SchedulingController>();
+  scheduling_ = std::make_unique<SchedulingController>(options_.fair_share_half_life);
   gc_ = std::make_unique<GcController>();
   if (absl::Status st = Load(); !st.ok()) spdlog::error("control plane: reloading from the store: {}", st);
+  for (const sched::TenantUsage& u : usage) (void)scheduling_->RestoreUsage(u.tenant, u.usage);
+}
+
+void ControlPlane::SaveUsageLocked() {
+  usage_saved_ = clock_.Monotonic();
+  std::vector<store::TenantUsageRecord> records;
+  const TimePoint wall = clock_.Now();
+  for (const sched::TenantUsage& u : scheduling_->ledger().AllUsage()) records.push_back({u.tenant, u.usage, wall});
+  if (records.empty()) return;
+  if (absl::Status st = store_.PutTenantUsage(records); !st.ok()) {
+    spdlog::warn("control plane: saving the tenants' usage (retried at the next save): {}", st);
+  }
 }
 
 void ControlPlane::DrainInboxLocked() {
@@ -298,6 +347,7 @@ void ControlPlane::PublishLocked() {
   snap->typical = scheduling_->typical();
   snap->policy = scheduling_->active_policy().empty() ? options_.policy : scheduling_->active_policy();
   snap->pending_jobs = static_cast<int>(state_.pending.size());
+  snap->quota = scheduling_->QuotaCopy(ContextLocked());
   state_.dirty = false;
   MutexLock lock(&snapshot_mu_);
   snapshot_ = std::move(snap);
@@ -689,6 +739,67 @@ void ControlPlane::AppendLogs(const std::string& node, const std::vector<api::Lo
       spdlog::warn("control plane: log of {} rank {} from {}: {}", chunk.job_id, chunk.node_rank, node, st.status());
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tenants' quotas
+
+absl::StatusOr<TenantQuotaView> ControlPlane::SetTenantQuota(const std::string& tenant,
+                                                             const sched::TenantConfig& config) {
+  if (tenant.empty()) return absl::InvalidArgumentError("tenant: must not be empty");
+  for (const auto& [model, n] : config.quota.max_gpus_by_model) {
+    if (catalog_.FindById(model) == nullptr) {
+      return absl::InvalidArgumentError(
+          fmt::format("max_gpus_by_model: '{}' is not a GPU model of the catalog (gpugeek catalog)", model));
+    }
+  }
+  // Checked before it is stored: the ledger refuses what it would refuse at load.
+  RETURN_IF_ERROR(sched::TenantLedger().SetTenant(tenant, config));
+  {
+    MutexLock lock(&writer_mu_);
+    RETURN_IF_ERROR(store_.PutTenantQuota({.tenant = tenant,
+                                           .weight = config.weight,
+                                           .max_gpus_by_model = config.quota.max_gpus_by_model,
+                                           .max_gpu_milli = config.quota.max_gpu_milli,
+                                           .max_jobs = config.quota.max_jobs,
+                                           .updated_at = clock_.Now()}));
+    RETURN_IF_ERROR(scheduling_->ConfigureTenant(tenant, config));
+    state_.dirty = true;
+    PublishLocked();
+  }
+  {
+    // Parked jobs of the tenant are attempted again by the next pass.
+    MutexLock lock(&inbox_mu_);
+    work_ = true;
+    inbox_mu_.NotifyAll();
+  }
+  return TenantQuota(tenant);
+}
+
+namespace {
+
+TenantQuotaView QuotaViewOf(const QuotaTable& table, sched::TenantUsage usage) {
+  TenantQuotaView v;
+  if (auto it = table.over_quota.find(usage.tenant); it != table.over_quota.end()) v.over_quota_jobs = it->second;
+  v.usage = std::move(usage);
+  return v;
+}
+
+}  // namespace
+
+TenantQuotaView ControlPlane::TenantQuota(const std::string& tenant) const {
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  for (const sched::TenantUsage& u : snap->quota->tenants) {
+    if (u.tenant == tenant) return QuotaViewOf(*snap->quota, u);
+  }
+  return QuotaViewOf(*snap->quota, sched::TenantUsage{.tenant = tenant});
+}
+
+std::vector<TenantQuotaView> ControlPlane::TenantQuotas() const {
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  std::vector<TenantQuotaView> out;
+  for (const sched::TenantUsage& u : snap->quota->tenants) out.push_back(QuotaViewOf(*snap->quota, u));
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -134,6 +134,13 @@ struct PoolView {
   int pending_jobs = 0;
 };
 
+// One tenant's quota as the API shows it: use against limit (sched::TenantUsage) and its jobs waiting
+// over quota (id, reason).
+struct TenantQuotaView {
+  sched::TenantUsage usage;
+  std::vector<std::pair<std::string, std::string>> over_quota_jobs;
+};
+
 class ControlPlane {
  public:
   // Rebuilds nodes and jobs from the store. InvalidArgument for missing or inconsistent options,
@@ -207,6 +214,19 @@ class ControlPlane {
                                             const std::vector<workload::PoolEntry>& pool,
                                             const workload::PlannerOptions& options);
 
+  // Tenants' quotas and fair share (sched/quota.h). SetTenantQuota stores the tenant's weight and caps
+  // (replacing what it had), then applies them: jobs of it waiting over quota are attempted again in
+  // the next pass; jobs already placed stay. InvalidArgument naming the field for an empty tenant, a
+  // weight not finite and > 0, a negative cap or a GPU model not in the catalog; the store's errors.
+  // The caller checks that the tenant exists (accounts). Returns the tenant's row after the change.
+  absl::StatusOr<TenantQuotaView> SetTenantQuota(const std::string& tenant, const sched::TenantConfig& config);
+  // Use against limit of one tenant, from the latest snapshot (a tenant never configured nor seen:
+  // weight 1, no caps, nothing held, fair-share factor 1).
+  TenantQuotaView TenantQuota(const std::string& tenant) const;
+  // Every tenant configured, holding GPUs or with usage, by name; and the usage half-life.
+  std::vector<TenantQuotaView> TenantQuotas() const;
+  Duration fair_share_half_life() const { return options_.fair_share_half_life; }
+
   // One pass of the controllers under the writer token: queued reports and submissions, node
   // lifecycle, job lifecycle (drain deadlines), scheduling, all in one store transaction (with the
   // submissions queued when it ends) committed at once; then gc, and a snapshot if anything changed.
@@ -242,6 +262,8 @@ class ControlPlane {
   // Drops memory and loads it again from the store (a pass whose commit failed).
   void ReloadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   void DrainInboxLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // Writes every tenant's decayed usage to the store (errors are logged: the next save retries).
+  void SaveUsageLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
   // Appends a heartbeat's log chunks the node is entitled to (its own members).
   void AppendLogs(const std::string& node, const std::vector<api::LogChunk>& chunks, const Snapshot& snap);
   // The names and current values of a job's secrets, for redaction; empty when it refers to none.
@@ -304,6 +326,7 @@ class ControlPlane {
   std::unique_ptr<SchedulingController> scheduling_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<GcController> gc_ ABSL_GUARDED_BY(writer_mu_);
   uint64_t published_version_ ABSL_GUARDED_BY(writer_mu_) = 0;
+  std::optional<MonoTime> usage_saved_ ABSL_GUARDED_BY(writer_mu_);  // the last SaveUsageLocked
 };
 
 }  // namespace gpugeek::controlplane

@@ -401,6 +401,50 @@ J Build() {
   paths["/v1/join-tokens/{id}"]["delete"] = Op("Delete a join token", JsonResponse("deleted", {{"type", "object"}}));
   paths["/v1/join-tokens/{id}"]["parameters"] = {PathParam("id")};
 
+  // Tenants' quotas and fair share (quota_routes.h).
+  schemas["TenantQuota"] = {
+      {"type", "object"},
+      {"properties",
+       {{"tenant", {{"type", "string"}}},
+        {"weight", {{"type", "number"}, {"description", "fair-share weight (Slurm's shares)"}}},
+        {"max_gpus_by_model",
+         {{"type", "object"},
+          {"additionalProperties", {{"type", "integer"}}},
+          {"description", "whole GPUs per model"}}},
+        {"max_gpu_milli", {{"type", "integer"}, {"description", "milli-GPU over all models; 0 = unlimited"}}},
+        {"max_jobs", {{"type", "integer"}, {"description", "jobs holding GPUs at once; 0 = unlimited"}}},
+        {"held_gpu_milli", {{"type", "integer"}}},
+        {"held_gpu_milli_by_model", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}},
+        {"jobs", {{"type", "integer"}, {"description", "jobs holding GPUs"}}},
+        {"usage_gpu_milli_seconds", {{"type", "number"}, {"description", "decayed usage (half_life_s)"}}},
+        {"normalized_usage", {{"type", "number"}}},
+        {"normalized_share", {{"type", "number"}}},
+        {"fair_share_factor", {{"type", "number"}, {"description", "2^(-normalized_usage/normalized_share)"}}},
+        {"over_quota_jobs",
+         {{"type", "array"},
+          {"items",
+           {{"type", "object"}, {"properties", {{"id", {{"type", "string"}}}, {"reason", {{"type", "string"}}}}}}}}}}}};
+  paths["/v1/quota"]["get"] =
+      Op("Use against limit and fair share: the caller's tenant (an admin: every tenant, paged by name)",
+         JsonResponse("a page", {{"type", "object"},
+                                 {"properties",
+                                  {{"tenants", {{"type", "array"}, {"items", Ref("TenantQuota")}}},
+                                   {"next_after", {{"type", "string"}, {"nullable", true}}},
+                                   {"half_life_s", {{"type", "number"}}}}}}));
+  paths["/v1/quota"]["get"]["parameters"] = {QueryParam("tenant", "string", "only this tenant"),
+                                             QueryParam("after", "string", "the last tenant of the previous page"),
+                                             QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/tenants/{name}/quota"]["put"] = Op("Set a tenant's fair-share weight and quota (absent or 0 = unlimited)",
+                                                JsonResponse("the tenant's quota", Ref("TenantQuota")));
+  paths["/v1/tenants/{name}/quota"]["put"]["requestBody"] =
+      Body({{"type", "object"},
+            {"properties",
+             {{"weight", {{"type", "number"}, {"description", "> 0, default 1"}}},
+              {"max_gpu_milli", {{"type", "integer"}, {"minimum", 0}}},
+              {"max_jobs", {{"type", "integer"}, {"minimum", 0}}},
+              {"max_gpus_by_model", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}}}}});
+  paths["/v1/tenants/{name}/quota"]["parameters"] = {PathParam("name")};
+
   // Who may call what (access.h): the security requirement and error answers of each operation.
   schemas["AuditRecord"] = {
       {"type", "object"},

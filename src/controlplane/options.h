@@ -45,6 +45,12 @@ struct ControlPlaneOptions {
   Duration audit_retention = std::chrono::hours(24 * 365);
   // How long after its release an allocation's nodes may still ship log bytes for it.
   Duration log_grant_retention = std::chrono::minutes(10);
+  // Half-life of the tenants' decayed GPU usage behind fair share (sched/quota.h; Slurm's
+  // PriorityDecayHalfLife, default 7 days); 0 = no decay. Must not be negative.
+  Duration fair_share_half_life = std::chrono::hours(24 * 7);
+  // The decayed usage is written to the store at most this often (by the writer's pass) and at
+  // destruction, so a restart loses at most this much of it.
+  Duration usage_save_interval = std::chrono::seconds(60);
   const hw::GpuCatalog* catalog = nullptr;  // nullptr = GpuCatalog::Builtin()
   // Where the server metrics of docs/metrics.md go (controlplane/metrics.h); nullptr = none. Borrowed;
   // one control plane per registry, and no Render() after the control plane is destroyed (its

@@ -64,6 +64,14 @@ class CommitFailingStore final : public store::Store {
   absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override {
     return inner_.DeleteOldAudit(before, limit);
   }
+  absl::Status PutTenantQuota(const store::TenantQuotaRecord& q) override { return inner_.PutTenantQuota(q); }
+  absl::StatusOr<std::vector<store::TenantQuotaRecord>> ListTenantQuotas() override {
+    return inner_.ListTenantQuotas();
+  }
+  absl::Status PutTenantUsage(const std::vector<store::TenantUsageRecord>& u) override {
+    return inner_.PutTenantUsage(u);
+  }
+  absl::StatusOr<std::vector<store::TenantUsageRecord>> ListTenantUsage() override { return inner_.ListTenantUsage(); }
   absl::Status BeginWriteBatch() override { return inner_.BeginWriteBatch(); }
   absl::Status CommitWriteBatch() override {
     if (fail_commits == 0) return inner_.CommitWriteBatch();

@@ -101,6 +101,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.log_retention = options.log_retention;
   cp.event_retention = options.event_retention;
   cp.audit_retention = options.audit_retention;
+  cp.fair_share_half_life = options.fair_share_half_life;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));

@@ -76,6 +76,8 @@ struct ServerOptions {
   Duration log_retention = ControlPlaneOptions().log_retention;
   Duration event_retention = ControlPlaneOptions().event_retention;
   Duration audit_retention = ControlPlaneOptions().audit_retention;  // of the audit log (audit_log.h)
+  // Half-life of the tenants' usage behind fair share (ControlPlaneOptions); 0 = no decay.
+  Duration fair_share_half_life = ControlPlaneOptions().fair_share_half_life;
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
   // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
   // families, gpugeek_build_info included, in Start: whoever shares the registry must not add that

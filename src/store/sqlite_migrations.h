@@ -119,6 +119,23 @@ CREATE TABLE secrets (
   PRIMARY KEY (tenant, name)
 );
 )sql",
+    // 7: per-tenant scheduling: fair-share weight and caps (max_gpus_by_model as "MODEL=N,MODEL=N"), and
+    // the decayed usage behind fair share, so both survive a restart.
+    R"sql(
+CREATE TABLE tenant_quotas (
+  tenant            TEXT PRIMARY KEY,
+  weight            REAL NOT NULL,
+  max_gpus_by_model TEXT NOT NULL,
+  max_gpu_milli     INTEGER NOT NULL,
+  max_jobs          INTEGER NOT NULL,
+  updated_at_ns     INTEGER NOT NULL
+);
+CREATE TABLE tenant_usage (
+  tenant   TEXT PRIMARY KEY,
+  usage    REAL NOT NULL,
+  as_of_ns INTEGER NOT NULL
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -93,6 +93,10 @@ class Statement {
     sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
+  Statement& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
   Statement& BindNull(int i) {
     sqlite3_bind_null(stmt_, i);
     return *this;
@@ -104,6 +108,7 @@ class Statement {
     return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : std::string();
   }
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   bool IsBlob(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_BLOB; }
   std::string Blob(int col) const {
@@ -954,6 +959,95 @@ absl::Status SqliteStore::DeleteSecret(const std::string& tenant, const std::str
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete secret");
   if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt_no_secret(tenant, name));
   return absl::OkStatus();
+}
+
+namespace {
+
+// max_gpus_by_model as stored: "MODEL=N,MODEL=N" (model ids hold neither '=' nor ',').
+std::string EncodeModelCaps(const std::map<std::string, int64_t>& caps) {
+  std::string out;
+  for (const auto& [model, n] : caps) out += fmt::format("{}{}={}", out.empty() ? "" : ",", model, n);
+  return out;
+}
+
+std::map<std::string, int64_t> DecodeModelCaps(const std::string& text) {
+  std::map<std::string, int64_t> caps;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(start, end - start);
+    if (const size_t eq = item.rfind('='); eq != std::string::npos) {
+      caps[item.substr(0, eq)] = std::strtoll(item.c_str() + eq + 1, nullptr, 10);
+    }
+    start = end + 1;
+  }
+  return caps;
+}
+
+}  // namespace
+
+absl::Status SqliteStore::PutTenantQuota(const TenantQuotaRecord& quota) {
+  if (quota.tenant.empty()) return absl::InvalidArgumentError("store: tenant must not be empty");
+  for (const auto& [model, n] : quota.max_gpus_by_model) {
+    if (model.empty() || model.find_first_of("=,") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          fmt::format("store: GPU model '{}' must be non-empty without '=' or ','", model));
+    }
+  }
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT OR REPLACE INTO tenant_quotas (tenant, weight, max_gpus_by_model, max_gpu_milli, max_jobs, "
+              "updated_at_ns) VALUES (?, ?, ?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, quota.tenant).Bind(2, quota.weight).Bind(3, EncodeModelCaps(quota.max_gpus_by_model));
+  s.Bind(4, quota.max_gpu_milli).Bind(5, int64_t{quota.max_jobs}).Bind(6, ToNs(quota.updated_at));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put tenant quota");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TenantQuotaRecord>> SqliteStore::ListTenantQuotas() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT tenant, weight, max_gpus_by_model, max_gpu_milli, max_jobs, updated_at_ns FROM tenant_quotas "
+              "ORDER BY tenant");
+  RETURN_IF_ERROR(s.status());
+  std::vector<TenantQuotaRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({.tenant = s.Text(0),
+                   .weight = s.Double(1),
+                   .max_gpus_by_model = DecodeModelCaps(s.Text(2)),
+                   .max_gpu_milli = s.Int(3),
+                   .max_jobs = static_cast<int32_t>(s.Int(4)),
+                   .updated_at = FromNs(s.Int(5))});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list tenant quotas");
+  return out;
+}
+
+absl::Status SqliteStore::PutTenantUsage(const std::vector<TenantUsageRecord>& usage) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  for (const TenantUsageRecord& u : usage) {
+    Statement s(*statements_, "INSERT OR REPLACE INTO tenant_usage (tenant, usage, as_of_ns) VALUES (?, ?, ?)");
+    RETURN_IF_ERROR(s.status());
+    s.Bind(1, u.tenant).Bind(2, u.usage).Bind(3, ToNs(u.as_of));
+    if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put tenant usage");
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<TenantUsageRecord>> SqliteStore::ListTenantUsage() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, "SELECT tenant, usage, as_of_ns FROM tenant_usage ORDER BY tenant");
+  RETURN_IF_ERROR(s.status());
+  std::vector<TenantUsageRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Double(1), FromNs(s.Int(2))});
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list tenant usage");
+  return out;
 }
 
 }  // namespace gpugeek::store

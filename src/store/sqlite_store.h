@@ -76,6 +76,10 @@ class SqliteStore final : public Store {
   absl::StatusOr<SecretRecord> GetSecret(const std::string& tenant, const std::string& name) override;
   absl::StatusOr<std::vector<SecretRecord>> ListSecrets(const std::string& tenant) override;
   absl::Status DeleteSecret(const std::string& tenant, const std::string& name) override;
+  absl::Status PutTenantQuota(const TenantQuotaRecord& quota) override;
+  absl::StatusOr<std::vector<TenantQuotaRecord>> ListTenantQuotas() override;
+  absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) override;
+  absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() override;
   absl::Status BeginWriteBatch() override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;

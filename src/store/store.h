@@ -12,6 +12,7 @@
 // Thread-safety: every method may be called from any thread.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -149,6 +150,25 @@ class Sealer {
                                            std::string_view aad) const = 0;
 };
 
+// A tenant's scheduling configuration (sched/quota.h: TenantConfig): its fair-share weight and its caps,
+// each 0 (or a model absent from the map) = unlimited. One row per configured tenant; a tenant without
+// a row has weight 1 and no caps.
+struct TenantQuotaRecord {
+  std::string tenant;  // TenantRecord::id (not enforced by the store: the control plane checks it)
+  double weight = 1;   // fair-share weight (Slurm's shares), > 0
+  std::map<std::string, int64_t> max_gpus_by_model;  // whole GPUs per GPU model id
+  int64_t max_gpu_milli = 0;                         // milli-GPU over all models (1000 = one GPU)
+  int32_t max_jobs = 0;                              // jobs holding GPUs at once
+  TimePoint updated_at;
+};
+
+// A tenant's decayed usage (sched::TenantLedger), persisted so fair share survives a restart.
+struct TenantUsageRecord {
+  std::string tenant;
+  double usage = 0;  // milli-GPU-seconds, decayed, as of `as_of`
+  TimePoint as_of;   // wall time the value was taken
+};
+
 // Which events Store::ListEvents returns: seq > after_seq, oldest first, at most `limit` (1..10000).
 struct EventFilter {
   std::string job_id;  // "" = every job's
@@ -281,6 +301,13 @@ class Store {
   static std::string fmt_no_secret(const std::string& tenant, const std::string& name) {
     return "store: tenant '" + tenant + "' has no secret '" + name + "'";
   }
+  // Tenant quotas and usage (the scheduler's TenantLedger). PutTenantQuota inserts or replaces the
+  // tenant's row (InvalidArgument for an empty tenant); the lists return every row by tenant.
+  virtual absl::Status PutTenantQuota(const TenantQuotaRecord& quota) = 0;
+  virtual absl::StatusOr<std::vector<TenantQuotaRecord>> ListTenantQuotas() = 0;
+  // Inserts or replaces the usage row of each tenant of `usage`, all in one transaction.
+  virtual absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) = 0;
+  virtual absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() = 0;
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

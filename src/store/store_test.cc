@@ -481,6 +481,44 @@ TEST_F(SqliteStoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay)
   EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kCancelled);                               // the job row stays
 }
 
+TEST_F(SqliteStoreTest, TenantQuotasAndUsageAreReplacedPerTenantAndSurviveReopen) {
+  const TimePoint t0 = TimePoint(std::chrono::seconds(1'700'000'000));
+  ASSERT_TRUE(store_->PutTenantQuota({.tenant = "team-a", .weight = 2, .updated_at = t0}).ok());
+  ASSERT_TRUE(store_
+                  ->PutTenantQuota({.tenant = "team-a",
+                                    .weight = 0.5,
+                                    .max_gpus_by_model = {{"A100-SXM-80GB", 8}, {"H100-SXM-80GB", 2}},
+                                    .max_gpu_milli = 16000,
+                                    .max_jobs = 10,
+                                    .updated_at = t0})
+                  .ok());
+  ASSERT_TRUE(store_->PutTenantQuota({.tenant = "team-b", .updated_at = t0}).ok());
+  EXPECT_EQ(store_->PutTenantQuota({.tenant = ""}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutTenantQuota({.tenant = "x", .max_gpus_by_model = {{"a=b", 1}}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store_->PutTenantUsage({{"team-a", 1.5e9, t0}, {"team-b", 3, t0}}).ok());
+  ASSERT_TRUE(store_->PutTenantUsage({{"team-b", 4.25, t0 + std::chrono::seconds(60)}}).ok());
+  Reopen();
+  auto quotas = store_->ListTenantQuotas();
+  ASSERT_TRUE(quotas.ok()) << quotas.status();
+  ASSERT_EQ(quotas->size(), 2u);
+  EXPECT_EQ((*quotas)[0].tenant, "team-a");
+  EXPECT_EQ((*quotas)[0].weight, 0.5);
+  EXPECT_EQ((*quotas)[0].max_gpus_by_model,
+            (std::map<std::string, int64_t>{{"A100-SXM-80GB", 8}, {"H100-SXM-80GB", 2}}));
+  EXPECT_EQ((*quotas)[0].max_gpu_milli, 16000);
+  EXPECT_EQ((*quotas)[0].max_jobs, 10);
+  EXPECT_EQ((*quotas)[0].updated_at, t0);
+  EXPECT_EQ((*quotas)[1].tenant, "team-b");
+  EXPECT_TRUE((*quotas)[1].max_gpus_by_model.empty());
+  auto usage = store_->ListTenantUsage();
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  ASSERT_EQ(usage->size(), 2u);
+  EXPECT_EQ((*usage)[0].usage, 1.5e9);
+  EXPECT_EQ((*usage)[1].usage, 4.25);
+  EXPECT_EQ((*usage)[1].as_of, t0 + std::chrono::seconds(60));
+}
+
 }  // namespace
 }  // namespace gpugeek::store
 

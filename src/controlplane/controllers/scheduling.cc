@@ -106,13 +106,80 @@ std::shared_ptr<const sched::Cluster> SchedulingController::ClusterCopy() {
   return cluster_copy_;
 }
 
+SchedulingController::SchedulingController(Duration half_life)
+    : queue_(sched::SchedulingQueueOptions{.ledger = {.half_life = half_life}}) {}
+
+absl::Status SchedulingController::ConfigureTenant(const std::string& tenant, const sched::TenantConfig& config) {
+  return queue_.ledger().SetTenant(tenant, config);
+}
+
+absl::Status SchedulingController::RestoreUsage(const std::string& tenant, double usage) {
+  return queue_.ledger().RestoreUsage(tenant, usage);
+}
+
+std::shared_ptr<const QuotaTable> SchedulingController::QuotaCopy(const ControllerContext& ctx) const {
+  auto table = std::make_shared<QuotaTable>();
+  table->tenants = queue_.ledger().AllUsage();
+  table->half_life = queue_.ledger().half_life();
+  if (queue_.over_quota_size() > 0) {
+    for (const auto& [id, pending] : ctx.state.pending) {
+      if (queue_.State(id) == sched::QueueState::kOverQuota) {
+        table->over_quota[pending.record.tenant].emplace_back(id, queue_.Reason(id));
+      }
+    }
+  }
+  return table;
+}
+
 void SchedulingController::SyncQueue(ControllerContext& ctx) {
   for (const auto& [id, pending] : ctx.state.pending) {
     if (queue_.Contains(id)) continue;
-    sched::QueueItem item{
-        .key = id, .priority = pending.record.priority, .sequence = SequenceOf(id), .shape_key = pending.shape_key};
+    // The least the job holds once placed, over its requests' alternatives: lets the queue park it over
+    // its tenant's milli-GPU cap without an attempt.
+    int64_t min_gpu_milli = 0;
+    if (pending.requests.ok()) {
+      bool first = true;
+      for (const sched::Request& r : *pending.requests) {
+        for (const sched::ResourceShape& a : r.alternatives) {
+          const int64_t milli = int64_t{r.gang_size} * a.num_gpus * a.gpu_milli;
+          min_gpu_milli = first ? milli : std::min(min_gpu_milli, milli);
+          first = false;
+        }
+      }
+    }
+    sched::QueueItem item{.key = id,
+                          .priority = pending.record.priority,
+                          .sequence = SequenceOf(id),
+                          .shape_key = pending.shape_key,
+                          .tenant = pending.record.tenant,
+                          .min_gpu_milli = min_gpu_milli};
     if (absl::Status st = queue_.Add(std::move(item)); !st.ok()) spdlog::error("control plane: queue {}: {}", id, st);
     workload_changed_ = true;
+  }
+}
+
+void SchedulingController::ReleaseHoldings(ControllerContext& ctx, MonoTime now) {
+  for (const std::string& id : ctx.state.released) queue_.ledger().Release(id, now);
+}
+
+void SchedulingController::BindLiveHoldings(ControllerContext& ctx, MonoTime now) {
+  for (const auto& [id, live] : ctx.state.live) {
+    if (queue_.ledger().Holds(id)) continue;
+    // What it held when placed: every member's GPUs, of its node's model (rank 0's when the node left).
+    sched::Holding holding;
+    for (const AllocationMember& m : live.allocation.members) {
+      if (m.gpus.empty()) continue;
+      std::string model = live.allocation.gpu_model;
+      if (auto node = ctx.state.nodes.find(m.node); node != ctx.state.nodes.end()) {
+        for (const SchedNode& sn : node->second.sched_nodes) {
+          if (sn.spec.name == m.sched_node) model = sn.spec.gpu_model;
+        }
+      }
+      holding.gpu_milli_by_model[model] += static_cast<int64_t>(m.gpus.size()) * m.gpu_milli;
+    }
+    if (absl::Status st = queue_.ledger().Bind(id, live.record.tenant, std::move(holding), now); !st.ok()) {
+      spdlog::error("control plane: counting job {} against tenant '{}': {}", id, live.record.tenant, st);
+    }
   }
 }
 
@@ -129,6 +196,7 @@ void SchedulingController::RefreshCluster(ControllerContext& ctx) {
 }
 
 void SchedulingController::ApplyReleases(ControllerContext& ctx) {
+  ReleaseHoldings(ctx, ctx.clock.Monotonic());
   for (const std::string& id : ctx.state.released) {
     if (!cluster_) break;
     auto it = bound_.find(id);
@@ -141,6 +209,10 @@ void SchedulingController::ApplyReleases(ControllerContext& ctx) {
 }
 
 void SchedulingController::Rebuild(ControllerContext& ctx) {
+  // The ledger follows the live allocations too: what was released gives back, what is live holds.
+  const MonoTime now = ctx.clock.Monotonic();
+  ReleaseHoldings(ctx, now);
+  BindLiveHoldings(ctx, now);
   framework_.reset();
   cluster_.reset();
   bound_.clear();
@@ -225,7 +297,8 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
   workload_changed_ = false;
 }
 
-absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerContext& ctx, const std::string& job_id) {
+absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerContext& ctx, const std::string& job_id,
+                                                                    MonoTime now) {
   using Kind = sched::AttemptOutcome::Kind;
   auto it = ctx.state.pending.find(job_id);
   if (it == ctx.state.pending.end()) return sched::AttemptOutcome{.kind = Kind::kDropped};
@@ -236,16 +309,25 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
     return sched::AttemptOutcome{.kind = Kind::kUnschedulable, .reason = ctx.state.pending_reason[job_id]};
   }
   std::string why;
+  std::string over_quota;  // the quota's reason for each request it admitted none of
+  bool attempted = false;
   for (const sched::Request& request : *job.requests) {
     StoreBinder binder(ctx, sched_nodes_, job.record);
-    auto decision = framework_->Schedule(request, binder);
-    if (!decision.ok()) {
+    auto attempt =
+        sched::ScheduleWithinQuota(queue_.ledger(), job_id, job.record.tenant, request, *framework_, binder, now);
+    if (attempt.ok() && attempt->over_quota) {
+      over_quota += (over_quota.empty() ? "" : "; ") + attempt->reason;
+      continue;
+    }
+    attempted = true;
+    if (!attempt.ok()) {
       // The binder's error (the store): retried after a backoff, not parked as unschedulable.
-      const std::string reason = fmt::format("placing failed, retrying: {}", decision.status().message());
+      const std::string reason = fmt::format("placing failed, retrying: {}", attempt.status().message());
       ctx.state.pending_reason[job_id] = reason;
       ctx.state.dirty = true;
       return sched::AttemptOutcome{.kind = Kind::kError, .reason = reason};
     }
+    const sched::Decision* decision = &attempt->decision;
     if (decision->scheduled) {
       const Allocation& a = binder.allocation();
       LiveJob live{binder.stored(), *job.spec, a, std::vector<MemberStatus>(a.members.size())};
@@ -270,6 +352,13 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
                                 : fmt::format("no node fits ({} nodes)", cluster_->size());
     for (const auto& [reason, n] : counts) why += fmt::format("; {}: {}", n, reason);
   }
+  if (!attempted) {
+    // Waits, parked, until its tenant releases something or its quota changes; blocks nobody.
+    ctx.state.pending_reason[job_id] = over_quota;  // each clause: "over quota (tenant 'T'): ..."
+    ctx.state.dirty = true;
+    return sched::AttemptOutcome{.kind = Kind::kOverQuota, .reason = over_quota};
+  }
+  if (!over_quota.empty()) why += "; " + over_quota;
   ctx.state.pending_reason[job_id] = why;
   ctx.state.dirty = true;
   return sched::AttemptOutcome{.kind = Kind::kUnschedulable, .reason = why};
@@ -290,8 +379,11 @@ void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
   if (!framework_) return;
   const MonoTime start = ctx.clock.Monotonic();
   auto stats = queue_.RunCycle(
-      now, [&](const sched::QueueItem& item) { return Attempt(ctx, item.key); },
-      [&](const sched::QueueItem& item, const std::string& reason) { ctx.state.pending_reason[item.key] = reason; });
+      now, [&](const sched::QueueItem& item) { return Attempt(ctx, item.key, now); },
+      [&](const sched::QueueItem& item, const std::string& reason) {
+        ctx.state.pending_reason[item.key] = reason;
+        ctx.state.dirty = true;
+      });
   if (!stats.ok()) spdlog::error("control plane: scheduling pass: {}", stats.status());
   if (ctx.metrics != nullptr) ctx.metrics->SchedulingCycle(ctx.clock.Monotonic() - start);
 }

@@ -5,6 +5,12 @@
 // permit for gangs, bind). Only the binder is the control plane's: it commits the placement to the
 // store (epoch + 1, GPUs by UUID, a rendezvous port of rank 0's node) before any agent hears of it.
 //
+// Tenants (sched/quota.h): the queue's TenantLedger holds each tenant's weight and quota (set by the
+// control plane from the store: ConfigureTenant), what each placed job holds (bound when placed, given
+// back when its allocation is released, rebound from the live allocations after a restart) and the
+// decayed usage behind fair share. A job over its tenant's quota waits PENDING with the reason and
+// blocks nobody.
+//
 // Its private state: the queue, the scheduler's snapshot of the schedulable pool (sched::Cluster,
 // rebuilt from State when nodes or allocations change, updated in place by each placement) and the
 // typical pods of the workload (FGD's measure).
@@ -17,9 +23,11 @@
 #include <vector>
 
 #include "controlplane/controllers/context.h"
+#include "controlplane/state/snapshot.h"
 #include "sched/cluster.h"
 #include "sched/frag.h"
 #include "sched/framework.h"
+#include "sched/quota.h"
 #include "sched/scheduling_queue.h"
 
 namespace gpugeek::controlplane {
@@ -31,8 +39,21 @@ inline constexpr int kRendezvousPorts = 1000;
 
 class SchedulingController {
  public:
+  // `half_life`: of the tenants' usage (fair share); 0 = no decay. InvalidArgument when negative.
+  explicit SchedulingController(Duration half_life = sched::TenantLedgerOptions().half_life);
+
   // One pass at monotonic time `now`.
   void Reconcile(ControllerContext& ctx, MonoTime now);
+
+  // Sets a tenant's weight and quota (jobs of it parked over quota are attempted again). Errors:
+  // InvalidArgument for a weight not finite and > 0 or a negative cap (nothing changed).
+  absl::Status ConfigureTenant(const std::string& tenant, const sched::TenantConfig& config);
+  // Replaces a tenant's decayed usage (milli-GPU-seconds), e.g. restored from the store.
+  absl::Status RestoreUsage(const std::string& tenant, double usage);
+  const sched::TenantLedger& ledger() const { return queue_.ledger(); }
+  // For the snapshot: use against limit as of the ledger's last time, and the jobs parked over quota
+  // (a fresh copy; tenants are few).
+  std::shared_ptr<const QuotaTable> QuotaCopy(const ControllerContext& ctx) const;
 
   // A pending job that left the queue other than by placement (cancelled).
   void Forget(const std::string& job_id);
@@ -52,8 +73,13 @@ class SchedulingController {
   void Rebuild(ControllerContext& ctx);
   // Returns the resources of the allocations released since the last look (State::released) to cluster_.
   void ApplyReleases(ControllerContext& ctx);
+  // Gives back, in the ledger at `now`, what the jobs of State::released held. Call before the list
+  // is cleared.
+  void ReleaseHoldings(ControllerContext& ctx, MonoTime now);
+  // Records in the ledger what each live allocation it does not know holds (after a restart, a reload).
+  void BindLiveHoldings(ControllerContext& ctx, MonoTime now);
   void SyncQueue(ControllerContext& ctx);
-  absl::StatusOr<sched::AttemptOutcome> Attempt(ControllerContext& ctx, const std::string& job_id);
+  absl::StatusOr<sched::AttemptOutcome> Attempt(ControllerContext& ctx, const std::string& job_id, MonoTime now);
 
   sched::SchedulingQueue queue_;
   uint64_t seen_generation_ = 0;

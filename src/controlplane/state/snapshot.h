@@ -18,6 +18,7 @@
 #include "controlplane/state/state.h"
 #include "sched/cluster.h"
 #include "sched/frag.h"
+#include "sched/quota.h"
 
 namespace gpugeek::controlplane {
 
@@ -28,6 +29,14 @@ struct NodeSnapshot {
   int64_t gpu_milli_allocated = 0;
   std::vector<std::string> jobs;         // live jobs with a member here
   std::vector<std::string> job_tenants;  // the tenant of jobs[i]
+};
+
+// What `gpugeek quota` shows: use against limit of each tenant, and its jobs waiting over quota.
+struct QuotaTable {
+  std::vector<sched::TenantUsage> tenants;  // by name: configured, holding or with usage
+  // Job ids parked over quota with the reason, by tenant.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> over_quota;
+  Duration half_life{};  // of usage; 0 = no decay
 };
 
 struct Snapshot {
@@ -47,6 +56,7 @@ struct Snapshot {
   std::shared_ptr<const sched::Cluster> cluster;
   std::vector<sched::TypicalPod> typical;
   std::string policy;  // the placement policy in use
+  std::shared_ptr<const QuotaTable> quota;  // never null after the first publish
   int pending_jobs = 0;
 };
 

@@ -65,11 +65,11 @@
 
 #include "absl/strings/escaping.h"
 #include "api/agent_protocol.h"
+#include "auth/role.h"
 #include "common/absl_fmt.h"
 #include "common/rng.h"
 #include "common/status_macros.h"
 #include "common/table.h"
-#include "auth/role.h"
 #include "controlplane/server.h"
 #include "http/client.h"
 #include "hw/emulated_discovery.h"
@@ -176,8 +176,8 @@ double Ms(Steady::duration d) { return std::chrono::duration<double, std::milli>
 struct RunShared {
   std::string agent_url;
   std::string user_url;
-  std::string admin_token;  // the users' calls (submissions, log follows) run as the admin
-  std::string join_token;   // good for every agent of the run
+  std::string admin_token;                          // the users' calls (submissions, log follows) run as the admin
+  std::string join_token;                           // good for every agent of the run
   std::atomic<int64_t> window_start_ns{INT64_MAX};  // Steady ns; INT64_MAX until the load starts
   int64_t window_ns = 0;
   std::atomic<int> registered{0};
@@ -598,8 +598,8 @@ absl::StatusOr<RunResult> RunOnce(const BenchOptions& o, int n) {
   shared.user_url = server->url();
   shared.admin_token = server->admin_token();
   {
-    auto join = server->nodes().CreateJoinToken({.user = "bench", .role = auth::Role::kAdmin}, "agents_bench",
-                                                std::nullopt, n);
+    auto join =
+        server->nodes().CreateJoinToken({.user = "bench", .role = auth::Role::kAdmin}, "agents_bench", std::nullopt, n);
     if (!join.ok()) return join.status();
     shared.join_token = join->text;
   }

@@ -20,12 +20,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "agent/agent_metrics.h"
 #include "absl/strings/strip.h"
+#include "agent/agent_metrics.h"
 #include "api/job_spec.h"
 #include "api/names.h"
-#include "common/file.h"
 #include "common/absl_fmt.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "http/client.h"
 
@@ -260,8 +260,10 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     }
   }
   if (options.run_as.map_path.empty()) options.run_as.map_path = options.data_dir + "/uids";
-  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create(
-      {.log_dir = options.data_dir + "/logs", .clock = options.clock, .cgroups = cgroups.get(), .run_as = options.run_as});
+  absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create({.log_dir = options.data_dir + "/logs",
+                                                                         .clock = options.clock,
+                                                                         .cgroups = cgroups.get(),
+                                                                         .run_as = options.run_as});
   if (!executor.ok()) {
     if (claim_fd >= 0) ::close(claim_fd);
     return executor.status();
@@ -271,9 +273,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
     metrics = AgentMetrics::Create(*options.metrics, options.node);
     metrics->SetInventory(inventory);
   }
-  auto agent = std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups),
-                                                std::move(*executor), std::move(metrics), std::move(inventory),
-                                                claim_fd, std::move(instance_id)));
+  auto agent =
+      std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups), std::move(*executor),
+                                       std::move(metrics), std::move(inventory), claim_fd, std::move(instance_id)));
   agent->bearer_ = std::move(bearer);
   return agent;
 }

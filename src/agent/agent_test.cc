@@ -3,8 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <sys/stat.h>
+#include <chrono>
 
 #include <filesystem>
 #include <fstream>

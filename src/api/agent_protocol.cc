@@ -152,8 +152,9 @@ nlohmann::json ToJson(const Registration& r) {
 }
 
 nlohmann::json ToJson(const RegistrationReply& r) {
-  nlohmann::json j = {
-      {"heartbeat_interval_ms", r.heartbeat_interval_ms}, {"lease_ms", r.lease_ms}, {"fence_grace_ms", r.fence_grace_ms}};
+  nlohmann::json j = {{"heartbeat_interval_ms", r.heartbeat_interval_ms},
+                      {"lease_ms", r.lease_ms},
+                      {"fence_grace_ms", r.fence_grace_ms}};
   if (!r.node_credential.empty()) j["node_credential"] = r.node_credential;
   return j;
 }

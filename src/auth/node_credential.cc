@@ -82,8 +82,7 @@ absl::StatusOr<NodeCredential> ParseNodeCredential(std::string_view text) {
 bool VerifyNodeCredential(const NodeKey& key, const NodeCredential& credential) {
   EnsureSodium();
   const std::string want = Mac(key, credential.node, credential.generation);
-  return want.size() == credential.mac.size() &&
-         sodium_memcmp(want.data(), credential.mac.data(), want.size()) == 0;
+  return want.size() == credential.mac.size() && sodium_memcmp(want.data(), credential.mac.data(), want.size()) == 0;
 }
 
 uint64_t RandomGeneration() {

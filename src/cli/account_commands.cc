@@ -256,7 +256,8 @@ void RegisterJoinTokens(CLI::App& app) {
     const std::string cmd = "join-token create";
     // A join token lets machines into the pool: it expires by default.
     std::optional<int64_t> ttl = ParseTtl(o->expires.empty() ? "1h" : o->expires);
-    if (!ttl) Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 1h", o->expires), kExitUsage);
+    if (!ttl)
+      Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 1h", o->expires), kExitUsage);
     json t = OrFail(cmd, Connect(cmd, o->flags)
                              ->Post("/v1/join-tokens",
                                     {{"description", o->description}, {"uses", o->uses}, {"expires_in_s", *ttl}}));

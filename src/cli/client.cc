@@ -7,17 +7,18 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "cli/config.h"
+#include "common/absl_fmt.h"
 #include "common/file.h"
 #include "common/status_macros.h"
-#include "absl/time/time.h"
-#include "common/absl_fmt.h"
 
 namespace gpugeek::cli {
 
 void AddClientFlags(CLI::App* sub, ClientFlags* flags) {
-  sub->add_option("--server", flags->server,
-                  fmt::format("Server URL (default: $GPUGEEK_SERVER, the config's profile, else {})", kDefaultServerUrl));
+  sub->add_option(
+      "--server", flags->server,
+      fmt::format("Server URL (default: $GPUGEEK_SERVER, the config's profile, else {})", kDefaultServerUrl));
   sub->add_option("--token", flags->token, "API token (default: $GPUGEEK_TOKEN, else the config's profile)");
   sub->add_option("--ca-file", flags->ca_file,
                   "CA certificate to verify an https server with (default: $GPUGEEK_CA_FILE, else the profile's)");

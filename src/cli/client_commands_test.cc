@@ -165,7 +165,7 @@ class ClientCommandsTest : public ::testing::Test {
   fs::path dir_;
   std::unique_ptr<controlplane::ControlPlaneServer> server_;
   std::string admin_token_;
-  std::unique_ptr<http::Client> client_;  // the API
+  std::unique_ptr<http::Client> client_;                       // the API
   std::unique_ptr<controlplane::testing::AgentCaller> agent_;  // the agents' listener, as joined agents
   std::string server_flag_;
 };

@@ -68,8 +68,8 @@ absl::StatusOr<CliConfig> LoadConfig(const std::string& path) {
           } else if (key == "ca_file") {
             profile.ca_file = value;
           } else {
-            return bad(fmt::format("profiles.{}.{}: unknown field (known: server, token, token_file, ca_file)", name,
-                                   key));
+            return bad(
+                fmt::format("profiles.{}.{}: unknown field (known: server, token, token_file, ca_file)", name, key));
           }
         }
         config.profiles[name] = profile;

@@ -66,7 +66,8 @@ class LogReaderTest : public ::testing::Test {
       if (it == jobs_.end()) return absl::NotFoundError(fmt::format("no job '{}'", id));
       return it->second;
     };
-    server_->Route("GET", controlplane::kLogRoutePattern, [this](const http::Request& r) { return controlplane::ServeLogs(*logs_, job_info_, r); });
+    server_->Route("GET", controlplane::kLogRoutePattern,
+                   [this](const http::Request& r) { return controlplane::ServeLogs(*logs_, job_info_, r); });
     ASSERT_TRUE(server_->Start().ok());
     auto c = http::Client::Create({.base_url = server_->url()});
     ASSERT_TRUE(c.ok());

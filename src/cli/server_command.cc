@@ -1,5 +1,6 @@
 // `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--policy NAME]
-// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--fair-share-half-life 7d] [--tls-cert FILE --tls-key FILE
+// [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--fair-share-half-life 7d]
+// [--tls-cert FILE --tls-key FILE
 // [--tls-ca FILE]] [--insecure-no-tls]`: the control plane (REST API under /v1, SQLite store under DIR,
 // scheduling loop) until SIGINT or SIGTERM, then a graceful stop. `gpugeek openapi`: the API's OpenAPI
 // document on stdout (what GET /v1/openapi.json serves).

@@ -87,8 +87,8 @@ class AccessTest : public ::testing::Test {
     api::Registration r;
     r.node = node;
     r.address = "127.0.0.1";
-    r.inventory =
-        hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node, {node, 32, uint64_t{256} << 30, 1, ""});
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node,
+                                             {node, 32, uint64_t{256} << 30, 1, ""});
     if (agents_ == nullptr) agents_ = std::make_unique<testing::AgentCaller>(*server_);
     auto reply = agents_->Post("/v1/agents/register", api::ToJson(r));
     ASSERT_TRUE(reply.ok()) << reply.status();

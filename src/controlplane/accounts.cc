@@ -14,8 +14,8 @@ namespace {
 
 absl::Status AdminOnly(const Principal& who, std::string_view what) {
   if (who.admin()) return absl::OkStatus();
-  return absl::PermissionDeniedError(fmt::format("{} needs the admin role; you are {} ({})", what, who.user,
-                                                 auth::RoleName(who.role)));
+  return absl::PermissionDeniedError(
+      fmt::format("{} needs the admin role; you are {} ({})", what, who.user, auth::RoleName(who.role)));
 }
 
 store::TokenRecord WithoutHash(store::TokenRecord t) {
@@ -83,8 +83,8 @@ absl::StatusOr<std::optional<std::string>> Accounts::Bootstrap() {
     MutexLock lock(&mu_);
     tenants_.emplace(t.id, t);
   }
-  store::UserRecord admin{options_.bootstrap_admin, options_.default_tenant, std::string(auth::RoleName(auth::Role::kAdmin)),
-                          now};
+  store::UserRecord admin{options_.bootstrap_admin, options_.default_tenant,
+                          std::string(auth::RoleName(auth::Role::kAdmin)), now};
   RETURN_IF_ERROR(store_.CreateUser(admin));
   {
     MutexLock lock(&mu_);
@@ -137,9 +137,10 @@ absl::StatusOr<Principal> Accounts::Authenticate(std::string_view authorization)
         fmt::format("the API token {} was revoked at {}", record.id, FormatTime(*record.revoked_at)));
   }
   if (record.expires_at && clock_.Now() >= *record.expires_at) {
-    return absl::UnauthenticatedError(fmt::format("the API token {} expired at {}; create a new one with "
-                                                  "`gpugeek tokens create`",
-                                                  record.id, FormatTime(*record.expires_at)));
+    return absl::UnauthenticatedError(
+        fmt::format("the API token {} expired at {}; create a new one with "
+                    "`gpugeek tokens create`",
+                    record.id, FormatTime(*record.expires_at)));
   }
   MutexLock lock(&mu_);
   auto user = users_.find(record.user);
@@ -206,8 +207,8 @@ absl::StatusOr<std::vector<store::UserRecord>> Accounts::Users(const Principal& 
 }
 
 absl::StatusOr<Accounts::CreatedToken> Accounts::CreateToken(const Principal& who, const std::string& user,
-                                                              const std::string& description,
-                                                              std::optional<Duration> ttl) {
+                                                             const std::string& description,
+                                                             std::optional<Duration> ttl) {
   if (!who.authenticated()) return absl::UnauthenticatedError("creating a token needs an API token");
   const std::string owner = user.empty() ? who.user : user;
   if (owner != who.user && !who.admin()) {
@@ -227,7 +228,7 @@ absl::StatusOr<Accounts::CreatedToken> Accounts::CreateToken(const Principal& wh
 }
 
 absl::StatusOr<Accounts::CreatedToken> Accounts::IssueToken(const std::string& user, const std::string& description,
-                                                             std::optional<Duration> ttl) {
+                                                            std::optional<Duration> ttl) {
   auth::ApiToken token = auth::GenerateApiToken();
   store::TokenRecord r;
   r.id = token.id;

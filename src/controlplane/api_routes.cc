@@ -215,8 +215,7 @@ nlohmann::json PrometheusTargets(ControlPlane& cp) {
 
 }  // namespace
 
-void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& accounts, NodeAuthority& nodes,
-                       Clock& clock) {
+void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& accounts, NodeAuthority& nodes, Clock& clock) {
   const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {
     GuardedRoute(server, accounts, method, pattern, std::move(handler));
   };
@@ -268,8 +267,9 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& account
     route("POST", "/v1/nodes/{name}/" + action,
           [&cp, action](const Principal&, const Request& r) { return NodeAction(cp, r, action); });
   }
-  route("GET", "/v1/pool",
-        [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> { return Reply::Json(PoolToJson(cp.Pool())); });
+  route("GET", "/v1/pool", [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> {
+    return Reply::Json(PoolToJson(cp.Pool()));
+  });
   route("POST", "/v1/plans", [&cp](const Principal&, const Request& r) { return Plan(cp, r); });
   RegisterAccountRoutes(server, accounts);
   RegisterJoinTokenRoutes(server, accounts, nodes);
@@ -289,31 +289,29 @@ void RegisterAgentRoutes(http::Server& server, ControlPlane& cp, NodeAuthority& 
     auto it = r.headers.find("authorization");
     return it == r.headers.end() ? std::string_view() : std::string_view(it->second);
   };
-  server.Route("POST", "/v1/agents/register",
-               [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
-                 ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
-                 ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));
-                 // Who may register this name is settled before anything is stored; a join token is
-                 // consumed only once the registration is.
-                 ASSIGN_OR_RETURN(NodeAuthority::Admission admission,
-                                  nodes.AdmitRegistration(authorization(r), reg.node));
-                 ASSIGN_OR_RETURN(api::RegistrationReply reply, cp.Register(reg));
-                 ASSIGN_OR_RETURN(reply.node_credential, nodes.Join(admission, reg.node));
-                 return Reply::Json(api::ToJson(reply));
-               });
-  server.Route("POST", "/v1/agents/{node}/heartbeat",
-               [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
-                 // The credential first: a forged heartbeat costs one HMAC and changes nothing.
-                 RETURN_IF_ERROR(nodes.AuthenticateNode(authorization(r), r.param("node")));
-                 ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
-                 ASSIGN_OR_RETURN(api::Heartbeat hb, api::HeartbeatFromJson(body));
-                 if (hb.node != r.param("node")) {
-                   return absl::InvalidArgumentError(fmt::format(
-                       "heartbeat.node = '{}' does not match the URL's node '{}'", hb.node, r.param("node")));
-                 }
-                 ASSIGN_OR_RETURN(api::HeartbeatReply reply, cp.Heartbeat(hb));
-                 return Reply::Json(api::ToJson(reply));
-               });
+  server.Route("POST", "/v1/agents/register", [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+    ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));
+    // Who may register this name is settled before anything is stored; a join token is
+    // consumed only once the registration is.
+    ASSIGN_OR_RETURN(NodeAuthority::Admission admission, nodes.AdmitRegistration(authorization(r), reg.node));
+    ASSIGN_OR_RETURN(api::RegistrationReply reply, cp.Register(reg));
+    ASSIGN_OR_RETURN(reply.node_credential, nodes.Join(admission, reg.node));
+    return Reply::Json(api::ToJson(reply));
+  });
+  server.Route(
+      "POST", "/v1/agents/{node}/heartbeat", [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
+        // The credential first: a forged heartbeat costs one HMAC and changes nothing.
+        RETURN_IF_ERROR(nodes.AuthenticateNode(authorization(r), r.param("node")));
+        ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+        ASSIGN_OR_RETURN(api::Heartbeat hb, api::HeartbeatFromJson(body));
+        if (hb.node != r.param("node")) {
+          return absl::InvalidArgumentError(
+              fmt::format("heartbeat.node = '{}' does not match the URL's node '{}'", hb.node, r.param("node")));
+        }
+        ASSIGN_OR_RETURN(api::HeartbeatReply reply, cp.Heartbeat(hb));
+        return Reply::Json(api::ToJson(reply));
+      });
 }
 
 }  // namespace gpugeek::controlplane

@@ -70,8 +70,8 @@ class ApiTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::unique_ptr<ControlPlaneServer> server_;
-  std::string admin_token_;               // made by the server's first start
-  std::unique_ptr<http::Client> client_;  // the API (users), as the admin
+  std::string admin_token_;                                    // made by the server's first start
+  std::unique_ptr<http::Client> client_;                       // the API (users), as the admin
   std::unique_ptr<controlplane::testing::AgentCaller> agent_;  // the agents' listener, as joined agents
 };
 

@@ -34,7 +34,7 @@ namespace gpugeek::controlplane {
 // What the route needs to know of a job, from its owner (the control plane).
 struct LogJobInfo {
   std::string tenant;  // the job's owner
-  std::string state;  // "PENDING" ... "CANCELLED"
+  std::string state;   // "PENDING" ... "CANCELLED"
   bool terminal = false;
   // The job is terminal and every member's exit was reported: no more bytes will come.
   bool logs_complete = false;

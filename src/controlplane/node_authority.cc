@@ -132,7 +132,7 @@ absl::Status NodeAuthority::DeleteJoinToken(const Principal& who, const std::str
 }
 
 absl::StatusOr<NodeAuthority::Admission> NodeAuthority::AdmitRegistration(std::string_view authorization,
-                                                                         const std::string& node) const {
+                                                                          const std::string& node) const {
   ASSIGN_OR_RETURN(std::string token, BearerToken(authorization));
   if (token.starts_with(auth::kNodeCredentialPrefix)) {
     RETURN_IF_ERROR(AuthenticateNode(authorization, node));
@@ -218,8 +218,8 @@ absl::Status NodeAuthority::Revoke(const std::string& node) {
 }
 
 absl::StatusOr<std::string> NodeAuthority::LocalJoinToken() {
-  ASSIGN_OR_RETURN(CreatedJoinToken t, IssueJoinToken("gpugeek up", "the in-process agent of gpugeek up",
-                                                      std::chrono::minutes(10), 1));
+  ASSIGN_OR_RETURN(CreatedJoinToken t,
+                   IssueJoinToken("gpugeek up", "the in-process agent of gpugeek up", std::chrono::minutes(10), 1));
   return t.text;
 }
 

@@ -58,7 +58,7 @@ class NodeAuthority {
   // node first). Without a header: Unauthenticated. Consumes nothing: call Join after the registration
   // is stored.
   struct Admission {
-    bool join = false;         // a join token: call Join
+    bool join = false;  // a join token: call Join
     std::string join_token_id;
   };
   absl::StatusOr<Admission> AdmitRegistration(std::string_view authorization, const std::string& node) const;

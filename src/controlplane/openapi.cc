@@ -377,16 +377,15 @@ J Build() {
                {{"type", "boolean"},
                 {"description", "also remove master keys no data key uses (default false)"}}}}}}}}}}}};
 
-  schemas["JoinToken"] = {
-      {"type", "object"},
-      {"properties",
-       {{"id", {{"type", "string"}}},
-        {"description", {{"type", "string"}}},
-        {"created_by", {{"type", "string"}}},
-        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
-        {"expires_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
-        {"uses_left", {{"type", "integer"}}},
-        {"token", {{"type", "string"}, {"description", "ggj_...: in the creation reply only"}}}}}};
+  schemas["JoinToken"] = {{"type", "object"},
+                          {"properties",
+                           {{"id", {{"type", "string"}}},
+                            {"description", {{"type", "string"}}},
+                            {"created_by", {{"type", "string"}}},
+                            {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+                            {"expires_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
+                            {"uses_left", {{"type", "integer"}}},
+                            {"token", {{"type", "string"}, {"description", "ggj_...: in the creation reply only"}}}}}};
   paths["/v1/join-tokens"]["get"] = Op("List join tokens", JsonResponse("a page", page_of("join_tokens", "JoinToken")));
   paths["/v1/join-tokens"]["get"]["parameters"] = paging;
   paths["/v1/join-tokens"]["post"] =

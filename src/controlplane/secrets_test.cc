@@ -164,12 +164,12 @@ TEST_F(SecretsTest, ExfiltrationAttackFails) {
   EXPECT_FALSE(absl::StrContains(other->dump(), kAwsSecret));
   // Nor can node-b (or a fake node without a credential) ask for node-a's assignments.
   for (const std::string& bearer : {agent_->credential("node-b"), std::string()}) {
-    auto impostor =
-        *http::Client::Create({.base_url = server_->agent_url(), .ca_file = server_->ca_file(), .bearer_token = bearer});
+    auto impostor = *http::Client::Create(
+        {.base_url = server_->agent_url(), .ca_file = server_->ca_file(), .bearer_token = bearer});
     auto as_a = impostor->Post("/v1/agents/node-a/heartbeat", api::ToJson(api::Heartbeat{.node = "node-a"}));
     ASSERT_FALSE(as_a.ok());
-    EXPECT_EQ(as_a.status().code(), bearer.empty() ? absl::StatusCode::kUnauthenticated
-                                                    : absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(as_a.status().code(),
+              bearer.empty() ? absl::StatusCode::kUnauthenticated : absl::StatusCode::kPermissionDenied);
     EXPECT_FALSE(absl::StrContains(as_a.status().message(), kAwsSecret));
   }
 

@@ -11,8 +11,8 @@
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
 #include "controlplane/metrics.h"
-#include "pki/pki.h"
 #include "controlplane/secret_routes.h"
+#include "pki/pki.h"
 
 namespace gpugeek::controlplane {
 namespace {

@@ -241,9 +241,11 @@ TEST_F(SqliteStoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
 }
 
 TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepTheirGeneration) {
-  ASSERT_TRUE(store_->CreateJoinToken({.id = "j1", .secret_sha256 = "ab", .created_by = "admin",
-                                       .created_at = clock_.Now(), .uses_left = 2})
-                  .ok());
+  ASSERT_TRUE(
+      store_
+          ->CreateJoinToken(
+              {.id = "j1", .secret_sha256 = "ab", .created_by = "admin", .created_at = clock_.Now(), .uses_left = 2})
+          .ok());
   EXPECT_TRUE(store_->ConsumeJoinToken("j1", "n1", 0xfedcba9876543210ull).ok());  // the top bit survives
   EXPECT_TRUE(store_->ConsumeJoinToken("j1", "n2", 5).ok());
   absl::Status spent = store_->ConsumeJoinToken("j1", "n3", 6);

@@ -167,7 +167,8 @@ class FencingWithRealAgents : public ::testing::Test {
     // Workloads run as their tenant's unprivileged uid (agent/executor.h RunAsOptions), not as this
     // root test: the shared probe file is made writable for them, and the folder traversable.
     std::ofstream(probe_file_).flush();
-    fs::permissions(probe_file_, fs::perms::all & ~fs::perms::owner_exec & ~fs::perms::group_exec & ~fs::perms::others_exec);
+    fs::permissions(probe_file_,
+                    fs::perms::all & ~fs::perms::owner_exec & ~fs::perms::group_exec & ~fs::perms::others_exec);
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                               fs::perms::others_read | fs::perms::others_exec);
   }

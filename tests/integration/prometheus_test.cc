@@ -236,8 +236,9 @@ class PrometheusTest : public ::testing::Test {
     }
     if (last.find("\"3\"") == std::string::npos) {
       auto targets = prom->Get("/api/v1/targets");
-      FAIL() << "Prometheus did not scrape the server and both agents: " << last << "\ntargets: "
-             << (targets.ok() ? targets->dump() : std::string(targets.status().message())) << "\nprometheus log:\n"
+      FAIL() << "Prometheus did not scrape the server and both agents: " << last
+             << "\ntargets: " << (targets.ok() ? targets->dump() : std::string(targets.status().message()))
+             << "\nprometheus log:\n"
              << ReadFile(fs::path(*prom_state_) / "log/prometheus.log");
     }
     // The start-up script's own job ("target", the server again) is gone from the configuration, but

@@ -55,7 +55,7 @@ struct Snapshot {
   // allocations hold; nullptr until the first pass.
   std::shared_ptr<const sched::Cluster> cluster;
   std::vector<sched::TypicalPod> typical;
-  std::string policy;  // the placement policy in use
+  std::string policy;                       // the placement policy in use
   std::shared_ptr<const QuotaTable> quota;  // never null after the first publish
   int pending_jobs = 0;
 };

@@ -49,13 +49,14 @@ class AgentCaller {
   http::Client& Client(const std::string& bearer) {
     std::unique_ptr<http::Client>& c = clients_[bearer];
     if (c == nullptr) {
-      c = *http::Client::Create({.base_url = server_.agent_url(), .ca_file = server_.ca_file(), .bearer_token = bearer});
+      c = *http::Client::Create(
+          {.base_url = server_.agent_url(), .ca_file = server_.ca_file(), .bearer_token = bearer});
     }
     return *c;
   }
 
   ControlPlaneServer& server_;
-  std::map<std::string, std::string> credentials_;  // node -> credential
+  std::map<std::string, std::string> credentials_;                // node -> credential
   std::map<std::string, std::unique_ptr<http::Client>> clients_;  // by bearer: keep-alive connections
 };
 

@@ -25,6 +25,7 @@
 #include "http/server.h"
 #include "hw/emulated_discovery.h"
 #include "metrics/registry.h"
+#include "pki/pki.h"
 
 namespace gpugeek::agent {
 namespace {
@@ -1102,6 +1103,62 @@ TEST_F(AgentTest, JoinsOnceThenPresentsItsOwnCredentialAlsoAfterARestart) {
   ASSERT_TRUE(again->Tick().ok());
   ASSERT_EQ(cp_->register_auth().size(), 2u);
   EXPECT_EQ(cp_->register_auth()[1], "Bearer " + kFakeCredential);
+}
+
+// The attack of issue 10: "a 25-line impostor server got an agent to run `id` as uid 0". The impostor
+// answers every registration and hands out an assignment; it serves TLS with a certificate of its own CA
+// (or plain HTTP). The agent pins the real server's CA: it never registers there and runs nothing.
+TEST(AgentImpostorTest, AnAgentThatPinsItsServersCaObeysNoImpostor) {
+  TempDir dir;
+  auto real = pki::EnsureLocalPki({.dir = dir.path() + "/real", .add_hostname = false});
+  auto fake = pki::EnsureLocalPki({.dir = dir.path() + "/impostor", .add_hostname = false});
+  ASSERT_TRUE(real.ok() && fake.ok());
+  std::atomic<int> calls{0};
+  const std::string marker = dir.path() + "/ran-id.txt";
+  auto serve = [&](http::TlsOptions tls) {
+    auto server = http::Server::Create({.host = "127.0.0.1", .port = 0, .threads = 2, .tls = tls});
+    EXPECT_TRUE(server.ok()) << server.status();
+    (*server)->Route("POST", "/v1/agents/register", [&](const http::Request&) -> absl::StatusOr<http::Reply> {
+      ++calls;
+      return http::Reply::Json(api::ToJson(api::RegistrationReply{.node_credential = kFakeCredential}));
+    });
+    (*server)->Route("POST", "/v1/agents/{node}/heartbeat", [&](const http::Request&) -> absl::StatusOr<http::Reply> {
+      ++calls;
+      api::HeartbeatReply reply;
+      reply.assignments = {MakeAssignment("job-x", 1, "id > " + marker)};
+      return http::Reply::Json(api::ToJson(reply));
+    });
+    EXPECT_TRUE((*server)->Start().ok());
+    return std::move(*server);
+  };
+  auto tls_impostor = serve({.cert_file = fake->server_cert_file, .key_file = fake->server_key_file});
+  auto discovery = hw::EmulatedDiscovery::Create({.spec = "1xL4"});
+  ASSERT_TRUE(discovery.ok());
+  AgentOptions o{.server_url = tls_impostor->url(),
+                 .ca_file = real->ca_cert_file,
+                 .join_token = kTestJoinToken,
+                 .node = "victim",
+                 .discovery = discovery->get(),
+                 .data_dir = dir.path() + "/agent",
+                 .cgroup_limits = false};
+  auto agent = Agent::Create(o);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  for (int i = 0; i < 3; ++i) {
+    const absl::Status tick = (*agent)->Tick();
+    EXPECT_EQ(tick.code(), absl::StatusCode::kUnavailable) << tick;
+  }
+  EXPECT_FALSE((*agent)->registered());
+  EXPECT_EQ(calls.load(), 0) << "the TLS handshake fails before any request reaches the impostor";
+  // A plain-http impostor: an https agent never speaks plain HTTP to its server.
+  auto plain_impostor = serve({});
+  o.server_url = "https://" + plain_impostor->url().substr(std::string("http://").size());
+  o.data_dir = dir.path() + "/agent2";
+  agent.value().reset();
+  auto second = Agent::Create(o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE((*second)->Tick().ok());
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "no command of an impostor ran";
 }
 
 TEST(AgentCreateTest, BadOptionsAreInvalidArguments) {

@@ -219,6 +219,7 @@ class TopCommandTest : public ::testing::Test {
       if (!ready) std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_TRUE(ready) << "agents did not register and report samples";
+    ASSERT_TRUE(Client().Post("/v1/tenants", {{"name", "team-top"}}).ok());
     auto job = Client().Post(
         "/v1/jobs", {{"spec_yaml", "name: toptest\nresources: {accelerators: A100-SXM-80GB:2}\nrun: sleep 300\n"},
                      {"tenant", "team-top"}});

@@ -17,6 +17,8 @@
 #include "controlplane/openapi.h"
 #include "controlplane/server.h"
 #include "controlplane/testing/agent_caller.h"
+#include "http/client.h"
+#include "http/status_http.h"
 #include "hw/emulate_spec.h"
 #include "hw/emulated_discovery.h"
 
@@ -26,8 +28,13 @@ namespace {
 using nlohmann::json;
 
 // The callers of the matrix. Tenant team-a owns the objects the routes name.
-enum Caller { kNone, kViewerA, kMemberA, kMemberB, kAdmin, kCallers };
-constexpr const char* kCallerNames[] = {"no token", "viewer of team-a", "member of team-a", "member of team-b",
+enum Caller { kNone, kViewerA, kMemberA, kMemberB, kNodeA, kNodeB, kAdmin, kCallers };
+constexpr const char* kCallerNames[] = {"no token",
+                                        "viewer of team-a",
+                                        "member of team-a",
+                                        "member of team-b",
+                                        "node-a's credential",
+                                        "node-b's credential",
                                         "admin"};
 
 struct Result {
@@ -113,7 +120,8 @@ class AccessTest : public ::testing::Test {
 // member-a (`user_scoped`: tokens are their user's, not their tenant's). `ok` is the route's success.
 int Expected(Access access, Caller who, bool object_scoped, bool user_scoped, int ok) {
   if (access == Access::kPublic) return ok;
-  if (who == kNone) return 401;
+  // A node credential is not an API token: it speaks on the agents' listener only.
+  if (who == kNone || who == kNodeA || who == kNodeB) return 401;
   const int rank = who == kAdmin ? 2 : who == kViewerA ? 0 : 1;
   const int needed = access == Access::kAdmin ? 2 : access == Access::kMember ? 1 : 0;
   if (rank < needed) return 403;
@@ -140,13 +148,38 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
   ASSERT_EQ(documented, declared);
 
   RegisterNode("node-a");
+  RegisterNode("node-b");
+  tokens_[kNodeA] = agents_->credential("node-a");
+  tokens_[kNodeB] = agents_->credential("node-b");
   int checked = 0;
   for (const auto& [method, pattern] : documented) {
     std::string lower = method;
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const json& op = doc.body["paths"][pattern][lower];
     const std::string access_name = op["x-gpugeek-access"];
-    if (access_name == "node") continue;  // the agents' listener: node credentials (agent tests)
+    if (access_name == "node") {
+      // The agents' listener, as node-a: only node-a's own credential is heard (node_authority_test.cc
+      // has the join and takeover cases).
+      const std::string path =
+          method == "POST" && pattern == "/v1/agents/register" ? pattern : "/v1/agents/node-a/heartbeat";
+      api::Registration reg;
+      reg.node = "node-a";
+      reg.address = "127.0.0.1";
+      reg.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), "node-a",
+                                                 {"node-a", 32, uint64_t{256} << 30, 1, ""});
+      const json body = path == pattern ? api::ToJson(reg) : json{{"node", "node-a"}};
+      for (int c = 0; c < kCallers; ++c) {
+        auto client = *http::Client::Create(
+            {.base_url = server_->agent_url(), .ca_file = server_->ca_file(), .bearer_token = tokens_[c]});
+        auto reply = client->Post(path, body);
+        const int got = reply.ok() ? 200 : http::HttpStatusFor(reply.status());
+        const int want = c == kNodeA ? 200 : c == kNodeB ? 403 : 401;
+        EXPECT_EQ(got, want) << method << " " << path << " as " << kCallerNames[c] << ": " << reply.status();
+        EXPECT_TRUE(op["responses"].contains(std::to_string(got))) << method << " " << pattern << " answered " << got;
+        ++checked;
+      }
+      continue;
+    }
     const Access access = AccessOf(method, pattern);
     ASSERT_EQ(access_name, AccessName(access));
     const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
@@ -227,7 +260,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, (static_cast<int>(declared.size()) - 2) * kCallers);  // every user route x every caller
+  EXPECT_EQ(checked, static_cast<int>(declared.size()) * kCallers);  // every route x every caller
 }
 
 TEST_F(AccessTest, TheServedDocumentIsTheDumpedOneAndNamesEveryOperation) {

@@ -78,6 +78,14 @@ class TlsListeners : public ::testing::Test {
     token_ = new std::string(subprocess::UseAdminToken(*dir_ / "server"));
     ca_ = new std::string(subprocess::UseServerCa(*dir_ / "server"));
     ASSERT_TRUE(fs::exists(*ca_));
+    {
+      // The agent joins with an admin's join token, over the same TLS.
+      auto admin = http::Client::Create({.base_url = *url_, .ca_file = *ca_, .bearer_token = *token_});
+      ASSERT_TRUE(admin.ok()) << admin.status();
+      auto join = (*admin)->Post("/v1/join-tokens", {{"uses", 1}});
+      ASSERT_TRUE(join.ok()) << join.status();
+      subprocess::UseJoinToken((*join)["token"]);
+    }
 
     // The agent's metrics certificate: from the server's CA, naming the loopback address it binds.
     IssueInto("gpugeek agent metrics", *dir_ / "metrics.crt", *dir_ / "metrics.key");

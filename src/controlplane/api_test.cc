@@ -133,6 +133,28 @@ TEST_F(ApiTest, SubmitScheduleHeartbeatAndFinish) {
   EXPECT_EQ((*nodes)["nodes"][0]["name"], "node-a");
 }
 
+// An operator's pool reserved to some tenants: a node labelled reserved-for=team-a runs team-a's jobs
+// only; another tenant's job waits and says why.
+TEST_F(ApiTest, ANodeReservedToATenantRunsOnlyItsJobs) {
+  api::Registration r;
+  r.node = "reserved";
+  r.address = "127.0.0.1";
+  r.labels = {{"reserved-for", "team-a"}};
+  r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("4xH100-SXM-80GB"), r.node,
+                                           {r.node, 32, uint64_t{256} << 30, 1, ""});
+  ASSERT_TRUE(agent_->Post("/v1/agents/register", api::ToJson(r)).ok());
+  for (const char* t : {"team-a", "team-b"}) ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", t}}).ok());
+  const std::string spec = "name: t\nresources: {accelerators: H100-SXM-80GB:2}\nrun: sleep 100\n";
+  auto b = client_->Post("/v1/jobs", {{"spec_yaml", spec}, {"tenant", "team-b"}});
+  auto a = client_->Post("/v1/jobs", {{"spec_yaml", spec}, {"tenant", "team-a"}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(WaitFor((*a)["id"], "SCHEDULED"));
+  auto waiting = client_->Get("/v1/jobs/" + (*b)["id"].get<std::string>());
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ((*waiting)["state"], "PENDING");
+  EXPECT_THAT((*waiting)["pending_reason"].get<std::string>(), ::testing::HasSubstr("reserved for team-a"));
+}
+
 TEST_F(ApiTest, BadInputIs4xxNamingTheField) {
   auto missing = client_->Post("/v1/jobs", {{"spec", "x"}});
   ASSERT_FALSE(missing.ok());

@@ -85,6 +85,37 @@ std::string SelectorMismatch(const NodeSelector& selector, const NodeSpec& spec)
 
 }  // namespace
 
+namespace {
+
+// "" when `shape` may use node `n`; else why not.
+std::string ReservationMismatch(const PodShape& shape, const NodeSpec& node) {
+  auto it = node.labels.find(kReservedForLabel);
+  if (it == node.labels.end()) return "";
+  const std::string tenant = shape.tenant == nullptr ? std::string() : *shape.tenant;
+  std::string_view list = it->second;
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!tenant.empty() && item == tenant) return "";
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return fmt::format("reserved for {}", it->second);
+}
+
+}  // namespace
+
+void TenantReservationFit::Filter(const PodShape& shape, const Cluster& cluster,
+                                  std::vector<NodeIndex>& candidates) const {
+  std::erase_if(candidates, [&](NodeIndex n) { return !ReservationMismatch(shape, cluster.spec(n)).empty(); });
+}
+
+std::string TenantReservationFit::Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const {
+  return ReservationMismatch(shape, cluster.spec(n));
+}
+
 void NodeSelectorFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
   if (shape.node_selector == nullptr) return;
   std::erase_if(candidates,

@@ -31,6 +31,15 @@ class CapacityTypeFit final : public FilterPlugin {
   std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
 };
 
+// Nodes reserved to some tenants (label kReservedForLabel = "team-a,team-b") take pods of those tenants
+// only; a pod without a tenant fits only nodes without the label. Nodes without it are shared.
+class TenantReservationFit final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "TenantReservationFit"; }
+  void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
+  std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
+};
+
 // Only nodes whose labels satisfy the request's node selector (every key present, with one of the
 // allowed values), when it has one.
 class NodeSelectorFit final : public FilterPlugin {

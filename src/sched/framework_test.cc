@@ -152,6 +152,42 @@ TEST(FrameworkTest, CapacityTypeIsHonoured) {
   EXPECT_FALSE(d->scheduled);
 }
 
+TEST(FrameworkTest, ANodeReservedToTenantsTakesOnlyTheirPods) {
+  NodeSpec reserved = Node("reserved", 8000, 4, "A100");
+  reserved.labels = {{std::string(kReservedForLabel), "team-a, team-c"}};
+  auto c = Cluster::Create({reserved, Node("shared", 8000, 1, "A100")});
+  ASSERT_TRUE(c.ok());
+  auto fw = Make(&*c);
+  AcceptAllBinder binder;
+  // team-b's 2-GPU job fits only the reserved node: unschedulable, and the reason names the reservation.
+  Request b = Req("b", Shape(0, 2, 1000));
+  b.tenant = "team-b";
+  auto d = fw->Schedule(b, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  bool named = false;
+  for (const NodeReason& r : d->reasons) {
+    named |= r.node == 0 && r.plugin == "TenantReservationFit" && r.reason == "reserved for team-a, team-c";
+  }
+  EXPECT_TRUE(named);
+  // A job without an owner is not a reserved node's either.
+  d = fw->Schedule(Req("none", Shape(0, 2, 1000)), binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  // team-c (second in the list) gets it.
+  Request cjob = Req("c", Shape(0, 2, 1000));
+  cjob.tenant = "team-c";
+  d = fw->Schedule(cjob, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ(d->placements[0].node, 0);
+  // Anyone's 1-GPU job may use the shared node.
+  Request small = Req("s", Shape(0, 1, 1000));
+  small.tenant = "team-b";
+  d = fw->Schedule(small, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ(d->placements[0].node, 1);
+}
+
 TEST(FrameworkTest, NodeSelectorKeepsMembersInTheAllowedRegions) {
   NodeSpec eu = Node("eu", 8000, 2, "T4");
   eu.labels = {{"region", "eu-west"}};

@@ -23,8 +23,9 @@ Registry::Registry() {
       {"GpuShareFit", [] { return std::make_unique<GpuShareFit>(); }},
       {"CapacityTypeFit", [] { return std::make_unique<CapacityTypeFit>(); }},
       {"NodeSelectorFit", [] { return std::make_unique<NodeSelectorFit>(); }},
+      {"TenantReservationFit", [] { return std::make_unique<TenantReservationFit>(); }},
   };
-  default_filters_ = {"NodeResourcesFit", "GpuShareFit", "CapacityTypeFit", "NodeSelectorFit"};
+  default_filters_ = {"NodeResourcesFit", "GpuShareFit", "CapacityTypeFit", "NodeSelectorFit", "TenantReservationFit"};
   scores_ = {
       {"RandomScore", [](const PluginContext&) { return std::make_unique<RandomScore>(); }},
       {"DotProductScore", [](const PluginContext&) { return std::make_unique<DotProductScore>(); }},

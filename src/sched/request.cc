@@ -26,9 +26,10 @@ absl::Status Validate(const Request& r) {
 }
 
 PodShape Compile(const ResourceShape& s, const Cluster& cluster, std::optional<CapacityType> capacity_type,
-                 const NodeSelector* selector) {
+                 const NodeSelector* selector, const std::string* tenant) {
   PodShape p;
   if (selector != nullptr && !selector->empty()) p.node_selector = selector;
+  if (tenant != nullptr && !tenant->empty()) p.tenant = tenant;
   p.cpu_milli = s.cpu_milli;
   p.memory_bytes = s.memory_bytes;
   p.num_gpus = s.num_gpus;

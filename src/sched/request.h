@@ -37,7 +37,13 @@ struct Request {
   // Each member on its own node, as the ranks of a multi-node job must be (else members may share
   // a node, as FGD-trace pods do).
   bool distinct_nodes = false;
+  // The owner ("" = none): a node reserved to some tenants (label kReservedForLabel) takes only theirs.
+  std::string tenant;
 };
+
+// The node label that reserves a node to some tenants: a comma-separated list of tenant names, e.g.
+// "reserved-for=team-a,team-b" (`gpugeek agent --label`). A node without it is shared by all tenants.
+inline constexpr char kReservedForLabel[] = "reserved-for";
 
 // Errors: InvalidArgument naming the bad field (no alternatives, gang_size < 1, negative CPU,
 // gpu_milli outside 1..1000 with GPUs, a share (< 1000) of more than one GPU, too many GPUs).
@@ -54,6 +60,7 @@ struct PodShape {
   uint64_t model_mask = 0;  // when !any_model: bit i set = cluster model id i allowed
   std::optional<CapacityType> capacity_type;
   const NodeSelector* node_selector = nullptr;  // borrowed from the Request; null or empty = any node
+  const std::string* tenant = nullptr;          // borrowed from the Request; null = no owner
 
   bool uses_gpu() const { return num_gpus > 0 && gpu_milli > 0; }
   bool is_share() const { return num_gpus == 1 && gpu_milli < kMilliPerGpu; }
@@ -68,6 +75,7 @@ struct PodShape {
 // Resolves a shape against `cluster`'s models. A model no node has simply matches nothing.
 // `selector` is borrowed: it must outlive the PodShape.
 PodShape Compile(const ResourceShape& s, const Cluster& cluster,
-                 std::optional<CapacityType> capacity_type = std::nullopt, const NodeSelector* selector = nullptr);
+                 std::optional<CapacityType> capacity_type = std::nullopt, const NodeSelector* selector = nullptr,
+                 const std::string* tenant = nullptr);
 
 }  // namespace gpugeek::sched

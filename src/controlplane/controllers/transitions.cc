@@ -20,7 +20,8 @@ using api::JobState;
 std::string ShapeKey(const std::vector<sched::Request>& requests) {
   std::string key;
   for (const sched::Request& r : requests) {
-    key += fmt::format("gang={} distinct={} capacity={} selector=", r.gang_size, r.distinct_nodes,
+    // The tenant is part of the shape: nodes reserved to tenants fit one tenant's job and not another's.
+    key += fmt::format("tenant={} gang={} distinct={} capacity={} selector=", r.tenant, r.gang_size, r.distinct_nodes,
                        r.capacity_type ? static_cast<int>(*r.capacity_type) : -1);
     for (const auto& [label, values] : r.node_selector) key += fmt::format("{}:{};", label, fmt::join(values, ","));
     for (const sched::ResourceShape& a : r.alternatives) {
@@ -159,7 +160,11 @@ void AddPending(ControllerContext& ctx, const store::JobRecord& record) {
   } else {
     p.requests = plan.status();
   }
-  if (p.requests.ok()) p.shape_key = ShapeKey(*p.requests);
+  if (p.requests.ok()) {
+    // The owner goes with every alternative: nodes reserved to some tenants take only theirs.
+    for (sched::Request& r : *p.requests) r.tenant = record.tenant;
+    p.shape_key = ShapeKey(*p.requests);
+  }
   ctx.state.dirty = true;
 }
 

@@ -24,16 +24,11 @@ namespace {
 
 using nlohmann::json;
 
-// "30d", "12h", "90m", "3600s" -> seconds; nullopt for anything else.
+// A token lifetime: a positive ParseDurationSeconds ("30d", "12h", ...).
 std::optional<int64_t> ParseTtl(const std::string& text) {
-  if (text.size() < 2) return std::nullopt;
-  const char unit = text.back();
-  const std::string digits = text.substr(0, text.size() - 1);
-  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return std::nullopt;
-  const int64_t n = std::stoll(digits);
-  const int64_t scale = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 0;
-  if (scale == 0 || n == 0) return std::nullopt;
-  return n * scale;
+  std::optional<int64_t> s = ParseDurationSeconds(text);
+  if (!s || *s == 0) return std::nullopt;
+  return s;
 }
 
 void RegisterLogin(CLI::App& app) {

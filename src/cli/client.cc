@@ -15,6 +15,18 @@
 
 namespace gpugeek::cli {
 
+std::optional<int64_t> ParseDurationSeconds(const std::string& text) {
+  if (text == "0") return 0;
+  if (text.size() < 2) return std::nullopt;
+  const std::string digits = text.substr(0, text.size() - 1);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return std::nullopt;
+  const int64_t n = std::stoll(digits);
+  const char unit = text.back();
+  const int64_t scale = unit == 's' ? 1 : unit == 'm' ? 60 : unit == 'h' ? 3600 : unit == 'd' ? 86400 : 0;
+  if (scale == 0) return std::nullopt;
+  return n * scale;
+}
+
 void AddClientFlags(CLI::App* sub, ClientFlags* flags) {
   sub->add_option(
       "--server", flags->server,

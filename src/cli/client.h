@@ -5,6 +5,7 @@
 // rendering of the server's times. No business logic: these only talk to the REST API and print.
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -75,6 +76,10 @@ std::string Text(const nlohmann::json& j);
 // An inventory's GPUs (the "gpus" array of hw::InventoryToJson) as "8 x A100-SXM-80GB", or
 // "4 x A100-PCIe-80GB + 2 x L4" (runs of one model in device order); `none` when there are none.
 std::string GpuSummary(const nlohmann::json& gpus, const std::string& none = "no GPUs");
+
+// A duration flag: "3600s", "90m", "12h", "30d" (at most 9 digits) or "0" -> seconds; nullopt for anything
+// else (the caller names the flag and the form in its message).
+std::optional<int64_t> ParseDurationSeconds(const std::string& text);
 
 // Milli-GPU as GPUs: 8000 -> "8", 2500 -> "2.5".
 std::string Gpus(int64_t milli);

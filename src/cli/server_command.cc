@@ -24,30 +24,6 @@
 #include "spdlog/spdlog.h"
 
 namespace gpugeek::cli {
-namespace {
-
-// "7d", "12h", "90m", "3600s", or "0" (no decay) -> a duration; nullopt for anything else.
-std::optional<Duration> ParseHalfLife(const std::string& text) {
-  if (text == "0") return Duration::zero();
-  if (text.size() < 2) return std::nullopt;
-  const std::string digits = text.substr(0, text.size() - 1);
-  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 6) return std::nullopt;
-  const int64_t n = std::stoll(digits);
-  switch (text.back()) {
-    case 's':
-      return std::chrono::seconds(n);
-    case 'm':
-      return std::chrono::minutes(n);
-    case 'h':
-      return std::chrono::hours(n);
-    case 'd':
-      return std::chrono::hours(24 * n);
-    default:
-      return std::nullopt;
-  }
-}
-
-}  // namespace
 
 void RegisterServerCommand(CLI::App& app) {
   struct Options {
@@ -135,8 +111,8 @@ void RegisterServerCommand(CLI::App& app) {
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;
     options.audit_retention = std::chrono::hours(24) * o->audit_retention_days;
-    if (std::optional<Duration> h = ParseHalfLife(o->fair_share_half_life); h) {
-      options.fair_share_half_life = *h;
+    if (std::optional<int64_t> h = ParseDurationSeconds(o->fair_share_half_life); h) {
+      options.fair_share_half_life = std::chrono::seconds(*h);
     } else {
       Fail(cmd,
            fmt::format("--fair-share-half-life '{}' must be a number with s, m, h or d (e.g. 7d), or 0",

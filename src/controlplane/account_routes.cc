@@ -7,6 +7,7 @@
 #include "controlplane/access.h"
 #include "controlplane/api_views.h"
 #include "controlplane/audit_log.h"
+#include "controlplane/paging.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -14,9 +15,6 @@ namespace {
 using http::Reply;
 using http::Request;
 using J = nlohmann::json;
-
-constexpr int kDefaultLimit = 100;
-constexpr int kMaxLimit = 1000;
 
 J TimeOrNull(const std::optional<TimePoint>& t) { return t ? J(FormatTime(*t)) : J(); }
 
@@ -33,30 +31,12 @@ J TokenJson(const store::TokenRecord& t) {
           {"revoked_at", TimeOrNull(t.revoked_at)}};
 }
 
-// One page of `items` (ordered by key) after `?after=`, at most `?limit=`.
+// A page of `items` as the route's reply (paging.h).
 template <typename T, typename KeyFn, typename JsonFn>
-absl::StatusOr<Reply> Page(const Request& r, const std::string& field, const std::vector<T>& items, KeyFn key,
-                           JsonFn to_json) {
-  int limit = kDefaultLimit;
-  if (const std::string v = r.query_value("limit"); !v.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || n < 1 || n > kMaxLimit) {
-      return absl::InvalidArgumentError(
-          fmt::format("query parameter 'limit' = '{}' must be an integer 1..{}", v, kMaxLimit));
-    }
-    limit = static_cast<int>(n);
-  }
-  const std::string after = r.query_value("after");
-  J list = J::array();
-  std::string last;
-  for (const T& item : items) {
-    if (!after.empty() && key(item) <= after) continue;
-    if (static_cast<int>(list.size()) == limit) return Reply::Json({{field, list}, {"next_after", last}});
-    last = key(item);
-    list.push_back(to_json(item));
-  }
-  return Reply::Json({{field, list}, {"next_after", nullptr}});
+absl::StatusOr<Reply> PageReply(const Request& r, const std::string& field, const std::vector<T>& items, KeyFn key,
+                                JsonFn to_json) {
+  ASSIGN_OR_RETURN(J page, Page(r, field, items, key, to_json));
+  return Reply::Json(page);
 }
 
 J AuditJson(const store::AuditRecord& a) {
@@ -79,7 +59,8 @@ J AuditJson(const store::AuditRecord& a) {
 absl::StatusOr<Reply> ListAudit(const Accounts& accounts, const Request& r) {
   const AuditLog* log = accounts.audit_log();
   if (log == nullptr) return absl::FailedPreconditionError("audit: this server keeps no audit log");
-  store::AuditFilter filter{.user = r.query_value("user"), .tenant = r.query_value("tenant"), .limit = kDefaultLimit};
+  store::AuditFilter filter{
+      .user = r.query_value("user"), .tenant = r.query_value("tenant"), .limit = kDefaultPageLimit};
   if (const std::string v = r.query_value("after"); !v.empty()) {
     char* end = nullptr;
     const long long n = std::strtoll(v.c_str(), &end, 10);
@@ -88,15 +69,7 @@ absl::StatusOr<Reply> ListAudit(const Accounts& accounts, const Request& r) {
     }
     filter.after_seq = n;
   }
-  if (const std::string v = r.query_value("limit"); !v.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || n < 1 || n > kMaxLimit) {
-      return absl::InvalidArgumentError(
-          fmt::format("query parameter 'limit' = '{}' must be an integer 1..{}", v, kMaxLimit));
-    }
-    filter.limit = static_cast<int>(n);
-  }
+  ASSIGN_OR_RETURN(filter.limit, PageLimit(r));
   ASSIGN_OR_RETURN(std::vector<store::AuditRecord> records, log->List(filter));
   J list = J::array();
   for (const store::AuditRecord& a : records) list.push_back(AuditJson(a));
@@ -116,7 +89,7 @@ void RegisterAccountRoutes(http::Server& server, Accounts& accounts) {
   });
   route("GET", "/v1/tenants", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(auto tenants, accounts.Tenants(who));
-    return Page(
+    return PageReply(
         r, "tenants", tenants, [](const store::TenantRecord& t) { return t.id; }, TenantJson);
   });
   route("POST", "/v1/tenants", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
@@ -129,7 +102,7 @@ void RegisterAccountRoutes(http::Server& server, Accounts& accounts) {
   });
   route("GET", "/v1/users", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(auto users, accounts.Users(who));
-    return Page(
+    return PageReply(
         r, "users", users, [](const store::UserRecord& u) { return u.name; }, UserJson);
   });
   route("POST", "/v1/users", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
@@ -144,7 +117,7 @@ void RegisterAccountRoutes(http::Server& server, Accounts& accounts) {
   });
   route("GET", "/v1/tokens", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(auto tokens, accounts.Tokens(who));
-    return Page(
+    return PageReply(
         r, "tokens", tokens, [](const store::TokenRecord& t) { return t.id; }, TokenJson);
   });
   route("POST", "/v1/tokens", [&accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
@@ -194,7 +167,7 @@ void RegisterJoinTokenRoutes(http::Server& server, Accounts& accounts, NodeAutho
   };
   route("GET", "/v1/join-tokens", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(auto tokens, nodes.JoinTokens(who));
-    return Page(
+    return PageReply(
         r, "join_tokens", tokens, [](const store::JoinTokenRecord& t) { return t.id; }, JoinTokenJson);
   });
   route("POST", "/v1/join-tokens", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {

@@ -67,16 +67,13 @@ absl::StatusOr<std::unique_ptr<Accounts>> Accounts::Open(store::Store& store, Cl
 }
 
 absl::StatusOr<std::optional<std::string>> Accounts::Bootstrap() {
-  {
-    MutexLock lock(&mu_);
-    if (!users_.empty()) return std::optional<std::string>();
-  }
-  const TimePoint now = clock_.Now();
   bool have_tenant;
   {
     MutexLock lock(&mu_);
+    if (!users_.empty()) return std::optional<std::string>();
     have_tenant = tenants_.contains(options_.default_tenant);
   }
+  const TimePoint now = clock_.Now();
   if (!have_tenant) {
     store::TenantRecord t{options_.default_tenant, now};
     RETURN_IF_ERROR(store_.CreateTenant(t));

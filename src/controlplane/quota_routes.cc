@@ -8,6 +8,7 @@
 #include "api/json_reader.h"
 #include "common/status_macros.h"
 #include "controlplane/access.h"
+#include "controlplane/paging.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -15,9 +16,6 @@ namespace {
 using http::Reply;
 using http::Request;
 using J = nlohmann::json;
-
-constexpr int kDefaultLimit = 100;
-constexpr int kMaxLimit = 1000;
 
 J QuotaRowJson(const TenantQuotaView& v) {
   const sched::TenantUsage& u = v.usage;
@@ -39,18 +37,7 @@ J QuotaRowJson(const TenantQuotaView& v) {
 }
 
 absl::StatusOr<Reply> GetQuota(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
-  int limit = kDefaultLimit;
-  if (const std::string v = r.query_value("limit"); !v.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (*end != '\0' || n < 1 || n > kMaxLimit) {
-      return absl::InvalidArgumentError(
-          fmt::format("query parameter 'limit' = '{}' must be an integer 1..{}", v, kMaxLimit));
-    }
-    limit = static_cast<int>(n);
-  }
   const std::string tenant = r.query_value("tenant");
-  const std::string after = r.query_value("after");
   J out = {{"half_life_s", std::chrono::duration<double>(cp.fair_share_half_life()).count()}};
   // Which tenants the caller may see, by name.
   std::set<std::string> names;
@@ -64,20 +51,11 @@ absl::StatusOr<Reply> GetQuota(ControlPlane& cp, const Accounts& accounts, const
     for (const store::TenantRecord& t : tenants) names.insert(t.id);
     for (const TenantQuotaView& v : cp.TenantQuotas()) names.insert(v.usage.tenant);
   }
-  J rows = J::array();
-  std::string last;
-  for (const std::string& name : names) {
-    if (!after.empty() && name <= after) continue;
-    if (static_cast<int>(rows.size()) == limit) {
-      out["tenants"] = rows;
-      out["next_after"] = last;
-      return Reply::Json(out);
-    }
-    last = name;
-    rows.push_back(QuotaRowJson(cp.TenantQuota(name)));
-  }
-  out["tenants"] = rows;
-  out["next_after"] = nullptr;
+  const std::vector<std::string> sorted(names.begin(), names.end());
+  ASSIGN_OR_RETURN(out,
+                   Page(
+                       r, "tenants", sorted, [](const std::string& name) { return name; },
+                       [&cp](const std::string& name) { return QuotaRowJson(cp.TenantQuota(name)); }, std::move(out)));
   return Reply::Json(out);
 }
 

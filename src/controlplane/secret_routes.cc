@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "controlplane/access.h"
 #include "controlplane/api_views.h"
+#include "controlplane/paging.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -13,9 +14,6 @@ namespace {
 using http::Reply;
 using http::Request;
 using J = nlohmann::json;
-
-constexpr int kDefaultLimit = 100;
-constexpr int kMaxLimit = 1000;
 
 J SecretJson(const store::SecretRecord& s) {
   return {{"name", s.name},
@@ -48,27 +46,10 @@ void RegisterSecretRoutes(http::Server& server, Accounts& accounts, Secrets& sec
     return Reply::Json(SecretJson(s));
   });
   route("GET", "/v1/secrets", [&secrets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
-    int limit = kDefaultLimit;
-    if (const std::string v = r.query_value("limit"); !v.empty()) {
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (*end != '\0' || n < 1 || n > kMaxLimit) {
-        return absl::InvalidArgumentError(
-            fmt::format("query parameter 'limit' = '{}' must be an integer 1..{}", v, kMaxLimit));
-      }
-      limit = static_cast<int>(n);
-    }
-    const std::string after = r.query_value("after");
     ASSIGN_OR_RETURN(auto all, secrets.List(who.tenant));
-    J list = J::array();
-    std::string last;
-    for (const store::SecretRecord& s : all) {
-      if (!after.empty() && s.name <= after) continue;
-      if (static_cast<int>(list.size()) == limit) return Reply::Json({{"secrets", list}, {"next_after", last}});
-      last = s.name;
-      list.push_back(SecretJson(s));
-    }
-    return Reply::Json({{"secrets", list}, {"next_after", nullptr}});
+    ASSIGN_OR_RETURN(J page, Page(
+                                 r, "secrets", all, [](const store::SecretRecord& s) { return s.name; }, SecretJson));
+    return Reply::Json(page);
   });
   route("GET", "/v1/secrets/{name}", [&secrets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(store::SecretRecord s, Find(secrets, who, r.param("name")));

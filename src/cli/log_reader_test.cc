@@ -101,8 +101,8 @@ class LogReaderTest : public ::testing::Test {
     return info;
   }
   void Append(const std::string& job, int rank, int64_t epoch, const std::string& data) {
-    const uint64_t offset = logs_->Read(job, rank, epoch, 0, 0)->size;
-    ASSERT_TRUE(logs_->Append(job, rank, epoch, offset, data).ok());
+    const uint64_t offset = logs_->Read("default", job, rank, epoch, 0, 0)->size;
+    ASSERT_TRUE(logs_->Append("default", job, rank, epoch, offset, data).ok());
   }
   // ReadJobLogs into a string.
   absl::StatusOr<std::pair<std::string, json>> Read(JobLogsOptions options) {
@@ -127,7 +127,7 @@ TEST_F(LogReaderTest, ReadsRawBytesOverSeveralRequests) {
   for (int i = 0; i < 3 * (1 << 20) + 7; ++i) bytes.push_back(static_cast<char>((i * 7) % 256));
   SetJob("j-1", Running(1, 1));
   for (size_t at = 0; at < bytes.size(); at += 1 << 20) {
-    ASSERT_TRUE(logs_->Append("j-1", 0, 1, at, std::string_view(bytes).substr(at, 1 << 20)).ok());
+    ASSERT_TRUE(logs_->Append("default", "j-1", 0, 1, at, std::string_view(bytes).substr(at, 1 << 20)).ok());
   }
   auto r = Read({.job_id = "j-1"});
   ASSERT_TRUE(r.ok()) << r.status();

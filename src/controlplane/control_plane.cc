@@ -74,9 +74,10 @@ ControlPlane::ControlPlane(const ControlPlaneOptions& options)
       store_(*options.store),
       clock_(options.clock ? *options.clock : RealClock()),
       catalog_(options.catalog ? *options.catalog : hw::GpuCatalog::Builtin()),
-      logs_(std::make_unique<LogStore>(
-          (fs::path(options.data_dir) / "logs").string(),
-          LogStoreOptions{.max_bytes_per_job = options.log_quota_bytes, .max_waiters = kMaxLogWaiters})),
+      logs_(std::make_unique<LogStore>((fs::path(options.data_dir) / "logs").string(),
+                                       LogStoreOptions{.max_bytes_per_job = options.log_quota_bytes,
+                                                       .max_waiters = kMaxLogWaiters,
+                                                       .keyring = options.keyring})),
       secrets_(std::make_unique<Secrets>(*options.store, options.clock ? *options.clock : RealClock())),
       node_lifecycle_(std::make_unique<NodeLifecycleController>()),
       job_lifecycle_(std::make_unique<JobLifecycleController>()),
@@ -187,7 +188,7 @@ absl::Status ControlPlane::Load() {
     live.draining = j.state == JobState::kPending;
     if (live.draining || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);
     if (!allocation->members.empty()) state_.ports[allocation->members.front().node].insert(allocation->master_port);
-    log_grants_.Place(j.id, j.epoch, MemberNodes(*allocation));
+    log_grants_.Place(j.id, j.tenant, j.epoch, MemberNodes(*allocation));
     state_.live.emplace(j.id, std::move(live));
   }
   next_job_number_ = next;
@@ -643,11 +644,12 @@ absl::StatusOr<api::HeartbeatReply> ControlPlane::Heartbeat(const api::Heartbeat
       // A report's message becomes an event's reason: redact it like the log.
       std::string none;
       report.message = LogRedactor::Redact(secrets, none, report.message, /*end=*/true);
-      if (report.phase != api::WorkloadPhase::kRunning &&
-          log_grants_.MayWrite(report.job_id, report.epoch, report.node_rank, heartbeat.node)) {
+      if (report.phase == api::WorkloadPhase::kRunning) continue;
+      if (std::optional<std::string> tenant =
+              log_grants_.WriterTenant(report.job_id, report.epoch, report.node_rank, heartbeat.node)) {
         // The member's end: what its log held back is stored now.
-        AppendRedacted({.job_id = report.job_id, .node_rank = report.node_rank, .epoch = report.epoch}, secrets,
-                       /*end=*/true);
+        AppendRedacted(*tenant, {.job_id = report.job_id, .node_rank = report.node_rank, .epoch = report.epoch},
+                       secrets, /*end=*/true);
       }
     }
     MutexLock lock(&inbox_mu_);
@@ -685,8 +687,8 @@ std::vector<LogRedactor::Secret> ControlPlane::SecretsOf(const std::string& job_
   return out;
 }
 
-void ControlPlane::AppendRedacted(const api::LogChunk& chunk, const std::vector<LogRedactor::Secret>& secrets,
-                                  bool end) {
+void ControlPlane::AppendRedacted(const std::string& tenant, const api::LogChunk& chunk,
+                                  const std::vector<LogRedactor::Secret>& secrets, bool end) {
   MutexLock lock(&redact_mu_);
   const auto key = std::make_tuple(chunk.job_id, chunk.node_rank, chunk.epoch);
   auto it = redact_.find(key);
@@ -711,7 +713,7 @@ void ControlPlane::AppendRedacted(const api::LogChunk& chunk, const std::vector<
   st.agent_next = std::max(st.agent_next, chunk.offset + chunk.data.size());
   const std::string out = LogRedactor::Redact(secrets, st.held, data, end);
   if (!out.empty()) {
-    auto size = logs_->Append(chunk.job_id, chunk.node_rank, chunk.epoch, st.stored_next, out);
+    auto size = logs_->Append(tenant, chunk.job_id, chunk.node_rank, chunk.epoch, st.stored_next, out);
     if (size.ok()) {
       st.stored_next = *size;
     } else if (!absl::IsResourceExhausted(size.status())) {
@@ -725,16 +727,18 @@ void ControlPlane::AppendLogs(const std::string& node, const std::vector<api::Lo
   for (const api::LogChunk& chunk : chunks) {
     if (chunk.data.empty()) continue;
     // Only the node that runs (or ran) that member, at that epoch, may write its log.
-    if (!log_grants_.MayWrite(chunk.job_id, chunk.epoch, chunk.node_rank, node)) {
+    const std::optional<std::string> tenant =
+        log_grants_.WriterTenant(chunk.job_id, chunk.epoch, chunk.node_rank, node);
+    if (!tenant) {
       spdlog::warn("control plane: dropping log bytes for {} rank {} epoch {} from {}: not its member", chunk.job_id,
                    chunk.node_rank, chunk.epoch, node);
       continue;
     }
     if (std::vector<LogRedactor::Secret> secrets = SecretsOf(chunk.job_id, snap); !secrets.empty()) {
-      AppendRedacted(chunk, secrets, /*end=*/false);
+      AppendRedacted(*tenant, chunk, secrets, /*end=*/false);
       continue;
     }
-    auto st = logs_->Append(chunk.job_id, chunk.node_rank, chunk.epoch, chunk.offset, chunk.data);
+    auto st = logs_->Append(*tenant, chunk.job_id, chunk.node_rank, chunk.epoch, chunk.offset, chunk.data);
     if (!st.ok() && !absl::IsResourceExhausted(st.status())) {
       spdlog::warn("control plane: log of {} rank {} from {}: {}", chunk.job_id, chunk.node_rank, node, st.status());
     }

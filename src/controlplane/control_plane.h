@@ -270,7 +270,8 @@ class ControlPlane {
   std::vector<LogRedactor::Secret> SecretsOf(const std::string& job_id, const Snapshot& snap);
   // Stores a chunk of a job that has secrets, redacted (LogRedactor); `end`: the member exited, so
   // what is held back is stored as it is.
-  void AppendRedacted(const api::LogChunk& chunk, const std::vector<LogRedactor::Secret>& secrets, bool end);
+  void AppendRedacted(const std::string& tenant, const api::LogChunk& chunk,
+                      const std::vector<LogRedactor::Secret>& secrets, bool end);
   JobView ViewOf(const store::JobRecord& record, const Snapshot& snap) const;
   std::vector<workload::PoolEntry> PoolEntries(const Snapshot& snap) const;
 

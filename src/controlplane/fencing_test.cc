@@ -496,7 +496,7 @@ TEST_F(FencingTest, LogBytesComeOnlyFromTheMembersNodeAndRoundTripExactly) {
   const std::string log = Log(id, 0, 1);
   ASSERT_EQ(log.size(), 256u);
   EXPECT_EQ(log, bytes);
-  auto tail = cp_->logs().Read(id, 0, 1, 250, 100);
+  auto tail = cp_->logs().Read(cp_->GetJob(id)->record.tenant, id, 0, 1, 250, 100);
   ASSERT_TRUE(tail.ok()) << tail.status();
   EXPECT_EQ(tail->data, bytes.substr(250));
   EXPECT_EQ(tail->next_offset, 256u);

@@ -54,11 +54,11 @@ nlohmann::json ToJson(const std::string& id, int rank, int64_t epoch, const LogR
           {"epochs", std::move(epochs)}};
 }
 
-absl::StatusOr<LogRange> ReadRange(LogStore& logs, const std::string& id, int rank, int64_t epoch, uint64_t offset,
-                                   size_t limit) {
-  absl::StatusOr<LogRange> range = logs.Read(id, rank, epoch, offset, limit);
+absl::StatusOr<LogRange> ReadRange(LogStore& logs, const std::string& tenant, const std::string& id, int rank,
+                                   int64_t epoch, uint64_t offset, size_t limit) {
+  absl::StatusOr<LogRange> range = logs.Read(tenant, id, rank, epoch, offset, limit);
   if (range.status().code() == absl::StatusCode::kOutOfRange) {
-    ASSIGN_OR_RETURN(LogRange end, logs.Read(id, rank, epoch, 0, 0));
+    ASSIGN_OR_RETURN(LogRange end, logs.Read(tenant, id, rank, epoch, 0, 0));
     return absl::InvalidArgumentError(
         fmt::format("offset: {} is past the end of the log ({} bytes)", offset, end.size));
   }
@@ -100,15 +100,15 @@ absl::StatusOr<Reply> ServeLogs(LogStore& logs, const LogJobInfoFn& job_info, co
   ASSIGN_OR_RETURN(const int64_t wait_ms,
                    IntParam(r, "wait_ms", 0, 0, kMaxLogWaitMs, fmt::format("an integer 0..{}", kMaxLogWaitMs)));
 
-  ASSIGN_OR_RETURN(LogRange range,
-                   ReadRange(logs, id, rank, epoch, static_cast<uint64_t>(offset), static_cast<size_t>(limit)));
+  ASSIGN_OR_RETURN(LogRange range, ReadRange(logs, info.tenant, id, rank, epoch, static_cast<uint64_t>(offset),
+                                             static_cast<size_t>(limit)));
   if (range.data.empty() && wait_ms > 0 && !info.logs_complete) {
     // At the end of a log that may grow: wait (bounded) on the store's notification, then answer with
     // the job as it is now. The info is read before the bytes, so complete=true covers them all.
     logs.WaitForBytes(id, rank, epoch, static_cast<uint64_t>(offset), std::chrono::milliseconds(wait_ms));
     ASSIGN_OR_RETURN(info, job_info(id));
-    ASSIGN_OR_RETURN(range,
-                     ReadRange(logs, id, rank, epoch, static_cast<uint64_t>(offset), static_cast<size_t>(limit)));
+    ASSIGN_OR_RETURN(range, ReadRange(logs, info.tenant, id, rank, epoch, static_cast<uint64_t>(offset),
+                                      static_cast<size_t>(limit)));
   }
   attempts = logs.Attempts(id, rank);
   latest = latest_of(info, attempts);

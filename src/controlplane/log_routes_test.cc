@@ -82,8 +82,8 @@ class LogRoutesTest : public ::testing::Test {
 TEST_F(LogRoutesTest, ReadsRangesOfRawBytes) {
   std::string bytes;
   for (int b = 0; b < 256; ++b) bytes.push_back(static_cast<char>(b));
-  ASSERT_TRUE(logs_->Append("j-1", 0, 1, 0, "first attempt\n").ok());
-  ASSERT_TRUE(logs_->Append("j-1", 0, 2, 0, bytes).ok());
+  ASSERT_TRUE(logs_->Append("default", "j-1", 0, 1, 0, "first attempt\n").ok());
+  ASSERT_TRUE(logs_->Append("default", "j-1", 0, 2, 0, bytes).ok());
 
   auto r = client_->Get("/v1/jobs/j-1/logs");  // rank 0, the latest epoch, from 0
   ASSERT_TRUE(r.ok()) << r.status();
@@ -128,11 +128,11 @@ TEST_F(LogRoutesTest, ReadsRangesOfRawBytes) {
 }
 
 TEST_F(LogRoutesTest, LongPollAnswersWhenBytesArrive) {
-  ASSERT_TRUE(logs_->Append("j-1", 0, 2, 0, "abc").ok());
+  ASSERT_TRUE(logs_->Append("default", "j-1", 0, 2, 0, "abc").ok());
   const auto start = Steady::now();
   auto writer = std::async(std::launch::async, [&] {
     std::this_thread::sleep_for(milliseconds(200));
-    return logs_->Append("j-1", 0, 2, 3, "def\xff");
+    return logs_->Append("default", "j-1", 0, 2, 3, "def\xff");
   });
   auto r = client_->Get("/v1/jobs/j-1/logs?offset=3&wait_ms=5000");
   const auto waited = Steady::now() - start;
@@ -183,7 +183,7 @@ TEST_F(LogRoutesTest, TwentyFollowersDoNotStopTheApi) {
   auto health = client_->Get("/v1/healthz");
   ASSERT_TRUE(health.ok()) << health.status();
   EXPECT_LT(Steady::now() - start, milliseconds(1500));
-  ASSERT_TRUE(logs_->Append("j-1", 0, 2, 0, "x").ok());
+  ASSERT_TRUE(logs_->Append("default", "j-1", 0, 2, 0, "x").ok());
   for (auto& f : followers) {
     auto r = f.get();
     ASSERT_TRUE(r.ok()) << r.status();
@@ -192,7 +192,7 @@ TEST_F(LogRoutesTest, TwentyFollowersDoNotStopTheApi) {
 }
 
 TEST_F(LogRoutesTest, BadParametersAre400NamingTheParameter) {
-  ASSERT_TRUE(logs_->Append("j-1", 0, 2, 0, "abc").ok());
+  ASSERT_TRUE(logs_->Append("default", "j-1", 0, 2, 0, "abc").ok());
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"offset=-1", "offset: must be an integer >= 0 (got '-1')"},
       {"offset=abc", "offset: must be an integer >= 0 (got 'abc')"},

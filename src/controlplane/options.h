@@ -16,6 +16,9 @@ class Registry;
 namespace gpugeek::store {
 class Store;
 }
+namespace gpugeek::crypto {
+class Keyring;
+}
 
 namespace gpugeek::controlplane {
 
@@ -23,6 +26,9 @@ struct ControlPlaneOptions {
   store::Store* store = nullptr;  // borrowed; must outlive the control plane
   Clock* clock = nullptr;         // nullptr = RealClock()
   std::string data_dir;           // job logs under <data_dir>/logs
+  // Seals the job logs under each job's tenant's data key (LogStore); borrowed, must outlive the control
+  // plane. nullptr: logs are stored raw (embedding and tests; the server always passes its keyring).
+  crypto::Keyring* keyring = nullptr;
   // Placement policy of sched's Registry. FGD-style policies use the typical pods of the jobs seen
   // so far; until there are any, BestFit places.
   std::string policy = "FGDFit";

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "controlplane/server.h"
 #include "controlplane/testing/agent_caller.h"
@@ -184,8 +185,17 @@ TEST_F(SecretsTest, ExfiltrationAttackFails) {
   ASSERT_TRUE(Beat(hb).ok());
   ASSERT_TRUE(WaitFor(id, "SUCCEEDED"));
 
-  const fs::path log = dir_ / "logs" / id / ("rank-0.epoch-" + std::to_string(epoch) + ".log");
-  EXPECT_EQ(FileBytes(log), "key=[secret:aws]\ndone " + std::string(kAwsSecret).substr(0, 6));
+  // Stored redacted, and sealed: the file holds neither the value nor the redacted text.
+  const fs::path log = dir_ / "logs" / id / ("rank-0.epoch-" + std::to_string(epoch) + ".sealed");
+  const std::string sealed_log = FileBytes(log);
+  EXPECT_FALSE(sealed_log.empty());
+  EXPECT_FALSE(absl::StrContains(sealed_log, std::string(kAwsSecret).substr(0, 6)));
+  EXPECT_FALSE(absl::StrContains(sealed_log, "[secret:aws]"));
+  auto log_view = admin_->Get("/v1/jobs/" + id + "/logs?epoch=" + std::to_string(epoch));
+  ASSERT_TRUE(log_view.ok()) << log_view.status();
+  std::string bytes;
+  ASSERT_TRUE(absl::Base64Unescape((*log_view)["data_b64"].get<std::string>(), &bytes));
+  EXPECT_EQ(bytes, "key=[secret:aws]\ndone " + std::string(kAwsSecret).substr(0, 6));
 
   // No API view or event carries the value; the spec keeps the reference.
   auto view = a_->Get("/v1/jobs/" + id);
@@ -214,6 +224,26 @@ TEST_F(SecretsTest, RotationKeepsEverythingReadableAndARestartWorks) {
                                                      kPlainEnv + "}\nrun: x\n"}});
   ASSERT_TRUE(job.ok()) << job.status();
   const std::string id = (*job)["id"];
+  // Its member logs a line before the rotation (stored sealed under team-a's data key).
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  ASSERT_TRUE(WaitFor(id, "SCHEDULED"));
+  auto reply = api::HeartbeatReplyFromJson(*Beat({.node = "node-a"}));
+  ASSERT_TRUE(reply.ok() && reply->assignments.size() == 1u);
+  const int64_t epoch = reply->assignments[0].epoch;
+  api::Heartbeat hb{.node = "node-a"};
+  hb.workloads = {{id, epoch, api::WorkloadPhase::kRunning}};
+  hb.logs = {{id, 0, 0, "step=1 loss=2.25\n", epoch}};
+  ASSERT_TRUE(Beat(hb).ok());
+  const auto log_text = [&](http::Client& client) {
+    auto view = client.Get("/v1/jobs/" + id + "/logs?epoch=" + std::to_string(epoch));
+    std::string bytes;
+    if (view.ok()) absl::Base64Unescape((*view)["data_b64"].get<std::string>(), &bytes);
+    return bytes;
+  };
+  ASSERT_EQ(log_text(*a_), "step=1 loss=2.25\n");
+  const fs::path log_file = dir_ / "logs" / id / ("rank-0.epoch-" + std::to_string(epoch) + ".sealed");
+  const std::string sealed_before = FileBytes(log_file);
+
   const std::string key_file = server_->key_file();
   EXPECT_EQ(key_file, (dir_ / "master.key").string());
   EXPECT_EQ(fs::status(key_file).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
@@ -235,6 +265,10 @@ TEST_F(SecretsTest, RotationKeepsEverythingReadableAndARestartWorks) {
   auto spec = server_->control_plane().GetJob(id);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(absl::StrContains(spec->record.spec_yaml, kPlainEnv));
+  // And the log: its file was not rewritten (the data keys were re-wrapped), and it reads as before.
+  EXPECT_EQ(FileBytes(log_file), sealed_before);
+  admin_ = ClientFor(server_->admin_token());
+  EXPECT_EQ(log_text(*admin_), "step=1 loss=2.25\n");
   server_.reset();
   agent_.reset();
 

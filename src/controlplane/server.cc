@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   ControlPlaneOptions cp;
   cp.store = s->store_.get();
   cp.data_dir = options.data_dir;
+  cp.keyring = s->keyring_;
   cp.policy = options.policy;
   cp.heartbeat_interval = options.heartbeat_interval;
   cp.lease = options.lease;

@@ -103,6 +103,27 @@ absl::StatusOr<FrameScan> ScanRecordFrames(std::string_view bytes, uint64_t base
   return scan;
 }
 
+absl::StatusOr<FrameScan> ScanSealedLogFile(int fd, const std::string& path, bool cut_torn_end) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "stat sealed log", path);
+  const auto file_size = static_cast<uint64_t>(st.st_size);
+  FrameScan scan;
+  while (file_size - scan.end >= kRecordHeaderBytes) {
+    ASSIGN_OR_RETURN(const std::string header, PreadUpTo(fd, scan.end, kFrameStartBytes, path));
+    const uint32_t blob_bytes = GetU32(header);
+    if (absl::Status s = CheckFrameStart(header, scan.end); !s.ok()) {
+      return absl::DataLossError(fmt::format("sealed log {}: {}", path, s.message()));
+    }
+    if (file_size - scan.end - kRecordHeaderBytes < blob_bytes) break;
+    scan.frames.push_back({.offset = scan.end, .blob_bytes = blob_bytes});
+    scan.end += kRecordHeaderBytes + blob_bytes;
+  }
+  if (cut_torn_end && scan.end < file_size && ::ftruncate(fd, static_cast<off_t>(scan.end)) != 0) {
+    return ErrnoStatus(errno, "truncate the torn end of sealed log", path);
+  }
+  return scan;
+}
+
 absl::StatusOr<std::string> SealRecord(Keyring& keyring, std::string_view tenant, std::string_view context,
                                        uint64_t offset, std::string_view plaintext) {
   if (plaintext.size() > kMaxRecordPlaintextBytes) {
@@ -136,26 +157,9 @@ absl::StatusOr<std::unique_ptr<SealedLogWriter>> SealedLogWriter::Open(Keyring& 
     ::close(fd);
     return s;
   };
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return fail(ErrnoStatus(errno, "stat sealed log", path));
-  const auto file_size = static_cast<uint64_t>(st.st_size);
-  // Walk the length prefixes (one 4-byte read per record, no decryption) to the last whole frame.
-  uint64_t end = 0;
-  while (file_size - end >= kRecordHeaderBytes) {
-    absl::StatusOr<std::string> header = PreadUpTo(fd, end, kFrameStartBytes, path);
-    if (!header.ok()) return fail(header.status());
-    const uint32_t blob_bytes = GetU32(*header);
-    if (absl::Status s = CheckFrameStart(*header, end); !s.ok()) {
-      return fail(absl::DataLossError(fmt::format("sealed log {}: {}", path, s.message())));
-    }
-    if (file_size - end - kRecordHeaderBytes < blob_bytes) break;
-    end += kRecordHeaderBytes + blob_bytes;
-  }
-  // A torn last frame is an append that never completed (never acknowledged as durable): cut it off so
-  // the next record starts at a boundary.
-  if (end < file_size && ::ftruncate(fd, static_cast<off_t>(end)) != 0) {
-    return fail(ErrnoStatus(errno, "truncate the torn end of sealed log", path));
-  }
+  absl::StatusOr<FrameScan> scan = ScanSealedLogFile(fd, path, /*cut_torn_end=*/true);
+  if (!scan.ok()) return fail(scan.status());
+  const uint64_t end = scan->end;
   return std::unique_ptr<SealedLogWriter>(
       new SealedLogWriter(keyring, std::move(tenant), std::move(path), std::move(context), fd, end));
 }

@@ -62,6 +62,14 @@ struct FrameScan {
 };
 absl::StatusOr<FrameScan> ScanRecordFrames(std::string_view bytes, uint64_t base);
 
+// The whole frames of the sealed log open at `fd` (read-only is enough), walking the length prefixes
+// with one small pread per record (no keys, no decryption), and in `end` the offset after the last whole
+// frame. When `cut_torn_end` is true and a partial frame follows it (an append a crash left half
+// written, never acknowledged as durable), the file is truncated to `end` (`fd` must then be writable).
+// `path` names the file in messages. Errors: DataLoss as ScanRecordFrames (naming the path); those of
+// fstat, pread and ftruncate.
+absl::StatusOr<FrameScan> ScanSealedLogFile(int fd, const std::string& path, bool cut_torn_end);
+
 // The frame (length prefix + blob) for `plaintext` as the record at file offset `offset` of the log
 // `context`. Errors: those of Keyring::Seal; InvalidArgument over kMaxRecordPlaintextBytes.
 absl::StatusOr<std::string> SealRecord(Keyring& keyring, std::string_view tenant, std::string_view context,

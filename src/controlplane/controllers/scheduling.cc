@@ -333,7 +333,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
       LiveJob live{binder.stored(), *job.spec, a, std::vector<MemberStatus>(a.members.size())};
       spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
       ctx.state.ports[a.members.front().node].insert(a.master_port);
-      ctx.log_grants.Place(job_id, live.record.epoch, MemberNodes(a));
+      ctx.log_grants.Place(job_id, live.record.tenant, live.record.epoch, MemberNodes(a));
       bound_[job_id] = binder.placements();
       ctx.state.live.insert_or_assign(job_id, std::move(live));
       ctx.state.pending.erase(it);

@@ -2,9 +2,11 @@
 
 namespace gpugeek::controlplane {
 
-void LogGrantTable::Place(const std::string& job_id, int64_t epoch, const std::vector<std::string>& nodes) {
+void LogGrantTable::Place(const std::string& job_id, const std::string& tenant, int64_t epoch,
+                          const std::vector<std::string>& nodes) {
   MutexLock lock(&mu_);
   LogGrant& grant = grants_[job_id];
+  grant.tenant = tenant;
   for (size_t rank = 0; rank < nodes.size(); ++rank) grant.members[{epoch, static_cast<int>(rank)}] = nodes[rank];
   grant.ranks = static_cast<int>(nodes.size());
   grant.live = true;
@@ -47,11 +49,17 @@ size_t LogGrantTable::Expire(MonoTime cutoff) {
 }
 
 bool LogGrantTable::MayWrite(const std::string& job_id, int64_t epoch, int rank, const std::string& node) const {
+  return WriterTenant(job_id, epoch, rank, node).has_value();
+}
+
+std::optional<std::string> LogGrantTable::WriterTenant(const std::string& job_id, int64_t epoch, int rank,
+                                                       const std::string& node) const {
   MutexLock lock(&mu_);
   auto it = grants_.find(job_id);
-  if (it == grants_.end()) return false;
+  if (it == grants_.end()) return std::nullopt;
   auto member = it->second.members.find({epoch, rank});
-  return member != it->second.members.end() && member->second == node;
+  if (member == it->second.members.end() || member->second != node) return std::nullopt;
+  return it->second.tenant;
 }
 
 std::optional<LogGrant> LogGrantTable::Get(const std::string& job_id) const {

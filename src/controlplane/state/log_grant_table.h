@@ -33,6 +33,7 @@ namespace gpugeek::controlplane {
 // allocation is released (log_grant_retention), because an agent ships the rest of a long log after
 // the member's exit.
 struct LogGrant {
+  std::string tenant;                                      // the job's owner: its data key seals the log (LogStore)
   std::map<std::pair<int64_t, int>, std::string> members;  // (epoch, rank) -> node
   int ranks = 0;
   bool live = false;                    // the allocation still holds resources
@@ -43,7 +44,8 @@ class LogGrantTable {
  public:
   // A placement at `epoch`: each (epoch, rank) of `nodes` (indexed by rank) is granted to that node,
   // beside the grants of earlier epochs (their late bytes still land); the grant is live.
-  void Place(const std::string& job_id, int64_t epoch, const std::vector<std::string>& nodes);
+  void Place(const std::string& job_id, const std::string& tenant, int64_t epoch,
+             const std::vector<std::string>& nodes);
   // The allocation released its resources at `now`: the grant expires `retention` later (Expire).
   void Release(const std::string& job_id, MonoTime now);
   // Drops `job_id`'s grant (its logs were deleted).
@@ -55,6 +57,9 @@ class LogGrantTable {
 
   // True when `node` holds (epoch, rank) of `job_id`.
   bool MayWrite(const std::string& job_id, int64_t epoch, int rank, const std::string& node) const;
+  // The job's tenant when `node` holds (epoch, rank) of `job_id`; nullopt otherwise (as MayWrite).
+  std::optional<std::string> WriterTenant(const std::string& job_id, int64_t epoch, int rank,
+                                          const std::string& node) const;
   std::optional<LogGrant> Get(const std::string& job_id) const;
   size_t size() const;
 

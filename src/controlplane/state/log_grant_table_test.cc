@@ -9,14 +9,14 @@ MonoTime At(int seconds) { return MonoTime{} + std::chrono::seconds(seconds); }
 
 TEST(LogGrantTable, OnlyTheGrantedNodeMayWriteEachMemberAtEachEpoch) {
   LogGrantTable t;
-  t.Place("j-1", 0, {"a", "b"});
+  t.Place("j-1", "acme", 0, {"a", "b"});
   EXPECT_TRUE(t.MayWrite("j-1", 0, 0, "a"));
   EXPECT_TRUE(t.MayWrite("j-1", 0, 1, "b"));
   EXPECT_FALSE(t.MayWrite("j-1", 0, 1, "a"));
   EXPECT_FALSE(t.MayWrite("j-1", 1, 0, "a"));  // no epoch 1 yet
   EXPECT_FALSE(t.MayWrite("j-2", 0, 0, "a"));
   // Requeued and placed again at epoch 1 on c: epoch 0's late bytes still land from a.
-  t.Place("j-1", 1, {"c"});
+  t.Place("j-1", "acme", 1, {"c"});
   EXPECT_TRUE(t.MayWrite("j-1", 0, 0, "a"));
   EXPECT_TRUE(t.MayWrite("j-1", 1, 0, "c"));
   const std::optional<LogGrant> g = t.Get("j-1");
@@ -28,14 +28,14 @@ TEST(LogGrantTable, OnlyTheGrantedNodeMayWriteEachMemberAtEachEpoch) {
 
 TEST(LogGrantTable, ReleasedGrantsExpireInReleaseOrderUnlessPlacedOrReleasedAgain) {
   LogGrantTable t;
-  t.Place("j-1", 0, {"a"});
-  t.Place("j-2", 0, {"a"});
-  t.Place("j-3", 0, {"a"});
+  t.Place("j-1", "acme", 0, {"a"});
+  t.Place("j-2", "acme", 0, {"a"});
+  t.Place("j-3", "acme", 0, {"a"});
   t.Release("j-1", At(10));
   t.Release("j-2", At(20));
   t.Release("j-3", At(30));
-  t.Place("j-2", 1, {"b"});  // requeued: live again, its release entry must not drop it
-  t.Release("j-3", At(40));  // released again later: expires by the later time only
+  t.Place("j-2", "acme", 1, {"b"});  // requeued: live again, its release entry must not drop it
+  t.Release("j-3", At(40));          // released again later: expires by the later time only
   EXPECT_EQ(t.Expire(At(9)), 0u);
   EXPECT_EQ(t.size(), 3u);
   EXPECT_EQ(t.Expire(At(35)), 1u);  // j-1 only

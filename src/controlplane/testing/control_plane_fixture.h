@@ -20,6 +20,9 @@
 
 #include "common/fake_clock.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/secrets.h"
+#include "crypto/key_provider.h"
+#include "crypto/keyring.h"
 #include "hw/emulate_spec.h"
 #include "hw/emulated_discovery.h"
 #include "store/sqlite_store.h"
@@ -34,11 +37,19 @@ class ControlPlaneFixture : public ::testing::Test {
            ("gpugeek_cp_test_" + std::to_string(::getpid()) + "_" + test->test_suite_name() + "_" + test->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
+    // Encryption at rest as the server has it: job specs in the store and job logs are sealed.
+    const std::string key_file = (dir_ / "master.key").string();
+    ASSERT_TRUE(crypto::CreateMasterKeyFile(key_file).ok());
+    key_provider_ = crypto::FileKeyProvider::Open(key_file).value();
+    keyring_ = crypto::Keyring::Open((dir_ / "keyring.json").string(), *key_provider_).value();
+    sealer_ = std::make_unique<KeyringSealer>(*keyring_);
     Restart();
   }
   void TearDown() override {
     cp_.reset();
     store_.reset();
+    sealer_.reset();
+    keyring_.reset();
     std::filesystem::remove_all(dir_);
   }
   // What Restart gives ControlPlane::Create besides the store, clock and data dir.
@@ -49,13 +60,15 @@ class ControlPlaneFixture : public ::testing::Test {
   void Restart() {
     cp_.reset();
     store_.reset();
-    auto store = store::SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_});
+    auto store =
+        store::SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_, .sealer = sealer_.get()});
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
     ControlPlaneOptions options = Options();
     options.store = &StoreFor(*store_);
     options.clock = &clock_;
     options.data_dir = (dir_ / "data").string();
+    options.keyring = keyring_.get();
     auto cp = ControlPlane::Create(options);
     ASSERT_TRUE(cp.ok()) << cp.status();
     cp_ = std::move(*cp);
@@ -116,7 +129,8 @@ class ControlPlaneFixture : public ::testing::Test {
   }
   // The whole log of member (job, rank, epoch).
   std::string Log(const std::string& id, int rank, int64_t epoch) {
-    auto range = cp_->logs().Read(id, rank, epoch, 0, kMaxLogReadBytes);
+    auto job = cp_->GetJob(id);
+    auto range = cp_->logs().Read(job.ok() ? job->record.tenant : "", id, rank, epoch, 0, kMaxLogReadBytes);
     EXPECT_TRUE(range.ok()) << range.status();
     return range.ok() ? range->data : "";
   }
@@ -125,6 +139,9 @@ class ControlPlaneFixture : public ::testing::Test {
 
   FakeClock clock_{TimePoint(std::chrono::seconds(1'800'000'000))};
   std::filesystem::path dir_;
+  std::unique_ptr<crypto::FileKeyProvider> key_provider_;
+  std::unique_ptr<crypto::Keyring> keyring_;
+  std::unique_ptr<KeyringSealer> sealer_;
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ControlPlane> cp_;
 };

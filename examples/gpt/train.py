@@ -13,10 +13,12 @@ Exit status: 0 done; 2 bad arguments or layout.
 """
 
 import argparse
+import faulthandler
 import json
 import math
 import os
 import random
+import signal
 import sys
 import time
 from datetime import timedelta
@@ -168,7 +170,9 @@ def train(args, env):
         print(f"params={n_params} world_size={env.world_size} train_bytes={len(train_tokens)} "
               f"val_bytes={len(val_tokens)} windows={sampler.n} steps_per_epoch={sampler.steps_per_epoch()}",
               flush=True)
-    samples_log = open(os.path.join(args.out, f"samples-rank{env.rank}.txt"), "a", encoding="ascii")
+    # One write(2) per line on an O_APPEND descriptor: a rank killed mid-run leaves whole lines only.
+    samples_fd = os.open(os.path.join(args.out, f"samples-rank{env.rank}.txt"),
+                         os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     tokens_per_step = args.batch_size * args.seq_len * env.world_size
     start = last_log = time.monotonic()
     last_log_step = progress["step"]
@@ -183,8 +187,7 @@ def train(args, env):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()
-        samples_log.write(f"{step + 1} {epoch} {position} {' '.join(map(str, indices))}\n")
-        samples_log.flush()
+        os.write(samples_fd, f"{step + 1} {epoch} {position} {' '.join(map(str, indices))}\n".encode())
         out_of_time = env.rank == 0 and args.max_minutes > 0 and time.monotonic() - start > args.max_minutes * 60
         loss_sum, stop = all_reduce_sum([loss.item(), float(out_of_time)])
         loss_value = progress["last_loss"] = loss_sum / env.world_size
@@ -202,7 +205,7 @@ def train(args, env):
             save_checkpoint(args, env, model, optimizer, progress)
         if stop:
             break
-    samples_log.close()
+    os.close(samples_fd)
     val_loss = evaluate(model, val_tokens, args, env)
     if env.rank == 0:
         summary = {"first_loss": progress["first_loss"], "last_loss": progress["last_loss"], "val_loss": val_loss,
@@ -214,10 +217,14 @@ def train(args, env):
         print(f"done steps={summary['steps']} last_loss={summary['last_loss']:.4f} val_loss={val_loss:.4f}",
               flush=True)
     dist.barrier()
+    # DDP's reducer holds the process group: freed after destroy_process_group(), its gloo threads
+    # could wait forever at interpreter exit (seen 1 run in 4 with torch 1.13), so free it first.
+    del model, optimizer
     dist.destroy_process_group()
 
 
 def main(argv=None):
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` prints every thread's Python stack
     args = parse_args(argv)
     try:
         env = dist_env.resolve()

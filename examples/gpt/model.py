@@ -9,6 +9,8 @@ once); tests/test_param_count.py checks the two are equal.
 
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -155,3 +157,10 @@ def build_model(config_path, seed):
     """The model of config_path with weights drawn from torch.manual_seed(seed) (same on every rank)."""
     torch.manual_seed(seed)
     return GPT(GPTConfig.from_json(config_path))
+
+
+if __name__ == "__main__":
+    # `model.py [CONFIG]`: prints the parameter count of the model of CONFIG (default config.json here).
+    path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                              "config.json")
+    print(f"parameters={count_parameters(build_model(path, 0))}")

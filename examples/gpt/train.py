@@ -44,7 +44,7 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=300, help="optimizer steps in all")
     p.add_argument("--batch-size", type=int, default=8, help="sequences per rank per step")
     p.add_argument("--seq-len", type=int, default=64, help="tokens (bytes) per sequence")
-    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate")
     p.add_argument("--lr-schedule", choices=("cosine", "constant"), default="cosine",
                    help="after warm-up: cosine decay to --lr/10 at --steps, or constant")
     p.add_argument("--warmup-steps", type=int, default=10, help="linear warm-up from 0 to --lr")

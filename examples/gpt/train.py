@@ -9,7 +9,7 @@ ranks' batch losses in nats per byte; tokens_per_s: all ranks' tokens per wall s
 line), checkpoints every --ckpt-every steps (checkpoint.py) and at the end, and writes summary.json.
 Every rank appends `step epoch position i1 i2 ...` (the windows it trained on at that step) to
 samples-rank{R}.txt in --out. On start every rank resumes from --out/checkpoint.pt when there is one.
-Exit status: 0 done; 2 bad arguments or layout.
+Exit status: 0 done; 2 bad arguments, layout or a checkpoint of other arguments in --out.
 """
 
 import argparse
@@ -83,6 +83,12 @@ def make_optimizer(model, args):
                               {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
 
 
+def usage_error(message):
+    """Exits with status 2, which launch_local.py does not retry: the same arguments would fail again."""
+    print(f"train.py: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def all_reduce_sum(values):
     """Element-wise sum over ranks of a list of floats."""
     t = torch.tensor(values, dtype=torch.float64)
@@ -113,12 +119,12 @@ def resume(args, env, model, optimizer):
     after any earlier write, and the ranks' steps are compared."""
     dist.barrier()
     state = checkpoint.load(args.out)
-    progress = {"step": 0, "epoch": 0, "position": 0, "first_loss": None, "last_loss": None}
+    progress = {"step": 0, "epoch": 0, "position": 0, "tokens_seen": 0, "first_loss": None, "last_loss": None}
     if state is not None:
         for key in ("batch_size", "seq_len", "seed"):
             if state[key] != getattr(args, key):
-                sys.exit(f"checkpoint in {args.out} has {key}={state[key]}, "
-                         f"not {getattr(args, key)}: use a new --out")
+                usage_error(f"checkpoint in {args.out} has {key}={state[key]}, not {getattr(args, key)}: "
+                            "use a new --out")
         model.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if state["world_size"] == env.world_size:
@@ -159,7 +165,7 @@ def train(args, env):
     model = build_model(args.config, args.seed)
     n_params = count_parameters(model)
     if args.seq_len > model.cfg.n_positions:
-        sys.exit(f"--seq-len {args.seq_len} exceeds n_positions {model.cfg.n_positions}")
+        usage_error(f"--seq-len {args.seq_len} exceeds n_positions {model.cfg.n_positions}")
     model = DistributedDataParallel(model)
     optimizer = make_optimizer(model, args)
     train_tokens, val_tokens = data.split_corpus(data.load_corpus())
@@ -193,6 +199,7 @@ def train(args, env):
         loss_value = progress["last_loss"] = loss_sum / env.world_size
         progress["epoch"], progress["position"] = sampler.advance(epoch, position)
         progress["step"] = step + 1
+        progress["tokens_seen"] += tokens_per_step
         if progress["first_loss"] is None:
             progress["first_loss"] = loss_value
         if env.rank == 0 and (progress["step"] % args.log_every == 0 or progress["step"] == 1):
@@ -210,7 +217,7 @@ def train(args, env):
     if env.rank == 0:
         summary = {"first_loss": progress["first_loss"], "last_loss": progress["last_loss"], "val_loss": val_loss,
                    "steps": progress["step"], "world_size": env.world_size, "parameters": n_params,
-                   "tokens_seen": progress["step"] * tokens_per_step,
+                   "tokens_seen": progress["tokens_seen"],
                    "wall_seconds_this_attempt": round(time.monotonic() - start, 1)}
         with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2)
@@ -229,8 +236,7 @@ def main(argv=None):
     try:
         env = dist_env.resolve()
     except dist_env.LayoutError as e:
-        print(f"train.py: {e}", file=sys.stderr)
-        return 2
+        usage_error(str(e))
     os.makedirs(args.out, exist_ok=True)
     train(args, env)
     return 0

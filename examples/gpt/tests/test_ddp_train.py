@@ -54,7 +54,7 @@ class DdpTrainTest(unittest.TestCase):
         self.assertLess(summary["val_loss"], (1 - MIN_RELATIVE_DROP) * losses[1])
 
     def test_log_lines_parse(self):
-        steps = [s for s in step_losses(self.lines)]
+        steps = list(step_losses(self.lines))
         self.assertEqual(steps, [1] + list(range(5, STEPS + 1, 5)))
 
     def test_shards_disjoint_and_complete(self):

@@ -75,6 +75,21 @@ class DistEnvTest(unittest.TestCase):
         self.assertIn("data parallelism only", r.stderr)
 
 
+class MaxMinutesTest(unittest.TestCase):
+    def test_stops_in_time_with_checkpoint_and_summary(self):
+        with tempfile.TemporaryDirectory() as out:
+            argv = [harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out, "--steps", "100000",
+                    "--batch-size", "2", "--seq-len", "16", "--max-minutes", "0.02"]  # 1.2 s
+            r = subprocess.run(argv, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            summary = harness.read_summary(out)
+            self.assertGreater(summary["steps"], 0)
+            self.assertLess(summary["steps"], 100000)
+            self.assertEqual(summary["tokens_seen"], summary["steps"] * 2 * 16)
+            self.assertEqual(checkpoint.load(out)["step"], summary["steps"])
+
+
 class CheckpointTest(unittest.TestCase):
     def test_failed_save_keeps_the_previous_checkpoint(self):
         with tempfile.TemporaryDirectory() as d:

@@ -33,6 +33,7 @@ GRACE_SECONDS = 10.0
 
 
 def log(message):
+    """One `launch_local: ...` line on stderr."""
     print(f"launch_local: {message}", file=sys.stderr, flush=True)
 
 
@@ -101,6 +102,7 @@ def wait_group(procs):
 
 
 def run(args):
+    """Runs the group until an attempt succeeds or restarts are spent; returns the exit status."""
     procs = []
 
     def on_signal(signum, _frame):

@@ -97,6 +97,7 @@ def all_reduce_sum(values):
 
 
 def rng_states():
+    """This process's random generator states (torch CPU, Python), as a checkpoint keeps them per rank."""
     return {"torch": torch.get_rng_state(), "python": random.getstate()}
 
 

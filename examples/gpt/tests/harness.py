@@ -62,6 +62,11 @@ class LaunchedRun:
         self.proc.stdout.close()
         return self.proc.returncode
 
+    def snapshot(self):
+        """A copy of the lines received so far."""
+        with self._cv:
+            return list(self.lines)
+
     def output(self):
         with self._cv:
             return "\n".join(self.lines)

@@ -37,8 +37,7 @@ class RestartTest(unittest.TestCase):
         cls.out = cls.tmp.name
         run = harness.LaunchedRun(launcher_command(cls.out, NODES, PER_NODE, 2, TRAIN_ARGS))
         reached = run.wait_for(lambda lines: max(step_losses(lines), default=0) >= KILL_AFTER_STEP, 90)
-        with run._cv:  # what rank 0 had reported when the kill was sent
-            before = list(run.lines)
+        before = run.snapshot()  # what rank 0 had reported when the kill was sent
         cls.killed = False
         if reached:
             pid = next(int(m.group(3)) for m in matches(PID_LINE, before)

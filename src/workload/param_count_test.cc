@@ -153,6 +153,15 @@ TEST(ParamCountTest, Gpt2LargeFromFields) {
   EXPECT_EQ(CountParameters(*c).total, 774'030'080);
 }
 
+// examples/gpt/config.json, the model examples/gpt/train.py trains: PyTorch counts 3,290,624 parameters
+// (tied head once) with `/usr/bin/python3 examples/gpt/model.py examples/gpt/config.json`;
+// examples/gpt/tests/test_param_count.py compares the planner's count with PyTorch's live.
+TEST(ParamCountTest, ExampleGptEqualsPyTorch) {
+  auto c = LoadModelConfig(std::string(GPUGEEK_SOURCE_DIR) + "/examples/gpt/config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(CountParameters(*c).total, 3'290'624);
+}
+
 TEST(ParamCountTest, FalconMultiQueryTrap) {
   // Both Falcon-7B files (RW keys and in-library keys with num_kv_heads 71) mean one KV head.
   for (const char* f : {"falcon/falcon-7b.json", "falcon/falcon-7b-finetune-hfformat.json"}) {

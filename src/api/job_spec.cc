@@ -7,10 +7,15 @@
 #include <cctype>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
 #include <fmt/core.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 
 #include "common/absl_fmt.h"
 
@@ -378,6 +383,33 @@ absl::Status CheckJobEnvName(std::string_view name) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A family name that several catalog models of different memory sizes share ("A100": 40 and 80 GB;
+// "V100": 16 and 32 GB; "H100": 80 and 94 GB) is refused rather than read as one of them: a job sized
+// for 80 GB would fail with out-of-memory on a 40 GB GPU. The family of `name` is the models whose id
+// starts with its words ('-'-separated, case-insensitive). A catalog id, or a name whose family holds
+// one memory size ("A100-80GB", "T4"), is fine.
+absl::Status CheckUnambiguous(std::string_view name, const hw::GpuCatalog& catalog) {
+  if (catalog.FindById(name) != nullptr) return absl::OkStatus();
+  const std::string prefix = absl::AsciiStrToLower(std::string(name)) + "-";
+  std::vector<const hw::GpuModel*> family;
+  std::set<uint64_t> sizes;
+  for (const hw::GpuModel& m : catalog.models()) {
+    if (!absl::StartsWith(absl::AsciiStrToLower(m.id), prefix)) continue;
+    family.push_back(&m);
+    sizes.insert(m.memory_bytes);
+  }
+  if (sizes.size() < 2) return absl::OkStatus();
+  std::vector<std::string> ids;
+  for (const hw::GpuModel* m : family) ids.push_back(fmt::format("{} ({} GiB)", m->id, m->memory_bytes >> 30));
+  return absl::InvalidArgumentError(
+      fmt::format("GPU model '{}' is ambiguous: it may mean {}; name one of them (`gpugeek catalog`), e.g. {}:1", name,
+                  absl::StrJoin(ids, ", "), family.back()->id));
+}
+
+}  // namespace
+
 absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text, const hw::GpuCatalog& catalog) {
   const size_t colon = text.rfind(':');
   const std::string_view name = colon == std::string_view::npos ? text : text.substr(0, colon);
@@ -389,6 +421,7 @@ absl::StatusOr<AcceleratorRequest> ParseAcceleratorRequest(std::string_view text
     return absl::InvalidArgumentError(
         fmt::format("unknown GPU model '{}'; `gpugeek catalog` lists the known ids and names", name));
   }
+  RETURN_IF_ERROR(CheckUnambiguous(name, catalog));
   req.model = model->id;
   req.count = 1;
   if (colon != std::string_view::npos) {

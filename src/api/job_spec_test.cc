@@ -85,6 +85,36 @@ run: echo hi
   EXPECT_EQ(spec->resources.capacity, CapacityType::kReserved);
 }
 
+// "A100:1" used to mean the 40 GB part silently (the catalog's alias): a family whose models differ in
+// memory (catalog: A100 40/80 GB, V100 16/32 GB, H100 80/94 GB) must be named exactly.
+TEST(ParseAcceleratorRequest, AFamilyOfSeveralMemorySizesIsAmbiguous) {
+  auto a100 = ParseAcceleratorRequest("A100:1", hw::GpuCatalog::Builtin());
+  ASSERT_EQ(a100.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a100.status().message(),
+            "GPU model 'A100' is ambiguous: it may mean A100-PCIe-40GB (40 GiB), A100-PCIe-80GB (80 GiB), "
+            "A100-SXM-40GB (40 GiB), A100-SXM-80GB (80 GiB); name one of them (`gpugeek catalog`), e.g. "
+            "A100-SXM-80GB:1");
+  for (const char* name : {"V100:2", "h100", "H100:8"}) {
+    EXPECT_EQ(ParseAcceleratorRequest(name, hw::GpuCatalog::Builtin()).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << name;
+  }
+  // One memory size, a catalog id, an alias of one model, a vendor name: fine.
+  for (const auto& [name, id] : std::vector<std::pair<const char*, const char*>>{{"A100-80GB:4", "A100-SXM-80GB"},
+                                                                                 {"a100-sxm-40gb", "A100-SXM-40GB"},
+                                                                                 {"H100-PCIe:1", "H100-PCIe-80GB"},
+                                                                                 {"T4:0.5", "T4"},
+                                                                                 {"A10:1", "A10"},
+                                                                                 {"MI300X:8", "MI300X"},
+                                                                                 {"NVIDIA H200:1", "H200-SXM-141GB"}}) {
+    auto r = ParseAcceleratorRequest(name, hw::GpuCatalog::Builtin());
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+    EXPECT_EQ(r->model, id) << name;
+  }
+  auto in_spec = ParseJobSpec("name: x\nresources: {accelerators: A100:1}\nrun: x\n");
+  EXPECT_TRUE(absl::StartsWith(in_spec.status().message(), "resources.accelerators")) << in_spec.status();
+}
+
 struct BadCase {
   const char* yaml;
   const char* expected_prefix;  // the message must start with the field path

@@ -462,6 +462,14 @@ absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const
                               const PlannerOptions& options) {
   if (pool.empty()) return absl::InvalidArgumentError("the GPU pool is empty");
   if (task.seq < 1 || task.batch < 1) return absl::InvalidArgumentError("seq and batch must be at least 1");
+  // A learned position table (GPT-2, OPT) has no row past its last position: a longer sequence cannot
+  // run at all. Rotary models (Llama, ...) may be stretched with RoPE scaling, so they are planned as asked.
+  if (config.learned_positions > 0 && config.max_position_embeddings > 0 && task.seq > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(fmt::format(
+        "seq {} is longer than the {} positions model_type '{}' learned (max_position_embeddings / n_positions); "
+        "use a sequence of at most {} tokens",
+        task.seq, config.max_position_embeddings, config.model_type, config.max_position_embeddings));
+  }
   // Written so that NaN fails too.
   if (!(task.tokens >= 0 && std::isfinite(task.tokens))) {
     return absl::InvalidArgumentError(fmt::format("tokens must be a finite number >= 0, not {}", task.tokens));

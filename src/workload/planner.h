@@ -143,9 +143,10 @@ struct Plan {
 };
 
 // Plans `task` for `config` over `pool`. InvalidArgument for an empty pool, a non-positive count,
-// seq or batch, an unknown LoRA target, or a task the architecture cannot do (inference on a
-// vision encoder is allowed; LoRA on a model without projections is not). A pool where nothing
-// fits is not an error: `candidates` is empty and `rejected` says why.
+// seq or batch, a seq longer than a learned position table (GPT-2, OPT), an unknown LoRA target, or a
+// task the architecture cannot do (inference on a vision encoder is allowed; LoRA on a model without
+// projections is not). A pool where nothing fits is not an error: `candidates` is empty and `rejected`
+// says why.
 absl::StatusOr<Plan> MakePlan(const ModelConfig& config, const Task& task, const std::vector<PoolEntry>& pool,
                               const PlannerOptions& options = {});
 

@@ -293,6 +293,14 @@ TEST(PlannerTest, Errors) {
   Task rank0{TaskKind::kLora, 4096, 1};
   rank0.lora.rank = 0;
   EXPECT_FALSE(MakePlan(llama, rank0, {Gpus("A100-80GB", 1)}).ok());
+  // GPT-2 learned 1,024 positions (n_positions in gpt2.json): 1,025 tokens cannot run; a rotary model
+  // (Llama-2, 4,096 trained) is planned past its context as asked (RoPE scaling).
+  const ModelConfig gpt2 = Load("gpt2/gpt2.json");
+  EXPECT_TRUE(MakePlan(gpt2, Task{TaskKind::kFull, 1024, 8}, {Gpus("A100-80GB", 1)}).ok());
+  EXPECT_EQ(MakePlan(gpt2, Task{TaskKind::kFull, 1025, 8}, {Gpus("A100-80GB", 1)}).status().message(),
+            "seq 1025 is longer than the 1024 positions model_type 'gpt2' learned (max_position_embeddings / "
+            "n_positions); use a sequence of at most 1024 tokens");
+  EXPECT_TRUE(MakePlan(llama, Task{TaskKind::kLora, 8192, 1}, {Gpus("A100-80GB", 8)}).ok());
   EXPECT_FALSE(ParseTaskKind("finetune").ok());
   EXPECT_FALSE(ParseObjective("speed").ok());
   // Nothing fits: a result, not an error.

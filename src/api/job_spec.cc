@@ -220,10 +220,63 @@ absl::StatusOr<CheckpointSpec> ParseCheckpoint(const YAML::Node& n) {
   return c;
 }
 
+// `backoff: 10s..10m` (exponential between the two) or `backoff: 30s` (fixed).
+absl::Status ParseBackoff(const std::string& text, RetrySpec& r) {
+  const size_t dots = text.find("..");
+  const std::string lo = dots == std::string::npos ? text : text.substr(0, dots);
+  const std::string hi = dots == std::string::npos ? text : text.substr(dots + 2);
+  auto min = ParseDuration(lo);
+  auto max = ParseDuration(hi);
+  if (!min.ok() || !max.ok()) {
+    return FieldError("retry.backoff", "must be a duration like 30s, or a range like 10s..10m (doubling per retry)");
+  }
+  if (*min < Duration::zero() || *max < *min || *max > std::chrono::hours(24)) {
+    return FieldError("retry.backoff", "needs 0 <= first <= second <= 24h, as in 10s..10m");
+  }
+  r.backoff_min = *min;
+  r.backoff_max = *max;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RetrySpec> ParseRetry(const YAML::Node& n) {
+  if (!n.IsMap()) return FieldError("retry", "must be a mapping like {on: [error, node-failure], limit: 3}");
+  RETURN_IF_ERROR(CheckKeys(n, "retry", {"on", "limit", "backoff"}));
+  RetrySpec r;
+  if (!n["on"]) return FieldError("retry.on", "is required: a list of causes among error, node-failure, preemption");
+  const YAML::Node on = n["on"];
+  if (!on.IsSequence() || on.size() == 0 || on.size() > 3) {
+    return FieldError("retry.on", "must be a list of one to three causes among error, node-failure, preemption");
+  }
+  std::set<RetryCause> causes;
+  for (size_t i = 0; i < on.size(); ++i) {
+    const std::string field = fmt::format("retry.on[{}]", i);
+    ASSIGN_OR_RETURN(const std::string name, Scalar(on[i], field));
+    bool found = false;
+    for (RetryCause c : kRetryCauses) {
+      if (name == RetryCauseName(c)) causes.insert(c), found = true;
+    }
+    if (!found)
+      return FieldError(field, fmt::format("'{}' is not a cause: use error, node-failure or preemption", name));
+  }
+  for (RetryCause c : kRetryCauses) {
+    if (causes.contains(c)) r.on.push_back(c);
+  }
+  if (n["limit"]) {
+    ASSIGN_OR_RETURN(int64_t limit, Integer(n["limit"], "retry.limit", 1, 1000));
+    r.limit = static_cast<int>(limit);
+  }
+  if (n["backoff"]) {
+    ASSIGN_OR_RETURN(const std::string backoff, Scalar(n["backoff"], "retry.backoff"));
+    RETURN_IF_ERROR(ParseBackoff(backoff, r));
+  }
+  return r;
+}
+
 absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
-  RETURN_IF_ERROR(
-      CheckKeys(doc, "", {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "run"}));
+  RETURN_IF_ERROR(CheckKeys(doc, "",
+                            {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "run",
+                             "retry", "max_duration"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -250,6 +303,18 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   }
   if (doc["checkpoint"]) {
     ASSIGN_OR_RETURN(spec.checkpoint, ParseCheckpoint(doc["checkpoint"]));
+  }
+  if (doc["retry"]) {
+    ASSIGN_OR_RETURN(spec.retry, ParseRetry(doc["retry"]));
+  }
+  if (doc["max_duration"]) {
+    ASSIGN_OR_RETURN(const std::string text, Scalar(doc["max_duration"], "max_duration"));
+    auto d = ParseDuration(text);
+    if (!d.ok()) return FieldError("max_duration", "must be a duration like 90m or 2h");
+    if (*d < std::chrono::seconds(1) || *d > std::chrono::hours(24 * 365)) {
+      return FieldError("max_duration", "must be between 1s and 365 days");
+    }
+    spec.max_duration = *d;
   }
   if (const YAML::Node env = doc["env"]) {
     if (!env.IsMap()) return FieldError("env", "must be a mapping of NAME: value");
@@ -297,6 +362,18 @@ std::string_view TaskKindName(TaskKind k) {
       return "pretrain";
   }
   return "inference";
+}
+
+std::string_view RetryCauseName(RetryCause c) {
+  switch (c) {
+    case RetryCause::kError:
+      return "error";
+    case RetryCause::kNodeFailure:
+      return "node-failure";
+    case RetryCause::kPreemption:
+      return "preemption";
+  }
+  return "error";
 }
 
 std::string_view CapacityTypeName(CapacityType c) {
@@ -709,6 +786,15 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     }
     out << YAML::EndMap;
   }
+  if (spec.retry) {
+    out << YAML::Key << "retry" << YAML::Value << YAML::BeginMap << YAML::Key << "on" << YAML::Value << YAML::Flow
+        << YAML::BeginSeq;
+    for (RetryCause c : spec.retry->on) out << std::string(RetryCauseName(c));
+    out << YAML::EndSeq << YAML::Key << "limit" << YAML::Value << spec.retry->limit << YAML::Key << "backoff"
+        << YAML::Value << FormatDuration(spec.retry->backoff_min) + ".." + FormatDuration(spec.retry->backoff_max)
+        << YAML::EndMap;
+  }
+  if (spec.max_duration) out << YAML::Key << "max_duration" << YAML::Value << FormatDuration(*spec.max_duration);
   out << YAML::Key << "run" << YAML::Value, EmitScalarOrQuoted(out, spec.run);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -71,6 +71,25 @@ struct CheckpointSpec {
   Duration grace = std::chrono::seconds(30);  // SIGTERM-to-SIGKILL time to write a checkpoint
 };
 
+// Why a placement of a job ended before the job did: its own error (a member exited non-zero, was
+// killed or failed to start), the loss of a node (down: its lease expired), or preemption (a spot
+// reclaim, a higher-priority job).
+enum class RetryCause { kError, kNodeFailure, kPreemption };
+std::string_view RetryCauseName(RetryCause c);  // "error", "node-failure", "preemption"
+inline constexpr RetryCause kRetryCauses[] = {RetryCause::kError, RetryCause::kNodeFailure, RetryCause::kPreemption};
+
+// `retry: {on: [error, node-failure], limit: 3, backoff: 10s..10m}`. Each cause in `on` has its own
+// budget of `limit` retries (a job error does not use up the node-failure budget); the n-th retry of a
+// cause waits min(backoff_min x 2^(n-1), backoff_max) before the job may be placed again (`backoff: 30s`
+// is a fixed wait). A cause not in `on` ends the job FAILED. Without `retry:`, the default: a node
+// failure is retried at once and without limit, an error fails the job.
+struct RetrySpec {
+  std::vector<RetryCause> on;  // distinct, in kRetryCauses order; at least one
+  int limit = 3;               // retries per cause, 1..1000
+  Duration backoff_min = std::chrono::seconds(10);
+  Duration backoff_max = std::chrono::minutes(10);  // >= backoff_min
+};
+
 struct JobSpec {
   std::string name;   // DNS label: [a-z0-9-], 1..63 characters, starts and ends alphanumeric
   std::string model;  // path of a Hugging Face config.json; empty = none
@@ -84,7 +103,12 @@ struct JobSpec {
   // secret name. The spec keeps only the name; the control plane puts the value into the assignments of
   // the job's own members and nowhere else. A variable is in `env` or here, never both.
   std::map<std::string, std::string> secret_env;
-  std::string run;  // shell command run on every node
+  std::string run;                 // shell command run on every node
+  std::optional<RetrySpec> retry;  // unset: the default policy (RetrySpec)
+  // `max_duration: 2h`: a placement that has run this long ends the job FAILED with that reason (its
+  // members are stopped as for a cancel). Counted from the placement, so each retry has the whole of it.
+  // 1s..365 days; unset = no limit.
+  std::optional<Duration> max_duration;
 };
 
 // OK when `name` is a valid secret name: 1-128 of [A-Za-z0-9._-], starting with a letter or digit.

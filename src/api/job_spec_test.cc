@@ -305,7 +305,7 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
             "spec: the YAML nests deeper than 64 levels (line 4); flatten it");
   // 63 lists under the top-level mapping: 64 levels, the most allowed; the schema then refuses `x`.
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
-            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run");
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, retry, max_duration");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -339,7 +339,7 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
     return text + "]\n";
   };
   EXPECT_EQ(ErrorOf(list_of(99'994)),
-            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run");
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, retry, max_duration");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -374,6 +374,48 @@ TEST(ParseJobSpec, PlannerSizedSpecNeedsNoAccelerators) {
   EXPECT_TRUE(spec->resources.any_of.empty());
 }
 
+TEST(ParseJobSpec, RetryPolicyAndMaxDuration) {
+  auto spec = ParseJobSpec(R"(
+name: train
+resources: {accelerators: H100-SXM-80GB:8}
+retry: {on: [node-failure, error], limit: 2, backoff: 10s..5m}
+max_duration: 90m
+run: python train.py
+)");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->retry.has_value());
+  EXPECT_EQ(spec->retry->on, (std::vector<RetryCause>{RetryCause::kError, RetryCause::kNodeFailure}));
+  EXPECT_EQ(spec->retry->limit, 2);
+  EXPECT_EQ(spec->retry->backoff_min, std::chrono::seconds(10));
+  EXPECT_EQ(spec->retry->backoff_max, std::chrono::minutes(5));
+  EXPECT_EQ(spec->max_duration, std::chrono::minutes(90));
+  // Defaults: limit 3, 10s..10m; a single duration is a fixed wait.
+  spec = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nretry: {on: [preemption], backoff: 30s}\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->retry->limit, 3);
+  EXPECT_EQ(spec->retry->backoff_min, std::chrono::seconds(30));
+  EXPECT_EQ(spec->retry->backoff_max, std::chrono::seconds(30));
+  spec = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->retry.has_value());
+  EXPECT_FALSE(spec->max_duration.has_value());
+
+  for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
+           {"retry: {limit: 2}", "retry.on: is required"},
+           {"retry: {on: [oom]}", "retry.on[0]: 'oom' is not a cause"},
+           {"retry: {on: []}", "retry.on: must be a list of one to three causes"},
+           {"retry: {on: [error], limit: 0}", "retry.limit"},
+           {"retry: {on: [error], backoff: 5m..10s}", "retry.backoff: needs 0 <= first <= second"},
+           {"retry: {on: [error], backoff: soon}", "retry.backoff: must be a duration"},
+           {"retry: {on: [error], every: 1s}", "retry"},
+           {"max_duration: forever", "max_duration: must be a duration"},
+           {"max_duration: 0s", "max_duration: must be between 1s and 365 days"}}) {
+    auto bad = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\n" + yaml + "\nrun: x\n");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_TRUE(absl::StartsWith(bad.status().message(), message)) << yaml << " -> " << bad.status();
+  }
+}
+
 TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   auto spec = ParseJobSpec(kArchitectureExample);
   ASSERT_TRUE(spec.ok());
@@ -381,6 +423,8 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   spec->resources.memory_bytes = 123456789;
   spec->resources.cpu_milli = 2500;
   spec->env["QUOTED"] = "a: b # not a comment";
+  spec->retry = RetrySpec{.on = {RetryCause::kError, RetryCause::kPreemption}, .limit = 5};
+  spec->max_duration = std::chrono::hours(2);
   const std::string yaml = JobSpecToYaml(*spec);
   auto again = ParseJobSpec(yaml);
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
@@ -388,6 +432,11 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(again->resources.any_of[1].milli_per_gpu, 250);
   EXPECT_EQ(again->env.at("QUOTED"), "a: b # not a comment");
   EXPECT_EQ(again->run, spec->run);
+  ASSERT_TRUE(again->retry.has_value());
+  EXPECT_EQ(again->retry->on, spec->retry->on);
+  EXPECT_EQ(again->retry->limit, 5);
+  EXPECT_EQ(again->retry->backoff_max, std::chrono::minutes(10));
+  EXPECT_EQ(again->max_duration, std::chrono::hours(2));
 }
 
 }  // namespace

@@ -292,6 +292,12 @@ void RegisterJob(CLI::App& app) {
     std::cout << fmt::format("  priority:  {}\n", Text(job["priority"]));
     std::cout << fmt::format("  exit code: {}\n", Text(job["exit_code"]));
     std::cout << fmt::format("  restarts:  {}    epoch: {}\n", Text(job["restarts"]), Text(job["epoch"]));
+    if (job.contains("retries") && job["retries"].is_object() && !job["retries"].empty()) {
+      std::string used;
+      for (const auto& [cause, n] : job["retries"].items())
+        used += fmt::format("{}{} {}", used.empty() ? "" : ", ", cause, Text(n));
+      std::cout << fmt::format("  retries:   {}\n", used);
+    }
     std::cout << fmt::format("  created:   {}\n", when("created_at"));
     std::cout << fmt::format("  updated:   {}\n", when("updated_at"));
     if (job["plan"].is_object()) {

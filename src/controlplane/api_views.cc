@@ -20,6 +20,7 @@ nlohmann::json JobToJson(const JobView& job) {
                       {"reason", r.reason},
                       {"epoch", r.epoch},
                       {"restarts", r.restarts},
+                      {"retries", r.retries},
                       {"created_at", FormatTime(r.created_at)},
                       {"updated_at", FormatTime(r.updated_at)},
                       {"spec_yaml", r.spec_yaml}};

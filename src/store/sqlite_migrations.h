@@ -136,6 +136,10 @@ CREATE TABLE tenant_usage (
   as_of_ns INTEGER NOT NULL
 );
 )sql",
+    // 8: the retries a job has used, per cause (api::RetrySpec: a budget per cause), as "error=1,node-failure=2".
+    R"sql(
+ALTER TABLE jobs ADD COLUMN retries TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -2,10 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "absl/strings/numbers.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "store/sqlite_migrations.h"
@@ -154,7 +156,32 @@ class Transaction {
 
 constexpr char kJobColumns[] =
     "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
-    "created_at_ns, updated_at_ns, version";
+    "created_at_ns, updated_at_ns, version, retries";
+
+// The retries column: "error=1,node-failure=2" (cause=count, by cause name; "" = none).
+std::string FormatRetries(const std::map<std::string, int>& retries) {
+  std::string out;
+  for (const auto& [cause, n] : retries) out += fmt::format("{}{}={}", out.empty() ? "" : ",", cause, n);
+  return out;
+}
+
+absl::StatusOr<std::map<std::string, int>> ParseRetries(const std::string& job, const std::string& text) {
+  std::map<std::string, int> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(at, end - at);
+    const size_t eq = item.find('=');
+    int n = -1;
+    if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(item.substr(eq + 1), &n) || n < 0) {
+      return absl::DataLossError(fmt::format("sqlite: job {} has a malformed retries value '{}'", job, text));
+    }
+    out[item.substr(0, eq)] = n;
+    at = end + 1;
+  }
+  return out;
+}
 
 // `sealed` tells whether spec_yaml holds a sealed blob (a BLOB value) rather than the spec (TEXT: a row
 // written without a sealer, or before migration 4).
@@ -179,10 +206,11 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   j.created_at = FromNs(s.Int(12));
   j.updated_at = FromNs(s.Int(13));
   j.version = s.Int(14);
+  ASSIGN_OR_RETURN(j.retries, ParseRetries(j.id, s.Text(15)));
   return j;
 }
 
-// Binds a job's columns 1..15 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
+// Binds a job's columns 1..16 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
 // when `sealed`, else the text.
 void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::string& spec, bool sealed) {
   s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name);
@@ -199,6 +227,7 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
     s.BindNull(11);
   }
   s.Bind(12, j.reason).Bind(13, ToNs(j.created_at)).Bind(14, ToNs(j.updated_at)).Bind(15, version);
+  s.Bind(16, FormatRetries(j.retries));
 }
 
 absl::Status InsertEvent(StatementCache& statements, const std::string& job_id, TimePoint time, api::JobState from,
@@ -380,7 +409,7 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   JobRecord stored = job;
   stored.version = 1;
   ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
-  Statement s(*statements_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
+  Statement s(*statements_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) {
@@ -500,7 +529,7 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   Statement s(*statements_,
               "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
               "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
-              "= ?13, updated_at_ns = ?14, version = ?15 WHERE id = ?1");
+              "= ?13, updated_at_ns = ?14, version = ?15, retries = ?16 WHERE id = ?1");
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");

@@ -36,6 +36,9 @@ struct JobRecord {
   std::string allocation_json;  // where it runs; "" while unplaced
   int64_t epoch = 0;            // fencing token: raised on every new placement
   int restarts = 0;             // requeues after failures / reclaims
+  // Retries used per cause of the job's retry policy (api::RetryCauseName -> count): each cause has
+  // its own budget. Counted by the control plane; `restarts` counts every requeue.
+  std::map<std::string, int> retries;
   std::optional<int> exit_code;
   std::string reason;  // why the job is in its current state
   TimePoint created_at;

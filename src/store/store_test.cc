@@ -120,6 +120,12 @@ TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   EXPECT_EQ((*events)[1].to, JobState::kScheduled);
   EXPECT_EQ((*events)[1].reason, "placed on node-a");
   EXPECT_EQ((*events)[1].time - (*events)[0].time, std::chrono::seconds(2));
+
+  // The retries used per cause are stored with the job.
+  JobRecord retried = *updated;
+  retried.retries = {{"error", 2}, {"node-failure", 1}};
+  ASSERT_TRUE(store_->UpdateJob(retried).ok());
+  EXPECT_EQ(store_->GetJob("j-1")->retries, (std::map<std::string, int>{{"error", 2}, {"node-failure", 1}}));
 }
 
 TEST_F(SqliteStoreTest, ListFiltersAndPages) {

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/job_state.h"
+#include "api/quantity.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/controllers/transitions.h"
@@ -49,9 +50,10 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
   const JobState state = live.record.state;
   if (!api::IsTerminal(state) && !live.draining) {
     if (member.exited && member.failed) {
+      // The job's own error: retried as its policy says (the default: FAILED).
       const int code = report.exit_code.value_or(report.term_signal ? 128 + report.term_signal : 1);
-      RETURN_IF_ERROR(CommitJobState(ctx, live, JobState::kFailed,
-                                     fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail), code));
+      return RetryOrFail(ctx, report.job_id, api::RetryCause::kError,
+                         fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail), code);
     } else if (all_started && state == JobState::kScheduled) {
       RETURN_IF_ERROR(
           CommitJobState(ctx, live, JobState::kRunning, fmt::format("all {} members started", live.members.size())));
@@ -69,12 +71,17 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
 void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   std::vector<std::string> expired;
   std::vector<std::string> lost;
+  std::vector<std::string> overtime;
   for (const auto& [id, live] : ctx.state.live) {
     if (live.drain_deadline && now >= *live.drain_deadline) {
       expired.push_back(id);
       continue;
     }
     if (api::IsTerminal(live.record.state) || live.draining) continue;
+    if (live.spec.max_duration && now - live.placed_at >= *live.spec.max_duration) {
+      overtime.push_back(id);
+      continue;
+    }
     for (const AllocationMember& m : live.allocation.members) {
       auto node = ctx.state.nodes.find(m.node);
       if (node == ctx.state.nodes.end() || node->second.down) {
@@ -90,8 +97,17 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   }
   // A requeue a store error interrupted (node_lifecycle marked the node down first).
   for (const std::string& id : lost) {
-    if (absl::Status st = Requeue(ctx, id, "a node of its allocation is down; requeued"); !st.ok()) {
+    if (absl::Status st = RetryOrFail(ctx, id, api::RetryCause::kNodeFailure, "a node of its allocation is down");
+        !st.ok()) {
       spdlog::error("control plane: requeueing {}: {}", id, st);
+    }
+  }
+  // Ran out of time: ended like a cancel (its members are told to stop), not retried.
+  for (const std::string& id : overtime) {
+    LiveJob& live = ctx.state.live.at(id);
+    const std::string reason = fmt::format("max_duration {} reached", api::FormatDuration(*live.spec.max_duration));
+    if (absl::Status st = CommitJobState(ctx, live, JobState::kFailed, reason); !st.ok()) {
+      spdlog::error("control plane: ending {} at its max_duration: {}", id, st);
     }
   }
 }

@@ -51,9 +51,10 @@ void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& no
       status.failed = true;
       status.detail = fmt::format("node {} lost", node);
     }
-    absl::Status st = api::IsTerminal(live.record.state)
-                          ? ReleaseIfDone(ctx, id)
-                          : Requeue(ctx, id, fmt::format("node {} stopped heartbeating; requeued", node));
+    absl::Status st =
+        api::IsTerminal(live.record.state)
+            ? ReleaseIfDone(ctx, id)
+            : RetryOrFail(ctx, id, api::RetryCause::kNodeFailure, fmt::format("node {} stopped heartbeating", node));
     if (!st.ok()) spdlog::error("control plane: job {} on lost node {}: {}", id, node, st);
   }
 }

@@ -131,9 +131,18 @@ std::shared_ptr<const QuotaTable> SchedulingController::QuotaCopy(const Controll
   return table;
 }
 
-void SchedulingController::SyncQueue(ControllerContext& ctx) {
+void SchedulingController::SyncQueue(ControllerContext& ctx, MonoTime now) {
   for (const auto& [id, pending] : ctx.state.pending) {
     if (queue_.Contains(id)) continue;
+    if (pending.not_before && now < *pending.not_before) {
+      // A retry's backoff: queued once it has passed.
+      std::string& reason = ctx.state.pending_reason[id];
+      if (reason.empty()) {
+        reason = "waiting out its retry backoff";
+        ctx.state.dirty = true;
+      }
+      continue;
+    }
     // The least the job holds once placed, over its requests' alternatives: lets the queue park it over
     // its tenant's milli-GPU cap without an attempt.
     int64_t min_gpu_milli = 0;
@@ -331,6 +340,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
     if (decision->scheduled) {
       const Allocation& a = binder.allocation();
       LiveJob live{binder.stored(), *job.spec, a, std::vector<MemberStatus>(a.members.size())};
+      live.placed_at = now;
       spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
       ctx.state.ports[a.members.front().node].insert(a.master_port);
       ctx.log_grants.Place(job_id, live.record.tenant, live.record.epoch, MemberNodes(a));
@@ -365,7 +375,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
 }
 
 void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
-  SyncQueue(ctx);
+  SyncQueue(ctx, now);
   if (ctx.state.capacity_generation != seen_generation_) {
     seen_generation_ = ctx.state.capacity_generation;
     queue_.CapacityChanged();

@@ -78,7 +78,7 @@ class SchedulingController {
   void ReleaseHoldings(ControllerContext& ctx, MonoTime now);
   // Records in the ledger what each live allocation it does not know holds (after a restart, a reload).
   void BindLiveHoldings(ControllerContext& ctx, MonoTime now);
-  void SyncQueue(ControllerContext& ctx);
+  void SyncQueue(ControllerContext& ctx, MonoTime now);
   absl::StatusOr<sched::AttemptOutcome> Attempt(ControllerContext& ctx, const std::string& job_id, MonoTime now);
 
   sched::SchedulingQueue queue_;

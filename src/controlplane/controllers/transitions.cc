@@ -10,6 +10,7 @@
 #include "controlplane/job_request.h"
 #include "controlplane/log_store.h"
 #include "controlplane/metrics.h"
+#include "controlplane/retry_policy.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -77,7 +78,8 @@ absl::Status CommitJobState(ControllerContext& ctx, LiveJob& live, JobState to, 
   return absl::OkStatus();
 }
 
-absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason) {
+absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason,
+                     std::optional<RetryCharge> retry) {
   auto it = ctx.state.live.find(job_id);
   if (it == ctx.state.live.end()) return absl::OkStatus();
   LiveJob& live = it->second;
@@ -92,6 +94,7 @@ absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const st
   next.allocation_json = ToJson(allocation).dump();
   next.state = JobState::kPending;
   next.restarts = live.record.restarts + 1;
+  if (retry) ++next.retries[std::string(api::RetryCauseName(retry->cause))];
   next.reason = drained ? reason : reason + "; placed again once its members have stopped";
   next.updated_at = ctx.clock.Now();
   const JobState from = live.record.state;
@@ -100,6 +103,7 @@ absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const st
   spdlog::info("control plane: {} requeued: {}", job_id, next.reason);
   live.draining = true;
   live.drain_deadline = DrainDeadline(ctx, live, ctx.clock.Monotonic());
+  if (retry && retry->backoff > Duration::zero()) live.retry_at = ctx.clock.Monotonic() + retry->backoff;
   ctx.logs.Wake(job_id);
   ctx.state.dirty = true;
   if (drained) return ReleaseIfDone(ctx, job_id);
@@ -123,6 +127,7 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
     ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
   }
   const store::JobRecord record = live.record;
+  const std::optional<MonoTime> retry_at = live.retry_at;
   if (!live.allocation.members.empty()) {
     auto ports = ctx.state.ports.find(live.allocation.members.front().node);
     if (ports != ctx.state.ports.end()) ports->second.erase(live.allocation.master_port);
@@ -131,8 +136,20 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
   ctx.state.live.erase(it);
   ctx.state.Released(job_id);
   ctx.logs.Wake(job_id);
-  if (requeued) AddPending(ctx, record);
+  if (requeued) AddPending(ctx, record, retry_at);
   return absl::OkStatus();
+}
+
+absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api::RetryCause cause,
+                         const std::string& what, std::optional<int> exit_code) {
+  auto it = ctx.state.live.find(job_id);
+  if (it == ctx.state.live.end()) return absl::OkStatus();
+  LiveJob& live = it->second;
+  if (api::IsTerminal(live.record.state) || live.draining) return ReleaseIfDone(ctx, job_id);
+  const RetryDecision d = DecideRetry(live.spec, cause, RetriesUsed(live.record.retries, cause), what);
+  if (d.retry) return Requeue(ctx, job_id, d.reason, RetryCharge{.cause = cause, .backoff = d.backoff});
+  RETURN_IF_ERROR(CommitJobState(ctx, live, JobState::kFailed, d.reason, exit_code));
+  return ReleaseIfDone(ctx, job_id);
 }
 
 absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail) {
@@ -147,9 +164,10 @@ absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, c
   return ReleaseIfDone(ctx, job_id);
 }
 
-void AddPending(ControllerContext& ctx, const store::JobRecord& record) {
+void AddPending(ControllerContext& ctx, const store::JobRecord& record, std::optional<MonoTime> not_before) {
   PendingJob& p = ctx.state.pending[record.id];
   p.record = record;
+  p.not_before = not_before;
   p.spec = api::ParseJobSpec(record.spec_yaml, ctx.catalog);
   if (!p.spec.ok()) {
     p.requests = p.spec.status();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "api/job_spec.h"
 #include "api/job_state.h"
 #include "controlplane/controllers/context.h"
 
@@ -21,7 +22,21 @@ absl::Status CommitJobState(ControllerContext& ctx, LiveJob& live, api::JobState
 // still running are told to stop, and the job is placed again only once every one has exited
 // (confirmed, or presumed at the drain deadline), so a member never runs in two places. A job that
 // is draining already is not requeued again: it is released if every member has exited by now.
-absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason);
+// `retry`, when given, is the cause the requeue counts against (store::JobRecord::retries) and the
+// backoff before the job may be placed again (0: at once).
+struct RetryCharge {
+  api::RetryCause cause = api::RetryCause::kError;
+  Duration backoff{};
+};
+absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const std::string& reason,
+                     std::optional<RetryCharge> retry = std::nullopt);
+
+// A placement of `job_id` ended early for `cause` (`what` says how, e.g. "rank 0 on node-a: exit code
+// 1"): the job is requeued as its retry policy says (retry_policy.h: counted per cause, backed off), or
+// ends FAILED with the policy's reason and `exit_code`. A job already ended or draining is only released
+// if every member has exited.
+absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api::RetryCause cause,
+                         const std::string& what, std::optional<int> exit_code = std::nullopt);
 
 // Releases the allocation of `job_id` if every member has exited: its resources and rendezvous port
 // return to the pool; a draining (requeued) job enters the scheduling queue. No-op otherwise.
@@ -34,8 +49,10 @@ absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, c
 // Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
 void CountTransition(ControllerContext& ctx, const std::string& id, api::JobState from, api::JobState to);
 
-// Adds a stored PENDING job to State::pending with its spec and requests parsed once.
-void AddPending(ControllerContext& ctx, const store::JobRecord& record);
+// Adds a stored PENDING job to State::pending with its spec and requests parsed once; with
+// `not_before`, it waits out a retry backoff before it enters the scheduling queue.
+void AddPending(ControllerContext& ctx, const store::JobRecord& record,
+                std::optional<MonoTime> not_before = std::nullopt);
 
 // The time by which every member of `live` must have stopped once told to: its grace, then the
 // fencing timeline, from `now`.

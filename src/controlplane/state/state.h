@@ -60,6 +60,10 @@ struct LiveJob {
   // When the allocation is given up regardless of reports: set when it starts draining, or the job
   // ends, to now + the members' grace + the fencing margin.
   std::optional<MonoTime> drain_deadline;
+  // When this placement was made (or loaded, after a restart): max_duration counts from here.
+  MonoTime placed_at{};
+  // Set by a requeue with a retry backoff: the job may not be placed again before this.
+  std::optional<MonoTime> retry_at;
 };
 
 // A PENDING job waiting for a placement: its spec and scheduler requests are parsed once, at submission
@@ -69,6 +73,8 @@ struct PendingJob {
   absl::StatusOr<api::JobSpec> spec = absl::UnknownError("not parsed");
   absl::StatusOr<std::vector<sched::Request>> requests = absl::UnknownError("not built");
   std::string shape_key;  // what decides where it fits; equal keys fit or fail alike
+  // A retry's backoff: the job enters the scheduling queue only from then on.
+  std::optional<MonoTime> not_before;
 };
 
 struct State {

@@ -22,7 +22,7 @@ class ParamCountTest(unittest.TestCase):
         binary = os.environ.get("GPUGEEK_BINARY") or os.path.join(REPO, "build", "gpugeek")
         if "GPUGEEK_BINARY" not in os.environ and not os.path.exists(binary):
             self.skipTest(f"no planner binary at {binary}; build it or set GPUGEEK_BINARY")
-        r = subprocess.run([binary, "plan", CONFIG, "--task", "pretrain", "--json"], capture_output=True,
+        r = subprocess.run([binary, "plan", CONFIG, "--task", "pretrain", "--seq", "256", "--json"], capture_output=True,
                            text=True, timeout=60, check=True)
         planned = json.loads(r.stdout)["model"]
         torch_count = count_parameters(build_model(CONFIG, seed=0))

@@ -276,7 +276,7 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
   RETURN_IF_ERROR(CheckKeys(doc, "",
                             {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "run",
-                             "retry", "max_duration"}));
+                             "retry", "max_duration", "launcher", "procs_per_node"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -315,6 +315,17 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
       return FieldError("max_duration", "must be between 1s and 365 days");
     }
     spec.max_duration = *d;
+  }
+  if (doc["launcher"]) {
+    ASSIGN_OR_RETURN(spec.launcher, Scalar(doc["launcher"], "launcher"));
+    if (spec.launcher != "torch") {
+      return FieldError("launcher", "must be torch (one process per GPU with the env:// variables), or absent");
+    }
+  }
+  if (doc["procs_per_node"]) {
+    if (spec.launcher.empty()) return FieldError("procs_per_node", "needs a launcher: add launcher: torch");
+    ASSIGN_OR_RETURN(int64_t n, Integer(doc["procs_per_node"], "procs_per_node", 1, 64));
+    spec.procs_per_node = static_cast<int>(n);
   }
   if (const YAML::Node env = doc["env"]) {
     if (!env.IsMap()) return FieldError("env", "must be a mapping of NAME: value");
@@ -795,6 +806,8 @@ std::string JobSpecToYaml(const JobSpec& spec) {
         << YAML::EndMap;
   }
   if (spec.max_duration) out << YAML::Key << "max_duration" << YAML::Value << FormatDuration(*spec.max_duration);
+  if (!spec.launcher.empty()) out << YAML::Key << "launcher" << YAML::Value << spec.launcher;
+  if (spec.procs_per_node > 0) out << YAML::Key << "procs_per_node" << YAML::Value << spec.procs_per_node;
   out << YAML::Key << "run" << YAML::Value, EmitScalarOrQuoted(out, spec.run);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -109,6 +109,12 @@ struct JobSpec {
   // members are stopped as for a cancel). Counted from the placement, so each retry has the whole of it.
   // 1s..365 days; unset = no limit.
   std::optional<Duration> max_duration;
+  // `launcher: torch` starts `run` as procs_per_node processes on each node with the env:// variables
+  // of PyTorch's init_process_group (RANK, LOCAL_RANK, WORLD_SIZE, ...; agent/torch_launcher.h);
+  // "" runs it once per node.
+  std::string launcher;
+  // Processes per node under a launcher, 1..64; 0 = one per GPU of the member (one for a CPU job).
+  int procs_per_node = 0;
 };
 
 // OK when `name` is a valid secret name: 1-128 of [A-Za-z0-9._-], starting with a letter or digit.

@@ -305,7 +305,8 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
             "spec: the YAML nests deeper than 64 levels (line 4); flatten it");
   // 63 lists under the top-level mapping: 64 levels, the most allowed; the schema then refuses `x`.
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
-            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, retry, max_duration");
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, "
+            "retry, max_duration, launcher, procs_per_node");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -339,7 +340,8 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
     return text + "]\n";
   };
   EXPECT_EQ(ErrorOf(list_of(99'994)),
-            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, retry, max_duration");
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, "
+            "retry, max_duration, launcher, procs_per_node");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -409,7 +411,10 @@ run: python train.py
            {"retry: {on: [error], backoff: soon}", "retry.backoff: must be a duration"},
            {"retry: {on: [error], every: 1s}", "retry"},
            {"max_duration: forever", "max_duration: must be a duration"},
-           {"max_duration: 0s", "max_duration: must be between 1s and 365 days"}}) {
+           {"max_duration: 0s", "max_duration: must be between 1s and 365 days"},
+           {"launcher: mpi", "launcher: must be torch"},
+           {"procs_per_node: 2", "procs_per_node: needs a launcher"},
+           {"launcher: torch\nprocs_per_node: 65", "procs_per_node"}}) {
     auto bad = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\n" + yaml + "\nrun: x\n");
     ASSERT_FALSE(bad.ok()) << yaml;
     EXPECT_TRUE(absl::StartsWith(bad.status().message(), message)) << yaml << " -> " << bad.status();
@@ -425,6 +430,8 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   spec->env["QUOTED"] = "a: b # not a comment";
   spec->retry = RetrySpec{.on = {RetryCause::kError, RetryCause::kPreemption}, .limit = 5};
   spec->max_duration = std::chrono::hours(2);
+  spec->launcher = "torch";
+  spec->procs_per_node = 2;
   const std::string yaml = JobSpecToYaml(*spec);
   auto again = ParseJobSpec(yaml);
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
@@ -437,6 +444,8 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(again->retry->limit, 5);
   EXPECT_EQ(again->retry->backoff_max, std::chrono::minutes(10));
   EXPECT_EQ(again->max_duration, std::chrono::hours(2));
+  EXPECT_EQ(again->launcher, "torch");
+  EXPECT_EQ(again->procs_per_node, 2);
 }
 
 }  // namespace

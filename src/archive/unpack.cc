@@ -233,6 +233,41 @@ absl::StatusOr<UnpackStats> UnpackWorkdirBytes(std::string_view archive, const s
   return Unpacker(a.get(), dest, options).Run();
 }
 
+namespace {
+
+struct PieceSource {
+  const ReadPieceFn* next;
+  std::string piece;
+  absl::Status error;
+};
+
+la_ssize_t ReadPiece(struct archive* a, void* data, const void** buf) {
+  PieceSource& src = *static_cast<PieceSource*>(data);
+  absl::StatusOr<std::string> piece = (*src.next)();
+  if (!piece.ok()) {
+    src.error = piece.status();
+    archive_set_error(a, EIO, "%s", std::string(piece.status().message()).c_str());
+    return -1;
+  }
+  src.piece = *std::move(piece);
+  *buf = src.piece.data();
+  return static_cast<la_ssize_t>(src.piece.size());
+}
+
+}  // namespace
+
+absl::StatusOr<UnpackStats> CheckWorkdirArchiveStream(const ReadPieceFn& next, const UnpackOptions& options) {
+  auto a = NewReader();
+  PieceSource src{.next = &next, .piece = {}, .error = {}};
+  if (archive_read_open(a.get(), &src, nullptr, ReadPiece, nullptr) != ARCHIVE_OK) {
+    if (!src.error.ok()) return src.error;
+    return absl::DataLossError(fmt::format("workdir archive: cannot open: {}", archive_error_string(a.get())));
+  }
+  absl::StatusOr<UnpackStats> r = Unpacker(a.get(), "", options).Run();
+  if (!src.error.ok()) return src.error;
+  return r;
+}
+
 absl::StatusOr<UnpackStats> CheckWorkdirArchive(const std::string& archive_path, const UnpackOptions& options) {
   return UnpackWorkdir(archive_path, "", options);
 }

@@ -14,6 +14,7 @@
 // Thread-safe: no chdir, no global state (libarchive's own disk writer is not used).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -45,5 +46,10 @@ absl::StatusOr<UnpackStats> UnpackWorkdirBytes(std::string_view archive, const s
 
 // The same checks over an archive file, writing nothing: what the server runs on an upload.
 absl::StatusOr<UnpackStats> CheckWorkdirArchive(const std::string& archive_path, const UnpackOptions& options = {});
+
+// The checks over an archive read piece by piece (e.g. decrypted records of a sealed file): `next` returns
+// the next piece, an empty one at the end, or an error, which is returned as is.
+using ReadPieceFn = std::function<absl::StatusOr<std::string>()>;
+absl::StatusOr<UnpackStats> CheckWorkdirArchiveStream(const ReadPieceFn& next, const UnpackOptions& options = {});
 
 }  // namespace gpugeek::archive

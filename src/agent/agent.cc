@@ -183,7 +183,8 @@ absl::StatusOr<int> ClaimNode(const std::string& node, const std::string& root, 
 }
 
 const char* StateName(int state) {
-  static constexpr const char* kNames[] = {"running", "stopping", "exited", "failed-to-start", "not-started"};
+  static constexpr const char* kNames[] = {"preparing", "running",         "stopping",
+                                           "exited",    "failed-to-start", "not-started"};
   return kNames[state];
 }
 

@@ -229,7 +229,8 @@ struct WorkloadStatus {
   int64_t epoch = 0;
   int node_rank = 0;
   std::string workload_id;  // executor id: "<job>-<rank>"
-  // "running", "stopping" (cancel sent), "exited", "failed-to-start", "not-started" (cancelled before start)
+  // "preparing" (fetching and unpacking its workdir), "running", "stopping" (cancel sent), "exited", "failed-to-start",
+  // "not-started" (cancelled before start)
   std::string state;
   pid_t pid = 0;        // while running or stopping
   std::string message;  // how it ended / why it did not start

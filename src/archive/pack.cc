@@ -23,6 +23,12 @@
 namespace gpugeek::archive {
 namespace {
 
+// libarchive's message for the last error; it may have none (NULL), which fmt must not be given.
+const char* ErrorText(struct archive* a) {
+  const char* e = archive_error_string(a);
+  return e == nullptr ? "unknown libarchive error" : e;
+}
+
 constexpr uint64_t kMaxIgnoreFileBytes = 1 << 20;
 
 // Where libarchive's output goes: the file, the digest and the byte count, with the size limit.
@@ -215,7 +221,7 @@ class Packer {
                       "need to .gpugeekignore",
                       options_.max_archive_bytes, name));
     }
-    return absl::UnavailableError(fmt::format("workdir: packing {}: {}", name, archive_error_string(a_)));
+    return absl::UnavailableError(fmt::format("workdir: packing {}: {}", name, ErrorText(a_)));
   }
 
   const std::string root_;
@@ -251,16 +257,15 @@ absl::StatusOr<PackResult> PackWorkdir(const std::string& root, const std::strin
   archive_write_set_bytes_in_last_block(a.get(), 1);
   absl::Status status;
   if (archive_write_open(a.get(), &sink, nullptr, SinkWrite, nullptr) != ARCHIVE_OK) {
-    status = absl::InternalError(fmt::format("workdir: libarchive: {}", archive_error_string(a.get())));
+    status = absl::InternalError(fmt::format("workdir: libarchive: {}", ErrorText(a.get())));
   }
   Packer packer(root, options, a.get(), sink);
   if (status.ok()) status = packer.Walk("");
   if (status.ok() && archive_write_close(a.get()) != ARCHIVE_OK) {
-    status =
-        sink.over_limit
-            ? absl::ResourceExhaustedError(
-                  fmt::format("workdir: the archive exceeds {} bytes (the limit)", options.max_archive_bytes))
-            : absl::UnavailableError(fmt::format("workdir: writing {}: {}", out_path, archive_error_string(a.get())));
+    status = sink.over_limit
+                 ? absl::ResourceExhaustedError(
+                       fmt::format("workdir: the archive exceeds {} bytes (the limit)", options.max_archive_bytes))
+                 : absl::UnavailableError(fmt::format("workdir: writing {}: {}", out_path, ErrorText(a.get())));
   }
   a.reset();
   if (status.ok() && ::fsync(sink.fd) != 0) {

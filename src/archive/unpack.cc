@@ -21,6 +21,12 @@
 namespace gpugeek::archive {
 namespace {
 
+// libarchive's message for the last error; it may have none (NULL), which fmt must not be given.
+const char* ErrorText(struct archive* a) {
+  const char* e = archive_error_string(a);
+  return e == nullptr ? "unknown libarchive error" : e;
+}
+
 constexpr size_t kMaxPathBytes = 4096;
 
 struct ReaderDeleter {
@@ -83,7 +89,7 @@ class Unpacker {
       if (r == ARCHIVE_EOF) break;
       if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
         return absl::DataLossError(fmt::format("workdir archive: not a readable tar archive after {} entries: {}",
-                                               stats_.entries, archive_error_string(a_)));
+                                               stats_.entries, ErrorText(a_)));
       }
       if (++stats_.entries > options_.max_entries) {
         return absl::ResourceExhaustedError(
@@ -171,7 +177,7 @@ class Unpacker {
       if (n == 0) return absl::OkStatus();
       if (n < 0) {
         return absl::DataLossError(
-            fmt::format("workdir archive: entry {}: {}", QuoteForMessage(path, 200), archive_error_string(a_)));
+            fmt::format("workdir archive: entry {}: {}", QuoteForMessage(path, 200), ErrorText(a_)));
       }
       stats_.content_bytes += static_cast<uint64_t>(n);
       if (stats_.content_bytes > options_.max_content_bytes) {
@@ -218,8 +224,7 @@ absl::StatusOr<UnpackStats> UnpackWorkdir(const std::string& archive_path, const
                                           const UnpackOptions& options) {
   auto a = NewReader();
   if (archive_read_open_filename(a.get(), archive_path.c_str(), 1 << 16) != ARCHIVE_OK) {
-    return absl::DataLossError(
-        fmt::format("workdir archive {}: cannot open: {}", archive_path, archive_error_string(a.get())));
+    return absl::DataLossError(fmt::format("workdir archive {}: cannot open: {}", archive_path, ErrorText(a.get())));
   }
   return Unpacker(a.get(), dest, options).Run();
 }
@@ -228,7 +233,7 @@ absl::StatusOr<UnpackStats> UnpackWorkdirBytes(std::string_view archive, const s
                                                const UnpackOptions& options) {
   auto a = NewReader();
   if (archive_read_open_memory(a.get(), archive.data(), archive.size()) != ARCHIVE_OK) {
-    return absl::DataLossError(fmt::format("workdir archive: cannot open: {}", archive_error_string(a.get())));
+    return absl::DataLossError(fmt::format("workdir archive: cannot open: {}", ErrorText(a.get())));
   }
   return Unpacker(a.get(), dest, options).Run();
 }
@@ -261,7 +266,7 @@ absl::StatusOr<UnpackStats> CheckWorkdirArchiveStream(const ReadPieceFn& next, c
   PieceSource src{.next = &next, .piece = {}, .error = {}};
   if (archive_read_open(a.get(), &src, nullptr, ReadPiece, nullptr) != ARCHIVE_OK) {
     if (!src.error.ok()) return src.error;
-    return absl::DataLossError(fmt::format("workdir archive: cannot open: {}", archive_error_string(a.get())));
+    return absl::DataLossError(fmt::format("workdir archive: cannot open: {}", ErrorText(a.get())));
   }
   absl::StatusOr<UnpackStats> r = Unpacker(a.get(), "", options).Run();
   if (!src.error.ok()) return src.error;

@@ -153,6 +153,41 @@ TEST_F(WorkdirUploadTest, WrongDigestOrUnsafeArchiveIsRefusedAndNothingKept) {
   EXPECT_TRUE(fs::is_empty(dir_ + "/server/archives/team-a"));
 }
 
+TEST_F(WorkdirUploadTest, AnArchiveGoesUpInPiecesThatMayRestartButNotSkip) {
+  const std::string work = dir_ + "/work";
+  std::string noise;
+  uint32_t x = 12345;
+  for (int i = 0; i < 60'000; ++i) noise += static_cast<char>((x = x * 1103515245 + 12345) >> 24);  // incompressible
+  archive::testing::WriteFile(work + "/weights.bin", noise);
+  auto up = UploadWorkdir(*a_, work, {.piece_bytes = 16 << 10, .temp_dir = dir_});
+  ASSERT_TRUE(up.ok()) << up.status();
+  const int pieces = static_cast<int>((up->archive_bytes + (16 << 10) - 1) / (16 << 10));
+  EXPECT_GE(pieces, 4);
+  EXPECT_EQ(up->put_requests, pieces);
+  EXPECT_EQ(server_->archives().put_calls(), static_cast<uint64_t>(pieces));
+  std::string stored;
+  ASSERT_TRUE(server_->archives()
+                  .Read("team-a", up->digest,
+                        [&](std::string_view p) {
+                          stored.append(p);
+                          return true;
+                        })
+                  .ok());
+  EXPECT_EQ(archive::Sha256Hex(stored), up->digest);
+
+  // team-b sends the same bytes by hand: a skipped piece is refused with where to continue; a restart at 0
+  // drops what was sent.
+  const std::string base = fmt::format("/v1/archives/{}?total={}&offset=", up->digest, stored.size());
+  ASSERT_TRUE(b_->PutBytes(base + "0", stored.substr(0, 1000), "application/octet-stream").ok());
+  auto skipped = b_->PutBytes(base + "2000", stored.substr(2000, 1000), "application/octet-stream");
+  ASSERT_EQ(http::HttpStatusFor(skipped.status()), 409);
+  EXPECT_NE(skipped.status().message().find("continue from offset 1000"), std::string::npos) << skipped.status();
+  auto whole = b_->PutBytes(base + "0", stored, "application/octet-stream");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ((*whole)["complete"], true);
+  EXPECT_TRUE(server_->archives().Has("team-b", up->digest));
+}
+
 TEST_F(WorkdirUploadTest, OverTheLimitIs413NamingIt) {
   Start({.max_archive_bytes = 1000, .max_archive_files = 3});
   const std::string work = dir_ + "/work";

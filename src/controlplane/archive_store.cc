@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -38,7 +40,11 @@ absl::Status CheckDigest(const std::string& digest) {
 
 }  // namespace
 
+// An upload no piece has reached for this long is abandoned: dropped when another upload starts.
+constexpr auto kAbandonedAfter = std::chrono::minutes(10);
+
 struct ArchiveStore::Upload {
+  std::chrono::steady_clock::time_point touched = std::chrono::steady_clock::now();
   uint64_t total = 0;
   uint64_t received = 0;
   bool busy = false;
@@ -105,7 +111,18 @@ absl::StatusOr<ArchiveStore::PutResult> ArchiveStore::Put(const std::string& ten
     MutexLock lock(&mu_);
     ++put_calls_;
     auto it = uploads_.find(key);
+    if (it != uploads_.end() && offset == 0 && !it->second->busy) {
+      // The client starts over (its earlier attempt broke off): what it sent before is dropped.
+      uploads_.erase(it);
+      it = uploads_.end();
+    }
     if (it == uploads_.end()) {
+      const auto now = std::chrono::steady_clock::now();
+      for (auto u = uploads_.begin(); u != uploads_.end();) {
+        // Abandoned uploads make room; their staging files are overwritten by their next first piece or
+        // removed at the next Open.
+        u = !u->second->busy && now - u->second->touched > kAbandonedAfter ? uploads_.erase(u) : std::next(u);
+      }
       if (offset != 0) {
         return absl::FailedPreconditionError(
             fmt::format("offset: no upload of archive {} is in progress; start at offset 0", digest));
@@ -129,6 +146,7 @@ absl::StatusOr<ArchiveStore::PutResult> ArchiveStore::Put(const std::string& ten
                       up->received));
     }
     up->busy = true;
+    up->touched = std::chrono::steady_clock::now();
   }
   // The upload is ours while busy: its writer and hash are touched without the lock.
   absl::Status status;

@@ -10,6 +10,8 @@ packages=(
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev libsodium-dev
   libncurses-dev
+  # workdir archives (tar + zstd): src/archive
+  libarchive-dev
   # Boost.Beast and Boost.Asio (header-only) for the HTTP server
   libboost1.74-dev
   # tests and benchmarks

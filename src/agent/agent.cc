@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "agent/agent_metrics.h"
 #include "api/job_spec.h"
 #include "api/names.h"
+#include "archive/unpack.h"
 #include "common/absl_fmt.h"
 #include "common/file.h"
 #include "common/status_macros.h"
@@ -181,7 +183,8 @@ absl::StatusOr<int> ClaimNode(const std::string& node, const std::string& root, 
 }
 
 const char* StateName(int state) {
-  static constexpr const char* kNames[] = {"running", "stopping", "exited", "failed-to-start", "not-started"};
+  static constexpr const char* kNames[] = {"preparing", "running",         "stopping",
+                                           "exited",    "failed-to-start", "not-started"};
   return kNames[state];
 }
 
@@ -276,6 +279,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   auto agent =
       std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups), std::move(*executor),
                                        std::move(metrics), std::move(inventory), claim_fd, std::move(instance_id)));
+  agent->shared_bearer_->value = bearer;
   agent->bearer_ = std::move(bearer);
   return agent;
 }
@@ -295,7 +299,26 @@ Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::un
       metrics_address_(options_.metrics_address),
       interval_(options_.heartbeat_interval),
       lease_(std::chrono::milliseconds(api::RegistrationReply{}.lease_ms)),
-      fence_grace_(std::chrono::milliseconds(api::RegistrationReply{}.fence_grace_ms)) {}
+      fence_grace_(std::chrono::milliseconds(api::RegistrationReply{}.fence_grace_ms)) {
+  // Downloads run on their own threads with their own client (http::Client is one thread's), presenting
+  // the node's current credential.
+  http::ClientOptions fetch_client{.base_url = options_.server_url,
+                                   .connect_timeout = options_.connect_timeout,
+                                   .read_timeout = options_.request_timeout,
+                                   .ca_file = options_.ca_file};
+  fetcher_ = WorkdirFetcher::Create(
+      options_.data_dir + "/archives",
+      [fetch_client, node = node_, bearer = shared_bearer_](
+          const std::string& digest, const std::function<bool(const std::string&)>& sink) -> absl::Status {
+        http::ClientOptions o = fetch_client;
+        {
+          std::lock_guard<std::mutex> lock(bearer->mu);
+          o.bearer_token = bearer->value;
+        }
+        ASSIGN_OR_RETURN(std::unique_ptr<http::Client> c, http::Client::Create(o));
+        return c->GetStream(fmt::format("/v1/agents/{}/archives/{}", node, digest), sink);
+      });
+}
 
 Agent::~Agent() {
   // The executor kills and reaps what still runs and removes the workloads' groups; the node's group is
@@ -371,6 +394,10 @@ absl::Status Agent::UseBearer(const std::string& bearer) {
                                          .bearer_token = bearer}));
   client_ = std::move(client);
   bearer_ = bearer;
+  {
+    std::lock_guard<std::mutex> lock(shared_bearer_->mu);
+    shared_bearer_->value = bearer;
+  }
   return absl::OkStatus();
 }
 
@@ -432,6 +459,25 @@ void Agent::PollLocked() {
   for (WorkloadExit& e : exits) {
     for (auto& [job, m] : members_) {
       if (m.workload_id != e.id || (m.state != State::kRunning && m.state != State::kStopping)) continue;
+      std::string step_message;
+      if (m.in_setup) {
+        m.in_setup = false;
+        if (e.succeeded() && m.state == State::kRunning && !fenced_) {
+          m.setup_done = true;
+          LaunchLocked(m);  // the run step, in the same working folder and log
+          break;
+        }
+        if (!e.cancelled && e.exit_code.has_value() && *e.exit_code != 0) {
+          step_message = fmt::format("setup failed (exit {})", *e.exit_code);
+          // The job's log says why run never started, on its own line after the setup's output.
+          if (FILE* f = std::fopen(executor_->LogPath(m.workload_id).c_str(), "a"); f != nullptr) {
+            std::fprintf(f, "\n== gpugeek: %s; run not started ==\n", step_message.c_str());
+            std::fclose(f);
+          }
+        } else {
+          step_message = "setup " + e.Describe();
+        }
+      }
       m.state = State::kExited;
       m.pid = 0;
       report_soon_ = true;
@@ -444,14 +490,42 @@ void Agent::PollLocked() {
                   .message = BoundMessage(m.fenced ? fmt::format("fenced: the agent lost contact with the server "
                                                                  "for its {} ms lease; {}",
                                                                  Millis(lease_), e.Describe())
-                                                   : e.Describe()),
+                                          : !step_message.empty() ? step_message
+                                                                  : e.Describe()),
                   .node_rank = m.assignment.node_rank};
       spdlog::info("agent {}: job {} (epoch {}, rank {}) {}", node_, job, m.assignment.epoch, m.assignment.node_rank,
                    m.report.message);
       break;
     }
   }
+  AdvancePreparingLocked();
   ForgetDoneMembersLocked();
+}
+
+void Agent::AdvancePreparingLocked() {
+  for (auto& [job, m] : members_) {
+    if (m.state != State::kPreparing) continue;
+    if (m.prepared.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+    const absl::Status prepared = m.prepared.get();
+    if (!prepared.ok()) {
+      FailStartLocked(m, prepared);
+      continue;
+    }
+    if (fenced_) {
+      // The server may be placing it elsewhere: nothing starts while fenced.
+      m.state = State::kNotStarted;
+      m.report = {.job_id = job,
+                  .epoch = m.assignment.epoch,
+                  .phase = api::WorkloadPhase::kExited,
+                  .message = "fenced before it started: the agent lost contact with the server",
+                  .node_rank = m.assignment.node_rank};
+      report_soon_ = true;
+      continue;
+    }
+    spdlog::info("agent {}: job {} (epoch {}): workdir {} unpacked into {}", node_, job, m.assignment.epoch,
+                 m.assignment.workdir_digest.substr(0, 12), options_.data_dir + "/work/" + m.workload_id);
+    LaunchLocked(m);
+  }
 }
 
 void Agent::CheckLeaseLocked() {
@@ -502,7 +576,7 @@ void Agent::RenewLeaseLocked(MonoTime sent) {
 void Agent::ForgetDoneMembersLocked() {
   for (auto it = members_.begin(); it != members_.end();) {
     const Member& m = it->second;
-    const bool ended = m.state != State::kRunning && m.state != State::kStopping;
+    const bool ended = m.state != State::kRunning && m.state != State::kStopping && m.state != State::kPreparing;
     if (ended && !m.listed) {
       it = members_.erase(it);
     } else {
@@ -523,7 +597,7 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [job, m] : members_) {
-    if (m.state == State::kRunning || m.state == State::kStopping) {
+    if (m.state == State::kRunning || m.state == State::kStopping || m.state == State::kPreparing) {
       hb.workloads.push_back({.job_id = job,
                               .epoch = m.assignment.epoch,
                               .phase = api::WorkloadPhase::kRunning,
@@ -629,6 +703,18 @@ absl::StatusOr<nlohmann::json> Agent::PostHeartbeat(const api::Heartbeat& hb) {
 }
 
 void Agent::CancelLocked(Member& m, int64_t grace_ms, const char* why) {
+  if (m.state == State::kPreparing) {
+    // Nothing runs yet; the preparation finishes on its thread and is then ignored.
+    m.state = State::kNotStarted;
+    m.report = {.job_id = m.assignment.job_id,
+                .epoch = m.assignment.epoch,
+                .phase = api::WorkloadPhase::kExited,
+                .message = "cancelled before it started (while its workdir was prepared)",
+                .node_rank = m.assignment.node_rank};
+    report_soon_ = true;
+    spdlog::info("agent {}: job {} (epoch {}) not started: {}", node_, m.assignment.job_id, m.assignment.epoch, why);
+    return;
+  }
   if (m.state != State::kRunning) return;
   const Duration grace = std::chrono::milliseconds(std::max<int64_t>(0, grace_ms));
   if (absl::Status s = executor_->Cancel(m.workload_id, grace); !s.ok()) {
@@ -704,7 +790,8 @@ void Agent::Reconcile(const api::HeartbeatReply& reply) {
   }
 }
 
-absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id) const {
+absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id,
+                                                             const std::string& command) const {
   RETURN_IF_ERROR(ValidateWorkloadId(id));
   WorkloadSpec spec{.job_id = a.job_id,
                     .node_rank = a.node_rank,
@@ -733,7 +820,7 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   }
   if (vendor.has_value()) spec.vendor = *vendor;
 
-  LaunchRequest req{.id = id, .command = a.run, .working_dir = options_.data_dir + "/work/" + id};
+  LaunchRequest req{.id = id, .command = command, .working_dir = options_.data_dir + "/work/" + id};
   if (req.command.empty()) return absl::InvalidArgumentError("the run command is empty");
   RETURN_IF_ERROR(MakeDirs(req.working_dir));
   req.env = options_.base_env;
@@ -756,43 +843,90 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   return req;
 }
 
+void Agent::FailStartLocked(Member& m, const absl::Status& status) {
+  const api::Assignment& a = m.assignment;
+  m.state = State::kFailedToStart;
+  m.report = {.job_id = a.job_id,
+              .epoch = a.epoch,
+              .phase = api::WorkloadPhase::kFailedToStart,
+              .message = BoundMessage(std::string(status.message())),
+              .node_rank = a.node_rank};
+  report_soon_ = true;
+  spdlog::warn("agent {}: job {} (epoch {}) failed to start: {}", node_, a.job_id, a.epoch, status.message());
+  if (metrics_ != nullptr) metrics_->RecordExit(ExitOutcome::kFailed);
+}
+
+std::shared_future<absl::Status> Agent::PrepareWorkdir(const std::string& digest, const std::string& dir) {
+  auto done = std::make_shared<std::promise<absl::Status>>();
+  std::shared_future<absl::Status> future = done->get_future().share();
+  std::thread([fetch = fetcher_->Fetch(digest), dir, done] {
+    const absl::StatusOr<std::string>& path = fetch.get();
+    if (!path.ok()) {
+      done->set_value(absl::Status(path.status().code(),
+                                   fmt::format("workdir: fetching the archive: {}", path.status().message())));
+      return;
+    }
+    absl::StatusOr<archive::UnpackStats> unpacked = archive::UnpackWorkdir(*path, dir);
+    done->set_value(unpacked.ok() ? absl::OkStatus()
+                                  : absl::Status(unpacked.status().code(),
+                                                 fmt::format("workdir: {}", unpacked.status().message())));
+  }).detach();
+  return future;
+}
+
 void Agent::StartLocked(const api::Assignment& a) {
   Member& m = members_[a.job_id];
   m = Member{.assignment = a, .workload_id = fmt::format("{}-{}", a.job_id, a.node_rank)};
-  auto fail = [&](const absl::Status& status) {
-    m.state = State::kFailedToStart;
-    m.report = {.job_id = a.job_id,
-                .epoch = a.epoch,
-                .phase = api::WorkloadPhase::kFailedToStart,
-                .message = BoundMessage(std::string(status.message())),
-                .node_rank = a.node_rank};
-    spdlog::warn("agent {}: job {} (epoch {}) failed to start: {}", node_, a.job_id, a.epoch, status.message());
-    if (metrics_ != nullptr) metrics_->RecordExit(ExitOutcome::kFailed);
-  };
-  absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id);
-  if (!req.ok()) return fail(req.status());
+  if (a.workdir_digest.empty()) return LaunchLocked(m);
+  // A bad assignment (an unknown GPU, a bad id) fails now, before anything is fetched; this also makes
+  // the working folder the archive is unpacked into.
+  absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, a.run);
+  if (!req.ok()) return FailStartLocked(m, req.status());
+  m.state = State::kPreparing;
+  m.prepared = PrepareWorkdir(a.workdir_digest, req->working_dir);
+  report_soon_ = true;
+  spdlog::info("agent {}: job {} (epoch {}, rank {}): preparing workdir {} in {}", node_, a.job_id, a.epoch,
+               a.node_rank, a.workdir_digest.substr(0, 12), req->working_dir);
+}
+
+void Agent::LaunchLocked(Member& m) {
+  const api::Assignment& a = m.assignment;
+  const bool setup = !a.setup.empty() && !m.setup_done;
+  // Each step starts with a marker line, so the job's log shows where setup's output ends and run's begins.
+  std::string command = a.run;
+  if (setup) {
+    command = fmt::format("printf '%s\\n' '== gpugeek: setup (node rank {}) =='\n{}", a.node_rank, a.setup);
+  } else if (!a.setup.empty()) {
+    command = fmt::format("printf '%s\\n' '== gpugeek: run (node rank {}) =='\n{}", a.node_rank, a.run);
+  }
+  absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, command);
+  if (!req.ok()) return FailStartLocked(m, req.status());
   const bool wants_limits = a.cpu_milli > 0 || a.memory_bytes > 0;
   if (wants_limits && req->limits.cpu_millis == 0 && req->limits.memory_bytes == 0 &&
       warned_no_limits_.insert(a.job_id).second) {
     spdlog::warn("agent {}: job {}: CPU/memory limits not enforced ({})", node_, a.job_id, CgroupDescription());
   }
-  // Where this placement's output will start in the (appended) log file, measured before it runs.
+  // Where this placement's output will start in the (appended) log file, measured before its first step.
   std::error_code size_error;
   const auto log_size = std::filesystem::file_size(executor_->LogPath(m.workload_id), size_error);
   absl::StatusOr<pid_t> pid = executor_->Start(*req);
-  if (!pid.ok()) return fail(pid.status());
+  if (!pid.ok()) return FailStartLocked(m, pid.status());
   m.state = State::kRunning;
   m.pid = *pid;
+  m.in_setup = setup;
   report_soon_ = true;
   UpdateWorkloadsMetricLocked();
-  LogSource& log = logs_[m.workload_id];
-  log.job_id = a.job_id;
-  log.node_rank = a.node_rank;
-  log.drained = false;
-  log.epoch = a.epoch;
-  log.epoch_start = size_error ? 0 : static_cast<uint64_t>(log_size);
-  spdlog::info("agent {}: started job {} (epoch {}, rank {}/{}, GPUs [{}]) as pid {}", node_, a.job_id, a.epoch,
-               a.node_rank, a.num_nodes, fmt::join(a.gpu_uuids, ","), *pid);
+  if (!m.log_started) {
+    m.log_started = true;
+    LogSource& log = logs_[m.workload_id];
+    log.job_id = a.job_id;
+    log.node_rank = a.node_rank;
+    log.drained = false;
+    log.epoch = a.epoch;
+    log.epoch_start = size_error ? 0 : static_cast<uint64_t>(log_size);
+  }
+  spdlog::info("agent {}: started {} of job {} (epoch {}, rank {}/{}, GPUs [{}]) as pid {}", node_,
+               setup ? "setup" : "run", a.job_id, a.epoch, a.node_rank, a.num_nodes, fmt::join(a.gpu_uuids, ","), *pid);
 }
 
 bool Agent::StopRequested() const {

@@ -149,6 +149,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -162,6 +163,7 @@
 #include "absl/status/statusor.h"
 #include "agent/cgroup.h"
 #include "agent/executor.h"
+#include "agent/workdir_fetch.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
 #include "hw/discovery.h"
@@ -227,7 +229,8 @@ struct WorkloadStatus {
   int64_t epoch = 0;
   int node_rank = 0;
   std::string workload_id;  // executor id: "<job>-<rank>"
-  // "running", "stopping" (cancel sent), "exited", "failed-to-start", "not-started" (cancelled before start)
+  // "preparing" (fetching and unpacking its workdir), "running", "stopping" (cancel sent), "exited", "failed-to-start",
+  // "not-started" (cancelled before start)
   std::string state;
   pid_t pid = 0;        // while running or stopping
   std::string message;  // how it ended / why it did not start
@@ -296,15 +299,21 @@ class Agent {
   std::vector<WorkloadStatus> Workloads() const;
 
  private:
-  enum class State { kRunning, kStopping, kExited, kFailedToStart, kNotStarted };
+  // kPreparing: fetching and unpacking the job's workdir archive (on another thread) before the first
+  // step starts; reported to the server as running.
+  enum class State { kPreparing, kRunning, kStopping, kExited, kFailedToStart, kNotStarted };
   struct Member {
     api::Assignment assignment;  // as last listed
     std::string workload_id;
     State state = State::kRunning;
     bool listed = true;  // listed at its epoch by the last reconciled reply
     pid_t pid = 0;
-    bool fenced = false;         // stopped because the agent fenced itself
-    api::WorkloadReport report;  // the final report once ended / failed / not started
+    bool fenced = false;                        // stopped because the agent fenced itself
+    api::WorkloadReport report;                 // the final report once ended / failed / not started
+    std::shared_future<absl::Status> prepared;  // kPreparing: the workdir fetched and unpacked
+    bool in_setup = false;                      // the running step is the assignment's `setup`, not `run`
+    bool setup_done = false;                    // setup exited 0: the next start is `run`
+    bool log_started = false;                   // the log source of this placement is set up
   };
   struct Fence {
     int64_t max_seen = 0;                 // highest epoch any reply listed
@@ -352,7 +361,17 @@ class Agent {
   void Reconcile(const api::HeartbeatReply& reply);
   // Starts `a` as member of its job; records a failed-to-start member when it cannot. Requires mu_.
   void StartLocked(const api::Assignment& a);
-  absl::StatusOr<LaunchRequest> MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id) const;
+  // Starts the member's next step (`setup` when it has one not yet done, else `run`) as its workload.
+  // Requires mu_.
+  void LaunchLocked(Member& m);
+  // Records a member that could not start. Requires mu_.
+  void FailStartLocked(Member& m, const absl::Status& status);
+  // Members whose workdir is ready start; a failed preparation is a failed start. Requires mu_.
+  void AdvancePreparingLocked();
+  // Fetches (once per digest, WorkdirFetcher) and unpacks the archive into `dir`, on another thread.
+  std::shared_future<absl::Status> PrepareWorkdir(const std::string& digest, const std::string& dir);
+  absl::StatusOr<LaunchRequest> MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id,
+                                                        const std::string& command) const;
   void CancelLocked(Member& m, int64_t grace_ms, const char* why);
   void ForgetDoneMembersLocked();
   bool StopRequested() const;
@@ -361,8 +380,15 @@ class Agent {
 
   const AgentOptions options_;
   const std::string node_;
-  std::unique_ptr<http::Client> client_;          // used by the Tick thread only; replaced on joining
-  std::string bearer_;                            // what client_ presents: the credential or the join token
+  std::unique_ptr<http::Client> client_;  // used by the Tick thread only; replaced on joining
+  std::string bearer_;                    // what client_ presents: the credential or the join token
+  // The bearer the workdir downloads present (their threads read it while the Tick thread may change it).
+  struct SharedBearer {
+    std::mutex mu;
+    std::string value;
+  };
+  const std::shared_ptr<SharedBearer> shared_bearer_ = std::make_shared<SharedBearer>();
+  std::shared_ptr<WorkdirFetcher> fetcher_;       // <data_dir>/archives; set at construction
   const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
   std::unique_ptr<Executor> executor_;            // set at construction; reset only by ~Agent
   const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups

@@ -176,7 +176,9 @@ nlohmann::json ToJson(const Assignment& a) {
           {"grace_ms", a.grace_ms},
           {"restart_count", a.restart_count},
           {"cancel", a.cancel},
-          {"tenant", a.tenant}};
+          {"tenant", a.tenant},
+          {"setup", a.setup},
+          {"workdir_digest", a.workdir_digest}};
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
@@ -271,7 +273,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   JsonReader r(j, path);
   RETURN_IF_ERROR(r.CheckObject({"job_id", "epoch", "node_rank", "num_nodes", "gpu_uuids", "gpu_milli", "cpu_milli",
                                  "memory_bytes", "master_addr", "master_port", "run", "env", "checkpoint_dir",
-                                 "grace_ms", "restart_count", "cancel", "tenant"}));
+                                 "grace_ms", "restart_count", "cancel", "tenant", "setup", "workdir_digest"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -296,6 +298,12 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   ASSIGN_OR_RETURN(a.cancel, r.Bool("cancel", false));
   ASSIGN_OR_RETURN(a.tenant, r.String("tenant", std::string()));
   if (!a.tenant.empty()) RETURN_IF_ERROR(ValidateName(r.Path("tenant"), a.tenant, NameKind::kTenant));
+  ASSIGN_OR_RETURN(a.setup, r.String("setup", std::string()));
+  ASSIGN_OR_RETURN(a.workdir_digest, r.String("workdir_digest", std::string()));
+  if (!a.workdir_digest.empty() &&
+      (a.workdir_digest.size() != 64 || a.workdir_digest.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return r.Error("workdir_digest", "must be a SHA-256, 64 lower-case hex digits");
+  }
   return a;
 }
 

@@ -104,6 +104,12 @@ struct Assignment {
   // The job's tenant ("" = the default tenant): the agent runs the member as that tenant's own
   // unprivileged user (agent/executor.h RunAsOptions).
   std::string tenant;
+  // The job's workdir archive (JobSpec::workdir_digest, 64 hex digits; "" = none): the agent fetches it
+  // (GET /v1/agents/{node}/archives/{digest}), verifies the digest and unpacks it into the member's
+  // working folder before `setup` and `run`. Optional on the wire.
+  std::string workdir_digest;
+  // Shell commands run in the working folder before `run`, once per placement (JobSpec::setup); "" = none.
+  std::string setup;
 };
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };

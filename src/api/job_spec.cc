@@ -203,6 +203,11 @@ absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatal
   return r;
 }
 
+bool IsSha256Hex(std::string_view d) {
+  return d.size() == 64 &&
+         std::all_of(d.begin(), d.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 absl::StatusOr<CheckpointSpec> ParseCheckpoint(const YAML::Node& n) {
   if (!n.IsMap()) return FieldError("checkpoint", "must be a mapping like {dir: /ckpt/run1, grace: 30s}");
   RETURN_IF_ERROR(CheckKeys(n, "checkpoint", {"dir", "grace"}));
@@ -274,9 +279,10 @@ absl::StatusOr<RetrySpec> ParseRetry(const YAML::Node& n) {
 
 absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
-  RETURN_IF_ERROR(CheckKeys(doc, "",
-                            {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "run",
-                             "retry", "max_duration", "launcher", "procs_per_node"}));
+  RETURN_IF_ERROR(
+      CheckKeys(doc, "",
+                {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "workdir",
+                 "workdir_digest", "setup", "run", "retry", "max_duration", "launcher", "procs_per_node"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -286,6 +292,23 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   if (spec.run.find_first_not_of(" \t\n") == std::string::npos) return FieldError("run", "must not be empty");
   if (doc["model"]) {
     ASSIGN_OR_RETURN(spec.model, Scalar(doc["model"], "model"));
+  }
+  if (doc["workdir"]) {
+    ASSIGN_OR_RETURN(spec.workdir, Scalar(doc["workdir"], "workdir"));
+    if (spec.workdir.empty()) return FieldError("workdir", "must be a folder path (e.g. workdir: .)");
+  }
+  if (doc["workdir_digest"]) {
+    ASSIGN_OR_RETURN(spec.workdir_digest, Scalar(doc["workdir_digest"], "workdir_digest"));
+    if (!IsSha256Hex(spec.workdir_digest)) {
+      return FieldError("workdir_digest",
+                        "must be the workdir archive's SHA-256, 64 lower-case hex digits (gpugeek submit sets it)");
+    }
+  }
+  if (doc["setup"]) {
+    ASSIGN_OR_RETURN(spec.setup, Scalar(doc["setup"], "setup"));
+    if (spec.setup.find_first_not_of(" \t\n") == std::string::npos) {
+      return FieldError("setup", "must not be empty: leave the field out when there is nothing to set up");
+    }
   }
   if (doc["task"]) {
     ASSIGN_OR_RETURN(spec.task, ParseTask(doc["task"]));
@@ -797,6 +820,9 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     }
     out << YAML::EndMap;
   }
+  if (!spec.workdir.empty()) out << YAML::Key << "workdir" << YAML::Value, EmitScalarOrQuoted(out, spec.workdir);
+  if (!spec.workdir_digest.empty()) out << YAML::Key << "workdir_digest" << YAML::Value << spec.workdir_digest;
+  if (!spec.setup.empty()) out << YAML::Key << "setup" << YAML::Value, EmitScalarOrQuoted(out, spec.setup);
   if (spec.retry) {
     out << YAML::Key << "retry" << YAML::Value << YAML::BeginMap << YAML::Key << "on" << YAML::Value << YAML::Flow
         << YAML::BeginSeq;

@@ -15,6 +15,8 @@
 //   priority: 0
 //   checkpoint: {dir: /ckpt/llama2, grace: 30s}
 //   env: {HF_HOME: /cache, HF_TOKEN: {secret: hf}}   # a value, or a reference to a tenant's secret
+//   workdir: .                            # packed and uploaded by `gpugeek submit` (workdir_digest)
+//   setup: pip install -r requirements.txt
 //   run: torchrun --nproc-per-node $GPUGEEK_GPUS_PER_NODE train.py
 //
 // Parsing is strict: an unknown field, a wrong type or a bad value is InvalidArgument whose message
@@ -103,6 +105,16 @@ struct JobSpec {
   // secret name. The spec keeps only the name; the control plane puts the value into the assignments of
   // the job's own members and nowhere else. A variable is in `env` or here, never both.
   std::map<std::string, std::string> secret_env;
+  // The user's code folder, as written in the spec: a path on the submitting machine, relative to the
+  // spec file's folder. Client side only: `gpugeek submit` packs and uploads it, then sends the spec
+  // with `workdir_digest` set and this cleared. The server refuses a spec that still names one.
+  std::string workdir;
+  // The uploaded workdir archive's SHA-256 (64 lower-case hex digits; archive/digest.h): the agent
+  // unpacks it into each member's working folder before `setup` and `run`. Empty = an empty folder.
+  std::string workdir_digest;
+  // Shell commands run once per node per placement, in the working folder, before `run`; a non-zero
+  // exit fails the member ("setup failed (exit N)") and `run` does not start. Empty = none.
+  std::string setup;
   std::string run;                 // shell command run on every node
   std::optional<RetrySpec> retry;  // unset: the default policy (RetrySpec)
   // `max_duration: 2h`: a placement that has run this long ends the job FAILED with that reason (its

@@ -305,8 +305,8 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
             "spec: the YAML nests deeper than 64 levels (line 4); flatten it");
   // 63 lists under the top-level mapping: 64 levels, the most allowed; the schema then refuses `x`.
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
-            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, "
-            "retry, max_duration, launcher, procs_per_node");
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
+            "workdir, workdir_digest, setup, run, retry, max_duration, launcher, procs_per_node");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -340,8 +340,8 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
     return text + "]\n";
   };
   EXPECT_EQ(ErrorOf(list_of(99'994)),
-            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, run, "
-            "retry, max_duration, launcher, procs_per_node");
+            "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
+            "workdir, workdir_digest, setup, run, retry, max_duration, launcher, procs_per_node");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -418,6 +418,36 @@ run: python train.py
     auto bad = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\n" + yaml + "\nrun: x\n");
     ASSERT_FALSE(bad.ok()) << yaml;
     EXPECT_TRUE(absl::StartsWith(bad.status().message(), message)) << yaml << " -> " << bad.status();
+  }
+}
+
+TEST(ParseJobSpec, WorkdirSetupAndDigest) {
+  const std::string digest(64, 'a');
+  auto spec =
+      ParseJobSpec("name: w\nresources: {accelerators: H100-SXM-80GB:1}\nworkdir: .\nworkdir_digest: " + digest +
+                   "\nsetup: |\n  pip install -r requirements.txt\n  echo ok\nrun: python train.py\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->workdir, ".");
+  EXPECT_EQ(spec->workdir_digest, digest);
+  EXPECT_EQ(spec->setup, "pip install -r requirements.txt\necho ok\n");
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->workdir, ".");
+  EXPECT_EQ(again->workdir_digest, digest);
+  EXPECT_EQ(again->setup, spec->setup);
+  const std::string head = "name: w\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n";
+  struct Bad {
+    std::string yaml, prefix;
+  };
+  for (const Bad& b :
+       std::vector<Bad>{{"workdir: ''\n", "workdir: must be a folder path"},
+                        {"workdir: [a]\n", "workdir: must be a single value"},
+                        {"workdir_digest: abc\n", "workdir_digest: must be the workdir archive's SHA-256"},
+                        {"workdir_digest: " + std::string(64, 'A') + "\n", "workdir_digest: must be"},
+                        {"setup: '  '\n", "setup: must not be empty"}}) {
+    auto r = ParseJobSpec(head + b.yaml);
+    ASSERT_FALSE(r.ok()) << b.yaml;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), b.prefix)) << r.status();
   }
 }
 

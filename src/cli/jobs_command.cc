@@ -21,6 +21,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/log_reader.h"
+#include "cli/workdir_upload.h"
 #include "common/absl_fmt.h"
 #include "common/file.h"
 #include "common/table.h"
@@ -158,6 +159,23 @@ void RegisterSubmit(CLI::App& app) {
     auto spec = api::ParseJobSpec(yaml);
     if (!spec.ok()) Fail(cmd, fmt::format("{}: {}", o->file, spec.status().message()), kExitUsage);
     json body = {{"spec_yaml", yaml}};
+    std::unique_ptr<http::Client> client = Connect(cmd, o->flags);
+    if (!spec->workdir.empty()) {
+      // The folder is relative to the spec file; the server gets its archive's digest instead of the path.
+      std::filesystem::path dir(spec->workdir);
+      if (dir.is_relative()) dir = file.parent_path() / dir;
+      if (dir.empty()) dir = ".";
+      absl::StatusOr<WorkdirUpload> up = UploadWorkdir(*client, dir.string(), {.progress = stderr});
+      if (!up.ok()) Fail(cmd, std::string(up.status().message()));
+      std::ostream& info = o->flags.json ? std::cerr : std::cout;
+      info << fmt::format("workdir: {} ({} files, {} bytes packed to {} in {:.0f} ms); {}\n", dir.string(), up->files,
+                          up->content_bytes, up->archive_bytes, up->pack_ms,
+                          up->put_requests == 0 ? std::string("the server has it already, nothing uploaded")
+                                                : fmt::format("uploaded {} bytes", up->bytes_sent));
+      spec->workdir.clear();
+      spec->workdir_digest = up->digest;
+      body["spec_yaml"] = api::JobSpecToYaml(*spec);
+    }
     if (!o->tenant.empty()) body["tenant"] = o->tenant;
     if (!spec->model.empty()) {
       std::filesystem::path model(spec->model);
@@ -172,7 +190,6 @@ void RegisterSubmit(CLI::App& app) {
       }
       body["model_config"] = std::move(config);
     }
-    auto client = Connect(cmd, o->flags);
     json job = OrFail(cmd, client->Post("/v1/jobs", body));
     const std::string id = Text(job.value("id", json()));
     if (o->flags.json && !o->follow) {

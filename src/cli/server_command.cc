@@ -40,6 +40,8 @@ void RegisterServerCommand(CLI::App& app) {
     std::string tls_ca;
     bool insecure_no_tls = false;
     std::string fair_share_half_life = "7d";
+    uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
+    uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -77,8 +79,15 @@ void RegisterServerCommand(CLI::App& app) {
                   "Half-life of the tenants' GPU usage behind fair share: 7d, 12h, 90m, 3600s, or 0 for no decay "
                   "(Slurm's PriorityDecayHalfLife)")
       ->capture_default_str();
+  sub->add_option("--max-archive-bytes", o->max_archive_bytes,
+                  "Largest workdir archive a tenant may upload, in bytes (default 1 GiB); larger uploads get 413")
+      ->capture_default_str();
+  sub->add_option("--max-archive-files", o->max_archive_files,
+                  "Most files, folders and links in one workdir archive; more get 413")
+      ->capture_default_str();
   sub->callback([o] {
     const std::string cmd = "server";
+
     controlplane::ServerOptions options;
     if (o->tls_cert.empty() != o->tls_key.empty()) Fail(cmd, "--tls-cert and --tls-key go together", kExitUsage);
     if (!o->tls_ca.empty() && o->tls_cert.empty()) Fail(cmd, "--tls-ca needs --tls-cert and --tls-key", kExitUsage);
@@ -107,6 +116,8 @@ void RegisterServerCommand(CLI::App& app) {
     }
     options.data_dir = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.policy = o->policy;
+    options.max_archive_bytes = o->max_archive_bytes;
+    options.max_archive_files = o->max_archive_files;
     options.key_file = o->key_file;
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;

@@ -66,10 +66,14 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"POST", "/v1/keys/rotate", Access::kAdmin},
       {"GET", "/v1/quota", Access::kViewer},
       {"PUT", "/v1/tenants/{name}/quota", Access::kAdmin},
+      {"HEAD", "/v1/archives/{digest}", Access::kViewer},
+      {"GET", "/v1/archives/{digest}", Access::kViewer},
+      {"PUT", "/v1/archives/{digest}", Access::kMember},
       {"GET", "/v1/prometheus/targets", Access::kAdmin},
       {"GET", "/metrics", Access::kAdmin},
       {"POST", "/v1/agents/register", Access::kNode},
       {"POST", "/v1/agents/{node}/heartbeat", Access::kNode},
+      {"GET", "/v1/agents/{node}/archives/{digest}", Access::kNode},
   };
   return *table;
 }
@@ -144,7 +148,7 @@ void GuardedRoute(http::Server& server, const Accounts& accounts, const std::str
     }
     return handler(who, r);
   };
-  if (method == "GET") {
+  if (method == "GET" || method == "HEAD") {
     server.Route(method, pattern, [guarded](const http::Request& r) {
       Principal who;
       return guarded(r, who);

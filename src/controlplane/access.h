@@ -43,7 +43,7 @@ using GuardedHandler = std::function<absl::StatusOr<http::Reply>(const Principal
 
 // Registers `handler` for (method, pattern) behind its rule in RouteAccessTable: authenticates the
 // request's `Authorization` header with `accounts` (public routes run with an anonymous principal) and
-// checks the role before the handler runs. Every call of a method other than GET, whatever its outcome
+// checks the role before the handler runs. Every call of a method other than GET and HEAD, whatever its outcome
 // (401 and 403 included), is appended to accounts.audit_log() (audit_log.h) before its reply is sent:
 // the principal, route, path, HTTP status, peer address and X-Request-Id; never the token or the body.
 // `accounts` must outlive the server.

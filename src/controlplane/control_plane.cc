@@ -363,6 +363,17 @@ std::shared_ptr<const Snapshot> ControlPlane::snapshot() const {
 // ---------------------------------------------------------------------------------------------
 // Jobs
 
+std::optional<std::string> ControlPlane::ArchiveTenantFor(const std::string& node, const std::string& digest) const {
+  if (digest.empty()) return std::nullopt;
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  auto it = snap->assignments.find(node);
+  if (it == snap->assignments.end()) return std::nullopt;
+  for (const api::Assignment& a : it->second) {
+    if (a.workdir_digest == digest && !a.cancel) return a.tenant;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
   absl::StatusOr<JobView> job = Admit(request);
   if (metrics_) metrics_->Submission(job.ok());
@@ -372,6 +383,19 @@ absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
 absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   ASSIGN_OR_RETURN(api::JobSpec spec, api::ParseJobSpec(request.spec_yaml, catalog_));
   RETURN_IF_ERROR(secrets_->CheckRefs(SecretTenant(request.tenant), spec.secret_env));
+  if (!spec.workdir.empty()) {
+    return absl::InvalidArgumentError(fmt::format(
+        "workdir: '{}' is a folder on the submitting machine; `gpugeek submit` packs and uploads it and sends "
+        "workdir_digest instead",
+        spec.workdir.substr(0, 200)));
+  }
+  if (!spec.workdir_digest.empty() &&
+      (!options_.has_archive || !options_.has_archive(request.tenant, spec.workdir_digest))) {
+    return absl::InvalidArgumentError(
+        fmt::format("workdir_digest: tenant '{}' has no archive {}; upload it first (PUT /v1/archives/{{digest}}, as "
+                    "`gpugeek submit` does)",
+                    SecretTenant(request.tenant), spec.workdir_digest));
+  }
   std::string plan_json;
   if (!spec.model.empty() && spec.task && spec.resources.any_of.empty()) {
     if (request.model_config_json.empty()) {

@@ -201,6 +201,9 @@ class ControlPlane {
 
   // The latest published snapshot (never null after Create).
   std::shared_ptr<const Snapshot> snapshot() const;
+  // The tenant of a job with workdir_digest `digest` that has a member assigned to `node` (in the latest
+  // snapshot), or nullopt: what lets a node fetch that archive (archive_routes.h).
+  std::optional<std::string> ArchiveTenantFor(const std::string& node, const std::string& digest) const;
 
   // The injected clock (metrics read ages with it).
   Clock& clock() { return clock_; }

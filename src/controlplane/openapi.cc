@@ -81,6 +81,10 @@ constexpr OperationName kOperationNames[] = {
     {"GET", "/metrics", "getMetrics", "system"},
     {"POST", "/v1/agents/register", "registerAgent", "agents"},
     {"POST", "/v1/agents/{node}/heartbeat", "agentHeartbeat", "agents"},
+    {"GET", "/v1/agents/{node}/archives/{digest}", "agentGetArchive", "agents"},
+    {"HEAD", "/v1/archives/{digest}", "hasArchive", "archives"},
+    {"GET", "/v1/archives/{digest}", "getArchive", "archives"},
+    {"PUT", "/v1/archives/{digest}", "uploadArchive", "archives"},
 };
 
 // The tags operations are grouped by, with what each holds.
@@ -90,7 +94,8 @@ constexpr std::pair<std::string_view, std::string_view> kTags[] = {
     {"accounts", "Tenants, users and API tokens, and who the caller is"},
     {"audit", "The audit log of state-changing calls (admin)"},
     {"system", "Health, this document, metrics and Prometheus service discovery"},
-    {"agents", "The agents' own listener: registration and heartbeats"},
+    {"agents", "The agents' own listener: registration, heartbeats and the workdir archives of their jobs"},
+    {"archives", "Workdir archives (a job's `workdir:`), content-addressed by SHA-256, per tenant"},
 };
 
 // method + the path's literal segments in camel case, "By" + its parameters: "postJobsByIdCancel".
@@ -285,6 +290,46 @@ J Build() {
   paths["/v1/agents/{node}/heartbeat"]["post"] =
       Op("Agent heartbeat: reports in, desired assignments out", JsonResponse("assignments", {{"type", "object"}}));
   paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
+  const J archive_bytes = {{"application/octet-stream", {{"schema", {{"type", "string"}, {"format", "binary"}}}}}};
+  const J digest_param = {{"name", "digest"},
+                          {"in", "path"},
+                          {"required", true},
+                          {"description", "the archive's SHA-256, 64 lower-case hex digits"},
+                          {"schema", {{"type", "string"}, {"pattern", "^[0-9a-f]{64}$"}}}};
+  paths["/v1/agents/{node}/archives/{digest}"]["get"] =
+      Op("A workdir archive of a job with a member assigned to this node",
+         {{"description", "the archive's bytes"}, {"content", archive_bytes}});
+  paths["/v1/agents/{node}/archives/{digest}"]["parameters"] = {PathParam("node"), digest_param};
+  paths["/v1/archives/{digest}"]["head"] = {
+      {"summary", "Whether the caller's tenant has this archive (200) or not (404)"},
+      {"responses",
+       {{"200", {{"description", "the tenant has it"}}},
+        {"400", {{"description", "invalid digest"}}},
+        {"404", {{"description", "no such archive of the caller's tenant"}}}}}};
+  paths["/v1/archives/{digest}"]["get"] =
+      Op("The archive's bytes", {{"description", "the archive's bytes"}, {"content", archive_bytes}});
+  J put = Op("Upload one piece of a workdir archive at `offset`; the piece completing `total` is verified",
+             JsonResponse("the piece is stored; `complete` once the archive is verified and kept",
+                          {{"type", "object"},
+                           {"properties",
+                            {{"digest", {{"type", "string"}}},
+                             {"received", {{"type", "integer"}, {"description", "bytes the server holds"}}},
+                             {"complete", {{"type", "boolean"}}},
+                             {"entries", {{"type", "integer"}}}}}}));
+  put["parameters"] = {{{"name", "offset"},
+                        {"in", "query"},
+                        {"required", true},
+                        {"description", "byte offset of this piece"},
+                        {"schema", {{"type", "integer"}, {"minimum", 0}}}},
+                       {{"name", "total"},
+                        {"in", "query"},
+                        {"required", true},
+                        {"description", "the archive's size in bytes"},
+                        {"schema", {{"type", "integer"}, {"minimum", 1}}}}};
+  put["requestBody"] = {{"required", true}, {"content", archive_bytes}};
+  put["responses"]["413"] = JsonResponse("over the server's --max-archive-bytes or --max-archive-files", Ref("Error"));
+  paths["/v1/archives/{digest}"]["put"] = put;
+  paths["/v1/archives/{digest}"]["parameters"] = {digest_param};
 
   schemas["Tenant"] = {
       {"type", "object"},

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/clock.h"
@@ -62,6 +63,9 @@ struct ControlPlaneOptions {
   // one control plane per registry, and no Render() after the control plane is destroyed (its
   // collectors read it).
   metrics::Registry* metrics = nullptr;
+  // Whether `tenant` has uploaded the workdir archive `digest` (archive_store.h): a spec whose
+  // workdir_digest the tenant has not uploaded is refused at submission. Empty: every such spec is refused.
+  std::function<bool(const std::string& tenant, const std::string& digest)> has_archive;
 
   // When a silent node is down: lease + fence_grace + fence_margin.
   Duration node_down_after() const { return lease + fence_grace + fence_margin; }

@@ -10,6 +10,7 @@
 #include "common/file.h"
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
+#include "controlplane/archive_routes.h"
 #include "controlplane/metrics.h"
 #include "controlplane/secret_routes.h"
 #include "pki/pki.h"
@@ -90,8 +91,16 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   ASSIGN_OR_RETURN(s->store_,
                    store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string(),
                                              .sealer = s->sealer_.get()}));
+  ASSIGN_OR_RETURN(s->archives_,
+                   ArchiveStore::Open({.dir = (std::filesystem::path(options.data_dir) / "archives").string(),
+                                       .keyring = s->keyring_,
+                                       .max_archive_bytes = options.max_archive_bytes,
+                                       .max_entries = options.max_archive_files}));
   ControlPlaneOptions cp;
   cp.store = s->store_.get();
+  cp.has_archive = [a = s->archives_.get()](const std::string& tenant, const std::string& digest) {
+    return a->Has(tenant, digest);
+  };
   cp.data_dir = options.data_dir;
   cp.keyring = s->keyring_;
   cp.policy = options.policy;
@@ -142,6 +151,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
     };
   }
   RegisterSecretRoutes(*s->http_, *s->accounts_, s->control_plane_->secrets(), std::move(rotate));
+  RegisterArchiveRoutes(*s->http_, *s->accounts_, *s->archives_);
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;
@@ -155,6 +165,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   agents.header_timeout = std::chrono::seconds(5);
   ASSIGN_OR_RETURN(s->agents_http_, http::Server::Create(agents));
   RegisterAgentRoutes(*s->agents_http_, *s->control_plane_, *s->nodes_);
+  RegisterAgentArchiveRoute(*s->agents_http_, *s->archives_, *s->control_plane_, *s->nodes_);
   RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });

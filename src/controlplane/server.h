@@ -40,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "controlplane/accounts.h"
+#include "controlplane/archive_store.h"
 #include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
 #include "controlplane/node_authority.h"
@@ -98,6 +99,10 @@ struct ServerOptions {
   // A keyring the caller opened (e.g. over a KMS provider); borrowed, must outlive the server. When set,
   // key_file is not read and POST /v1/keys/rotate answers FailedPrecondition (rotate in the KMS).
   crypto::Keyring* keyring = nullptr;
+  // Workdir archives (archive_store.h, under <data_dir>/archives): the largest archive in bytes
+  // (`--max-archive-bytes`, default 1 GiB) and in entries (`--max-archive-files`); over either, 413.
+  uint64_t max_archive_bytes = ArchiveStoreOptions().max_archive_bytes;
+  uint64_t max_archive_files = ArchiveStoreOptions().max_entries;
 };
 
 class ControlPlaneServer {
@@ -120,6 +125,8 @@ class ControlPlaneServer {
   Accounts& accounts() { return *accounts_; }
   // Join tokens and node credentials; NodeAuthority::LocalJoinToken lets `gpugeek up`'s agent join.
   NodeAuthority& nodes() { return *nodes_; }
+  // The tenants' workdir archives.
+  ArchiveStore& archives() { return *archives_; }
   // <data_dir>/admin.token: the admin token made on the first start (mode 0600).
   std::string admin_token_file() const { return options_.data_dir + "/admin.token"; }
   // The token in admin_token_file(); "" when it cannot be read (an operator removed it).
@@ -164,6 +171,7 @@ class ControlPlaneServer {
   crypto::Keyring* keyring_ = nullptr;
   std::unique_ptr<KeyringSealer> sealer_;
   std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<ArchiveStore> archives_;  // before control_plane_, which asks it at admission
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;

@@ -218,6 +218,20 @@ absl::StatusOr<nlohmann::json> Client::Put(const std::string& path, const nlohma
   return Decode("PUT " + path, res->status, res->body);
 }
 
+absl::StatusOr<nlohmann::json> Client::PutBytes(const std::string& path, const std::string& body,
+                                                const std::string& content_type) {
+  auto res = client_->Put(path, body, content_type);
+  if (!res) return Unreachable("PUT " + path, static_cast<int>(res.error()));
+  return Decode("PUT " + path, res->status, res->body);
+}
+
+absl::Status Client::Head(const std::string& path) {
+  auto res = client_->Head(path);
+  if (!res) return Unreachable("HEAD " + path, static_cast<int>(res.error()));
+  if (res->status >= 200 && res->status < 300) return absl::OkStatus();
+  return StatusFromHttp(res->status, "");
+}
+
 absl::StatusOr<nlohmann::json> Client::Delete(const std::string& path) {
   auto res = client_->Delete(path);
   if (!res) return Unreachable("DELETE " + path, static_cast<int>(res.error()));

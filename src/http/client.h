@@ -59,6 +59,11 @@ class Client {
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
   absl::StatusOr<nlohmann::json> Put(const std::string& path, const nlohmann::json& body);
   absl::StatusOr<nlohmann::json> Delete(const std::string& path);
+  // PUT with a raw body (e.g. a piece of an archive, "application/octet-stream").
+  absl::StatusOr<nlohmann::json> PutBytes(const std::string& path, const std::string& body,
+                                          const std::string& content_type);
+  // HEAD: OK on 2xx, else the status's mapping (NotFound for 404; a HEAD reply has no body to say more).
+  absl::Status Head(const std::string& path);
   // Streams a GET response chunk by chunk until the server ends it or `on_chunk` returns false.
   absl::Status GetStream(const std::string& path, const std::function<bool(const std::string&)>& on_chunk);
 

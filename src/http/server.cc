@@ -846,6 +846,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } else {
       res = MakeResponse(reply->status, std::move(reply->body), reply->content_type, keep_alive_);
     }
+    // HEAD: the head GET would send (its Content-Length included), no body (RFC 9110 section 9.3.2).
+    if (request.method == "HEAD") res->body().clear();
     observed.Tell(options(), res->result_int());
     net::post(executor_, [self = shared_from_this(), res = std::move(res)] {
       self->WriteReply(res, self->options().write_timeout);

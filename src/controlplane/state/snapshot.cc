@@ -34,6 +34,8 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       a.master_addr = live.allocation.master_addr;
       a.master_port = live.allocation.master_port;
       a.run = live.spec.run;
+      a.setup = live.spec.setup;
+      a.workdir_digest = live.spec.workdir_digest;
       a.env = live.spec.env;
       a.tenant = live.record.tenant;
       a.checkpoint_dir = live.spec.checkpoint.dir;

@@ -1,0 +1,42 @@
+#pragma once
+// UploadWorkdir: what `gpugeek submit` does with a spec's `workdir:`. Packs the folder
+// (archive::PackWorkdir: deterministic, honouring .gitignore / .gpugeekignore), asks the server whether
+// the caller's tenant has an archive with that SHA-256 (HEAD /v1/archives/{digest}) and uploads it only
+// when not (PUT, in pieces of `piece_bytes` read from the packed file, so memory stays bounded whatever
+// the archive's size), with a progress bar on `progress` when it is a terminal.
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "http/client.h"
+
+namespace gpugeek::cli {
+
+struct WorkdirUploadOptions {
+  uint64_t piece_bytes = uint64_t{8} << 20;        // one PUT body; under the API listener's 12 MiB limit
+  uint64_t max_archive_bytes = uint64_t{1} << 30;  // refused before any upload (the server checks its own)
+  uint64_t max_entries = 100'000;
+  // Where the progress bar goes; nullptr or not a terminal (isatty): none.
+  std::FILE* progress = nullptr;
+  std::string temp_dir;  // where the archive is packed; "" = $TMPDIR or /tmp
+};
+
+struct WorkdirUpload {
+  std::string digest;          // the archive's SHA-256: the spec's workdir_digest
+  uint64_t archive_bytes = 0;  // compressed
+  uint64_t files = 0;
+  uint64_t content_bytes = 0;  // the files' bytes before compression
+  uint64_t bytes_sent = 0;     // 0 when the server had it already
+  int put_requests = 0;
+  double pack_ms = 0;
+  double upload_ms = 0;
+};
+
+// Errors: those of archive::PackWorkdir (naming the path), and the server's (a 413 names its limit), with
+// "workdir: " in front. The packed file is removed in every case.
+absl::StatusOr<WorkdirUpload> UploadWorkdir(http::Client& client, const std::string& dir,
+                                            const WorkdirUploadOptions& options = {});
+
+}  // namespace gpugeek::cli

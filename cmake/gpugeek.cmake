@@ -29,16 +29,21 @@ function(gpugeek_library name)
   target_link_libraries(gpugeek_${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...]): a GoogleTest binary registered with CTest.
+# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL]): a GoogleTest binary registered with CTest;
+# SERIAL: each of its tests runs alone (RUN_SERIAL), for tests that need the machine's cores or fixed ports.
 function(gpugeek_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${GPUGEEK_WARNINGS})
   target_compile_definitions(${name} PRIVATE
     GPUGEEK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     GPUGEEK_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "unit;${ARG_LABELS}")
+  if(ARG_SERIAL)
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "unit;${ARG_LABELS}" RUN_SERIAL TRUE)
+  else()
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "unit;${ARG_LABELS}")
+  endif()
 endfunction()
 
 # gpugeek_fuzz(NAME SOURCES ... DEPS ... CORPUS DIR): a libFuzzer target, built only with GPUGEEK_FUZZ.

@@ -23,6 +23,7 @@
 
 #include "absl/strings/strip.h"
 #include "agent/agent_metrics.h"
+#include "agent/torch_launcher.h"
 #include "api/job_spec.h"
 #include "api/names.h"
 #include "archive/unpack.h"
@@ -893,11 +894,15 @@ void Agent::LaunchLocked(Member& m) {
   const api::Assignment& a = m.assignment;
   const bool setup = !a.setup.empty() && !m.setup_done;
   // Each step starts with a marker line, so the job's log shows where setup's output ends and run's begins.
-  std::string command = a.run;
+  // `launcher: torch`: one process per local rank (one per GPU unless procs_per_node says).
+  const int procs = a.procs_per_node > 0 ? a.procs_per_node : std::max<int>(1, static_cast<int>(a.gpu_uuids.size()));
+  const std::string run =
+      a.launcher == "torch" ? TorchLauncherCommand(a.run, procs, static_cast<int>((a.grace_ms + 999) / 1000)) : a.run;
+  std::string command = run;
   if (setup) {
     command = fmt::format("printf '%s\\n' '== gpugeek: setup (node rank {}) =='\n{}", a.node_rank, a.setup);
   } else if (!a.setup.empty()) {
-    command = fmt::format("printf '%s\\n' '== gpugeek: run (node rank {}) =='\n{}", a.node_rank, a.run);
+    command = fmt::format("printf '%s\\n' '== gpugeek: run (node rank {}) =='\n{}", a.node_rank, run);
   }
   absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, command);
   if (!req.ok()) return FailStartLocked(m, req.status());

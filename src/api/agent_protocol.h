@@ -110,6 +110,10 @@ struct Assignment {
   std::string workdir_digest;
   // Shell commands run in the working folder before `run`, once per placement (JobSpec::setup); "" = none.
   std::string setup;
+  // JobSpec::launcher: "torch" runs `run` as procs_per_node local ranks (agent/torch_launcher.h); "" once.
+  // Optional on the wire.
+  std::string launcher;
+  int procs_per_node = 0;  // 0 = one per GPU of the member (one without GPUs); at most 64
 };
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };

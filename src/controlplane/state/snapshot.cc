@@ -36,6 +36,8 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       a.run = live.spec.run;
       a.setup = live.spec.setup;
       a.workdir_digest = live.spec.workdir_digest;
+      a.launcher = live.spec.launcher;
+      a.procs_per_node = live.spec.procs_per_node;
       a.env = live.spec.env;
       a.tenant = live.record.tenant;
       a.checkpoint_dir = live.spec.checkpoint.dir;

@@ -3,7 +3,9 @@
 # builds gpugeek, shows this host's GPUs, starts `gpugeek up` (server + agent; an emulated 8-GPU node
 # when the host has no GPU; SQLite under ~/.local/share/gpugeek), submits the Llama-2-70B LoRA
 # example, which the planner sizes and the scheduler places, follows it to completion, prints
-# where each step happened, shows the pool in `gpugeek top` and as Prometheus metrics, and stops.
+# where each step happened; then the main job for real: examples/gpt/ from its workdir, trained with
+# PyTorch DDP (2 ranks through `launcher: torch`, about 20 s on 2 CPU cores), its loss falling in the
+# followed log; shows the pool in `gpugeek top` and as Prometheus metrics, and stops.
 # Everything runs over TLS 1.3: `gpugeek up` makes a local CA and certificates on its first start and
 # saves the CLI profile "local" (server, admin token, CA), so no command below needs a flag for them.
 set -euo pipefail
@@ -37,6 +39,8 @@ out=$(mktemp -t gpugeek-submit.XXXXXX.log)
 step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url" | tee "$out"
 id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
+# The main job for real: a GPT trained with DDP from its workdir (examples/gpt-train.yaml).
+step build/gpugeek submit examples/gpt-train.yaml --follow --server "$url"
 step build/gpugeek pool --server "$url"
 step build/gpugeek top --once --server "$url"   # the live view: `gpugeek top` refreshes it every second
 server_dir="${XDG_DATA_HOME:-$HOME/.local/share}/gpugeek/server"

@@ -800,7 +800,10 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
                     .master_addr = a.master_addr,
                     .master_port = a.master_port,
                     .checkpoint_dir = a.checkpoint_dir,
-                    .restart_count = a.restart_count};
+                    .restart_count = a.restart_count,
+                    .tp = a.tp,
+                    .pp = a.pp,
+                    .dp = a.dp};
   std::optional<hw::Vendor> vendor;
   std::set<std::string> seen;
   for (const std::string& uuid : a.gpu_uuids) {

@@ -331,6 +331,11 @@ EnvMap BuildWorkloadEnv(const WorkloadSpec& spec) {
   env["GPUGEEK_MASTER_PORT"] = std::to_string(spec.master_port == 0 ? 29500 : spec.master_port);
   env["GPUGEEK_RESTART_COUNT"] = std::to_string(spec.restart_count);
   if (!spec.checkpoint_dir.empty()) env["GPUGEEK_CHECKPOINT_DIR"] = spec.checkpoint_dir;
+  if (spec.tp > 0 && spec.pp > 0 && spec.dp > 0) {
+    env["GPUGEEK_TP"] = std::to_string(spec.tp);
+    env["GPUGEEK_PP"] = std::to_string(spec.pp);
+    env["GPUGEEK_DP"] = std::to_string(spec.dp);
+  }
   if (gpus == 0) {
     env["CUDA_VISIBLE_DEVICES"] = "";
     env["HIP_VISIBLE_DEVICES"] = "";

@@ -71,13 +71,15 @@ struct WorkloadSpec {
   int master_port = 0;         // rendezvous port on master_addr; 0: 29500 (torchrun's default)
   std::string checkpoint_dir;  // empty: not set
   int restart_count = 0;       // how many times this job was restarted before this run
+  int tp = 0, pp = 0, dp = 0;  // the planner's layout; 0 = none
 };
 
 // The variables gpugeek gives a workload (merge them over the base environment the caller chooses):
 //   GPUGEEK_JOB_ID, GPUGEEK_NODE_RANK, GPUGEEK_NUM_NODES, GPUGEEK_GPUS_PER_NODE (= gpu_indices.size()),
 //   GPUGEEK_WORLD_SIZE (= num_nodes * max(1, gpus_per_node): one process per GPU, or one per node for a
 //   CPU-only job), GPUGEEK_MASTER_ADDR, GPUGEEK_MASTER_PORT, GPUGEEK_RESTART_COUNT, and
-//   GPUGEEK_CHECKPOINT_DIR when checkpoint_dir is set;
+//   GPUGEEK_CHECKPOINT_DIR when checkpoint_dir is set, GPUGEEK_TP / GPUGEEK_PP / GPUGEEK_DP when the job
+//   was sized by the planner (its layout on the placed GPU model);
 // and the devices:
 //   NVIDIA (and kUndisclosed): CUDA_VISIBLE_DEVICES = the indices ("0,3"), CUDA_DEVICE_ORDER = PCI_BUS_ID
 //     (so CUDA numbers devices as NVML and nvidia-smi do; CUDA's default puts the fastest first).

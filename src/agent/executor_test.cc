@@ -57,7 +57,10 @@ TEST(BuildWorkloadEnvTest, NvidiaGangMember) {
                                        .master_addr = "10.0.0.4",
                                        .master_port = 29400,
                                        .checkpoint_dir = "/ckpt/job-7",
-                                       .restart_count = 2});
+                                       .restart_count = 2,
+                                       .tp = 4,
+                                       .pp = 1,
+                                       .dp = 2});
   EXPECT_EQ(env.at("GPUGEEK_JOB_ID"), "job-7");
   EXPECT_EQ(env.at("GPUGEEK_NODE_RANK"), "1");
   EXPECT_EQ(env.at("GPUGEEK_NUM_NODES"), "2");
@@ -67,6 +70,9 @@ TEST(BuildWorkloadEnvTest, NvidiaGangMember) {
   EXPECT_EQ(env.at("GPUGEEK_MASTER_PORT"), "29400");
   EXPECT_EQ(env.at("GPUGEEK_CHECKPOINT_DIR"), "/ckpt/job-7");
   EXPECT_EQ(env.at("GPUGEEK_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.at("GPUGEEK_TP"), "4");
+  EXPECT_EQ(env.at("GPUGEEK_PP"), "1");
+  EXPECT_EQ(env.at("GPUGEEK_DP"), "2");
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "0,3,5,6");
   EXPECT_EQ(env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
   EXPECT_FALSE(env.contains("HIP_VISIBLE_DEVICES"));
@@ -78,6 +84,7 @@ TEST(BuildWorkloadEnvTest, AmdUsesRocrForPhysicalAndHipForRelativeIndices) {
   EXPECT_EQ(env.at("ROCR_VISIBLE_DEVICES"), "2,3");
   EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "0,1");
   EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
+  EXPECT_FALSE(env.contains("GPUGEEK_TP"));  // no plan, no layout
   EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "2");
   // Defaults for a single-node job.
   EXPECT_EQ(env.at("GPUGEEK_MASTER_ADDR"), "127.0.0.1");

@@ -180,7 +180,10 @@ nlohmann::json ToJson(const Assignment& a) {
           {"setup", a.setup},
           {"workdir_digest", a.workdir_digest},
           {"launcher", a.launcher},
-          {"procs_per_node", a.procs_per_node}};
+          {"procs_per_node", a.procs_per_node},
+          {"tp", a.tp},
+          {"pp", a.pp},
+          {"dp", a.dp}};
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
@@ -274,10 +277,10 @@ absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json
 absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
   RETURN_IF_ERROR(
-      r.CheckObject({"job_id",         "epoch",        "node_rank",     "num_nodes",   "gpu_uuids", "gpu_milli",
-                     "cpu_milli",      "memory_bytes", "master_addr",   "master_port", "run",       "env",
-                     "checkpoint_dir", "grace_ms",     "restart_count", "cancel",      "tenant",    "setup",
-                     "workdir_digest", "launcher",     "procs_per_node"}));
+      r.CheckObject({"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
+                     "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
+                     "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
+                     "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -307,6 +310,10 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   if (!a.launcher.empty() && a.launcher != "torch") return r.Error("launcher", "must be torch or empty");
   ASSIGN_OR_RETURN(int64_t procs, r.Int("procs_per_node", 0, 0, 64));
   a.procs_per_node = static_cast<int>(procs);
+  for (auto [name, field] : {std::pair{"tp", &a.tp}, std::pair{"pp", &a.pp}, std::pair{"dp", &a.dp}}) {
+    ASSIGN_OR_RETURN(int64_t degree, r.Int(name, 0, 0, 1 << 20));
+    *field = static_cast<int>(degree);
+  }
   ASSIGN_OR_RETURN(a.workdir_digest, r.String("workdir_digest", std::string()));
   if (!a.workdir_digest.empty() &&
       (a.workdir_digest.size() != 64 || a.workdir_digest.find_first_not_of("0123456789abcdef") != std::string::npos)) {

@@ -114,6 +114,9 @@ struct Assignment {
   // Optional on the wire.
   std::string launcher;
   int procs_per_node = 0;  // 0 = one per GPU of the member (one without GPUs); at most 64
+  // The planner's layout for a planner-sized job, placed on the alternative of its GPU model (tensor,
+  // pipeline and data parallel degrees; GPUGEEK_TP/_PP/_DP for the workload); 0 = no plan. Optional.
+  int tp = 0, pp = 0, dp = 0;
 };
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };

@@ -185,6 +185,7 @@ absl::Status ControlPlane::Load() {
     }
     LiveJob live{j, *spec, *allocation, std::vector<MemberStatus>(allocation->members.size())};
     live.placed_at = now;  // max_duration counts from the restart: a restart never ends a job early
+    SetLayout(live);
     // Requeued or ended with members still stopping: they have until the drain deadline.
     live.draining = j.state == JobState::kPending;
     if (live.draining || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);

@@ -292,6 +292,12 @@ TEST_F(ControlPlaneTest, PlannerSizesALlama70bLoraOnA100s) {
   // A LoRA fine-tune of Llama-2-70B fits 4 x A100-80GB (anchors/planner.md); the planner may pick
   // more GPUs for speed, never fewer than that.
   EXPECT_GE(job->allocation->members[0].gpus.size(), 4u);
+  // The plan's layout on the placed model reaches the member (GPUGEEK_TP/_PP/_DP on the node): its
+  // degrees multiply to the GPUs placed.
+  const std::vector<api::Assignment> held = Assignments("node-a");
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_GE(held[0].tp, 1);
+  EXPECT_EQ(held[0].tp * held[0].pp * held[0].dp, static_cast<int>(job->allocation->members[0].gpus.size()));
 
   // Full fine-tuning needs more than this 8-GPU pool: refused at admission, saying why.
   auto full = cp_->Submit({.spec_yaml = "name: full\nmodel: Llama-2-70b-hf.json\ntask: {kind: full, seq_len: 4096}\n"

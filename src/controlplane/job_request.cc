@@ -131,4 +131,12 @@ absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_t
   return out;
 }
 
+const workload::ResourceRequest::Alternative* PlanFor(const workload::ResourceRequest& plan,
+                                                      const std::string& gpu_model) {
+  for (const auto& alt : plan.alternatives) {
+    if (alt.gpu_model == gpu_model) return &alt;
+  }
+  return nullptr;
+}
+
 }  // namespace gpugeek::controlplane

@@ -29,4 +29,8 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
 nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary);
 absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_text);
 
+// The plan's alternative for `gpu_model` (the model a placement got); nullptr when `plan` has none.
+const workload::ResourceRequest::Alternative* PlanFor(const workload::ResourceRequest& plan,
+                                                      const std::string& gpu_model);
+
 }  // namespace gpugeek::controlplane

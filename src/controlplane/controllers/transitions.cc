@@ -186,4 +186,16 @@ void AddPending(ControllerContext& ctx, const store::JobRecord& record, std::opt
   ctx.state.dirty = true;
 }
 
+void SetLayout(LiveJob& live) {
+  live.tp = live.pp = live.dp = 0;
+  if (live.record.plan_json.empty()) return;
+  absl::StatusOr<workload::ResourceRequest> plan = PlanFromJson(live.record.plan_json);
+  if (!plan.ok()) return;  // AddPending reported it when the job was queued
+  if (const auto* alt = PlanFor(*plan, live.allocation.gpu_model)) {
+    live.tp = alt->tp;
+    live.pp = alt->pp;
+    live.dp = alt->dp;
+  }
+}
+
 }  // namespace gpugeek::controlplane

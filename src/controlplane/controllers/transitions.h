@@ -49,6 +49,10 @@ absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, c
 // Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
 void CountTransition(ControllerContext& ctx, const std::string& id, api::JobState from, api::JobState to);
 
+// Sets live.tp/pp/dp from the job's plan (record.plan_json) for the placed GPU model; all 0 without a
+// plan or an alternative of that model.
+void SetLayout(LiveJob& live);
+
 // Adds a stored PENDING job to State::pending with its spec and requests parsed once; with
 // `not_before`, it waits out a retry backoff before it enters the scheduling queue.
 void AddPending(ControllerContext& ctx, const store::JobRecord& record,

@@ -38,6 +38,9 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       a.workdir_digest = live.spec.workdir_digest;
       a.launcher = live.spec.launcher;
       a.procs_per_node = live.spec.procs_per_node;
+      a.tp = live.tp;
+      a.pp = live.pp;
+      a.dp = live.dp;
       a.env = live.spec.env;
       a.tenant = live.record.tenant;
       a.checkpoint_dir = live.spec.checkpoint.dir;

@@ -60,6 +60,9 @@ struct LiveJob {
   // When the allocation is given up regardless of reports: set when it starts draining, or the job
   // ends, to now + the members' grace + the fencing margin.
   std::optional<MonoTime> drain_deadline;
+  // The planner's layout on the placed GPU model (JobRecord::plan_json's alternative for
+  // allocation.gpu_model); all 0 for a job without a plan.
+  int tp = 0, pp = 0, dp = 0;
   // When this placement was made (or loaded, after a restart): max_duration counts from here.
   MonoTime placed_at{};
   // Set by a requeue with a retry backoff: the job may not be placed again before this.

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "archive/digest.h"
 #include "archive/ignore_rules.h"
+#include "archive/link_target.h"
 #include "common/file.h"
 
 namespace gpugeek::archive {
@@ -132,7 +133,7 @@ class Packer {
         const ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
         if (n < 0) return absl::UnavailableError(fmt::format("workdir: readlink {}: {}", path, std::strerror(errno)));
         target.resize(static_cast<size_t>(n));
-        if (!LinkStaysInside(child, target)) {
+        if (!RelativeLinkStaysInside(static_cast<int>(std::count(child.begin(), child.end(), '/')), target)) {
           return absl::FailedPreconditionError(
               fmt::format("workdir: {} is a symlink to '{}', outside the workdir (it would not exist on the node): "
                           "copy what it points to into the workdir, or add '/{}' to .gpugeekignore",
@@ -154,25 +155,6 @@ class Packer {
   PackResult& result() { return result_; }
 
  private:
-  // Whether a link at `entry` (relative to the root) with `target` resolves inside the tree, lexically.
-  static bool LinkStaysInside(const std::string& entry, std::string_view target) {
-    if (target.empty() || target.front() == '/') return false;
-    int depth = static_cast<int>(std::count(entry.begin(), entry.end(), '/'));  // folders above the link
-    size_t i = 0;
-    while (i <= target.size()) {
-      size_t j = target.find('/', i);
-      if (j == std::string_view::npos) j = target.size();
-      const std::string_view part = target.substr(i, j - i);
-      if (part == "..") {
-        if (--depth < 0) return false;
-      } else if (!part.empty() && part != ".") {
-        ++depth;
-      }
-      i = j + 1;
-    }
-    return true;
-  }
-
   absl::Status Add(const std::string& name, unsigned int type, int mode, uint64_t size, const std::string* file,
                    const std::string& link) {
     if (++entries_ > options_.max_entries) {

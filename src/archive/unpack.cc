@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "absl/status/status.h"
+#include "archive/link_target.h"
 #include "common/quote.h"
 
 namespace gpugeek::archive {
@@ -58,25 +59,6 @@ absl::StatusOr<std::vector<std::string_view>> Components(std::string_view path) 
   return parts;
 }
 
-// Whether a link at `parts` (the link's own path) with relative `target` stays inside, lexically.
-bool LinkInside(const std::vector<std::string_view>& parts, std::string_view target) {
-  if (target.empty() || target.front() == '/' || target.find('\0') != std::string_view::npos) return false;
-  int depth = static_cast<int>(parts.size()) - 1;
-  size_t i = 0;
-  while (i <= target.size()) {
-    size_t j = target.find('/', i);
-    if (j == std::string_view::npos) j = target.size();
-    const std::string_view part = target.substr(i, j - i);
-    if (part == "..") {
-      if (--depth < 0) return false;
-    } else if (!part.empty() && part != ".") {
-      ++depth;
-    }
-    i = j + 1;
-  }
-  return true;
-}
-
 class Unpacker {
  public:
   Unpacker(struct archive* a, std::string dest, const UnpackOptions& options)
@@ -110,7 +92,7 @@ class Unpacker {
       if (type == AE_IFLNK) {
         const char* t = archive_entry_symlink(e);
         const std::string target = t == nullptr ? std::string() : std::string(t);
-        if (!LinkInside(*parts, target)) {
+        if (!RelativeLinkStaysInside(static_cast<int>(parts->size()) - 1, target)) {
           return Bad(path, fmt::format("is a symlink to {}, outside the working folder", QuoteForMessage(target)));
         }
         links_.insert(rel);

@@ -30,23 +30,10 @@ class WorkdirEndToEnd : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("gpugeek_workdir_e2e_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    server_ = std::make_unique<Process>(
-        std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
-                                 "--data-dir", (dir_ / "server").string()},
-        dir_ / "server.log");
-    const std::regex listening(
-        "listening on (https://127\\.0\\.0\\.1:[0-9]+), agents on (https://127\\.0\\.0\\.1:[0-9]+)");
-    std::string agent_url;
-    for (int i = 0; i < 200 && url_.empty(); ++i) {
-      std::smatch m;
-      const std::string out = server_->output();
-      if (std::regex_search(out, m, listening)) {
-        url_ = m[1];
-        agent_url = m[2];
-      } else {
-        std::this_thread::sleep_for(milliseconds(50));
-      }
-    }
+    subprocess::StartedServer server = subprocess::StartServer(GPUGEEK_BINARY, dir_ / "server", dir_ / "server.log");
+    server_ = std::move(server.process);
+    url_ = server.url;
+    const std::string agent_url = server.agent_url;
     ASSERT_FALSE(url_.empty()) << server_->output();
     token_ = subprocess::UseAdminToken(dir_ / "server");
     ca_ = subprocess::UseServerCa(dir_ / "server");

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <string>
 #include <thread>
@@ -125,6 +126,34 @@ inline std::string UseServerCa(const fs::path& server_data_dir) {
   const std::string ca = (server_data_dir / "tls" / "ca.crt").string();
   ::setenv("GPUGEEK_CA_FILE", ca.c_str(), 1);
   return ca;
+}
+
+// A `gpugeek server` listening on loopback ports the kernel chose, and where.
+struct StartedServer {
+  std::unique_ptr<Process> process;
+  std::string url;        // the API, "https://127.0.0.1:PORT"; empty when the server never said
+  std::string agent_url;  // the agents' listener
+};
+// Starts `binary server` with its data under `data_dir` and its output in `log`, and waits (at most 20 s)
+// for the line saying where it listens.
+inline StartedServer StartServer(const std::string& binary, const fs::path& data_dir, const fs::path& log) {
+  StartedServer s;
+  s.process =
+      std::make_unique<Process>(std::vector<std::string>{binary, "server", "--listen", "127.0.0.1:0", "--agent-listen",
+                                                         "127.0.0.1:0", "--data-dir", data_dir.string()},
+                                log);
+  const std::regex listening(R"(listening on (https://127\.0\.0\.1:[0-9]+), agents on (https://127\.0\.0\.1:[0-9]+))");
+  for (int i = 0; i < 400 && s.url.empty(); ++i) {
+    std::smatch m;
+    const std::string out = s.process->output();
+    if (std::regex_search(out, m, listening)) {
+      s.url = m[1];
+      s.agent_url = m[2];
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return s;
 }
 
 }  // namespace gpugeek::subprocess

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end on the embedded default: installs the dependencies (Debian 12 packages),
 # builds gpugeek, shows this host's GPUs, starts `gpugeek up` (server + agent; an emulated 8-GPU node
-# when the host has no GPU; SQLite under ~/.local/share/gpugeek), submits the Llama-2-70B LoRA
+# when the host has no GPU; SQLite under ~/.local/share/gpugeek, or /var/lib/gpugeek as root), submits the
 # example, which the planner sizes and the scheduler places, follows it to completion, prints
 # where each step happened; then the main job for real: examples/gpt/ from its workdir, trained with
 # PyTorch DDP (2 ranks through `launcher: torch`, about 20 s on 2 CPU cores), its loss falling in the
@@ -21,9 +21,12 @@ port=${GPUGEEK_PORT:-8470}              # the API: users, the CLI, Prometheus
 agent_port=${GPUGEEK_AGENT_PORT:-8472}  # the agents' own listener (the in-process agent uses it)
 url="https://127.0.0.1:$port"
 log=$(mktemp -t gpugeek-up.XXXXXX.log)
-printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s --agent-listen 127.0.0.1:%s &\033[0m   (log: %s)\n' \
-  "$port" "$agent_port" "$log"
-build/gpugeek up --listen "127.0.0.1:$port" --agent-listen "127.0.0.1:$agent_port" >"$log" 2>&1 &
+# As root, the state goes where system daemons keep theirs: workloads run as the tenants' unprivileged
+# users and must reach their working folders by path, which a folder under /root (mode 0700) forbids.
+if [ "$(id -u)" = 0 ]; then data_dir=/var/lib/gpugeek; else data_dir="${XDG_DATA_HOME:-$HOME/.local/share}/gpugeek"; fi
+printf '\n\033[1m$ build/gpugeek up --listen 127.0.0.1:%s --agent-listen 127.0.0.1:%s --data-dir %s &\033[0m   (log: %s)\n' \
+  "$port" "$agent_port" "$data_dir" "$log"
+build/gpugeek up --listen "127.0.0.1:$port" --agent-listen "127.0.0.1:$agent_port" --data-dir "$data_dir" >"$log" 2>&1 &
 up_pid=$!
 trap 'kill -TERM "$up_pid" 2>/dev/null; wait "$up_pid" 2>/dev/null || true' EXIT
 for _ in $(seq 150); do
@@ -43,7 +46,7 @@ step build/gpugeek events --job "$id" --server "$url"
 step build/gpugeek submit examples/gpt-train.yaml --follow --server "$url"
 step build/gpugeek pool --server "$url"
 step build/gpugeek top --once --server "$url"   # the live view: `gpugeek top` refreshes it every second
-server_dir="${XDG_DATA_HOME:-$HOME/.local/share}/gpugeek/server"
+server_dir="$data_dir/server"
 token_file="$server_dir/admin.token"
 ca_file="$server_dir/tls/ca.crt"  # the local CA `gpugeek up` made; the CLI profile "local" trusts it too
 printf '\n\033[1m$ curl -s --cacert %s -H "Authorization: Bearer $(cat %s)" %s/metrics | grep ...\033[0m   (docs/metrics.md, deploy/)\n' \

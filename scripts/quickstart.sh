@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end on the embedded default: installs the dependencies (Debian 12 packages),
 # builds gpugeek, shows this host's GPUs, starts `gpugeek up` (server + agent; an emulated 8-GPU node
-# when the host has no GPU; SQLite under ~/.local/share/gpugeek, or /var/lib/gpugeek as root), submits the
+# when the host has no GPU; SQLite under ~/.local/share/gpugeek, or /var/lib/gpugeek as root), submits the Llama-2-70B LoRA
 # example, which the planner sizes and the scheduler places, follows it to completion, prints
 # where each step happened; then the main job for real: examples/gpt/ from its workdir, trained with
 # PyTorch DDP (2 ranks through `launcher: torch`, about 20 s on 2 CPU cores), its loss falling in the

@@ -23,7 +23,6 @@ RetryDecision DecideRetry(const api::JobSpec& spec, api::RetryCause cause, int u
     d.reason = fmt::format("{}: {}; retry.on does not list {}", name, what, name);
     return d;
   }
-  d.limit = r.limit;
   if (used >= r.limit) {
     d.reason = fmt::format("{}: {}; retries exhausted ({} of {})", name, what, used, r.limit);
     return d;

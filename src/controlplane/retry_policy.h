@@ -20,7 +20,6 @@ namespace gpugeek::controlplane {
 struct RetryDecision {
   bool retry = false;
   int attempt = 0;     // this retry's number for its cause, 1-based (when retry)
-  int limit = 0;       // the cause's budget; 0 = no limit
   Duration backoff{};  // the wait before the job may be placed again (when retry)
   // The reason the event records, e.g. "error: rank 0 on node-a: exit code 1; retry 2 of 3 in 20s",
   // "node-failure: node b lost; retries exhausted (3 of 3)", or `what` itself under the default policy.

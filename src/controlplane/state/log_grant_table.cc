@@ -48,10 +48,6 @@ size_t LogGrantTable::Expire(MonoTime cutoff) {
   return expired;
 }
 
-bool LogGrantTable::MayWrite(const std::string& job_id, int64_t epoch, int rank, const std::string& node) const {
-  return WriterTenant(job_id, epoch, rank, node).has_value();
-}
-
 std::optional<std::string> LogGrantTable::WriterTenant(const std::string& job_id, int64_t epoch, int rank,
                                                        const std::string& node) const {
   MutexLock lock(&mu_);

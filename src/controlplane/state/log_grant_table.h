@@ -55,9 +55,8 @@ class LogGrantTable {
   // Drops the grants released at or before `cutoff` that were not placed again since. Returns how many.
   size_t Expire(MonoTime cutoff);
 
-  // True when `node` holds (epoch, rank) of `job_id`.
-  bool MayWrite(const std::string& job_id, int64_t epoch, int rank, const std::string& node) const;
-  // The job's tenant when `node` holds (epoch, rank) of `job_id`; nullopt otherwise (as MayWrite).
+  // The job's tenant when `node` holds (epoch, rank) of `job_id` (it may write that member's log);
+  // nullopt otherwise.
   std::optional<std::string> WriterTenant(const std::string& job_id, int64_t epoch, int rank,
                                           const std::string& node) const;
   std::optional<LogGrant> Get(const std::string& job_id) const;

@@ -10,15 +10,15 @@ MonoTime At(int seconds) { return MonoTime{} + std::chrono::seconds(seconds); }
 TEST(LogGrantTable, OnlyTheGrantedNodeMayWriteEachMemberAtEachEpoch) {
   LogGrantTable t;
   t.Place("j-1", "acme", 0, {"a", "b"});
-  EXPECT_TRUE(t.MayWrite("j-1", 0, 0, "a"));
-  EXPECT_TRUE(t.MayWrite("j-1", 0, 1, "b"));
-  EXPECT_FALSE(t.MayWrite("j-1", 0, 1, "a"));
-  EXPECT_FALSE(t.MayWrite("j-1", 1, 0, "a"));  // no epoch 1 yet
-  EXPECT_FALSE(t.MayWrite("j-2", 0, 0, "a"));
+  EXPECT_TRUE(t.WriterTenant("j-1", 0, 0, "a").has_value());
+  EXPECT_TRUE(t.WriterTenant("j-1", 0, 1, "b").has_value());
+  EXPECT_FALSE(t.WriterTenant("j-1", 0, 1, "a").has_value());
+  EXPECT_FALSE(t.WriterTenant("j-1", 1, 0, "a").has_value());  // no epoch 1 yet
+  EXPECT_FALSE(t.WriterTenant("j-2", 0, 0, "a").has_value());
   // Requeued and placed again at epoch 1 on c: epoch 0's late bytes still land from a.
   t.Place("j-1", "acme", 1, {"c"});
-  EXPECT_TRUE(t.MayWrite("j-1", 0, 0, "a"));
-  EXPECT_TRUE(t.MayWrite("j-1", 1, 0, "c"));
+  EXPECT_TRUE(t.WriterTenant("j-1", 0, 0, "a").has_value());
+  EXPECT_TRUE(t.WriterTenant("j-1", 1, 0, "c").has_value());
   const std::optional<LogGrant> g = t.Get("j-1");
   ASSERT_TRUE(g.has_value());
   EXPECT_EQ(g->ranks, 1);

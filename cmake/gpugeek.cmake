@@ -39,10 +39,16 @@ function(gpugeek_test name)
     GPUGEEK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     GPUGEEK_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  # PROPERTIES is one flat key/value list that GoogleTest.cmake re-splits, so a label list cannot pass as
+  # one value (CMake issue 17812); LABELS given once per label adds each.
+  set(labels LABELS unit)
+  foreach(label IN LISTS ARG_LABELS)
+    list(APPEND labels LABELS ${label})
+  endforeach()
   if(ARG_SERIAL)
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "unit;${ARG_LABELS}" RUN_SERIAL TRUE)
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${labels} RUN_SERIAL TRUE)
   else()
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES LABELS "unit;${ARG_LABELS}")
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${labels})
   endif()
 endfunction()
 

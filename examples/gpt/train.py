@@ -6,7 +6,10 @@ gpugeek agent's GPUGEEK_* variables are read too, see dist_env.py). Without them
 
 Rank 0 prints one line per --log-every steps, `step=S loss=L lr=LR tokens_per_s=T` (loss: the mean of the
 ranks' batch losses in nats per byte; tokens_per_s: all ranks' tokens per wall second since the previous
-line), checkpoints every --ckpt-every steps (checkpoint.py) and at the end, and writes summary.json.
+line), checkpoints every --ckpt-every steps (checkpoint.py) and at the end, and writes summary.json. Each
+checkpoint is reported to gpugeek as complete (gpugeek_checkpoint.py, docs/checkpointing.md). On SIGTERM
+(a planned stop: cancel, drain, spot reclaim) every rank stops after the step in flight: a checkpoint at
+that step, reported, then exit 0 without evaluating, `stopped step=S on SIGTERM`.
 Every rank appends `step epoch position i1 i2 ...` (the windows it trained on at that step) to
 samples-rank{R}.txt in --out. On start every rank resumes from --out/checkpoint.pt when there is one.
 Exit status: 0 done; 2 bad arguments, layout or a checkpoint of other arguments in --out.
@@ -30,6 +33,7 @@ from torch.nn.parallel import DistributedDataParallel
 import checkpoint
 import data
 import dist_env
+import gpugeek_checkpoint
 from model import build_model, count_parameters
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,6 +116,7 @@ def save_checkpoint(args, env, model, optimizer, progress):
         checkpoint.save(state, args.out)
         print(f"checkpoint step={progress['step']} epoch={progress['epoch']} "
               f"position={progress['position']}", flush=True)
+        gpugeek_checkpoint.report(progress["step"])
 
 
 def resume(args, env, model, optimizer):
@@ -156,7 +161,7 @@ def evaluate(model, val_tokens, args, env):
     return total / count
 
 
-def train(args, env):
+def train(args, env, stop_request):
     if "OMP_NUM_THREADS" not in os.environ:  # launch_local.py sets it; else share the CPUs between ranks
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // env.local_world_size))
     # env:// reads these four; dist_env may have filled them in from GPUGEEK_* variables.
@@ -196,7 +201,9 @@ def train(args, env):
         optimizer.step()
         os.write(samples_fd, f"{step + 1} {epoch} {position} {' '.join(map(str, indices))}\n".encode())
         out_of_time = env.rank == 0 and args.max_minutes > 0 and time.monotonic() - start > args.max_minutes * 60
-        loss_sum, stop = all_reduce_sum([loss.item(), float(out_of_time)])
+        # Any rank's SIGTERM stops them all after this step (the platform signals every rank).
+        loss_sum, stop, signalled = all_reduce_sum([loss.item(), float(out_of_time), float(stop_request.requested)])
+        stop = stop or signalled
         loss_value = progress["last_loss"] = loss_sum / env.world_size
         progress["epoch"], progress["position"] = sampler.advance(epoch, position)
         progress["step"] = step + 1
@@ -211,6 +218,13 @@ def train(args, env):
             last_log, last_log_step = now, progress["step"]
         if stop or progress["step"] == args.steps or progress["step"] % args.ckpt_every == 0:
             save_checkpoint(args, env, model, optimizer, progress)
+        if signalled:
+            os.close(samples_fd)
+            if env.rank == 0:
+                print(f"stopped step={progress['step']} on SIGTERM", flush=True)
+            del model, optimizer
+            dist.destroy_process_group()
+            return
         if stop:
             break
     os.close(samples_fd)
@@ -233,13 +247,14 @@ def train(args, env):
 
 def main(argv=None):
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` prints every thread's Python stack
+    stop_request = gpugeek_checkpoint.StopRequest()  # before anything slow: a SIGTERM is never lost
     args = parse_args(argv)
     try:
         env = dist_env.resolve()
     except dist_env.LayoutError as e:
         usage_error(str(e))
     os.makedirs(args.out, exist_ok=True)
-    train(args, env)
+    train(args, env, stop_request)
     return 0
 
 

@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <glob.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -16,13 +17,18 @@
 #include <filesystem>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "agent/agent_metrics.h"
+#include "agent/container_command.h"
+#include "agent/image_requirements.h"
 #include "agent/torch_launcher.h"
 #include "api/job_spec.h"
 #include "api/names.h"
@@ -263,6 +269,32 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
       if (!r.status.ok()) spdlog::warn("agent {}: cannot remove the group: {}", options.node, r.status);
     }
   }
+  std::unique_ptr<ImageWatcher> images;
+  if (!options.podman.empty()) {
+    if (absl::Status made = MakeDirs(options.data_dir + "/containers"); !made.ok()) {
+      if (claim_fd >= 0) ::close(claim_fd);
+      return made;
+    }
+    // Containers a previous agent of this node left (it was killed while they ran): as with its cgroups,
+    // nothing of them is this agent's, and the server re-assigns what should run.
+    const std::string prefix = fmt::format("gpugeek-{}-", options.node);
+    absl::StatusOr<std::vector<std::string>> left = ListContainers(options.podman, prefix);
+    if (!left.ok()) {
+      spdlog::warn("agent {}: cannot list leftover containers: {}", options.node, left.status().message());
+    } else {
+      for (const std::string& name : *left) {
+        absl::StatusOr<std::string> rm = RunCapture(ContainerRemoveArgv(options.podman, name));
+        spdlog::warn("agent {}: removed container {} left by a previous agent{}", options.node, name,
+                     rm.ok() ? "" : fmt::format(" (failed: {})", rm.status().message()));
+      }
+    }
+    // Only images this node's driver and runtime can run are offered (image_requirements.h).
+    images = std::make_unique<ImageWatcher>(
+        options.podman, std::chrono::duration_cast<std::chrono::milliseconds>(options.image_refresh),
+        [inventory](const LocalImage& image) { return WhyImageDoesNotFit(image.labels, inventory); });
+    spdlog::info("agent {}: containers run with `{}`; images: [{}]", options.node, fmt::join(options.podman, " "),
+                 fmt::join(images->images(), ", "));
+  }
   if (options.run_as.map_path.empty()) options.run_as.map_path = options.data_dir + "/uids";
   absl::StatusOr<std::unique_ptr<Executor>> executor = Executor::Create({.log_dir = options.data_dir + "/logs",
                                                                          .clock = options.clock,
@@ -280,6 +312,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   auto agent =
       std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups), std::move(*executor),
                                        std::move(metrics), std::move(inventory), claim_fd, std::move(instance_id)));
+  agent->images_ = std::move(images);
   agent->shared_bearer_->value = bearer;
   agent->bearer_ = std::move(bearer);
   return agent;
@@ -336,14 +369,20 @@ Duration Agent::heartbeat_interval() const {
   return interval_;
 }
 
-void Agent::SetMetricsAddress(std::string address) {
+void Agent::SetMetricsAddress(std::string address, bool tls) {
   std::lock_guard<std::mutex> lock(mu_);
   metrics_address_ = std::move(address);
+  metrics_tls_ = tls;
 }
 
 std::string Agent::metrics_address() const {
   std::lock_guard<std::mutex> lock(mu_);
   return metrics_address_;
+}
+
+bool Agent::metrics_tls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_tls_;
 }
 
 bool Agent::registered() const {
@@ -403,14 +442,20 @@ absl::Status Agent::UseBearer(const std::string& bearer) {
 }
 
 absl::Status Agent::Register() {
+  // The version first: a list that changes while this registration travels is sent again next Tick.
+  const uint64_t images_version = images_ != nullptr ? images_->version() : 0;
   api::Registration r{.node = node_,
                       .address = options_.address,
                       .inventory = inventory_,
                       .capacity_type = options_.capacity_type,
                       .region = options_.region,
+                      .price_micros_per_gpu_hour = options_.price_micros_per_gpu_hour,
                       .labels = options_.labels,
                       .metrics_address = metrics_address(),
-                      .instance_id = instance_id_};
+                      .metrics_tls = metrics_tls(),
+                      .instance_id = instance_id_,
+                      .images = images_ != nullptr ? images_->images() : std::vector<std::string>{},
+                      .unfit_images = images_ != nullptr ? images_->unfit() : std::map<std::string, std::string>{}};
   absl::StatusOr<nlohmann::json> body = client_->Post("/v1/agents/register", api::ToJson(r));
   if (!body.ok() && body.status().code() == absl::StatusCode::kUnauthenticated && bearer_ != options_.join_token &&
       !options_.join_token.empty()) {
@@ -434,9 +479,11 @@ absl::Status Agent::Register() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   registered_ = true;
+  registered_images_version_ = images_version;
   if (reply->heartbeat_interval_ms > 0) interval_ = std::chrono::milliseconds(reply->heartbeat_interval_ms);
   lease_ = std::chrono::milliseconds(reply->lease_ms);
   fence_grace_ = std::chrono::milliseconds(reply->fence_grace_ms);
+  exec_token_ = reply->exec_token;
   spdlog::info(
       "agent {}: registered with {} as instance {} ({} GPUs; heartbeat every {} ms, lease {} ms, fence grace {} ms)",
       node_, options_.server_url, instance_id_, inventory_.gpus.size(), Millis(interval_), Millis(lease_),
@@ -460,6 +507,12 @@ void Agent::PollLocked() {
   for (WorkloadExit& e : exits) {
     for (auto& [job, m] : members_) {
       if (m.workload_id != e.id || (m.state != State::kRunning && m.state != State::kStopping)) continue;
+      if (!m.container.empty()) {
+        // podman run --rm removed it when it ended by itself; not when podman was killed (a cancel's
+        // SIGKILL after the grace, a fence): then the container may still run, outside the cgroup.
+        RemoveContainerLater(m.container);
+        m.container.clear();
+      }
       std::string step_message;
       if (m.in_setup) {
         m.in_setup = false;
@@ -523,8 +576,8 @@ void Agent::AdvancePreparingLocked() {
       report_soon_ = true;
       continue;
     }
-    spdlog::info("agent {}: job {} (epoch {}): workdir {} unpacked into {}", node_, job, m.assignment.epoch,
-                 m.assignment.workdir_digest.substr(0, 12), options_.data_dir + "/work/" + m.workload_id);
+    spdlog::info("agent {}: job {} (epoch {}): workdir and files unpacked into {}", node_, job, m.assignment.epoch,
+                 options_.data_dir + "/work/" + m.workload_id);
     LaunchLocked(m);
   }
 }
@@ -586,6 +639,36 @@ void Agent::ForgetDoneMembersLocked() {
   }
 }
 
+void Agent::FillEmulatedUtilization(std::vector<hw::GpuSample>& samples) {
+  if (samples.size() != inventory_.gpus.size() ||
+      std::none_of(inventory_.gpus.begin(), inventory_.gpus.end(),
+                   [](const hw::GpuDevice& g) { return g.source == "emulated"; })) {
+    return;
+  }
+  std::vector<GpuHolder> holders;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [job, m] : members_) {
+      if (m.state != State::kRunning || m.pid <= 0) continue;
+      GpuHolder h{.session = m.pid};
+      for (const std::string& uuid : m.assignment.gpu_uuids) {
+        for (size_t i = 0; i < inventory_.gpus.size(); ++i) {
+          if (inventory_.gpus[i].uuid == uuid && inventory_.gpus[i].source == "emulated")
+            h.devices.push_back(static_cast<int>(i));
+        }
+      }
+      holders.push_back(std::move(h));
+    }
+  }
+  // /proc is read without the lock.
+  const std::map<int, uint32_t> busy = emulated_utilization_.Sample(holders, options_.clock->Monotonic());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (inventory_.gpus[i].source != "emulated") continue;
+    auto it = busy.find(static_cast<int>(i));
+    samples[i].telemetry.utilization_percent = it == busy.end() ? 0 : it->second;
+  }
+}
+
 api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets) {
   api::Heartbeat hb;
   hb.node = node_;
@@ -596,15 +679,19 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
   } else {
     spdlog::warn("agent {}: cannot sample GPU telemetry: {}", node_, samples.status());
   }
+  FillEmulatedUtilization(hb.samples);
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [job, m] : members_) {
     if (m.state == State::kRunning || m.state == State::kStopping || m.state == State::kPreparing) {
       hb.workloads.push_back({.job_id = job,
                               .epoch = m.assignment.epoch,
                               .phase = api::WorkloadPhase::kRunning,
-                              .node_rank = m.assignment.node_rank});
+                              .node_rank = m.assignment.node_rank,
+                              .checkpoint_step = m.checkpoint_step});
     } else {
       hb.workloads.push_back(m.report);
+      // A checkpoint written on the SIGTERM of a planned stop arrives with the member's end.
+      if (!hb.workloads.back().checkpoint_step) hb.workloads.back().checkpoint_step = m.checkpoint_step;
     }
   }
   uint64_t budget = options_.max_log_bytes_per_heartbeat;
@@ -636,6 +723,18 @@ absl::Status Agent::Tick() {
     CheckLeaseLocked();
   }
   if (!registered()) RETURN_IF_ERROR(Register());
+  if (images_ != nullptr) {
+    bool changed = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      changed = images_->version() != registered_images_version_;
+    }
+    if (changed) {
+      spdlog::info("agent {}: the node's images changed to [{}]; registering again", node_,
+                   fmt::join(images_->images(), ", "));
+      RETURN_IF_ERROR(Register());
+    }
+  }
 
   std::map<std::string, uint64_t> new_offsets;
   const api::Heartbeat hb = BuildHeartbeat(new_offsets);
@@ -792,7 +891,8 @@ void Agent::Reconcile(const api::HeartbeatReply& reply) {
 }
 
 absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id,
-                                                             const std::string& command) const {
+                                                             const std::string& command,
+                                                             const std::string& step) const {
   RETURN_IF_ERROR(ValidateWorkloadId(id));
   WorkloadSpec spec{.job_id = a.job_id,
                     .node_rank = a.node_rank,
@@ -803,7 +903,9 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
                     .restart_count = a.restart_count,
                     .tp = a.tp,
                     .pp = a.pp,
-                    .dp = a.dp};
+                    .dp = a.dp,
+                    .zero_stage = a.zero_stage,
+                    .micro_batch = a.micro_batch};
   std::optional<hw::Vendor> vendor;
   std::set<std::string> seen;
   for (const std::string& uuid : a.gpu_uuids) {
@@ -836,6 +938,11 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   }
   req.tenant = a.tenant;
   for (auto& [k, v] : BuildWorkloadEnv(spec)) req.env[k] = std::move(v);
+  if (auto m = members_.find(a.job_id);
+      m != members_.end() && !m->second.member_token.empty() && !workload_url_.empty()) {
+    req.env["GPUGEEK_AGENT_URL"] = workload_url_;
+    req.env["GPUGEEK_MEMBER_TOKEN"] = m->second.member_token;
+  }
   if (cgroups_ != nullptr && cgroups_->mode() != CgroupMode::kNone) {
     req.limits = {.cpu_millis = static_cast<uint64_t>(std::max<int64_t>(0, a.cpu_milli)),
                   .memory_bytes = a.memory_bytes};
@@ -844,7 +951,64 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   // (min(grace_ms, fence_grace)), once the agent's lease (plus the slack) has run out.
   req.orphan_grace = std::min<Duration>(std::chrono::milliseconds(std::max<int64_t>(0, a.grace_ms)), fence_grace_);
   req.lease = std::max<Duration>(std::chrono::milliseconds(1), ShimLeaseLeftLocked());
+  if (!a.image.empty()) {
+    RETURN_IF_ERROR(ContainerizeLocked(a, step, vendor, spec.gpu_indices, req));
+  }
   return req;
+}
+
+absl::Status Agent::ContainerizeLocked(const api::Assignment& a, const std::string& step,
+                                       std::optional<hw::Vendor> vendor, const std::vector<int>& gpu_indices,
+                                       LaunchRequest& req) const {
+  if (options_.podman.empty()) {
+    return absl::FailedPreconditionError(
+        fmt::format("image {}: node {} runs no containers (start its agent with --podman)", a.image, node_));
+  }
+  const std::vector<std::string> images = images_->images();
+  if (!std::binary_search(images.begin(), images.end(), a.image)) {
+    return absl::FailedPreconditionError(
+        fmt::format("image {} is not on node {} (podman images lists [{}])", a.image, node_, fmt::join(images, ", ")));
+  }
+  // The container's processes run as the tenant's user, as a member on the host would; podman itself
+  // (rootful) runs as the agent: see LaunchRequest::as_agent.
+  ASSIGN_OR_RETURN(const Identity who, executor_->IdentityFor(a.tenant));
+  EnvMap inner = req.env;
+  if (who.switched) inner["HOME"] = req.working_dir;
+  ASSIGN_OR_RETURN(const std::string env_text, ContainerEnvFile(inner));
+  const std::string name = ContainerName(node_, req.id, a.epoch, step);
+  const std::string env_file = options_.data_dir + "/containers/" + name + ".env";
+  RETURN_IF_ERROR(WriteFilePrivate(env_file, env_text));
+  std::vector<std::string> render_nodes;
+  glob_t g{};
+  if (::glob("/dev/dri/renderD*", 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) render_nodes.emplace_back(g.gl_pathv[i]);
+  }
+  ::globfree(&g);
+  ContainerCommand c{
+      .podman = options_.podman,
+      .run_flags = options_.podman_run_flags,
+      .name = name,
+      .image = a.image,
+      .working_dir = req.working_dir,
+      .env_file = env_file,
+      .devices = GpuDeviceNodes(vendor, gpu_indices, render_nodes,
+                                [](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }),
+      .run = req.command,
+  };
+  if (who.switched) c.user = std::pair<uint32_t, uint32_t>{who.uid, who.gid};
+  req.command = ContainerShellCommand(c);
+  // podman runs as root: none of the job's variables may steer it (CONTAINERS_CONF, TMPDIR, ...).
+  req.env = {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
+  req.as_agent = true;
+  return absl::OkStatus();
+}
+
+void Agent::RemoveContainerLater(const std::string& name) const {
+  std::thread([podman = options_.podman, name, env_file = options_.data_dir + "/containers/" + name + ".env"] {
+    (void)RunCapture(ContainerRemoveArgv(podman, name));  // "no such container" when --rm removed it
+    std::error_code ignored;
+    std::filesystem::remove(env_file, ignored);
+  }).detach();
 }
 
 void Agent::FailStartLocked(Member& m, const absl::Status& status) {
@@ -860,20 +1024,34 @@ void Agent::FailStartLocked(Member& m, const absl::Status& status) {
   if (metrics_ != nullptr) metrics_->RecordExit(ExitOutcome::kFailed);
 }
 
-std::shared_future<absl::Status> Agent::PrepareWorkdir(const std::string& digest, const std::string& dir) {
+std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a, const std::string& dir) {
+  // What goes where, in order: the workdir into the folder, then each `files:` archive into its path.
+  std::vector<std::tuple<std::string, std::string, std::shared_future<absl::StatusOr<std::string>>>> steps;
+  if (!a.workdir_digest.empty()) steps.emplace_back("workdir", dir, fetcher_->Fetch(a.workdir_digest));
+  for (const api::FileArchive& f : a.file_archives) {
+    steps.emplace_back("files." + (f.path.empty() ? std::string(".") : f.path),
+                       f.path.empty() ? dir : dir + "/" + f.path, fetcher_->Fetch(f.digest));
+  }
   auto done = std::make_shared<std::promise<absl::Status>>();
   std::shared_future<absl::Status> future = done->get_future().share();
-  std::thread([fetch = fetcher_->Fetch(digest), dir, done] {
-    const absl::StatusOr<std::string>& path = fetch.get();
-    if (!path.ok()) {
-      done->set_value(absl::Status(path.status().code(),
-                                   fmt::format("workdir: fetching the archive: {}", path.status().message())));
-      return;
+  std::thread([steps = std::move(steps), done] {
+    for (const auto& [what, into, fetch] : steps) {
+      const absl::StatusOr<std::string>& path = fetch.get();
+      if (!path.ok()) {
+        done->set_value(absl::Status(path.status().code(),
+                                     fmt::format("{}: fetching the archive: {}", what, path.status().message())));
+        return;
+      }
+      absl::Status made = MakeDirs(into);
+      absl::StatusOr<archive::UnpackStats> unpacked =
+          made.ok() ? archive::UnpackWorkdir(*path, into) : absl::StatusOr<archive::UnpackStats>(made);
+      if (!unpacked.ok()) {
+        done->set_value(
+            absl::Status(unpacked.status().code(), fmt::format("{}: {}", what, unpacked.status().message())));
+        return;
+      }
     }
-    absl::StatusOr<archive::UnpackStats> unpacked = archive::UnpackWorkdir(*path, dir);
-    done->set_value(unpacked.ok() ? absl::OkStatus()
-                                  : absl::Status(unpacked.status().code(),
-                                                 fmt::format("workdir: {}", unpacked.status().message())));
+    done->set_value(absl::OkStatus());
   }).detach();
   return future;
 }
@@ -881,16 +1059,23 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const std::string& digest
 void Agent::StartLocked(const api::Assignment& a) {
   Member& m = members_[a.job_id];
   m = Member{.assignment = a, .workload_id = fmt::format("{}-{}", a.job_id, a.node_rank)};
-  if (a.workdir_digest.empty()) return LaunchLocked(m);
+  // 128 bits from the OS; without them the member runs without a token (it cannot report checkpoints).
+  if (absl::StatusOr<std::string> token = api::NewInstanceId(); token.ok()) {
+    m.member_token = std::move(*token);
+  } else {
+    spdlog::warn("agent {}: job {}: no member token: {}", node_, a.job_id, token.status());
+  }
+  if (a.workdir_digest.empty() && a.file_archives.empty()) return LaunchLocked(m);
   // A bad assignment (an unknown GPU, a bad id) fails now, before anything is fetched; this also makes
   // the working folder the archive is unpacked into.
   absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, a.run);
   if (!req.ok()) return FailStartLocked(m, req.status());
   m.state = State::kPreparing;
-  m.prepared = PrepareWorkdir(a.workdir_digest, req->working_dir);
+  m.prepared = PrepareWorkdir(a, req->working_dir);
   report_soon_ = true;
-  spdlog::info("agent {}: job {} (epoch {}, rank {}): preparing workdir {} in {}", node_, a.job_id, a.epoch,
-               a.node_rank, a.workdir_digest.substr(0, 12), req->working_dir);
+  spdlog::info("agent {}: job {} (epoch {}, rank {}): preparing workdir {} and {} files archives in {}", node_,
+               a.job_id, a.epoch, a.node_rank, a.workdir_digest.empty() ? "(none)" : a.workdir_digest.substr(0, 12),
+               a.file_archives.size(), req->working_dir);
 }
 
 void Agent::LaunchLocked(Member& m) {
@@ -907,7 +1092,7 @@ void Agent::LaunchLocked(Member& m) {
   } else if (!a.setup.empty()) {
     command = fmt::format("printf '%s\\n' '== gpugeek: run (node rank {}) =='\n{}", a.node_rank, run);
   }
-  absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, command);
+  absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, command, setup ? "setup" : "run");
   if (!req.ok()) return FailStartLocked(m, req.status());
   const bool wants_limits = a.cpu_milli > 0 || a.memory_bytes > 0;
   if (wants_limits && req->limits.cpu_millis == 0 && req->limits.memory_bytes == 0 &&
@@ -919,9 +1104,11 @@ void Agent::LaunchLocked(Member& m) {
   const auto log_size = std::filesystem::file_size(executor_->LogPath(m.workload_id), size_error);
   absl::StatusOr<pid_t> pid = executor_->Start(*req);
   if (!pid.ok()) return FailStartLocked(m, pid.status());
+  m.launch = *req;  // what `gpugeek exec` runs beside it with (ExecTargetFor)
   m.state = State::kRunning;
   m.pid = *pid;
   m.in_setup = setup;
+  if (!a.image.empty()) m.container = ContainerName(node_, m.workload_id, a.epoch, setup ? "setup" : "run");
   report_soon_ = true;
   UpdateWorkloadsMetricLocked();
   if (!m.log_started) {
@@ -967,6 +1154,16 @@ absl::Status Agent::Run(std::stop_token stop) {
       PollLocked();
     }
   });
+  // The reclaim notice has a thread of its own: a slow metadata service never delays a heartbeat.
+  std::jthread notices;
+  if (options_.reclaim_notice != nullptr) {
+    notices = std::jthread([this](std::stop_token done) {
+      while (!done.stop_requested() && !StopRequested()) {
+        if (absl::Status st = PollReclaimNotice(); !st.ok()) spdlog::warn("agent {}: reclaim notice: {}", node_, st);
+        WaitFor(options_.reclaim_poll);
+      }
+    });
+  }
   Duration backoff = kMinBackoff;
   std::optional<bool> reachable;  // logged on change only
   while (!StopRequested()) {
@@ -1052,6 +1249,146 @@ void Agent::StopWorkloads(Duration timeout) {
       spdlog::info("agent {}: last heartbeat not delivered: {}", node_, r.status());
     }
   }
+}
+
+absl::StatusOr<const Agent::Member*> Agent::MemberLocked(const std::string& job_id, int node_rank) const {
+  auto it = members_.find(job_id);
+  if (it == members_.end() || it->second.assignment.node_rank != node_rank) {
+    return absl::NotFoundError(fmt::format("node {} holds no member of job {} with rank {}", node_, job_id, node_rank));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<pid_t> Agent::PortRootFor(const std::string& job_id, int node_rank) {
+  pid_t pid = 0;
+  std::string container;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(const Member* found, MemberLocked(job_id, node_rank));
+    const Member& m = *found;
+    if (m.state != State::kRunning || m.pid <= 0) {
+      return absl::FailedPreconditionError(
+          fmt::format("job {} rank {} is not running on node {}", job_id, node_rank, node_));
+    }
+    pid = m.pid;
+    container = m.container;
+  }
+  if (container.empty()) return pid;
+  std::vector<std::string> argv = options_.podman;
+  argv.insert(argv.end(), {"inspect", "--format", "{{.State.Pid}}", container});
+  ASSIGN_OR_RETURN(const std::string out, RunCapture(argv));
+  int64_t container_pid = 0;
+  const std::string text(absl::StripAsciiWhitespace(out));
+  if (!absl::SimpleAtoi(text, &container_pid) || container_pid <= 0) {
+    return absl::UnavailableError(
+        fmt::format("container {} of job {} rank {} has no running process (podman said '{}')", container, job_id,
+                    node_rank, text));
+  }
+  return static_cast<pid_t>(container_pid);
+}
+
+absl::Status Agent::PollReclaimNotice() {
+  if (options_.reclaim_notice == nullptr || reclaim_reported_) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::optional<TimePoint> at, options_.reclaim_notice->Poll());
+  if (!at) return absl::OkStatus();
+  const int64_t seconds = NoticeSeconds(*at, options_.clock->Now());
+  http::ClientOptions o{.base_url = options_.server_url,
+                        .connect_timeout = options_.connect_timeout,
+                        .read_timeout = options_.request_timeout,
+                        .ca_file = options_.ca_file};
+  {
+    std::lock_guard<std::mutex> lock(shared_bearer_->mu);
+    o.bearer_token = shared_bearer_->value;
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client, http::Client::Create(o));
+  RETURN_IF_ERROR(client->Post(fmt::format("/v1/agents/{}/reclaim", node_), {{"deadline_s", seconds}}).status());
+  reclaim_reported_ = true;
+  spdlog::warn("agent {}: reclaim notice from {}: the node goes in {} s; the server moves its jobs", node_,
+               options_.reclaim_notice->Describe(), seconds);
+  return absl::OkStatus();
+}
+
+void Agent::SetWorkloadUrl(std::string url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  workload_url_ = std::move(url);
+}
+
+namespace {
+
+// Constant time in `expected`'s bytes (its length is no secret).
+bool SecretEquals(std::string_view presented, std::string_view expected) {
+  unsigned char diff = presented.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < presented.size() ? presented[i] : 0));
+  }
+  return diff == 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> Agent::ReportCheckpoint(std::string_view member_token, int64_t step) {
+  if (step < 0 || step > api::kMaxCheckpointStep) {
+    return absl::InvalidArgumentError(
+        fmt::format("step: {} is out of range; a checkpoint's step is 0..{}", step, api::kMaxCheckpointStep));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [job, m] : members_) {
+    if (m.member_token.empty() || !SecretEquals(member_token, m.member_token)) continue;
+    const std::string who = fmt::format("{} rank {} epoch {}", job, m.assignment.node_rank, m.assignment.epoch);
+    if (m.state != State::kRunning && m.state != State::kStopping) {
+      return absl::FailedPreconditionError(fmt::format("job {} has ended here; its checkpoint is not taken", who));
+    }
+    // A new step goes out with the next poll's heartbeat (at most one per poll period, however often a
+    // workload posts); the same step again changes nothing.
+    if (m.checkpoint_step != step) report_soon_ = true;
+    m.checkpoint_step = step;
+    spdlog::info("agent {}: job {}: checkpoint at step {} complete", node_, who, step);
+    return who;
+  }
+  return absl::UnauthenticatedError(
+      "no member of this node has that token: send the GPUGEEK_MEMBER_TOKEN of the job's environment "
+      "(Authorization: Bearer)");
+}
+
+bool Agent::ExecTokenMatches(std::string_view presented) const {
+  std::string expected;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    expected = exec_token_;
+  }
+  if (expected.empty()) return false;
+  return SecretEquals(presented, expected);  // the length is no secret (64 hex digits), its content is
+}
+
+absl::StatusOr<ExecTarget> Agent::ExecTargetFor(const std::string& job_id, int node_rank) {
+  ExecTarget target;
+  std::string tenant;
+  std::string container;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(const Member* found, MemberLocked(job_id, node_rank));
+    const Member& m = *found;
+    if ((m.state != State::kRunning) || m.launch.working_dir.empty()) {
+      return absl::FailedPreconditionError(
+          fmt::format("job {} rank {} is not running on node {}", job_id, node_rank, node_));
+    }
+    target = {.workload_id = m.workload_id, .working_dir = m.launch.working_dir, .env = m.launch.env};
+    tenant = m.launch.tenant;
+    container = m.container;
+  }
+  if (!container.empty()) {
+    // Into the member's container: podman (rootful, as the agent, with the PATH-only environment the
+    // member's podman run got) execs the command there as the member's user, in its working folder.
+    ASSIGN_OR_RETURN(const Identity who, executor_->IdentityFor(tenant));
+    std::optional<std::pair<uint32_t, uint32_t>> user;
+    if (who.switched) user = std::pair<uint32_t, uint32_t>{who.uid, who.gid};
+    target.wrap = ContainerExecArgv(options_.podman, container, user, target.working_dir, {});
+    return target;
+  }
+  // The member's user: recorded when it started, so this reads the executor's table (no file written).
+  ASSIGN_OR_RETURN(target.identity, executor_->IdentityFor(tenant));
+  if (target.identity.switched) target.env["HOME"] = target.working_dir;  // as Executor::Start gives the member
+  return target;
 }
 
 }  // namespace gpugeek::agent

@@ -157,12 +157,17 @@
 #include <set>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/cgroup.h"
+#include "agent/emulated_utilization.h"
+#include "agent/exec_runner.h"
 #include "agent/executor.h"
+#include "agent/podman.h"
+#include "agent/reclaim_notice.h"
 #include "agent/workdir_fetch.h"
 #include "api/agent_protocol.h"
 #include "common/clock.h"
@@ -194,6 +199,12 @@ struct AgentOptions {
   std::string address = "127.0.0.1";        // how gang peers reach this node (GPUGEEK_MASTER_ADDR)
   std::string capacity_type = "on-demand";  // on-demand | spot | reserved
   std::string region;
+  // Where this node learns of a spot reclaim (reclaim_notice.h; borrowed, must outlive the Agent; nullptr =
+  // nowhere): Run polls it every reclaim_poll on a thread of its own and tells the server once.
+  ReclaimNoticeSource* reclaim_notice = nullptr;
+  Duration reclaim_poll = std::chrono::seconds(2);
+  // A GPU-hour of this node, in integer micro-units (api::Registration::price_micros_per_gpu_hour); 0 = unpriced.
+  int64_t price_micros_per_gpu_hour = 0;
   std::map<std::string, std::string> labels;
   hw::Discovery* discovery = nullptr;  // borrowed, required; must outlive the Agent; used only by Tick/Run
   // Required. Logs go to <data_dir>/logs, working directories to <data_dir>/work/<job>-<rank>.
@@ -221,6 +232,15 @@ struct AgentOptions {
   // Who workloads run as (executor.h RunAsOptions): by default, a root agent runs each tenant's members
   // as that tenant's own unprivileged uid. An empty map_path becomes <data_dir>/uids.
   RunAsOptions run_as;
+  // Containers (JobSpec::image; container_command.h): the rootful podman invocation split into words, e.g.
+  // {"podman", "--root", "/var/lib/gpugeek/podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"}.
+  // Empty: this node runs no containers (it reports no images; a member with an image fails to start).
+  std::vector<std::string> podman;
+  // Extra `podman run` flags this machine needs, e.g. {"--ulimit", "nofile=4096:4096"}.
+  std::vector<std::string> podman_run_flags;
+  // How often the image list is read again (`podman images`, on its own thread); a changed list is sent by
+  // registering again.
+  Duration image_refresh = std::chrono::seconds(30);
 };
 
 // What the agent holds for one job, as Workloads() reports it.
@@ -278,9 +298,11 @@ class Agent {
 
   const std::string& node() const { return node_; }
   // Sets what the next registration announces as Registration::metrics_address (e.g. once a
-  // MetricsListener bound its port). Does not re-register by itself. Thread-safe.
-  void SetMetricsAddress(std::string address);
+  // MetricsListener bound its port), and whether it speaks TLS (Registration::metrics_tls). Does not
+  // re-register by itself. Thread-safe.
+  void SetMetricsAddress(std::string address, bool tls = false);
   std::string metrics_address() const;
+  bool metrics_tls() const;
   // The interval in force (the server's, after registration).
   Duration heartbeat_interval() const;
   bool registered() const;
@@ -298,6 +320,38 @@ class Agent {
   // A snapshot of the workloads held, by job id.
   std::vector<WorkloadStatus> Workloads() const;
 
+  // `gpugeek exec`: where and as whom a command runs beside the member of `job_id` with `node_rank`:
+  // the member's working folder, complete environment and user (exec_runner.h). NotFound when this node
+  // holds no such member; FailedPrecondition when it is not running (preparing its workdir, stopping or
+  // ended); IdentityFor's errors. Thread-safe.
+  absl::StatusOr<ExecTarget> ExecTargetFor(const std::string& job_id, int node_rank);
+  // `gpugeek ports` / `port-forward`: the process whose tree holds the listening sockets of the member of
+  // `job_id` with `node_rank` (listening_ports.h): its shim on the host, its container's first process
+  // (`podman inspect`) in a container. NotFound / FailedPrecondition as ExecTargetFor; Unavailable when
+  // podman cannot tell the container's process. Thread-safe.
+  absl::StatusOr<pid_t> PortRootFor(const std::string& job_id, int node_rank);
+  // Whether `presented` is the exec token of the server's last RegistrationReply, compared in constant
+  // time; false while none was given (not registered, or a server that relays no exec). Thread-safe.
+  bool ExecTokenMatches(std::string_view presented) const;
+
+  // The checkpoint contract (docs/checkpointing.md). Sets the URL of the node's workload endpoint
+  // (WorkloadListener, e.g. "http://127.0.0.1:40713"): members started from now on get it as
+  // GPUGEEK_AGENT_URL beside their own GPUGEEK_MEMBER_TOKEN (32 hex digits, drawn per placement); "" =
+  // none (neither is set). Thread-safe.
+  void SetWorkloadUrl(std::string url);
+  // A member's workload says its checkpoint at `step` (0..api::kMaxCheckpointStep) is complete: the
+  // member whose GPUGEEK_MEMBER_TOKEN is `member_token` (compared in constant time) reports it on every
+  // heartbeat from now on, the next one at once. Returns "<job id> rank <node rank> epoch <epoch>".
+  // Unauthenticated for a token of no member here, FailedPrecondition for a member that has ended,
+  // InvalidArgument for a step out of range. Thread-safe.
+  absl::StatusOr<std::string> ReportCheckpoint(std::string_view member_token, int64_t step);
+
+  // One poll of options.reclaim_notice (Run calls it every reclaim_poll): on the first notice, posts
+  // {"deadline_s": NoticeSeconds(time, clock now)} to /v1/agents/{node}/reclaim; later polls do nothing
+  // once the server took it. Returns the source's or the server's error (polled again next time); OK
+  // without a source. Call from one thread at a time (it has its own HTTP client).
+  absl::Status PollReclaimNotice();
+
  private:
   // kPreparing: fetching and unpacking the job's workdir archive (on another thread) before the first
   // step starts; reported to the server as running.
@@ -314,6 +368,10 @@ class Agent {
     bool in_setup = false;                      // the running step is the assignment's `setup`, not `run`
     bool setup_done = false;                    // setup exited 0: the next start is `run`
     bool log_started = false;                   // the log source of this placement is set up
+    std::string container;                      // the running step's container name; "" on the host
+    LaunchRequest launch;                       // the running step's, as started (exec runs beside it)
+    std::string member_token;                   // GPUGEEK_MEMBER_TOKEN of this placement
+    std::optional<int64_t> checkpoint_step;     // the last step its workload reported complete
   };
   struct Fence {
     int64_t max_seen = 0;                 // highest epoch any reply listed
@@ -358,20 +416,34 @@ class Agent {
   // (lease + slack before any answer). Requires mu_.
   Duration ShimLeaseLeftLocked() const;
   api::Heartbeat BuildHeartbeat(std::map<std::string, uint64_t>& new_offsets);
+  // Sets the utilisation of the emulated GPUs in `samples` (inventory order) from the CPU use of the
+  // members holding them (emulated_utilization.h); real GPUs keep their library's figure.
+  void FillEmulatedUtilization(std::vector<hw::GpuSample>& samples);
   void Reconcile(const api::HeartbeatReply& reply);
   // Starts `a` as member of its job; records a failed-to-start member when it cannot. Requires mu_.
   void StartLocked(const api::Assignment& a);
   // Starts the member's next step (`setup` when it has one not yet done, else `run`) as its workload.
   // Requires mu_.
   void LaunchLocked(Member& m);
+  // The member of `job_id` with `node_rank` on this node; NotFound naming both when there is none. mu_ held.
+  absl::StatusOr<const Member*> MemberLocked(const std::string& job_id, int node_rank) const;
   // Records a member that could not start. Requires mu_.
   void FailStartLocked(Member& m, const absl::Status& status);
   // Members whose workdir is ready start; a failed preparation is a failed start. Requires mu_.
   void AdvancePreparingLocked();
-  // Fetches (once per digest, WorkdirFetcher) and unpacks the archive into `dir`, on another thread.
-  std::shared_future<absl::Status> PrepareWorkdir(const std::string& digest, const std::string& dir);
+  // Fetches (once per digest, WorkdirFetcher) and unpacks `a`'s workdir archive into `dir`, then each of
+  // its `files:` archives into dir/path, on another thread.
+  std::shared_future<absl::Status> PrepareWorkdir(const api::Assignment& a, const std::string& dir);
+  // `step` ("setup" or "run") names the container of a member with an image.
   absl::StatusOr<LaunchRequest> MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id,
-                                                        const std::string& command) const;
+                                                        const std::string& command,
+                                                        const std::string& step = "run") const;
+  // Turns `req` into the member's container (container_command.h): the podman command, an env file of
+  // the member's environment, and an environment of PATH only for podman itself.
+  absl::Status ContainerizeLocked(const api::Assignment& a, const std::string& step, std::optional<hw::Vendor> vendor,
+                                  const std::vector<int>& gpu_indices, LaunchRequest& req) const;
+  // Removes a step's container (if podman left it) and its env file, on another thread.
+  void RemoveContainerLater(const std::string& name) const;
   void CancelLocked(Member& m, int64_t grace_ms, const char* why);
   void ForgetDoneMembersLocked();
   bool StopRequested() const;
@@ -394,16 +466,23 @@ class Agent {
   const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups
   const std::shared_ptr<AgentMetrics> metrics_;   // null without AgentOptions::metrics; thread-safe itself
   const std::string instance_id_;                 // api::NewInstanceId, drawn by Create
+  EmulatedUtilization emulated_utilization_;      // heartbeat thread only
   hw::NodeInventory inventory_;                   // Tick thread; replaced on re-registration
+  std::unique_ptr<ImageWatcher> images_;          // null without options_.podman
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_requested_ = false;  // guarded by mu_
-  bool registered_ = false;      // guarded by mu_
-  std::string metrics_address_;  // guarded by mu_
-  Duration interval_;            // guarded by mu_
-  Duration lease_;               // guarded by mu_; RegistrationReply::lease_ms
-  Duration fence_grace_;         // guarded by mu_; RegistrationReply::fence_grace_ms
+  bool stop_requested_ = false;             // guarded by mu_
+  bool registered_ = false;                 // guarded by mu_
+  uint64_t registered_images_version_ = 0;  // guarded by mu_; images_->version() sent at registration
+  std::string metrics_address_;             // guarded by mu_
+  std::string exec_token_;                  // guarded by mu_; RegistrationReply::exec_token
+  std::string workload_url_;                // guarded by mu_; SetWorkloadUrl
+  bool reclaim_reported_ = false;           // PollReclaimNotice's thread only
+  bool metrics_tls_ = false;                // guarded by mu_
+  Duration interval_;                       // guarded by mu_
+  Duration lease_;                          // guarded by mu_; RegistrationReply::lease_ms
+  Duration fence_grace_;                    // guarded by mu_; RegistrationReply::fence_grace_ms
   // Monotonic send time of the newest heartbeat answered 2xx; unset until one was (nothing is held before).
   std::optional<MonoTime> last_ack_sent_;   // guarded by mu_
   bool fenced_ = false;                     // guarded by mu_

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "agent/executor_test_util.h"
+#include "agent/workload_listener.h"
 #include "api/agent_protocol.h"
 #include "common/fake_clock.h"
 #include "gmock/gmock.h"
@@ -111,6 +112,11 @@ class FakeControlPlane {
                      }
                      return http::Reply::Json(api::ToJson(reply));
                    });
+    server_->Route("POST", "/v1/agents/{node}/reclaim", [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
+      std::lock_guard<std::mutex> lock(mu_);
+      reclaims_.push_back(r.param("node") + " " + r.body);
+      return http::Reply::Json({{"node", r.param("node")}});
+    });
     ASSERT_TRUE(server_->Start().ok());
     // http::Server::Stop() right after Start() can hang (cpp-httplib 0.11 ignores stop() until its
     // listen loop runs), so wait until the server answers: any answer, here a 404, will do.
@@ -124,6 +130,11 @@ class FakeControlPlane {
   std::string url() const { return server_->url(); }
   int port() const { return server_->port(); }
 
+  // The reclaim notices posted: "NODE BODY".
+  std::vector<std::string> reclaims() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reclaims_;
+  }
   void SetAssignments(std::vector<api::Assignment> a) {
     std::lock_guard<std::mutex> lock(mu_);
     assignments_ = std::move(a);
@@ -223,6 +234,7 @@ class FakeControlPlane {
   bool known_ = false;
   int fail_heartbeats_ = 0;
   std::vector<api::Registration> registrations_;
+  std::vector<std::string> reclaims_;
   std::vector<api::Heartbeat> heartbeats_;
   std::map<std::pair<std::string, int>, std::string> logs_;
   int duplicates_ = 0;
@@ -414,6 +426,124 @@ TEST_F(AgentTest, AssignmentStartsAProcessWithItsGpusEnvAndWorkingDirectory) {
   EXPECT_TRUE(ProcessAlive(held[0].pid));
   ASSERT_TRUE(agent->Tick().ok());
   EXPECT_EQ(agent->Workloads()[0].pid, held[0].pid) << "a repeated listing does not start it twice";
+}
+
+// `curl -sS -o /dev/null -w '%{http_code}' ARGS...`: the HTTP status of a POST to the workload endpoint.
+std::string CurlStatus(const std::string& args) {
+  std::string out;
+  FILE* p = popen(("curl -sS -o /dev/null -w '%{http_code}' " + args).c_str(), "r");
+  if (p == nullptr) return "popen failed";
+  char buf[64];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+// The checkpoint contract on the node (docs/checkpointing.md): a member reports "step 1200 is complete"
+// with curl to GPUGEEK_AGENT_URL and its GPUGEEK_MEMBER_TOKEN; the agent's heartbeats carry the step,
+// also with the member's exit. A forged token is 401, a bad body 400 naming the field, and the real
+// token once the member has ended 409; nothing of those changes the reported step.
+TEST_F(AgentTest, AMemberReportsItsCheckpointThroughTheWorkloadEndpoint) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  auto listener = WorkloadListener::Start("127.0.0.1:0", agent.get());
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  agent->SetWorkloadUrl((*listener)->url());
+  EXPECT_FALSE(WorkloadListener::Start("0.0.0.0:0", agent.get()).ok()) << "loopback only";
+  cp_->SetAssignments({MakeAssignment(
+      "ckpt", 1,
+      "printf '%s' \"$GPUGEEK_MEMBER_TOKEN\" > token.txt; "
+      "code=$(curl -sS -o resp.json -w '%{http_code}' -H \"Authorization: Bearer $GPUGEEK_MEMBER_TOKEN\" "
+      "-d '{\"step\": 1200}' \"$GPUGEEK_AGENT_URL/v1/checkpoint\"); echo \"$code\" > code.tmp; mv code.tmp code.txt; "
+      "exec sleep 30")});
+  ASSERT_TRUE(agent->Tick().ok());
+  const std::string work = WorkDir("ckpt-0");
+  ASSERT_TRUE(WaitForFile(work + "/code.txt"));
+  EXPECT_EQ(ReadAll(work + "/code.txt"), "200\n");
+  EXPECT_EQ(ReadAll(work + "/resp.json"), R"({"member":"ckpt rank 0 epoch 1","step":1200})");
+  const std::string token = ReadAll(work + "/token.txt");
+  EXPECT_EQ(token.size(), 32u);
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(LastReport("ckpt").has_value());
+  EXPECT_EQ(LastReport("ckpt")->phase, api::WorkloadPhase::kRunning);
+  EXPECT_EQ(LastReport("ckpt")->checkpoint_step, 1200);
+
+  const std::string url = (*listener)->url() + "/v1/checkpoint";
+  const std::string forged(32, 'a');
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + forged + "' -d '{\"step\": 1300}' " + url), "401");
+  EXPECT_EQ(CurlStatus("-d '{\"step\": 1300}' " + url), "401");
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"step\": -1}' " + url), "400");
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"stop\": 1}' " + url), "400");
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '[1300]' " + url), "400");
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '" + std::string(2000, ' ') + "{}' " + url), "413");
+  EXPECT_EQ(agent->ReportCheckpoint(token, -1).status().message(),
+            "step: -1 is out of range; a checkpoint's step is 0..9007199254740992");
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_EQ(LastReport("ckpt")->checkpoint_step, 1200);
+
+  // The member ends (cancelled): its last report keeps the step; its token no longer counts.
+  api::Assignment cancelled = MakeAssignment("ckpt", 1, "exec sleep 30");
+  cancelled.cancel = true;
+  cp_->SetAssignments({cancelled});
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("ckpt");
+    return r && r->phase == api::WorkloadPhase::kExited;
+  }));
+  EXPECT_EQ(LastReport("ckpt")->checkpoint_step, 1200);
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"step\": 1300}' " + url), "409");
+}
+
+// A spot node's own reclaim notice (reclaim_notice.h): the provider's instance-action document, served by a
+// real HTTP server standing in for the metadata service, is polled; nothing is posted while it answers 404;
+// once it names a time 20 s ahead, the agent posts {"deadline_s": 20} to its server, once.
+TEST_F(AgentTest, AReclaimNoticeFromTheInstanceMetadataIsPostedOnce) {
+  std::mutex mu;
+  std::string document;  // "" = 404
+  auto metadata = http::Server::Create({.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(metadata.ok());
+  (*metadata)->Route("GET", "/latest/meta-data/spot/instance-action",
+                     [&](const http::Request&) -> absl::StatusOr<http::Reply> {
+                       std::lock_guard<std::mutex> lock(mu);
+                       if (document.empty()) return absl::NotFoundError("no notice");
+                       return http::Reply::Text(document, "application/json");
+                     });
+  ASSERT_TRUE((*metadata)->Start().ok());
+  auto source = InstanceActionNotice((*metadata)->url() + "/latest/meta-data/spot/instance-action");
+  ASSERT_TRUE(source.ok()) << source.status();
+  FakeClock clock(TimePoint(std::chrono::seconds(1'800'000'000)));
+  auto agent = MakeAgent("8xH100-SXM-80GB", [&](AgentOptions& o) {
+    o.reclaim_notice = source->get();
+    o.clock = &clock;
+  });
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->PollReclaimNotice().ok());
+  EXPECT_TRUE(cp_->reclaims().empty());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    document = R"({"action": "terminate", "time": "2027-01-15T08:00:20Z"})";  // 1'800'000'020 s
+  }
+  ASSERT_TRUE(agent->PollReclaimNotice().ok());
+  ASSERT_TRUE(agent->PollReclaimNotice().ok());
+  EXPECT_EQ(cp_->reclaims(), std::vector<std::string>{R"(node-a {"deadline_s":20})"});
+  (*metadata)->Stop();
+}
+
+TEST(ReclaimNotice, TheInstanceActionDocument) {
+  EXPECT_EQ(ParseInstanceAction(R"({"action": "terminate", "time": "2027-01-15T08:00:30Z"})")->time_since_epoch(),
+            std::chrono::seconds(1'800'000'030));
+  EXPECT_EQ(ParseInstanceAction(R"({"action": "stop"})").status().message(),
+            "instance-action.time: required, an RFC 3339 time such as 2026-12-02T04:22:00Z");
+  EXPECT_FALSE(ParseInstanceAction("<html>").ok());
+  EXPECT_FALSE(ParseInstanceAction(R"({"time": "tomorrow"})").ok());
+  const TimePoint now(std::chrono::seconds(1'800'000'000));
+  EXPECT_EQ(NoticeSeconds(now + std::chrono::milliseconds(29'200), now), 30);
+  EXPECT_EQ(NoticeSeconds(now - std::chrono::seconds(5), now), 1) << "late: at least 1 s";
+  EXPECT_EQ(NoticeSeconds(now + std::chrono::hours(5), now), 3600);
+  EXPECT_FALSE(InstanceActionNotice("https://169.254.169.254/x").ok());
+  EXPECT_FALSE(InstanceActionNotice("http://169.254.169.254").ok());
+  EXPECT_FALSE(InstanceActionNotice("http://host:99999/x").ok());
+  EXPECT_TRUE(InstanceActionNotice("http://169.254.169.254/latest/meta-data/spot/instance-action").ok());
 }
 
 TEST_F(AgentTest, Mi300xNodeGetsRocrAndHipVisibleDevices) {
@@ -632,6 +762,58 @@ TEST_F(AgentTest, ABadAssignmentIsReportedFailedToStart) {
   ASSERT_TRUE(bad.has_value());
   EXPECT_EQ(bad->phase, api::WorkloadPhase::kFailedToStart);
   EXPECT_THAT(bad->message, HasSubstr("workload id"));
+}
+
+// Containers without podman behind them: the image list comes from `PODMAN images --format json` (a stand-in
+// script here, whose answer the test changes), travels in the registration, and a change registers again;
+// a member whose image the node lacks, or on an agent without podman, fails to start naming it.
+TEST_F(AgentTest, ImagesAreRegisteredAndAMissingImageFailsTheStart) {
+  const std::string script = dir_.path() + "/fake-podman.sh";
+  const std::string list = dir_.path() + "/images.json";
+  std::ofstream(script) << "case \"$1\" in images) cat " << list << " ;; ps) ;; *) exit 1 ;; esac\n";
+  std::ofstream(list) << R"([{"Names": ["localhost/busybox:latest"]}])";
+  auto agent = MakeAgent("2xL4", [&](AgentOptions& o) {
+    o.podman = {"/bin/sh", script};
+    o.image_refresh = 50ms;
+  });
+  ASSERT_NE(agent, nullptr);
+  api::Assignment other = MakeAssignment("other", 1, "touch ran");
+  other.image = "localhost/other:latest";
+  cp_->SetAssignments({other});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(cp_->registrations().size(), 1u);
+  EXPECT_EQ(cp_->registrations()[0].images, std::vector<std::string>{"localhost/busybox:latest"});
+  auto r = LastReport("other");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->phase, api::WorkloadPhase::kFailedToStart);
+  EXPECT_EQ(r->message,
+            "image localhost/other:latest is not on node node-a (podman images lists "
+            "[localhost/busybox:latest])");
+  EXPECT_FALSE(std::filesystem::exists(WorkDir("other-0") + "/ran"));
+
+  // The node gains an image: the agent registers again (same instance) with the new list.
+  std::ofstream(list) << R"([{"Names": ["localhost/other:latest", "localhost/busybox:latest"]}])";
+  ASSERT_TRUE(TickUntil(*agent, [&] { return cp_->registrations().size() == 2; }));
+  EXPECT_EQ(cp_->registrations()[1].images,
+            (std::vector<std::string>{"localhost/busybox:latest", "localhost/other:latest"}));
+  EXPECT_EQ(cp_->registrations()[1].instance_id, agent->instance_id());
+
+  // An agent without podman runs no containers.
+  agent.reset();
+  auto plain = MakeAgent("2xL4");
+  ASSERT_NE(plain, nullptr);
+  api::Assignment boxed = MakeAssignment("boxed", 1, "touch ran");
+  boxed.image = "localhost/busybox:latest";
+  cp_->SetAssignments({boxed});
+  ASSERT_TRUE(plain->Tick().ok());
+  ASSERT_TRUE(plain->Tick().ok());
+  auto b = LastReport("boxed");
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->phase, api::WorkloadPhase::kFailedToStart);
+  EXPECT_EQ(b->message,
+            "image localhost/busybox:latest: node node-a runs no containers (start its agent with --podman)");
+  EXPECT_EQ(cp_->registrations().back().images, std::vector<std::string>{});
 }
 
 TEST_F(AgentTest, AnAssignmentWithALowerEpochThanOneSeenIsNeverStarted) {

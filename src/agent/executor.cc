@@ -5,6 +5,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -211,8 +212,15 @@ struct ChildExec {
   if (::chdir(working_dir) != 0) fail(RecordKind::kChdir);
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) fail(RecordKind::kRedirect);
   // Descriptors the agent opened without O_CLOEXEC (another thread, a library) must not leak into the
-  // workload. Best effort: close_range needs Linux 5.11. Then the two the shim needs are opened up again.
-  ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  // workload: close_range (Linux 5.11+), else each descriptor up to the limit. Then the ones the shim needs
+  // are opened up again.
+  if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    rlimit files{};
+    const rlim_t top = ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY
+                           ? std::min<rlim_t>(files.rlim_cur, rlim_t{1} << 20)
+                           : rlim_t{1} << 16;
+    for (int fd = 3; static_cast<rlim_t>(fd) < top; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // EBADF when not open
+  }
   if (exec.keep_status_fd && ::fcntl(status_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
   if (exec.lifeline_fd >= 0 && ::fcntl(exec.lifeline_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
   if (exec.env_fd >= 0 && ::fcntl(exec.env_fd, F_SETFD, 0) != 0) fail(exec.exec_failure);
@@ -335,6 +343,10 @@ EnvMap BuildWorkloadEnv(const WorkloadSpec& spec) {
     env["GPUGEEK_TP"] = std::to_string(spec.tp);
     env["GPUGEEK_PP"] = std::to_string(spec.pp);
     env["GPUGEEK_DP"] = std::to_string(spec.dp);
+    env["GPUGEEK_ZERO_STAGE"] = std::to_string(spec.zero_stage);
+  }
+  if (spec.micro_batch > 0) {
+    env["GPUGEEK_MICRO_BATCH"] = std::to_string(spec.micro_batch);
   }
   if (gpus == 0) {
     env["CUDA_VISIBLE_DEVICES"] = "";
@@ -605,8 +617,9 @@ absl::StatusOr<pid_t> Executor::Start(const LaunchRequest& request) {
       return absl::InternalError(fmt::format("workload {}: cannot give working directory {} to uid {}: {}", request.id,
                                              request.working_dir, identity->uid, ErrnoText(err)));
     }
-    env["HOME"] = request.working_dir;
+    if (!request.as_agent) env["HOME"] = request.working_dir;
   }
+  if (request.as_agent) identity->switched = false;  // only the working directory was the tenant's
   std::vector<std::string> env_strings;
   env_strings.reserve(env.size());
   for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);

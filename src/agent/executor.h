@@ -72,14 +72,17 @@ struct WorkloadSpec {
   std::string checkpoint_dir;  // empty: not set
   int restart_count = 0;       // how many times this job was restarted before this run
   int tp = 0, pp = 0, dp = 0;  // the planner's layout; 0 = none
+  int zero_stage = 0;          // the plan's ZeRO stage, with the layout
+  int64_t micro_batch = 0;     // the plan's micro-batch; 0 = none
 };
 
 // The variables gpugeek gives a workload (merge them over the base environment the caller chooses):
 //   GPUGEEK_JOB_ID, GPUGEEK_NODE_RANK, GPUGEEK_NUM_NODES, GPUGEEK_GPUS_PER_NODE (= gpu_indices.size()),
 //   GPUGEEK_WORLD_SIZE (= num_nodes * max(1, gpus_per_node): one process per GPU, or one per node for a
 //   CPU-only job), GPUGEEK_MASTER_ADDR, GPUGEEK_MASTER_PORT, GPUGEEK_RESTART_COUNT, and
-//   GPUGEEK_CHECKPOINT_DIR when checkpoint_dir is set, GPUGEEK_TP / GPUGEEK_PP / GPUGEEK_DP when the job
-//   was sized by the planner (its layout on the placed GPU model);
+//   GPUGEEK_CHECKPOINT_DIR when checkpoint_dir is set, GPUGEEK_TP / GPUGEEK_PP / GPUGEEK_DP and
+//   GPUGEEK_ZERO_STAGE when the job was sized by the planner (its layout on the placed GPU model), and
+//   GPUGEEK_MICRO_BATCH (the plan's sequences per GPU per pass);
 // and the devices:
 //   NVIDIA (and kUndisclosed): CUDA_VISIBLE_DEVICES = the indices ("0,3"), CUDA_DEVICE_ORDER = PCI_BUS_ID
 //     (so CUDA numbers devices as NVML and nvidia-smi do; CUDA's default puts the fastest first).
@@ -116,6 +119,11 @@ struct LaunchRequest {
   // milliseconds; 1 ms .. 24 h. nullopt: no lease, only the agent's death stops the workload (uses
   // without a control plane). Unused without the shim.
   std::optional<Duration> lease;
+  // Start the command as the agent's own user even when the executor switches users (RunAsOptions); the
+  // working directory is still made the tenant's, and HOME is left as `env` has it. For a container
+  // member (container_command.h): rootful podman must run as root, and the container's processes run as
+  // the tenant's uid (`podman run --user`, from IdentityFor).
+  bool as_agent = false;
 };
 
 // How a workload ended.

@@ -60,7 +60,9 @@ TEST(BuildWorkloadEnvTest, NvidiaGangMember) {
                                        .restart_count = 2,
                                        .tp = 4,
                                        .pp = 1,
-                                       .dp = 2});
+                                       .dp = 2,
+                                       .zero_stage = 1,
+                                       .micro_batch = 4});
   EXPECT_EQ(env.at("GPUGEEK_JOB_ID"), "job-7");
   EXPECT_EQ(env.at("GPUGEEK_NODE_RANK"), "1");
   EXPECT_EQ(env.at("GPUGEEK_NUM_NODES"), "2");
@@ -73,6 +75,8 @@ TEST(BuildWorkloadEnvTest, NvidiaGangMember) {
   EXPECT_EQ(env.at("GPUGEEK_TP"), "4");
   EXPECT_EQ(env.at("GPUGEEK_PP"), "1");
   EXPECT_EQ(env.at("GPUGEEK_DP"), "2");
+  EXPECT_EQ(env.at("GPUGEEK_ZERO_STAGE"), "1");
+  EXPECT_EQ(env.at("GPUGEEK_MICRO_BATCH"), "4");
   EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "0,3,5,6");
   EXPECT_EQ(env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
   EXPECT_FALSE(env.contains("HIP_VISIBLE_DEVICES"));
@@ -85,6 +89,8 @@ TEST(BuildWorkloadEnvTest, AmdUsesRocrForPhysicalAndHipForRelativeIndices) {
   EXPECT_EQ(env.at("HIP_VISIBLE_DEVICES"), "0,1");
   EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
   EXPECT_FALSE(env.contains("GPUGEEK_TP"));  // no plan, no layout
+  EXPECT_FALSE(env.contains("GPUGEEK_ZERO_STAGE"));
+  EXPECT_FALSE(env.contains("GPUGEEK_MICRO_BATCH"));
   EXPECT_EQ(env.at("GPUGEEK_WORLD_SIZE"), "2");
   // Defaults for a single-node job.
   EXPECT_EQ(env.at("GPUGEEK_MASTER_ADDR"), "127.0.0.1");

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "agent/exec_route.h"
+#include "agent/port_route.h"
 #include "common/status_macros.h"
 #include "http/server.h"
 
@@ -47,7 +49,8 @@ std::string AnnouncedMetricsAddress(const std::string& bound_host, int port, con
 absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(const std::string& listen,
                                                                         const metrics::Registry* registry,
                                                                         const std::string& advertise_host,
-                                                                        const http::TlsOptions& tls) {
+                                                                        const http::TlsOptions& tls,
+                                                                        Agent* exec_agent) {
   if (registry == nullptr) return absl::InvalidArgumentError("MetricsListener needs a registry");
   ASSIGN_OR_RETURN(ListenAddress bound, ParseMetricsListen(listen));
   // Scrapes are rare and cheap: a few threads are plenty.
@@ -56,6 +59,10 @@ absl::StatusOr<std::unique_ptr<MetricsListener>> MetricsListener::Start(const st
   server->Route("GET", "/metrics", [registry](const http::Request&) -> absl::StatusOr<http::Reply> {
     return http::Reply::Text(registry->Render(), metrics::kContentType);
   });
+  if (exec_agent != nullptr) {
+    RegisterExecRoute(*server, *exec_agent);
+    RegisterPortRoutes(*server, *exec_agent);
+  }
   RETURN_IF_ERROR(server->Start());
   bound.port = server->port();
   std::string address = AnnouncedMetricsAddress(bound.host, bound.port, advertise_host);

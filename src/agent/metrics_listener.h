@@ -26,6 +26,8 @@ class Server;
 
 namespace gpugeek::agent {
 
+class Agent;
+
 // Whether a --metrics-listen value turns the endpoint off: "" or "off".
 bool MetricsListenDisabled(const std::string& listen);
 
@@ -48,10 +50,13 @@ class MetricsListener {
   // scrapers presenting a certificate from that CA when require_client_cert. InvalidArgument for a
   // malformed address or TLS options (as http::Server::Create, naming the file), NotFound for a TLS file
   // that is missing, Unavailable when the address cannot be bound.
+  // With `exec_agent` (borrowed; must outlive the listener) it is the node's API listener: it also serves
+  // `POST /v1/exec` for the control plane (exec_route.h), authenticated by the agent's exec token.
   static absl::StatusOr<std::unique_ptr<MetricsListener>> Start(const std::string& listen,
                                                                 const metrics::Registry* registry,
                                                                 const std::string& advertise_host,
-                                                                const http::TlsOptions& tls = {});
+                                                                const http::TlsOptions& tls = {},
+                                                                Agent* exec_agent = nullptr);
   ~MetricsListener();  // stops
 
   int port() const;
@@ -63,6 +68,8 @@ class MetricsListener {
   absl::Status ReloadCertificates();
   // What the agent announces at registration (AnnouncedMetricsAddress).
   const std::string& address() const { return address_; }
+  // Whether it serves HTTPS (what the agent announces as Registration::metrics_tls).
+  bool tls() const { return tls_; }
   // Stops serving; idempotent.
   void Stop();
 

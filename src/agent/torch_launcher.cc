@@ -8,6 +8,10 @@ namespace {
 // $1 = procs, $2 = grace seconds, $3 = the command. No single quote inside (it is passed quoted).
 constexpr std::string_view kScript = R"bash(
 set -u
+# Job control: each rank runs in a process group of its own, so stop_all signals a rank's whole tree and
+# waits until none of it is left (a rank's `sh -c` may die of the SIGTERM while its python still writes
+# the checkpoint the SIGTERM asked for).
+set -m
 procs=$1 grace=$2 run=$3
 node=${GPUGEEK_NODE_RANK:-0} nodes=${GPUGEEK_NUM_NODES:-1}
 export WORLD_SIZE=$((nodes * procs)) LOCAL_WORLD_SIZE=$procs GROUP_RANK=$node NODE_RANK=$node
@@ -16,14 +20,14 @@ declare -A local_rank_of=()
 stop_all() {
   local pids=("${!local_rank_of[@]}")
   ((${#pids[@]} == 0)) && return
-  kill -TERM "${pids[@]}" 2>/dev/null
+  for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null; done
   for ((t = 0; t < grace * 10; t++)); do
     alive=0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    for p in "${pids[@]}"; do kill -0 -- "-$p" 2>/dev/null && alive=1; done
     ((alive)) || break
     sleep 0.1
   done
-  kill -KILL "${pids[@]}" 2>/dev/null
+  for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
   wait
 }
 trap "stop_all; exit 143" TERM INT

@@ -12,9 +12,11 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/string_view.h"
 
+#include "api/image_ref.h"
 #include "api/json_reader.h"
 #include "api/names.h"
 #include "common/absl_fmt.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 #include "hw/inventory_json.h"
 
@@ -141,14 +143,19 @@ std::string_view WorkloadPhaseName(WorkloadPhase p) {
 }
 
 nlohmann::json ToJson(const Registration& r) {
-  return {{"node", r.node},
-          {"address", r.address},
-          {"inventory", hw::InventoryToJson(r.inventory)},
-          {"capacity_type", r.capacity_type},
-          {"region", r.region},
-          {"labels", r.labels},
-          {"metrics_address", r.metrics_address},
-          {"instance_id", r.instance_id}};
+  nlohmann::json j = {{"node", r.node},
+                      {"address", r.address},
+                      {"inventory", hw::InventoryToJson(r.inventory)},
+                      {"capacity_type", r.capacity_type},
+                      {"region", r.region},
+                      {"labels", r.labels},
+                      {"metrics_address", r.metrics_address},
+                      {"instance_id", r.instance_id},
+                      {"images", r.images}};
+  if (r.metrics_tls) j["metrics_tls"] = true;
+  if (!r.unfit_images.empty()) j["unfit_images"] = r.unfit_images;
+  if (r.price_micros_per_gpu_hour != 0) j["price_micros_per_gpu_hour"] = r.price_micros_per_gpu_hour;
+  return j;
 }
 
 nlohmann::json ToJson(const RegistrationReply& r) {
@@ -156,10 +163,13 @@ nlohmann::json ToJson(const RegistrationReply& r) {
                       {"lease_ms", r.lease_ms},
                       {"fence_grace_ms", r.fence_grace_ms}};
   if (!r.node_credential.empty()) j["node_credential"] = r.node_credential;
+  if (!r.exec_token.empty()) j["exec_token"] = r.exec_token;
   return j;
 }
 
 nlohmann::json ToJson(const Assignment& a) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const FileArchive& f : a.file_archives) files.push_back({{"path", f.path}, {"digest", f.digest}});
   return {{"job_id", a.job_id},
           {"epoch", a.epoch},
           {"node_rank", a.node_rank},
@@ -179,17 +189,22 @@ nlohmann::json ToJson(const Assignment& a) {
           {"tenant", a.tenant},
           {"setup", a.setup},
           {"workdir_digest", a.workdir_digest},
+          {"file_archives", files},
           {"launcher", a.launcher},
           {"procs_per_node", a.procs_per_node},
           {"tp", a.tp},
           {"pp", a.pp},
-          {"dp", a.dp}};
+          {"dp", a.dp},
+          {"zero_stage", a.zero_stage},
+          {"micro_batch", a.micro_batch},
+          {"image", a.image}};
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
   nlohmann::json j = {{"job_id", w.job_id},           {"epoch", w.epoch},     {"phase", WorkloadPhaseName(w.phase)},
                       {"term_signal", w.term_signal}, {"message", w.message}, {"node_rank", w.node_rank}};
   if (w.exit_code) j["exit_code"] = *w.exit_code;
+  if (w.checkpoint_step) j["checkpoint_step"] = *w.checkpoint_step;
   return j;
 }
 
@@ -219,8 +234,8 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
 
 absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration");
-  RETURN_IF_ERROR(r.CheckObject(
-      {"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address", "instance_id"}));
+  RETURN_IF_ERROR(r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address",
+                                 "instance_id", "images", "metrics_tls", "unfit_images", "price_micros_per_gpu_hour"}));
   Registration out;
   ASSIGN_OR_RETURN(out.node, r.String("node"));
   RETURN_IF_ERROR(CheckNodeName(r, "node", out.node));
@@ -235,8 +250,36 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
     return r.Error("capacity_type", "must be one of on-demand, spot, reserved");
   }
   ASSIGN_OR_RETURN(out.region, r.String("region", std::string()));
+  ASSIGN_OR_RETURN(out.price_micros_per_gpu_hour, r.Int("price_micros_per_gpu_hour", 0, 0, kMaxPriceMicrosPerGpuHour));
   ASSIGN_OR_RETURN(out.labels, r.StringMap("labels"));
+  ASSIGN_OR_RETURN(out.images, StringList(r, "images", kMaxImagesPerNode, kMaxImageRefBytes));
+  for (size_t i = 0; i < out.images.size(); ++i) {
+    const std::string field = fmt::format("{}[{}]", r.Path("images"), i);
+    ASSIGN_OR_RETURN(std::string canonical, CanonicalImageRef(field, out.images[i]));
+    if (canonical != out.images[i]) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: '{}' is not canonical; send {}", field, out.images[i], canonical));
+    }
+    if (i > 0 && out.images[i - 1] >= out.images[i]) {
+      return absl::InvalidArgumentError(fmt::format("{}: images must be sorted, without duplicates", field));
+    }
+  }
+  ASSIGN_OR_RETURN(out.unfit_images, r.StringMap("unfit_images"));
+  if (out.unfit_images.size() > kMaxImagesPerNode) {
+    return r.Error("unfit_images", fmt::format("at most {} entries", kMaxImagesPerNode));
+  }
+  for (const auto& [image, why] : out.unfit_images) {
+    const std::string field = fmt::format("{}[{}]", r.Path("unfit_images"), image.substr(0, 64));
+    ASSIGN_OR_RETURN(std::string canonical, CanonicalImageRef(field, image));
+    if (canonical != image) {
+      return absl::InvalidArgumentError(fmt::format("{}: '{}' is not canonical; send {}", field, image, canonical));
+    }
+    if (why.size() > kMaxUnfitReasonBytes) {
+      return absl::InvalidArgumentError(fmt::format("{}: the reason is over {} bytes", field, kMaxUnfitReasonBytes));
+    }
+  }
   ASSIGN_OR_RETURN(out.metrics_address, r.String("metrics_address", std::string()));
+  ASSIGN_OR_RETURN(out.metrics_tls, r.Bool("metrics_tls", false));
   if (!out.metrics_address.empty()) {
     RETURN_IF_ERROR(ValidateHostPort("registration.metrics_address", out.metrics_address));
     // Prometheus scrapes it, so it must be the node itself: its address (or loopback on a loopback node).
@@ -264,13 +307,16 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
 
 absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration_reply");
-  RETURN_IF_ERROR(r.CheckObject({"heartbeat_interval_ms", "lease_ms", "fence_grace_ms", "node_credential"}));
+  RETURN_IF_ERROR(
+      r.CheckObject({"heartbeat_interval_ms", "lease_ms", "fence_grace_ms", "node_credential", "exec_token"}));
   RegistrationReply out;
   ASSIGN_OR_RETURN(out.heartbeat_interval_ms, r.Int("heartbeat_interval_ms", 1000, 10, 600'000));
   ASSIGN_OR_RETURN(out.lease_ms, r.Int("lease_ms", 3000, 100, 3'600'000));
   ASSIGN_OR_RETURN(out.fence_grace_ms, r.Int("fence_grace_ms", 2000, 0, 3'600'000));
   ASSIGN_OR_RETURN(out.node_credential, r.String("node_credential", std::string()));
   if (out.node_credential.size() > 1024) return r.Error("node_credential", "is longer than 1024 bytes");
+  ASSIGN_OR_RETURN(out.exec_token, r.String("exec_token", std::string()));
+  if (out.exec_token.size() > 256) return r.Error("exec_token", "is longer than 256 bytes");
   return out;
 }
 
@@ -280,7 +326,8 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
       r.CheckObject({"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
                      "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
                      "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
-                     "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp"}));
+                     "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp",
+                     "file_archives",  "zero_stage",   "micro_batch",    "image"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -308,16 +355,39 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   ASSIGN_OR_RETURN(a.setup, r.String("setup", std::string()));
   ASSIGN_OR_RETURN(a.launcher, r.String("launcher", std::string()));
   if (!a.launcher.empty() && a.launcher != "torch") return r.Error("launcher", "must be torch or empty");
+  ASSIGN_OR_RETURN(a.image, r.String("image", std::string()));
+  if (!a.image.empty()) {
+    ASSIGN_OR_RETURN(std::string canonical, CanonicalImageRef(r.Path("image"), a.image));
+    if (canonical != a.image) return r.Error("image", "must be a canonical image reference (NAME:TAG with a domain)");
+  }
   ASSIGN_OR_RETURN(int64_t procs, r.Int("procs_per_node", 0, 0, 64));
   a.procs_per_node = static_cast<int>(procs);
   for (auto [name, field] : {std::pair{"tp", &a.tp}, std::pair{"pp", &a.pp}, std::pair{"dp", &a.dp}}) {
     ASSIGN_OR_RETURN(int64_t degree, r.Int(name, 0, 0, 1 << 20));
     *field = static_cast<int>(degree);
   }
+  ASSIGN_OR_RETURN(int64_t zero, r.Int("zero_stage", 0, 0, 3));
+  a.zero_stage = static_cast<int>(zero);
+  ASSIGN_OR_RETURN(a.micro_batch, r.Int("micro_batch", 0, 0, 1 << 20));
   ASSIGN_OR_RETURN(a.workdir_digest, r.String("workdir_digest", std::string()));
   if (!a.workdir_digest.empty() &&
       (a.workdir_digest.size() != 64 || a.workdir_digest.find_first_not_of("0123456789abcdef") != std::string::npos)) {
     return r.Error("workdir_digest", "must be a SHA-256, 64 lower-case hex digits");
+  }
+  ASSIGN_OR_RETURN(std::vector<JsonReader> files, r.Objects("file_archives"));
+  if (files.size() > kMaxFiles) return r.Error("file_archives", fmt::format("at most {} archives", kMaxFiles));
+  for (const JsonReader& f : files) {
+    RETURN_IF_ERROR(f.CheckObject({"path", "digest"}));
+    FileArchive archive;
+    ASSIGN_OR_RETURN(archive.path, f.String("path", std::string()));
+    if (!archive.path.empty() && !IsSafeRelativePath(archive.path)) {
+      return f.Error("path", "must be a relative path inside the working folder, or empty");
+    }
+    ASSIGN_OR_RETURN(archive.digest, f.String("digest"));
+    if (archive.digest.size() != 64 || archive.digest.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return f.Error("digest", "must be a SHA-256, 64 lower-case hex digits");
+    }
+    a.file_archives.push_back(std::move(archive));
   }
   return a;
 }
@@ -337,7 +407,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(auto workloads, BoundedObjects(r, "workloads", kMaxReportsPerHeartbeat));
   for (const JsonReader& w : workloads) {
-    RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank"}));
+    RETURN_IF_ERROR(w.CheckObject(
+        {"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank", "checkpoint_step"}));
     WorkloadReport report;
     ASSIGN_OR_RETURN(report.job_id, w.String("job_id"));
     ASSIGN_OR_RETURN(report.epoch, w.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -356,6 +427,9 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
     ASSIGN_OR_RETURN(report.message, BoundedString(w, "message", kMaxMessageBytes, std::string()));
     ASSIGN_OR_RETURN(int64_t rank, w.Int("node_rank", 0, 0, 1023));
     report.node_rank = static_cast<int>(rank);
+    if (w.Has("checkpoint_step")) {
+      ASSIGN_OR_RETURN(report.checkpoint_step, w.Int("checkpoint_step", std::nullopt, 0, kMaxCheckpointStep));
+    }
     h.workloads.push_back(std::move(report));
   }
   ASSIGN_OR_RETURN(auto logs, BoundedObjects(r, "logs", kMaxReportsPerHeartbeat));

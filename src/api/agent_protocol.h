@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
+#include "api/job_spec.h"
 #include "hw/device.h"
 
 namespace gpugeek::api {
@@ -46,11 +47,14 @@ namespace gpugeek::api {
 // Limits the decoders enforce (a heartbeat is at most a few MiB; these keep a bad peer from making a
 // decoder allocate without bound).
 inline constexpr size_t kMaxNodeNameBytes = 128;
-inline constexpr size_t kMaxUuidBytes = 128;                  // a GPU UUID or an instance id
-inline constexpr size_t kMaxMessageBytes = 4096;              // WorkloadReport::message
-inline constexpr size_t kMaxGpusPerNode = 64;                 // Assignment::gpu_uuids, Heartbeat::samples
-inline constexpr size_t kMaxReportsPerHeartbeat = 4096;       // Heartbeat::workloads, and logs
-inline constexpr size_t kMaxLogChunkBytes = size_t{1} << 20;  // LogChunk::data, decoded
+inline constexpr size_t kMaxUuidBytes = 128;                         // a GPU UUID or an instance id
+inline constexpr size_t kMaxMessageBytes = 4096;                     // WorkloadReport::message
+inline constexpr size_t kMaxGpusPerNode = 64;                        // Assignment::gpu_uuids, Heartbeat::samples
+inline constexpr size_t kMaxReportsPerHeartbeat = 4096;              // Heartbeat::workloads, and logs
+inline constexpr size_t kMaxLogChunkBytes = size_t{1} << 20;         // LogChunk::data, decoded
+inline constexpr size_t kMaxImagesPerNode = 1024;                    // Registration::images
+inline constexpr size_t kMaxUnfitReasonBytes = 512;                  // a Registration::unfit_images reason
+inline constexpr int64_t kMaxPriceMicrosPerGpuHour = 1'000'000'000;  // 1,000 currency units per GPU-hour
 
 struct Registration {
   std::string node;     // node name, unique in the pool
@@ -58,14 +62,29 @@ struct Registration {
   hw::NodeInventory inventory;
   std::string capacity_type = "on-demand";  // on-demand | spot | reserved
   std::string region;
+  // What a GPU-hour of this node costs, in integer micro-units of the pool's currency (`gpugeek agent
+  // --gpu-hour-price 0.85` = 850000); 0 = not priced. JSON "price_micros_per_gpu_hour", optional,
+  // 0..kMaxPriceMicrosPerGpuHour. Usage is metered against it per second (controlplane/usage.h).
+  int64_t price_micros_per_gpu_hour = 0;
   std::map<std::string, std::string> labels;
   // "host:port" where the agent serves Prometheus metrics (GET /metrics); empty when it serves none.
   // Optional on the wire (JSON key "metrics_address"); GET /v1/prometheus/targets lists it.
   std::string metrics_address;
+  // Whether that listener speaks TLS (https://): the server then relays `gpugeek exec` to it over TLS,
+  // trusting only its own CA. JSON "metrics_tls", optional (default false; written only when true).
+  bool metrics_tls = false;
   // Drawn once per agent process start (NewInstanceId): the same node name with a new instance id is a
   // restarted agent (it holds nothing it did not start), the same instance id a reconnecting one.
   // JSON "instance_id"; optional on the wire (empty: unknown), at most kMaxUuidBytes.
   std::string instance_id;
+  // The container images the node can run (JobSpec::image), canonical ("localhost/busybox:latest",
+  // api/image_ref.h), sorted, no duplicates; empty when the agent runs no containers. JSON "images",
+  // optional; at most kMaxImagesPerNode. The agent registers again when its list changes.
+  std::vector<std::string> images;
+  // Images the node holds but cannot run (agent/image_requirements.h: the image's CUDA/ROCm/driver labels
+  // ask for more than the node's driver supports), canonical name -> why (at most kMaxUnfitReasonBytes).
+  // Never placed on; `gpugeek images` shows them. JSON "unfit_images", optional; at most kMaxImagesPerNode.
+  std::map<std::string, std::string> unfit_images;
 };
 
 struct RegistrationReply {
@@ -79,6 +98,10 @@ struct RegistrationReply {
   // On a node's first registration (with a join token): its node credential (auth/node_credential.h),
   // to keep and present on every later call. "" when the agent registered with its credential.
   std::string node_credential;
+  // The bearer token the server presents to this agent's node API listener (the one serving /metrics)
+  // on `POST /v1/exec`: 64 random hex digits drawn at each registration, held only in memory by both.
+  // "" from a server that relays no exec (the agent then refuses every exec). At most 256 bytes.
+  std::string exec_token;
 };
 
 // One member of a job placed on this node.
@@ -108,6 +131,9 @@ struct Assignment {
   // (GET /v1/agents/{node}/archives/{digest}), verifies the digest and unpacks it into the member's
   // working folder before `setup` and `run`. Optional on the wire.
   std::string workdir_digest;
+  // The job's `files:` archives (JobSpec::file_archives): each fetched like the workdir and unpacked into
+  // <working folder>/path, in order, after the workdir. Optional on the wire; at most kMaxFiles.
+  std::vector<FileArchive> file_archives;
   // Shell commands run in the working folder before `run`, once per placement (JobSpec::setup); "" = none.
   std::string setup;
   // JobSpec::launcher: "torch" runs `run` as procs_per_node local ranks (agent/torch_launcher.h); "" once.
@@ -117,6 +143,13 @@ struct Assignment {
   // The planner's layout for a planner-sized job, placed on the alternative of its GPU model (tensor,
   // pipeline and data parallel degrees; GPUGEEK_TP/_PP/_DP for the workload); 0 = no plan. Optional.
   int tp = 0, pp = 0, dp = 0;
+  // The plan's ZeRO stage (0..3) and micro-batch (sequences per GPU per pass) on that alternative
+  // (GPUGEEK_ZERO_STAGE, GPUGEEK_MICRO_BATCH); micro_batch 0 = no plan. Optional.
+  int zero_stage = 0;
+  int64_t micro_batch = 0;
+  // JobSpec::image, canonical ("localhost/busybox:latest"): the member runs in a container of this
+  // image (agent/container_command.h); "" = on the host. Optional on the wire.
+  std::string image;
 };
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };
@@ -129,7 +162,11 @@ struct WorkloadReport {
   int term_signal = 0;           // when killed by a signal
   std::string message;           // e.g. why it failed to start, "OOM-killed"; at most kMaxMessageBytes
   int node_rank = 0;             // which member (a node may hold several members of one gang)
+  // The last checkpoint step this member's workload reported complete (`gpugeek checkpoint --step N`,
+  // docs/checkpointing.md), resent on every beat; nullopt = none this placement. 0..kMaxCheckpointStep.
+  std::optional<int64_t> checkpoint_step;
 };
+inline constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;  // exact in a JSON double
 
 struct LogChunk {
   std::string job_id;

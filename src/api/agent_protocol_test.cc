@@ -31,6 +31,7 @@ Assignment SampleAssignment() {
   a.checkpoint_dir = "/ckpt/j7";
   a.grace_ms = 5000;
   a.restart_count = 2;
+  a.file_archives = {{"data", std::string(64, 'a')}, {"", std::string(64, 'b')}};
   return a;
 }
 
@@ -49,6 +50,7 @@ TEST(AgentProtocol, HeartbeatReplyRoundTrips) {
   EXPECT_EQ(a.memory_bytes, uint64_t{64} << 30);
   EXPECT_EQ(a.env.at("HF_HOME"), "/cache");
   EXPECT_EQ(a.restart_count, 2);
+  EXPECT_EQ(a.file_archives, (std::vector<FileArchive>{{"data", std::string(64, 'a')}, {"", std::string(64, 'b')}}));
   EXPECT_FALSE(a.cancel);
   EXPECT_TRUE(back->assignments[1].cancel);
 }
@@ -58,16 +60,34 @@ TEST(AgentProtocol, HeartbeatRoundTripsWithReportsAndLogs) {
   h.node = "node-a";
   h.workloads.push_back({"j-1", 2, WorkloadPhase::kExited, 0, 0, ""});
   h.workloads.push_back({"j-2", 1, WorkloadPhase::kExited, std::nullopt, 9, "killed"});
+  h.workloads.push_back(
+      {.job_id = "j-3", .epoch = 1, .phase = WorkloadPhase::kRunning, .node_rank = 1, .checkpoint_step = 1200});
   h.logs.push_back({"j-1", 0, 128, "step 10 loss 1.25\n"});
   auto back = HeartbeatFromJson(ToJson(h));
   ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->workloads.size(), 2u);
+  ASSERT_EQ(back->workloads.size(), 3u);
   EXPECT_EQ(back->workloads[0].exit_code, 0);
+  EXPECT_EQ(back->workloads[0].checkpoint_step, std::nullopt);
+  EXPECT_EQ(back->workloads[2].checkpoint_step, 1200);
+  EXPECT_EQ(back->workloads[2].node_rank, 1);
   EXPECT_EQ(back->workloads[1].exit_code, std::nullopt);
   EXPECT_EQ(back->workloads[1].term_signal, 9);
   ASSERT_EQ(back->logs.size(), 1u);
   EXPECT_EQ(back->logs[0].offset, 128u);
   EXPECT_EQ(back->logs[0].data, "step 10 loss 1.25\n");
+}
+
+TEST(AgentProtocol, ACheckpointStepOutOfRangeIsRefusedByName) {
+  Heartbeat h;
+  h.node = "node-a";
+  h.workloads.push_back({.job_id = "j-1", .epoch = 1, .checkpoint_step = 5});
+  nlohmann::json j = ToJson(h);
+  j["workloads"][0]["checkpoint_step"] = -1;
+  auto back = HeartbeatFromJson(j);
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(absl::StrContains(back.status().message(), "checkpoint_step")) << back.status();
+  j["workloads"][0]["checkpoint_step"] = "12";
+  EXPECT_FALSE(HeartbeatFromJson(j).ok());
 }
 
 TEST(AgentProtocol, RegistrationCarriesTheInventory) {
@@ -257,6 +277,19 @@ TEST(AgentProtocol, RegistrationReplyCarriesTheLease) {
   EXPECT_TRUE(absl::StartsWith(bad.status().message(), "registration_reply.fence_grace_ms:")) << bad.status();
 }
 
+TEST(AgentProtocol, RegistrationReplyCarriesTheExecToken) {
+  RegistrationReply reply;
+  reply.exec_token = std::string(64, 'a');
+  EXPECT_EQ(ToJson(reply)["exec_token"], std::string(64, 'a'));
+  auto back = RegistrationReplyFromJson(ToJson(reply));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->exec_token, std::string(64, 'a'));
+  EXPECT_FALSE(ToJson(RegistrationReply{}).contains("exec_token"));  // none: not on the wire
+  auto bad = RegistrationReplyFromJson({{"exec_token", std::string(257, 'a')}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "registration_reply.exec_token: is longer than 256 bytes");
+}
+
 TEST(AgentProtocol, NodeNamesFollowTheNameRule) {
   Heartbeat h;
   for (const std::string& good : std::vector<std::string>{"n", "node-a", "gpu01.rack_2", "9", std::string(128, 'a')}) {
@@ -341,6 +374,54 @@ TEST(AgentProtocol, FuzzSeedsDecode) {
   auto lease = RegistrationReplyFromJson(load("registration_reply.json"));
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->lease_ms, 3000);
+}
+
+}  // namespace
+}  // namespace gpugeek::api
+
+namespace gpugeek::api {
+namespace {
+
+TEST(AgentProtocol, ImagesTravelInRegistrationAndAssignment) {
+  auto spec = hw::ParseEmulateSpec("1xL4");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  Registration r;
+  r.node = "node-a";
+  r.inventory = hw::BuildEmulatedInventory(*spec, "node-a", hw::HostInfo{});
+  r.images = {"localhost/busybox:latest", "localhost/pytorch:bookworm"};
+  nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j.at("images"), nlohmann::json::array({"localhost/busybox:latest", "localhost/pytorch:bookworm"}));
+  auto back = RegistrationFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->images, r.images);
+  j.erase("images");  // optional: an agent without containers
+  ASSERT_TRUE(RegistrationFromJson(j).ok());
+  EXPECT_EQ(RegistrationFromJson(j)->images, std::vector<std::string>{});
+
+  j["images"] = {"busybox"};
+  EXPECT_EQ(RegistrationFromJson(j).status().message(),
+            "registration.images[0]: 'busybox' is not canonical; send localhost/busybox:latest");
+  j["images"] = {"localhost/b:latest", "localhost/a:latest"};
+  EXPECT_EQ(RegistrationFromJson(j).status().message(),
+            "registration.images[1]: images must be sorted, without duplicates");
+  j["images"] = {"localhost/a;b:latest"};
+  EXPECT_TRUE(absl::StartsWith(RegistrationFromJson(j).status().message(),
+                               "registration.images[0]: 'localhost/a;b:latest' is not an image reference"))
+      << RegistrationFromJson(j).status();
+
+  Assignment a = SampleAssignment();
+  a.image = "localhost/busybox:latest";
+  nlohmann::json aj = ToJson(HeartbeatReply{{a}, false});
+  EXPECT_EQ(aj["assignments"][0].at("image"), "localhost/busybox:latest");
+  auto reply = HeartbeatReplyFromJson(aj);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->assignments[0].image, "localhost/busybox:latest");
+  aj["assignments"][0]["image"] = "busybox";
+  EXPECT_EQ(HeartbeatReplyFromJson(aj).status().message(),
+            "heartbeat_reply.assignments[0].image: must be a canonical image reference (NAME:TAG with a domain)");
+  aj["assignments"][0].erase("image");
+  ASSERT_TRUE(HeartbeatReplyFromJson(aj).ok());
+  EXPECT_EQ(HeartbeatReplyFromJson(aj)->assignments[0].image, "");
 }
 
 }  // namespace

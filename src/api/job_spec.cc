@@ -19,7 +19,9 @@
 
 #include "common/absl_fmt.h"
 
+#include "api/image_ref.h"
 #include "api/quantity.h"
+#include "common/file.h"
 #include "common/quote.h"
 #include "common/status_macros.h"
 
@@ -168,15 +170,32 @@ absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatal
   }
   if (n["spot"]) {
     ASSIGN_OR_RETURN(bool spot, Bool(n["spot"], "resources.spot"));
-    r.capacity = spot ? CapacityType::kSpot : CapacityType::kOnDemand;
+    r.capacity = {spot ? CapacityType::kSpot : CapacityType::kOnDemand};
   }
-  if (n["capacity"]) {
-    ASSIGN_OR_RETURN(std::string s, Scalar(n["capacity"], "resources.capacity"));
-    ASSIGN_OR_RETURN(CapacityType c, ParseCapacity(s, "resources.capacity"));
-    if (r.capacity && *r.capacity != c) {
+  if (const YAML::Node cap = n["capacity"]) {
+    std::vector<CapacityType> types;
+    if (cap.IsSequence()) {
+      if (cap.size() == 0 || cap.size() > 3) {
+        return FieldError("resources.capacity", "a preference list names 1 to 3 of spot, on-demand, reserved");
+      }
+      for (size_t i = 0; i < cap.size(); ++i) {
+        const std::string path = fmt::format("resources.capacity[{}]", i);
+        ASSIGN_OR_RETURN(std::string s, Scalar(cap[i], path));
+        ASSIGN_OR_RETURN(CapacityType c, ParseCapacity(s, path));
+        if (std::find(types.begin(), types.end(), c) != types.end()) {
+          return FieldError(path, fmt::format("{} is listed twice; list each type once, most preferred first", s));
+        }
+        types.push_back(c);
+      }
+    } else {
+      ASSIGN_OR_RETURN(std::string s, Scalar(cap, "resources.capacity"));
+      ASSIGN_OR_RETURN(CapacityType c, ParseCapacity(s, "resources.capacity"));
+      types = {c};
+    }
+    if (!r.capacity.empty() && r.capacity != types) {
       return FieldError("resources.capacity", "contradicts resources.spot; give only one of them");
     }
-    r.capacity = c;
+    r.capacity = std::move(types);
   }
   if (n["cpus"]) {
     ASSIGN_OR_RETURN(std::string s, Scalar(n["cpus"], "resources.cpus"));
@@ -279,10 +298,10 @@ absl::StatusOr<RetrySpec> ParseRetry(const YAML::Node& n) {
 
 absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
-  RETURN_IF_ERROR(
-      CheckKeys(doc, "",
-                {"name", "model", "task", "resources", "num_nodes", "priority", "checkpoint", "env", "workdir",
-                 "workdir_digest", "setup", "run", "retry", "max_duration", "launcher", "procs_per_node"}));
+  RETURN_IF_ERROR(CheckKeys(
+      doc, "", {"name",  "model",        "task",           "resources", "num_nodes",      "priority", "checkpoint",
+                "env",   "workdir",      "workdir_digest", "files",     "file_archives",  "setup",    "run",
+                "retry", "max_duration", "idle_timeout",   "launcher",  "procs_per_node", "image"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -304,11 +323,56 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
                         "must be the workdir archive's SHA-256, 64 lower-case hex digits (gpugeek submit sets it)");
     }
   }
+  if (const YAML::Node files = doc["files"]) {
+    if (!files.IsMap() || files.size() == 0 || files.size() > kMaxFiles) {
+      return FieldError(
+          "files", fmt::format("must be a mapping of 1 to {} entries, DEST: SRC (e.g. data: ../corpus)", kMaxFiles));
+    }
+    for (const auto& kv : files) {
+      ASSIGN_OR_RETURN(std::string dest, Scalar(kv.first, "files"));
+      const std::string field = "files." + dest.substr(0, 200);
+      if (!IsSafeRelativePath(dest)) {
+        return FieldError(field,
+                          "the destination must be a path inside the working folder, like data/train.bin "
+                          "(relative, no '..' or empty parts)");
+      }
+      ASSIGN_OR_RETURN(std::string src, Scalar(kv.second, field));
+      if (src.empty()) return FieldError(field, "must name a file, folder or archive on this machine");
+      spec.files[dest] = std::move(src);
+    }
+  }
+  if (const YAML::Node archives = doc["file_archives"]) {
+    if (!archives.IsSequence() || archives.size() > kMaxFiles) {
+      return FieldError("file_archives", fmt::format("must be a list of at most {} {{path, digest}}", kMaxFiles));
+    }
+    for (size_t i = 0; i < archives.size(); ++i) {
+      const std::string field = fmt::format("file_archives[{}]", i);
+      if (!archives[i].IsMap()) return FieldError(field, "must be a mapping {path: data, digest: <sha-256>}");
+      RETURN_IF_ERROR(CheckKeys(archives[i], field, {"path", "digest"}));
+      FileArchive f;
+      if (archives[i]["path"]) {
+        ASSIGN_OR_RETURN(f.path, Scalar(archives[i]["path"], field + ".path"));
+      }
+      if (!f.path.empty() && !IsSafeRelativePath(f.path)) {
+        return FieldError(field + ".path", "must be a folder inside the working folder (relative, no '..'), or empty");
+      }
+      if (!archives[i]["digest"]) return FieldError(field + ".digest", "is required");
+      ASSIGN_OR_RETURN(f.digest, Scalar(archives[i]["digest"], field + ".digest"));
+      if (!IsSha256Hex(f.digest)) {
+        return FieldError(field + ".digest", "must be an uploaded archive's SHA-256, 64 lower-case hex digits");
+      }
+      spec.file_archives.push_back(std::move(f));
+    }
+  }
   if (doc["setup"]) {
     ASSIGN_OR_RETURN(spec.setup, Scalar(doc["setup"], "setup"));
     if (spec.setup.find_first_not_of(" \t\n") == std::string::npos) {
       return FieldError("setup", "must not be empty: leave the field out when there is nothing to set up");
     }
+  }
+  if (doc["image"]) {
+    ASSIGN_OR_RETURN(const std::string image, Scalar(doc["image"], "image"));
+    ASSIGN_OR_RETURN(spec.image, CanonicalImageRef("image", image));
   }
   if (doc["task"]) {
     ASSIGN_OR_RETURN(spec.task, ParseTask(doc["task"]));
@@ -338,6 +402,15 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
       return FieldError("max_duration", "must be between 1s and 365 days");
     }
     spec.max_duration = *d;
+  }
+  if (doc["idle_timeout"]) {
+    ASSIGN_OR_RETURN(const std::string text, Scalar(doc["idle_timeout"], "idle_timeout"));
+    auto d = ParseDuration(text);
+    if (!d.ok()) return FieldError("idle_timeout", "must be a duration like 30m or 1h");
+    if (*d < std::chrono::seconds(1) || *d > std::chrono::hours(24 * 365)) {
+      return FieldError("idle_timeout", "must be between 1s and 365 days");
+    }
+    spec.idle_timeout = *d;
   }
   if (doc["launcher"]) {
     ASSIGN_OR_RETURN(spec.launcher, Scalar(doc["launcher"], "launcher"));
@@ -798,7 +871,13 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     }
     out << YAML::EndSeq;
   }
-  if (r.capacity) out << YAML::Key << "capacity" << YAML::Value << std::string(CapacityTypeName(*r.capacity));
+  if (r.capacity.size() == 1) {
+    out << YAML::Key << "capacity" << YAML::Value << std::string(CapacityTypeName(r.capacity[0]));
+  } else if (!r.capacity.empty()) {
+    out << YAML::Key << "capacity" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (CapacityType c : r.capacity) out << std::string(CapacityTypeName(c));
+    out << YAML::EndSeq;
+  }
   if (r.cpu_milli) out << YAML::Key << "cpus" << YAML::Value << fmt::format("{}m", r.cpu_milli);
   if (r.memory_bytes) out << YAML::Key << "memory" << YAML::Value << std::to_string(r.memory_bytes);
   if (!r.regions.empty()) out << YAML::Key << "regions" << YAML::Value << YAML::Flow << r.regions;
@@ -822,6 +901,22 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   }
   if (!spec.workdir.empty()) out << YAML::Key << "workdir" << YAML::Value, EmitScalarOrQuoted(out, spec.workdir);
   if (!spec.workdir_digest.empty()) out << YAML::Key << "workdir_digest" << YAML::Value << spec.workdir_digest;
+  if (!spec.files.empty()) {
+    out << YAML::Key << "files" << YAML::Value << YAML::BeginMap;
+    for (const auto& [dest, src] : spec.files) {
+      out << YAML::Key, EmitScalarOrQuoted(out, dest);
+      out << YAML::Value, EmitScalarOrQuoted(out, src);
+    }
+    out << YAML::EndMap;
+  }
+  if (!spec.file_archives.empty()) {
+    out << YAML::Key << "file_archives" << YAML::Value << YAML::BeginSeq;
+    for (const FileArchive& f : spec.file_archives) {
+      out << YAML::BeginMap << YAML::Key << "path" << YAML::Value, EmitScalarOrQuoted(out, f.path);
+      out << YAML::Key << "digest" << YAML::Value << f.digest << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
   if (!spec.setup.empty()) out << YAML::Key << "setup" << YAML::Value, EmitScalarOrQuoted(out, spec.setup);
   if (spec.retry) {
     out << YAML::Key << "retry" << YAML::Value << YAML::BeginMap << YAML::Key << "on" << YAML::Value << YAML::Flow
@@ -832,8 +927,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
         << YAML::EndMap;
   }
   if (spec.max_duration) out << YAML::Key << "max_duration" << YAML::Value << FormatDuration(*spec.max_duration);
+  if (spec.idle_timeout) out << YAML::Key << "idle_timeout" << YAML::Value << FormatDuration(*spec.idle_timeout);
   if (!spec.launcher.empty()) out << YAML::Key << "launcher" << YAML::Value << spec.launcher;
   if (spec.procs_per_node > 0) out << YAML::Key << "procs_per_node" << YAML::Value << spec.procs_per_node;
+  if (!spec.image.empty()) out << YAML::Key << "image" << YAML::Value << spec.image;
   out << YAML::Key << "run" << YAML::Value, EmitScalarOrQuoted(out, spec.run);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

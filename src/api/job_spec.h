@@ -62,10 +62,12 @@ struct AcceleratorRequest {
 
 struct Resources {
   std::vector<AcceleratorRequest> any_of;  // alternatives; empty = the planner chooses
-  std::optional<CapacityType> capacity;    // preference; unset = any
-  int64_t cpu_milli = 0;                   // per node; 0 = scheduler default
-  uint64_t memory_bytes = 0;               // per node; 0 = scheduler default
-  std::vector<std::string> regions;        // allowed regions; empty = any
+  // The capacity types the job accepts, in preference order: {kSpot, kOnDemand} = spot first, on-demand
+  // when no spot node fits (`capacity: [spot, on-demand]`); one entry = only that type; empty = any.
+  std::vector<CapacityType> capacity;
+  int64_t cpu_milli = 0;             // per node; 0 = scheduler default
+  uint64_t memory_bytes = 0;         // per node; 0 = scheduler default
+  std::vector<std::string> regions;  // allowed regions; empty = any
 };
 
 struct CheckpointSpec {
@@ -92,6 +94,18 @@ struct RetrySpec {
   Duration backoff_max = std::chrono::minutes(10);  // >= backoff_min
 };
 
+// A GPU below this utilisation (percent, NVML's "a kernel ran" share of the sample period) is idle
+// for JobSpec::idle_timeout.
+inline constexpr uint32_t kIdleUtilizationPercent = 1;
+
+// One archive of `files:` as the server gets it (JobSpec::file_archives).
+struct FileArchive {
+  std::string path;    // where in the working folder it is unpacked; "" = the working folder itself
+  std::string digest;  // the uploaded archive's SHA-256, 64 lower-case hex digits
+  bool operator==(const FileArchive&) const = default;
+};
+inline constexpr size_t kMaxFiles = 64;
+
 struct JobSpec {
   std::string name;   // DNS label: [a-z0-9-], 1..63 characters, starts and ends alphanumeric
   std::string model;  // path of a Hugging Face config.json; empty = none
@@ -112,6 +126,13 @@ struct JobSpec {
   // The uploaded workdir archive's SHA-256 (64 lower-case hex digits; archive/digest.h): the agent
   // unpacks it into each member's working folder before `setup` and `run`. Empty = an empty folder.
   std::string workdir_digest;
+  // `files: {DEST: SRC}`, as written: SRC is a path on the submitting machine (relative to the spec
+  // file's folder), DEST a path in the working folder (IsSafeRelativePath). Client side only, like
+  // `workdir`: `gpugeek submit` uploads each and sends `file_archives` instead. At most kMaxFiles.
+  std::map<std::string, std::string> files;
+  // Uploaded archives unpacked into the working folder after the workdir and before `setup`, in order:
+  // each {path, digest} goes into <working folder>/path ("" = the folder itself). At most kMaxFiles.
+  std::vector<FileArchive> file_archives;
   // Shell commands run once per node per placement, in the working folder, before `run`; a non-zero
   // exit fails the member ("setup failed (exit N)") and `run` does not start. Empty = none.
   std::string setup;
@@ -121,12 +142,21 @@ struct JobSpec {
   // members are stopped as for a cancel). Counted from the placement, so each retry has the whole of it.
   // 1s..365 days; unset = no limit.
   std::optional<Duration> max_duration;
+  // `idle_timeout: 30m`: a running job whose GPUs all report a utilisation below kIdleUtilizationPercent
+  // for this long ends FAILED with that reason (members stopped as for a cancel). A GPU that reports no
+  // utilisation counts as busy (no data never stops a job). Counted while RUNNING, from the placement's
+  // start or the last busy sample. 1s..365 days; unset = never.
+  std::optional<Duration> idle_timeout;
   // `launcher: torch` starts `run` as procs_per_node processes on each node with the env:// variables
   // of PyTorch's init_process_group (RANK, LOCAL_RANK, WORLD_SIZE, ...; agent/torch_launcher.h);
   // "" runs it once per node.
   std::string launcher;
   // Processes per node under a launcher, 1..64; 0 = one per GPU of the member (one for a CPU job).
   int procs_per_node = 0;
+  // `image: NAME[:TAG]`: each member runs in a container of this local image (podman on the node), in
+  // canonical form ("busybox" -> "localhost/busybox:latest", api/image_ref.h); only nodes that have it
+  // are chosen. "" = on the host.
+  std::string image;
 };
 
 // OK when `name` is a valid secret name: 1-128 of [A-Za-z0-9._-], starting with a letter or digit.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -37,7 +39,7 @@ TEST(ParseJobSpec, ArchitectureDocumentExample) {
   ASSERT_EQ(spec->resources.any_of.size(), 1u);
   EXPECT_EQ(spec->resources.any_of[0].model, "A100-SXM-80GB");  // resolved through the catalog
   EXPECT_EQ(spec->resources.any_of[0].count, 4);
-  EXPECT_EQ(spec->resources.capacity, CapacityType::kSpot);
+  EXPECT_EQ(spec->resources.capacity, std::vector<CapacityType>{CapacityType::kSpot});
   EXPECT_EQ(spec->resources.regions, std::vector<std::string>{"cn-east-1"});
   EXPECT_EQ(spec->checkpoint.dir, "/ckpt/llama2");
   EXPECT_EQ(spec->checkpoint.grace, std::chrono::seconds(30));
@@ -82,7 +84,7 @@ run: echo hi
   EXPECT_EQ(a[2].milli_per_gpu, 500);
   EXPECT_EQ(spec->resources.cpu_milli, 500);
   EXPECT_EQ(spec->resources.memory_bytes, 64ull << 30);
-  EXPECT_EQ(spec->resources.capacity, CapacityType::kReserved);
+  EXPECT_EQ(spec->resources.capacity, std::vector<CapacityType>{CapacityType::kReserved});
 }
 
 // "A100:1" used to mean the 40 GB part silently (the catalog's alias): a family whose models differ in
@@ -120,6 +122,16 @@ struct BadCase {
   const char* expected_prefix;  // the message must start with the field path
 };
 
+// `capacity: [spot, on-demand]`: the types accepted, most preferred first; it survives the round trip.
+TEST(ParseJobSpec, CapacityPreferenceListKeepsItsOrder) {
+  auto spec = ParseJobSpec("name: x\nrun: a\nresources: {accelerators: T4:1, capacity: [spot, on-demand]}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->resources.capacity, (std::vector<CapacityType>{CapacityType::kSpot, CapacityType::kOnDemand}));
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status() << JobSpecToYaml(*spec);
+  EXPECT_EQ(again->resources.capacity, spec->resources.capacity);
+}
+
 TEST(ParseJobSpec, BadInputNamesTheField) {
   const BadCase cases[] = {
       {"name: x\nrun: a\nresources: {accelerators: A100-80GB:4}\ncolour: red\n", "colour: unknown field"},
@@ -133,6 +145,10 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
       {"name: x\nrun: a\nresources: {accelerators: T4:1, memory: 12 parsecs}\n", "resources.memory:"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, spot: true, capacity: reserved}\n",
        "resources.capacity: contradicts"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, capacity: [spot, cheap]}\n", "resources.capacity[1]:"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, capacity: [spot, spot]}\n",
+       "resources.capacity[1]: spot is listed twice"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, capacity: []}\n", "resources.capacity: a preference list"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1}\nnum_nodes: 0\n", "num_nodes: = 0 must be between 1"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1}\ncheckpoint: {grace: soon}\n", "checkpoint.grace:"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1}\nenv: {GPUGEEK_RANK: 3}\n", "env.GPUGEEK_RANK:"},
@@ -306,7 +322,8 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   // 63 lists under the top-level mapping: 64 levels, the most allowed; the schema then refuses `x`.
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
-            "workdir, workdir_digest, setup, run, retry, max_duration, launcher, procs_per_node");
+            "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
+            "procs_per_node, image");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -341,7 +358,8 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   };
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
-            "workdir, workdir_digest, setup, run, retry, max_duration, launcher, procs_per_node");
+            "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
+            "procs_per_node, image");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -382,6 +400,7 @@ name: train
 resources: {accelerators: H100-SXM-80GB:8}
 retry: {on: [node-failure, error], limit: 2, backoff: 10s..5m}
 max_duration: 90m
+idle_timeout: 15m
 run: python train.py
 )");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -391,6 +410,7 @@ run: python train.py
   EXPECT_EQ(spec->retry->backoff_min, std::chrono::seconds(10));
   EXPECT_EQ(spec->retry->backoff_max, std::chrono::minutes(5));
   EXPECT_EQ(spec->max_duration, std::chrono::minutes(90));
+  EXPECT_EQ(spec->idle_timeout, std::chrono::minutes(15));
   // Defaults: limit 3, 10s..10m; a single duration is a fixed wait.
   spec = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nretry: {on: [preemption], backoff: 30s}\nrun: x\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -401,6 +421,7 @@ run: python train.py
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_FALSE(spec->retry.has_value());
   EXPECT_FALSE(spec->max_duration.has_value());
+  EXPECT_FALSE(spec->idle_timeout.has_value());
 
   for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
            {"retry: {limit: 2}", "retry.on: is required"},
@@ -412,6 +433,9 @@ run: python train.py
            {"retry: {on: [error], every: 1s}", "retry"},
            {"max_duration: forever", "max_duration: must be a duration"},
            {"max_duration: 0s", "max_duration: must be between 1s and 365 days"},
+           {"idle_timeout: [1m]", "idle_timeout:"},
+           {"idle_timeout: later", "idle_timeout: must be a duration"},
+           {"idle_timeout: 0s", "idle_timeout: must be between 1s and 365 days"},
            {"launcher: mpi", "launcher: must be torch"},
            {"procs_per_node: 2", "procs_per_node: needs a launcher"},
            {"launcher: torch\nprocs_per_node: 65", "procs_per_node"}}) {
@@ -451,6 +475,36 @@ TEST(ParseJobSpec, WorkdirSetupAndDigest) {
   }
 }
 
+TEST(ParseJobSpec, FilesAndFileArchives) {
+  const std::string digest(64, 'c');
+  auto spec = ParseJobSpec(
+      "name: f\nresources: {accelerators: H100-SXM-80GB:1}\nfiles: {data/corpus: ../corpus, w.bin: /tmp/w.bin}\n"
+      "file_archives: [{path: data, digest: " +
+      digest + "}, {digest: " + digest + "}]\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->files, (std::map<std::string, std::string>{{"data/corpus", "../corpus"}, {"w.bin", "/tmp/w.bin"}}));
+  EXPECT_EQ(spec->file_archives, (std::vector<FileArchive>{{"data", digest}, {"", digest}}));
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->files, spec->files);
+  EXPECT_EQ(again->file_archives, spec->file_archives);
+  const std::string head = "name: f\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n";
+  for (const auto& [yaml, prefix] : std::vector<std::pair<std::string, std::string>>{
+           {"files: {../up: a}\n", "files.../up: the destination must be a path inside the working folder"},
+           {"files: {/abs: a}\n", "files./abs: the destination must be a path inside the working folder"},
+           {"files: {a//b: a}\n", "files.a//b: the destination must be"},
+           {"files: {a: ''}\n", "files.a: must name a file, folder or archive"},
+           {"files: [a]\n", "files: must be a mapping of 1 to 64 entries"},
+           {"file_archives: [{path: data}]\n", "file_archives[0].digest: is required"},
+           {"file_archives: [{path: ../x, digest: " + digest + "}]\n", "file_archives[0].path: must be a folder"},
+           {"file_archives: [{digest: abc}]\n", "file_archives[0].digest: must be an uploaded archive's SHA-256"},
+           {"file_archives: [{digest: " + digest + ", mode: x}]\n", "file_archives[0].mode: unknown field"}}) {
+    auto r = ParseJobSpec(head + yaml);
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_TRUE(absl::StartsWith(r.status().message(), prefix)) << yaml << " -> " << r.status();
+  }
+}
+
 TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   auto spec = ParseJobSpec(kArchitectureExample);
   ASSERT_TRUE(spec.ok());
@@ -460,8 +514,10 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   spec->env["QUOTED"] = "a: b # not a comment";
   spec->retry = RetrySpec{.on = {RetryCause::kError, RetryCause::kPreemption}, .limit = 5};
   spec->max_duration = std::chrono::hours(2);
+  spec->idle_timeout = std::chrono::minutes(20);
   spec->launcher = "torch";
   spec->procs_per_node = 2;
+  spec->image = "localhost/pytorch:bookworm";
   const std::string yaml = JobSpecToYaml(*spec);
   auto again = ParseJobSpec(yaml);
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
@@ -474,8 +530,48 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(again->retry->limit, 5);
   EXPECT_EQ(again->retry->backoff_max, std::chrono::minutes(10));
   EXPECT_EQ(again->max_duration, std::chrono::hours(2));
+  EXPECT_EQ(again->idle_timeout, std::chrono::minutes(20));
   EXPECT_EQ(again->launcher, "torch");
   EXPECT_EQ(again->procs_per_node, 2);
+  EXPECT_EQ(again->image, "localhost/pytorch:bookworm");
+}
+
+TEST(ParseJobSpec, ImageIsKeptInCanonicalForm) {
+  auto spec = ParseJobSpec("name: c\nimage: busybox\nresources: {accelerators: T4:1}\nrun: 'true'\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image, "localhost/busybox:latest");
+  spec = ParseJobSpec("name: c\nimage: localhost/pytorch:bookworm\nresources: {accelerators: T4:1}\nrun: 'true'\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image, "localhost/pytorch:bookworm");
+  EXPECT_EQ(ParseJobSpec("name: c\nresources: {accelerators: T4:1}\nrun: 'true'\n")->image, "");
+}
+
+TEST(ParseJobSpec, BadImageNamesTheField) {
+  auto spec = ParseJobSpec("name: c\nimage: 'busybox; reboot'\nrun: 'true'\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "image: 'busybox; reboot' is not an image reference: only letters, digits, '.', '_', '-', '/' and ':' "
+            "may appear; write NAME[:TAG] with lower-case path components, e.g. localhost/pytorch:bookworm or "
+            "busybox (podman images lists a node's images)");
+  spec = ParseJobSpec("name: c\nimage: [a]\nrun: 'true'\n");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_TRUE(absl::StartsWith(spec.status().message(), "image: ")) << spec.status();
+}
+
+}  // namespace
+}  // namespace gpugeek::api
+
+namespace gpugeek::api {
+namespace {
+
+TEST(ParseJobSpec, ThePytorchContainerExampleParses) {
+  std::ifstream in(std::string(GPUGEEK_SOURCE_DIR) + "/examples/pytorch-in-a-container.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto spec = ParseJobSpec(text.str());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->image, "localhost/pytorch:bookworm");
+  EXPECT_EQ(spec->env.at("OMP_NUM_THREADS"), "2");
 }
 
 }  // namespace

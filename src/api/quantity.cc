@@ -1,11 +1,13 @@
 #include "api/quantity.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
 #include <fmt/core.h>
 
+#include "absl/strings/numbers.h"
 #include "common/absl_fmt.h"
 
 namespace gpugeek::api {
@@ -75,6 +77,29 @@ absl::StatusOr<uint64_t> ParseBytes(std::string_view text) {
   }
   return absl::InvalidArgumentError(
       fmt::format("'{}' has unknown unit '{}'; use Ki, Mi, Gi, Ti (binary) or K, M, G, T (decimal)", text, unit));
+}
+
+absl::StatusOr<int64_t> ParseMoneyMicros(std::string_view text) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(
+        fmt::format("'{}' is not an amount: digits with at most six decimals, e.g. 0.85 or 2.5", text));
+  };
+  const size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  std::string frac(dot == std::string_view::npos ? "" : text.substr(dot + 1));
+  const auto digits = [](std::string_view d) {
+    return std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if ((whole.empty() && frac.empty()) || whole.size() > 12 || frac.size() > 6 || !digits(whole) || !digits(frac) ||
+      (dot != std::string_view::npos && frac.empty())) {
+    return bad();
+  }
+  frac.resize(6, '0');
+  int64_t w = 0, f = 0;
+  if (!absl::SimpleAtoi(whole.empty() ? std::string("0") : std::string(whole), &w) || !absl::SimpleAtoi(frac, &f)) {
+    return bad();
+  }
+  return w * 1'000'000 + f;
 }
 
 absl::StatusOr<int64_t> ParseMilliCpu(std::string_view text) {

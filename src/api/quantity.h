@@ -20,6 +20,10 @@ absl::StatusOr<uint64_t> ParseBytes(std::string_view text);
 // CPU in milli-CPU: "8" -> 8000, "2.5" -> 2500, "500m" -> 500 (Kubernetes notation).
 absl::StatusOr<int64_t> ParseMilliCpu(std::string_view text);
 
+// Money in integer micro-units, without floating point: "0.85" -> 850000, "12" -> 12000000, at most six
+// decimals, at most 10^12 units. InvalidArgument naming the form otherwise.
+absl::StatusOr<int64_t> ParseMoneyMicros(std::string_view text);
+
 // Duration: one or more <number><unit> with units ms, s, m, h, d: "30s", "1h30m", "250ms".
 absl::StatusOr<Duration> ParseDuration(std::string_view text);
 

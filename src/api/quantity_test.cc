@@ -31,6 +31,18 @@ TEST(ParseMilliCpu, KubernetesNotation) {
   EXPECT_FALSE(ParseMilliCpu("4 cores").ok());
 }
 
+TEST(ParseMoneyMicros, ExactWithoutFloatingPoint) {
+  EXPECT_EQ(*ParseMoneyMicros("0.85"), 850'000);
+  EXPECT_EQ(*ParseMoneyMicros("12"), 12'000'000);
+  EXPECT_EQ(*ParseMoneyMicros(".5"), 500'000);
+  EXPECT_EQ(*ParseMoneyMicros("2.000001"), 2'000'001);
+  for (const char* bad : {"", ".", "1.", "-1", "1.2345678", "1e3", "0x10", "1,5", "1.5.2", " 1", "9999999999999"}) {
+    EXPECT_FALSE(ParseMoneyMicros(bad).ok()) << bad;
+  }
+  EXPECT_EQ(ParseMoneyMicros("abc").status().message(),
+            "'abc' is not an amount: digits with at most six decimals, e.g. 0.85 or 2.5");
+}
+
 TEST(ParseDuration, CompoundUnits) {
   EXPECT_EQ(*ParseDuration("30s"), std::chrono::seconds(30));
   EXPECT_EQ(*ParseDuration("1h30m"), std::chrono::minutes(90));

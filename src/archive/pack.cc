@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "archive/ignore_rules.h"
 #include "archive/link_target.h"
 #include "common/file.h"
+#include "common/status_macros.h"
 
 namespace gpugeek::archive {
 namespace {
@@ -152,6 +154,20 @@ class Packer {
     return absl::OkStatus();
   }
 
+  // One folder entry ("a/b/"), for PackFile's parents.
+  absl::Status AddFolder(const std::string& name) {
+    ++result_.dirs;
+    return Add(name, AE_IFDIR, 0755, 0, nullptr, "");
+  }
+  // One regular file `path` as entry `name`.
+  absl::Status AddFile(const std::string& name, const std::string& path, const struct stat& st) {
+    const int mode = (st.st_mode & S_IXUSR) ? 0755 : 0644;
+    RETURN_IF_ERROR(Add(name, AE_IFREG, mode, static_cast<uint64_t>(st.st_size), &path, ""));
+    ++result_.files;
+    result_.content_bytes += static_cast<uint64_t>(st.st_size);
+    return absl::OkStatus();
+  }
+
   PackResult& result() { return result_; }
 
  private:
@@ -216,15 +232,9 @@ class Packer {
   PackResult result_;
 };
 
-}  // namespace
-
-absl::StatusOr<PackResult> PackWorkdir(const std::string& root, const std::string& out_path,
-                                       const PackOptions& options) {
-  struct stat st;
-  if (::stat(root.c_str(), &st) != 0) {
-    return absl::NotFoundError(fmt::format("workdir: {} does not exist: {}", root, std::strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(fmt::format("workdir: {} is not a folder", root));
+// Writes a deterministic tar.zst into `out_path` from what `fill` adds through a Packer over `root`.
+absl::StatusOr<PackResult> PackInto(const std::string& root, const std::string& out_path, const PackOptions& options,
+                                    const std::function<absl::Status(Packer&)>& fill) {
   Sink sink;
   sink.limit = options.max_archive_bytes;
   sink.fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -242,7 +252,7 @@ absl::StatusOr<PackResult> PackWorkdir(const std::string& root, const std::strin
     status = absl::InternalError(fmt::format("workdir: libarchive: {}", ErrorText(a.get())));
   }
   Packer packer(root, options, a.get(), sink);
-  if (status.ok()) status = packer.Walk("");
+  if (status.ok()) status = fill(packer);
   if (status.ok() && archive_write_close(a.get()) != ARCHIVE_OK) {
     status = sink.over_limit
                  ? absl::ResourceExhaustedError(
@@ -262,6 +272,37 @@ absl::StatusOr<PackResult> PackWorkdir(const std::string& root, const std::strin
   result.digest = sink.sha.HexDigest();
   result.archive_bytes = sink.bytes;
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<PackResult> PackWorkdir(const std::string& root, const std::string& out_path,
+                                       const PackOptions& options) {
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0) {
+    return absl::NotFoundError(fmt::format("workdir: {} does not exist: {}", root, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(fmt::format("workdir: {} is not a folder", root));
+  return PackInto(root, out_path, options, [](Packer& p) { return p.Walk(""); });
+}
+
+absl::StatusOr<PackResult> PackFile(const std::string& file, const std::string& entry, const std::string& out_path,
+                                    const PackOptions& options) {
+  if (!IsSafeRelativePath(entry)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "'{}' is not a relative path of plain components (no '..', '.', empty parts or leading '/')", entry));
+  }
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0) {
+    return absl::NotFoundError(fmt::format("{} does not exist: {}", file, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(fmt::format("{} is not a regular file", file));
+  return PackInto("", out_path, options, [&](Packer& p) -> absl::Status {
+    for (size_t slash = entry.find('/'); slash != std::string::npos; slash = entry.find('/', slash + 1)) {
+      RETURN_IF_ERROR(p.AddFolder(entry.substr(0, slash + 1)));
+    }
+    return p.AddFile(entry, file, st);
+  });
 }
 
 }  // namespace gpugeek::archive

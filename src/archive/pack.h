@@ -43,4 +43,11 @@ struct PackResult {
 absl::StatusOr<PackResult> PackWorkdir(const std::string& root, const std::string& out_path,
                                        const PackOptions& options = {});
 
+// Packs one regular file `file` as the entry `entry` ("weights/init.pt", with a folder entry for each
+// parent), the same deterministic way, into `out_path`: what a job spec's `files:` sends for a file.
+// InvalidArgument when `entry` is not IsSafeRelativePath (common/file.h); NotFound / FailedPrecondition when `file` is
+// not a readable regular file; otherwise as PackWorkdir.
+absl::StatusOr<PackResult> PackFile(const std::string& file, const std::string& entry, const std::string& out_path,
+                                    const PackOptions& options = {});
+
 }  // namespace gpugeek::archive

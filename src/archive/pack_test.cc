@@ -62,6 +62,34 @@ TEST(PackTest, HonoursIgnoreFilesWithExactEntries) {
   EXPECT_EQ(r->archive_bytes, std::filesystem::file_size(out));
 }
 
+// One file as the entry a `files:` destination names, with its parent folders, unpacked where it belongs.
+TEST(PackTest, PackFileHoldsOneEntryAtItsDestination) {
+  const std::string src = TempDir("packfile");
+  WriteFile(src + "/w.bin", "weights");
+  ::chmod((src + "/w.bin").c_str(), 0700);
+  const std::string out = TempDir("out") + "/f.tar.zst";
+  absl::StatusOr<PackResult> r = PackFile(src + "/w.bin", "weights/init/w.bin", out);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(ListTar(out), (std::vector<std::string>{"weights/", "weights/init/", "weights/init/w.bin"}));
+  EXPECT_EQ(r->files, 1u);
+  EXPECT_EQ(r->dirs, 2u);
+  EXPECT_EQ(r->content_bytes, 7u);
+  // Deterministic: packed again elsewhere, the same digest.
+  const std::string out2 = TempDir("out2") + "/f.tar.zst";
+  EXPECT_EQ(PackFile(src + "/w.bin", "weights/init/w.bin", out2)->digest, r->digest);
+  const std::string dest = TempDir("dest");
+  ASSERT_TRUE(UnpackWorkdir(out, dest).ok());
+  struct stat st;
+  ASSERT_EQ(::stat((dest + "/weights/init/w.bin").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+  EXPECT_EQ(st.st_size, 7);
+
+  EXPECT_EQ(PackFile(src + "/w.bin", "../w.bin", out).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackFile(src + "/w.bin", "/etc/w.bin", out).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PackFile(src + "/none", "w.bin", out).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(PackFile(src, "w.bin", out).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(PackTest, TheSameTreeGivesTheSameBytes) {
   const std::string a = TempDir("det-a"), b = TempDir("det-b");
   MakeProject(a);

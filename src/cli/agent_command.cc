@@ -1,6 +1,7 @@
 // `gpugeek agent --server URL [--ca-file FILE] [--name NODE] [--address ADDR] [--emulate SPEC] [--data-dir DIR]
 //  [--capacity on-demand|spot|reserved] [--region R] [--label K=V]... [--no-cgroups]
-//  [--metrics-listen HOST:PORT|off] [--metrics-tls-cert FILE --metrics-tls-key FILE]`: the per-node agent.
+//  [--metrics-listen HOST:PORT|off] [--metrics-tls-cert FILE --metrics-tls-key FILE]
+//  [--podman auto|off|"podman --root DIR ..."] [--podman-run-flags "FLAGS"]`: the per-node agent.
 // Registers this node's GPUs (NVML + ROCm SMI, or emulated ones) with the server, heartbeats, and runs the
 // workloads it is assigned until SIGINT or SIGTERM; then stops them gracefully and exits. Serves its
 // Prometheus metrics (docs/metrics.md) on --metrics-listen and announces that address when it registers.
@@ -24,7 +25,11 @@
 #include "absl/strings/strip.h"
 #include "agent/agent.h"
 #include "agent/metrics_listener.h"
+#include "agent/workload_listener.h"
+#include "api/agent_protocol.h"
+#include "api/quantity.h"
 #include "cli/commands.h"
+#include "cli/podman_flags.h"
 #include "common/absl_fmt.h"
 #include "common/file.h"
 #include "hw/composite_discovery.h"
@@ -74,6 +79,10 @@ void RegisterAgentCommand(CLI::App& app) {
     // Loopback, any free port: agents sharing a host never collide, and Prometheus finds the port through
     // the server (GET /v1/prometheus/targets). On a multi-host pool: --metrics-listen 0.0.0.0:9471.
     std::string metrics_listen = "127.0.0.1:0";
+    std::string gpu_hour_price;  // "0.85": currency units per GPU-hour; "" = unpriced
+    std::string reclaim_notice_url;
+    // The members' own endpoint (checkpoint reports, docs/checkpointing.md): loopback only.
+    std::string workload_listen = "127.0.0.1:0";
     std::string join_token;
     std::string join_token_file;
     bool allow_root_workloads = false;
@@ -81,6 +90,8 @@ void RegisterAgentCommand(CLI::App& app) {
     std::string ca_file;
     std::string metrics_tls_cert;
     std::string metrics_tls_key;
+    std::string podman = "auto";
+    std::string podman_run_flags;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("agent",
@@ -103,11 +114,20 @@ void RegisterAgentCommand(CLI::App& app) {
       ->check(CLI::IsMember({"on-demand", "spot", "reserved"}))
       ->capture_default_str();
   sub->add_option("--region", o->region, "Region of this node, e.g. cn-east-1");
+  sub->add_option("--gpu-hour-price", o->gpu_hour_price,
+                  "What a GPU-hour of this node costs, e.g. 0.85 (up to six decimals; usage is metered against it)");
+  sub->add_option("--reclaim-notice-url", o->reclaim_notice_url,
+                  "Spot nodes: the provider's instance-action document to poll for a reclaim notice, e.g. "
+                  "http://169.254.169.254/latest/meta-data/spot/instance-action (docs/capacity.md)");
   sub->add_option("--label", o->labels, "A node label KEY=VALUE (repeatable)");
   sub->add_flag("--no-cgroups", o->no_cgroups, "Do not enforce CPU/memory limits with cgroups");
   sub->add_option("--metrics-listen", o->metrics_listen,
                   "HOST:PORT to serve Prometheus metrics on (GET /metrics; port 0: any free port; 0.0.0.0 or an "
                   "empty host: every interface, announced as --address; \"off\" or \"\": none)")
+      ->capture_default_str();
+  sub->add_option("--workload-listen", o->workload_listen,
+                  "Loopback HOST:PORT of the endpoint this node's workloads report checkpoints to "
+                  "(GPUGEEK_AGENT_URL; docs/checkpointing.md; \"off\": none)")
       ->capture_default_str();
   sub->add_option("--join-token", o->join_token,
                   "Join token for the first registration (default: $GPUGEEK_JOIN_TOKEN); afterwards the node "
@@ -120,6 +140,14 @@ void RegisterAgentCommand(CLI::App& app) {
   sub->add_option("--metrics-tls-cert", o->metrics_tls_cert,
                   "Serve the metrics over TLS 1.3 with this certificate chain (PEM, leaf first; SIGHUP reloads it)");
   sub->add_option("--metrics-tls-key", o->metrics_tls_key, "The private key of --metrics-tls-cert (PEM, unencrypted)");
+  sub->add_option("--podman", o->podman,
+                  "How to run rootful podman for jobs with image: (words split on spaces), e.g. \"podman --root "
+                  "/var/lib/gpugeek/podman --runtime runc --cgroup-manager=cgroupfs\"; auto: plain `podman` when it "
+                  "is installed and the agent is root; off: no containers")
+      ->capture_default_str();
+  sub->add_option("--podman-run-flags", o->podman_run_flags,
+                  "Extra `podman run` flags this machine needs (words split on spaces), e.g. \"--ulimit "
+                  "nofile=4096:4096 --ulimit nproc=4096:4096\"");
   sub->callback([o] {
     if (o->server.starts_with("https://") && o->ca_file.empty()) {
       Fail("--server " + o->server + " is https: --ca-file is required (the agent trusts no system CA)", 2);
@@ -154,7 +182,24 @@ void RegisterAgentCommand(CLI::App& app) {
       if (eq == std::string::npos || eq == 0) Fail(fmt::format("--label {}: expected KEY=VALUE", l), 2);
       labels[l.substr(0, eq)] = l.substr(eq + 1);
     }
+    absl::StatusOr<std::vector<std::string>> podman = PodmanCommand(o->podman);
+    if (!podman.ok()) Fail(std::string(podman.status().message()), 2);
     const std::string node = o->name.empty() ? LocalHostName() : o->name;
+    int64_t price_micros = 0;
+    if (!o->gpu_hour_price.empty()) {
+      absl::StatusOr<int64_t> price = api::ParseMoneyMicros(o->gpu_hour_price);
+      if (!price.ok() || *price > api::kMaxPriceMicrosPerGpuHour) {
+        Fail(fmt::format("--gpu-hour-price: {}", price.ok() ? "at most 1000 per GPU-hour" : price.status().message()),
+             2);
+      }
+      price_micros = *price;
+    }
+    std::unique_ptr<agent::ReclaimNoticeSource> reclaim_notice;
+    if (!o->reclaim_notice_url.empty()) {
+      auto source = agent::InstanceActionNotice(o->reclaim_notice_url);
+      if (!source.ok()) Fail(fmt::format("--reclaim-notice-url: {}", source.status().message()), 2);
+      reclaim_notice = std::move(*source);
+    }
     const bool serve_metrics = !agent::MetricsListenDisabled(o->metrics_listen);
     if (serve_metrics) {
       if (auto listen = agent::ParseMetricsListen(o->metrics_listen); !listen.ok()) {
@@ -188,12 +233,16 @@ void RegisterAgentCommand(CLI::App& app) {
                                        .address = o->address,
                                        .capacity_type = o->capacity,
                                        .region = o->region,
+                                       .reclaim_notice = reclaim_notice.get(),
+                                       .price_micros_per_gpu_hour = price_micros,
                                        .labels = labels,
                                        .discovery = discovery.get(),
                                        .data_dir = o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir,
                                        .cgroup_limits = !o->no_cgroups,
                                        .metrics = serve_metrics ? &registry : nullptr,
-                                       .run_as = run_as});
+                                       .run_as = run_as,
+                                       .podman = *podman,
+                                       .podman_run_flags = SplitWords(o->podman_run_flags)});
     if (!agent.ok()) {
       pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
       Fail(std::string(agent.status().message()), absl::IsInvalidArgument(agent.status()) ? 2 : 1);
@@ -207,19 +256,36 @@ void RegisterAgentCommand(CLI::App& app) {
     std::unique_ptr<agent::MetricsListener> metrics_listener;
     if (serve_metrics) {
       // After Agent::Create: the registry has every family before the first scrape can render it.
+      // The node's API listener: /metrics, and `POST /v1/exec` for the server (exec_route.h).
       auto listener = agent::MetricsListener::Start(o->metrics_listen, &registry, o->address,
-                                                    {.cert_file = o->metrics_tls_cert, .key_file = o->metrics_tls_key});
+                                                    {.cert_file = o->metrics_tls_cert, .key_file = o->metrics_tls_key},
+                                                    agent->get());
       if (!listener.ok()) {
         agent->reset();
         pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
         Fail(fmt::format("--metrics-listen {}: {}", o->metrics_listen, listener.status().message()), 1);
       }
       metrics_listener = std::move(*listener);
-      (*agent)->SetMetricsAddress(metrics_listener->address());
+      (*agent)->SetMetricsAddress(metrics_listener->address(), metrics_listener->tls());
       spdlog::info("gpugeek agent {}: agent metrics on {} (announced as {})", node, metrics_listener->url(),
                    metrics_listener->address());
     } else {
       spdlog::info("gpugeek agent {}: metrics off", node);
+    }
+
+    std::unique_ptr<agent::WorkloadListener> workload_listener;
+    if (!agent::WorkloadListenDisabled(o->workload_listen)) {
+      auto listener = agent::WorkloadListener::Start(o->workload_listen, agent->get());
+      if (!listener.ok()) {
+        if (metrics_listener != nullptr) metrics_listener->Stop();
+        agent->reset();
+        pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+        Fail(fmt::format("--workload-listen {}: {}", o->workload_listen, listener.status().message()),
+             absl::IsInvalidArgument(listener.status()) ? 2 : 1);
+      }
+      workload_listener = std::move(*listener);
+      (*agent)->SetWorkloadUrl(workload_listener->url());
+      spdlog::info("gpugeek agent {}: workloads report checkpoints to {}", node, workload_listener->url());
     }
 
     agent::Agent* a = agent->get();
@@ -249,6 +315,7 @@ void RegisterAgentCommand(CLI::App& app) {
     if (!signalled->load()) pthread_kill(waiter.native_handle(), SIGTERM);
     waiter.join();
     if (metrics_listener != nullptr) metrics_listener->Stop();
+    if (workload_listener != nullptr) workload_listener->Stop();
     agent->reset();
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     if (!status.ok()) Fail(std::string(status.message()), 1);

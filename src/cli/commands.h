@@ -20,8 +20,18 @@ void RegisterOpenApiCommand(CLI::App& app);
 void RegisterUpCommand(CLI::App& app);  // `gpugeek up`: server + agent in one process (up_command.cc)
 // Client commands against a server: submit, jobs, job, logs, cancel, events (jobs_command.cc).
 void RegisterJobCommands(CLI::App& app);
+// `gpugeek exec JOB -- CMD...`: a command beside a running member, through the server (exec_command.cc).
+void RegisterExecCommand(CLI::App& app);
+// `gpugeek checkpoint --step N`: inside a member, reports a complete checkpoint to its node's agent
+// (checkpoint_command.cc; docs/checkpointing.md).
+void RegisterCheckpointCommand(CLI::App& app);
+// `gpugeek ports JOB` and `gpugeek port-forward JOB [LOCAL:]REMOTE...`: a member's ports, through the
+// server (ports_command.cc).
+void RegisterPortCommands(CLI::App& app);
 // Client commands against a server: nodes, node, cordon, uncordon, drain, pool (nodes_command.cc).
 void RegisterNodeCommands(CLI::App& app);
+// `gpugeek images`: container images per node (images_command.cc).
+void RegisterImagesCommand(CLI::App& app);
 void RegisterTopCommand(CLI::App& app);
 // Accounts: login, whoami, tenants, users, tokens, join tokens, audit (account_commands.cc).
 void RegisterAccountCommands(CLI::App& app);

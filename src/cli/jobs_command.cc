@@ -176,6 +176,23 @@ void RegisterSubmit(CLI::App& app) {
       spec->workdir_digest = up->digest;
       body["spec_yaml"] = api::JobSpecToYaml(*spec);
     }
+    for (const auto& [dest, src] : spec->files) {
+      // SRC is relative to the spec file, as the workdir is; each entry is one archive, sent once per digest.
+      std::filesystem::path from(src);
+      if (from.is_relative()) from = file.parent_path() / from;
+      absl::StatusOr<FileUpload> up = UploadFileEntry(*client, dest, from.string(), {.progress = stderr});
+      if (!up.ok()) Fail(cmd, std::string(up.status().message()));
+      std::ostream& info = o->flags.json ? std::cerr : std::cout;
+      info << fmt::format("files.{}: {} {} ({} bytes as {}); {}\n", dest, up->kind, from.string(),
+                          up->stats.content_bytes, up->stats.archive_bytes,
+                          up->stats.put_requests == 0 ? std::string("the server has it already, nothing uploaded")
+                                                      : fmt::format("uploaded {} bytes", up->stats.bytes_sent));
+      spec->file_archives.push_back(up->archive);
+    }
+    if (!spec->files.empty()) {
+      spec->files.clear();
+      body["spec_yaml"] = api::JobSpecToYaml(*spec);
+    }
     if (!o->tenant.empty()) body["tenant"] = o->tenant;
     if (!spec->model.empty()) {
       std::filesystem::path model(spec->model);
@@ -315,6 +332,21 @@ void RegisterJob(CLI::App& app) {
         used += fmt::format("{}{} {}", used.empty() ? "" : ", ", cause, Text(n));
       std::cout << fmt::format("  retries:   {}\n", used);
     }
+    // What the job resumes from, and how old that is: what a move now would lose (docs/checkpointing.md).
+    if (job["checkpoint"].is_object()) {
+      const std::string at = job["checkpoint"].value("reported_at", std::string());
+      std::cout << fmt::format("  checkpoint: step {}, complete {} ({}); a restart resumes there\n",
+                               Text(job["checkpoint"]["step"]), LocalTime(at), Ago(at, now));
+    } else {
+      std::cout << "  checkpoint: none reported (a restart starts over)\n";
+    }
+    // Metered per second (controlplane/usage.h): GPU time and what it cost, and the spot saving.
+    if (const json& usage = job["usage"]; usage.is_object() && !usage.value("lines", json::array()).empty()) {
+      std::cout << fmt::format("  usage:     {:.3f} GPU-hours, cost {} (on-demand {}; saved {})\n",
+                               usage.value("gpu_hours", 0.0), FormatMoney(usage.value("cost_micros", int64_t{0})),
+                               FormatMoney(usage.value("on_demand_micros", int64_t{0})),
+                               FormatMoney(usage.value("saving_micros", int64_t{0})));
+    }
     std::cout << fmt::format("  created:   {}\n", when("created_at"));
     std::cout << fmt::format("  updated:   {}\n", when("updated_at"));
     if (job["plan"].is_object()) {
@@ -337,6 +369,17 @@ void RegisterJob(CLI::App& app) {
       if (a.value("members", json::array()).size() > 1) {
         std::cout << fmt::format("  master: {}:{}\n", Text(a["master_addr"]), Text(a["master_port"]));
       }
+    }
+    if (const json& usage = job["usage"]; usage.is_object() && !usage.value("lines", json::array()).empty()) {
+      std::cout << "\nUsage:\n";
+      TextTable lines({"CAPACITY", "GPU MODEL", "GPU-HOURS", "COST", "ON-DEMAND", "SAVED"});
+      for (size_t c = 2; c < 6; ++c) lines.AlignRight(c);
+      for (const json& l : usage["lines"]) {
+        const int64_t cost = l.value("cost_micros", int64_t{0}), od = l.value("on_demand_micros", int64_t{0});
+        lines.AddRow({Text(l["capacity_type"]), Text(l["gpu_model"]), fmt::format("{:.3f}", l.value("gpu_hours", 0.0)),
+                      FormatMoney(cost), FormatMoney(od), FormatMoney(od - cost)});
+      }
+      std::cout << lines.Render();
     }
     std::cout << "\nEvents:\n";
     TextTable table({"SEQ", "TIME", "FROM", "TO", "REASON"});

@@ -19,7 +19,11 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterOpenApiCommand(app);
   gpugeek::cli::RegisterUpCommand(app);
   gpugeek::cli::RegisterJobCommands(app);
+  gpugeek::cli::RegisterExecCommand(app);
+  gpugeek::cli::RegisterCheckpointCommand(app);
+  gpugeek::cli::RegisterPortCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);
+  gpugeek::cli::RegisterImagesCommand(app);
   gpugeek::cli::RegisterTopCommand(app);
   gpugeek::cli::RegisterAccountCommands(app);
   gpugeek::cli::RegisterSecretCommands(app);

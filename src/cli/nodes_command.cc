@@ -3,6 +3,7 @@
 //   gpugeek node NAME             one node: host, GPUs with telemetry, jobs
 //   gpugeek cordon|uncordon NAME  stop / resume placing new work on a node
 //   gpugeek drain NAME            cordon, and send the node's jobs back to PENDING to run elsewhere
+//   gpugeek reclaim NAME [--deadline 30s]   a spot reclaim notice: checkpoint and move its jobs before it
 //   gpugeek remove-node NAME      take a decommissioned node (down, or cordoned with no jobs) out of the pool
 //   gpugeek pool                  GPUs by model and capacity type, allocated, free, fragmentation
 // each with --server URL and --json.
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "api/quantity.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/table.h"
@@ -143,6 +145,39 @@ void RegisterNodeAction(CLI::App& app, const std::string& action, const std::str
   });
 }
 
+// `gpugeek reclaim NAME --deadline 30s`: a spot reclaim notice, as a provider's would be.
+void RegisterReclaim(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string name;
+    std::string deadline = "30s";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* sub = app.add_subcommand(
+      "reclaim", "A spot reclaim notice: the node goes away after --deadline; its jobs checkpoint and move now");
+  sub->add_option("name", o->name, "Node name")->required();
+  sub->add_option("--deadline", o->deadline, "Time until the provider takes the node, 1s..1h (e.g. 30s, 2m)")
+      ->capture_default_str();
+  AddClientFlags(sub, &o->flags);
+  sub->callback([o] {
+    const std::string cmd = "reclaim";
+    absl::StatusOr<Duration> deadline = api::ParseDuration(o->deadline);
+    if (!deadline.ok() || *deadline < std::chrono::seconds(1) || *deadline > std::chrono::hours(1)) {
+      Fail(cmd, fmt::format("--deadline {}: give a duration 1s..1h such as 30s or 2m", o->deadline), kExitUsage);
+    }
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(*deadline).count();
+    json n =
+        OrFail(cmd, Connect(cmd, o->flags)
+                        ->Post(fmt::format("/v1/nodes/{}/reclaim", UrlEncode(o->name)), {{"deadline_s", seconds}}));
+    if (o->flags.json) {
+      PrintJson(n);
+      return;
+    }
+    std::cout << fmt::format("node {}: {}, reclaimed in {} s (moving: {})\n", Text(n["name"]), Text(n["state"]),
+                             seconds, Joined(n.value("jobs", json::array())));
+  });
+}
+
 void RegisterRemoveNode(CLI::App& app) {
   struct Options {
     ClientFlags flags;
@@ -214,6 +249,7 @@ void RegisterNodeCommands(CLI::App& app) {
   RegisterNodeAction(app, "uncordon", "Place new jobs on a cordoned node again: gpugeek uncordon NAME");
   RegisterNodeAction(app, "drain",
                      "Cordon a node and send its jobs back to PENDING to run elsewhere: gpugeek drain NAME");
+  RegisterReclaim(app);
   RegisterRemoveNode(app);
   RegisterPool(app);
 }

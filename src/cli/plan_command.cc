@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "api/quantity.h"
 #include "cli/commands.h"
 #include "common/table.h"
 #include "common/units.h"
@@ -31,18 +32,11 @@ using workload::PlanCandidate;
   throw CLI::RuntimeError(2);
 }
 
-// "1.79" -> 1'790'000 micro-units, without floating point. Up to six decimals.
+// "1.79" -> 1'790'000 micro-units (api::ParseMoneyMicros).
 bool ParseMicros(const std::string& s, int64_t* out) {
-  const size_t dot = s.find('.');
-  std::string whole = s.substr(0, dot), frac = dot == std::string::npos ? "" : s.substr(dot + 1);
-  if (frac.size() > 6) return false;
-  frac.resize(6, '0');
-  int64_t w = 0, f = 0;
-  if (!absl::SimpleAtoi(whole.empty() ? "0" : whole, &w) || !absl::SimpleAtoi(frac, &f) || w < 0 || f < 0) {
-    return false;
-  }
-  *out = w * 1'000'000 + f;
-  return true;
+  absl::StatusOr<int64_t> micros = api::ParseMoneyMicros(s);
+  if (micros.ok()) *out = *micros;
+  return micros.ok();
 }
 
 // "A100-80GB:8,H100-SXM-80GB:16@2.50": model, count, optional price per GPU-hour.
@@ -74,11 +68,7 @@ std::string Duration(double s) {
   return fmt::format("{:.1f} d", s / 86400);
 }
 
-// Micro-units as a decimal amount: cents above one unit, four decimals below.
-std::string Money(int64_t micros) {
-  if (micros >= 1'000'000) return fmt::format("{}.{:02d}", micros / 1'000'000, (micros % 1'000'000) / 10'000);
-  return fmt::format("0.{:04d}", micros / 100);
-}
+std::string Money(int64_t micros) { return FormatMoney(micros); }
 
 // A terminal bar of the breakdown against the usable memory: one letter per term.
 std::string MemoryBar(const PlanCandidate& c, int width = 60) {

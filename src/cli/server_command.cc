@@ -40,6 +40,8 @@ void RegisterServerCommand(CLI::App& app) {
     std::string tls_ca;
     bool insecure_no_tls = false;
     std::string fair_share_half_life = "7d";
+    std::string gpu_quarantine = "10m";
+    std::string reclaim_avoid = "10m";
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
   };
@@ -78,6 +80,13 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--fair-share-half-life", o->fair_share_half_life,
                   "Half-life of the tenants' GPU usage behind fair share: 7d, 12h, 90m, 3600s, or 0 for no decay "
                   "(Slurm's PriorityDecayHalfLife)")
+      ->capture_default_str();
+  sub->add_option("--gpu-quarantine", o->gpu_quarantine,
+                  "How long a GPU that raised a hardware XID (48, 79, 94, ...) is not placed on: 10m, 90s, 1h")
+      ->capture_default_str();
+  sub->add_option("--reclaim-avoid", o->reclaim_avoid,
+                  "After a reclaim notice, place jobs outside the node's region for this long when they fit "
+                  "elsewhere: 10m, 1h, 0 for never")
       ->capture_default_str();
   sub->add_option("--max-archive-bytes", o->max_archive_bytes,
                   "Largest workdir archive a tenant may upload, in bytes (default 1 GiB); larger uploads get 413")
@@ -128,6 +137,21 @@ void RegisterServerCommand(CLI::App& app) {
       Fail(cmd,
            fmt::format("--fair-share-half-life '{}' must be a number with s, m, h or d (e.g. 7d), or 0",
                        o->fair_share_half_life),
+           kExitUsage);
+    }
+    if (std::optional<int64_t> q = ParseDurationSeconds(o->gpu_quarantine); q && *q > 0) {
+      options.gpu_quarantine = std::chrono::seconds(*q);
+    } else {
+      Fail(cmd,
+           fmt::format("--gpu-quarantine '{}' must be a number with s, m, h or d (e.g. 10m), above 0",
+                       o->gpu_quarantine),
+           kExitUsage);
+    }
+    if (std::optional<int64_t> a = ParseDurationSeconds(o->reclaim_avoid); a && *a >= 0) {
+      options.reclaim_avoid = std::chrono::seconds(*a);
+    } else {
+      Fail(cmd,
+           fmt::format("--reclaim-avoid '{}' must be a number with s, m, h or d (e.g. 10m), or 0", o->reclaim_avoid),
            kExitUsage);
     }
     std::error_code ec;

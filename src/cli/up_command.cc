@@ -20,9 +20,11 @@
 
 #include "agent/agent.h"
 #include "agent/metrics_listener.h"
+#include "agent/workload_listener.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/config.h"
+#include "cli/podman_flags.h"
 #include "common/absl_fmt.h"
 #include "controlplane/server.h"
 #include "hw/composite_discovery.h"
@@ -48,6 +50,8 @@ void RegisterUpCommand(CLI::App& app) {
     std::string agent_listen = "127.0.0.1:8472";
     std::string agent_metrics_listen = "127.0.0.1:8471";
     bool insecure_no_tls = false;
+    std::string podman = "off";
+    std::string podman_run_flags;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -68,6 +72,11 @@ void RegisterUpCommand(CLI::App& app) {
   sub->add_option("--key-file", o->key_file,
                   "Master key file sealing secrets and job specs at rest (`gpugeek keys init --key-file F`; default: "
                   "<data-dir>/master.key, created on the first start; in production keep it apart from the data)");
+  sub->add_option("--podman", o->podman,
+                  "How the agent runs rootful podman for jobs with image: (as gpugeek agent --podman: a command, "
+                  "auto or off)")
+      ->capture_default_str();
+  sub->add_option("--podman-run-flags", o->podman_run_flags, "Extra `podman run` flags (as gpugeek agent)");
   sub->add_option("--agent-metrics-listen", o->agent_metrics_listen,
                   "HOST:PORT where the agent serves its Prometheus metrics (GET /metrics; port 0: any free port; "
                   "\"off\": none)")
@@ -144,19 +153,27 @@ void RegisterUpCommand(CLI::App& app) {
     }
     metrics::Registry agent_registry;  // outlives the agent and its listener
     if (agent_metrics) ao.metrics = &agent_registry;
+    absl::StatusOr<std::vector<std::string>> podman = PodmanCommand(o->podman);
+    if (!podman.ok()) Fail(cmd, std::string(podman.status().message()), kExitUsage);
+    ao.podman = *podman;
+    ao.podman_run_flags = SplitWords(o->podman_run_flags);
     auto agent = agent::Agent::Create(ao);
     if (!agent.ok()) Fail(cmd, fmt::format("agent: {}", agent.status().message()));
     std::unique_ptr<agent::MetricsListener> metrics_listener;
     if (agent_metrics) {
       // The server's certificate names 127.0.0.1, ::1, localhost and this host: it fits this listener too.
-      auto listener =
-          agent::MetricsListener::Start(o->agent_metrics_listen, &agent_registry, ao.address, (*server)->tls_options());
+      auto listener = agent::MetricsListener::Start(o->agent_metrics_listen, &agent_registry, ao.address,
+                                                    (*server)->tls_options(), agent->get());
       if (!listener.ok()) {
         Fail(cmd, fmt::format("--agent-metrics-listen {}: {}", o->agent_metrics_listen, listener.status().message()));
       }
       metrics_listener = std::move(*listener);
-      (*agent)->SetMetricsAddress(metrics_listener->address());
+      (*agent)->SetMetricsAddress(metrics_listener->address(), metrics_listener->tls());
     }
+    // The members' checkpoint reports (docs/checkpointing.md): loopback, any free port.
+    auto workload_listener = agent::WorkloadListener::Start("127.0.0.1:0", agent->get());
+    if (!workload_listener.ok()) Fail(cmd, fmt::format("workload endpoint: {}", workload_listener.status().message()));
+    (*agent)->SetWorkloadUrl((*workload_listener)->url());
     // The CLI on this machine talks to this server from now on, as its admin: profile "local".
     const std::string config_path = ConfigPath();
     if (absl::Status st = SaveProfile(
@@ -201,6 +218,7 @@ void RegisterUpCommand(CLI::App& app) {
     (*agent)->Stop();
     agent_thread.join();
     if (metrics_listener != nullptr) metrics_listener->Stop();
+    (*workload_listener)->Stop();
     (*server)->Stop();
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     std::cout << "gpugeek up: stopped\n";

@@ -1,15 +1,17 @@
 #pragma once
-// UploadWorkdir: what `gpugeek submit` does with a spec's `workdir:`. Packs the folder
-// (archive::PackWorkdir: deterministic, honouring .gitignore / .gpugeekignore), asks the server whether
-// the caller's tenant has an archive with that SHA-256 (HEAD /v1/archives/{digest}) and uploads it only
-// when not (PUT, in pieces of `piece_bytes` read from the packed file, so memory stays bounded whatever
-// the archive's size), with a progress bar on `progress` when it is a terminal.
+// UploadWorkdir: what `gpugeek submit` does with a spec's `workdir:` (and UploadFileEntry with `files:`). Packs the
+// folder (archive::PackWorkdir: deterministic, honouring .gitignore / .gpugeekignore), asks the server whether the
+// caller's tenant has an archive with that SHA-256 (HEAD /v1/archives/{digest}) and uploads it only when not (PUT, in
+// pieces of `piece_bytes` read from the packed file, so memory stays bounded whatever the archive's size), with a
+// progress bar on `progress` when it is a terminal.
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "api/job_spec.h"
 #include "http/client.h"
 
 namespace gpugeek::cli {
@@ -38,5 +40,21 @@ struct WorkdirUpload {
 // "workdir: " in front. The packed file is removed in every case.
 absl::StatusOr<WorkdirUpload> UploadWorkdir(http::Client& client, const std::string& dir,
                                             const WorkdirUploadOptions& options = {});
+
+// Whether `name` ends like a tar archive the nodes can unpack: .tar, .tar.gz, .tgz, .tar.zst, .tzst.
+bool IsTarArchiveName(std::string_view name);
+
+// One `files:` entry of a job spec (docs/job-spec.md), DEST: SRC, uploaded:
+//   - a folder is packed like a workdir (ignore files honoured) and unpacked into DEST;
+//   - an archive (IsTarArchiveName) is sent as it is, checked by the server, and unpacked into DEST;
+//   - any other file is packed as an archive holding the one entry DEST, unpacked into the working folder.
+struct FileUpload {
+  api::FileArchive archive;  // what the spec's file_archives gets
+  std::string kind;          // "folder", "archive" or "file"
+  WorkdirUpload stats;
+};
+// Errors as UploadWorkdir's, with "files.DEST: " in front; NotFound when SRC does not exist.
+absl::StatusOr<FileUpload> UploadFileEntry(http::Client& client, const std::string& dest, const std::string& src,
+                                           const WorkdirUploadOptions& options = {});
 
 }  // namespace gpugeek::cli

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -26,14 +27,38 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, uint64_t ma
   }
   std::string data;
   char buffer[1 << 16];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
-    data.append(buffer, static_cast<size_t>(in.gcount()));
-    if (data.size() > max_bytes) {
-      return absl::InvalidArgumentError(
-          fmt::format("{} {} is larger than {} bytes: is it the right file?", what, path, max_bytes));
+  try {  // libstdc++'s filebuf throws on a failed read(2) whatever the stream's exception mask
+    while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+      data.append(buffer, static_cast<size_t>(in.gcount()));
+      if (data.size() > max_bytes) {
+        return absl::InvalidArgumentError(
+            fmt::format("{} {} is larger than {} bytes: is it the right file?", what, path, max_bytes));
+      }
     }
+  } catch (const std::ios_base::failure& e) {
+    return absl::InternalError(fmt::format("cannot read {} {}: {}", what, path, e.what()));
   }
   if (in.bad()) return absl::InternalError(fmt::format("cannot read {} {}: read error", what, path));
+  return data;
+}
+
+std::optional<std::string> ReadProcFile(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string data;
+  char buffer[8192];
+  while (data.size() < max_bytes) {
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (data.size() > max_bytes) data.resize(max_bytes);
   return data;
 }
 
@@ -85,6 +110,20 @@ absl::Status WriteFilePrivate(const std::string& path, const std::string& bytes)
     ::close(dfd);
   }
   return absl::OkStatus();
+}
+
+bool IsSafeRelativePath(std::string_view path) {
+  if (path.empty() || path.size() > 4096 || path.front() == '/' || path.find('\0') != std::string_view::npos) {
+    return false;
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    const std::string_view part = path.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = slash + 1;
+  }
+  return true;
 }
 
 }  // namespace gpugeek

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace gpugeek {
@@ -27,6 +28,26 @@ TEST(ReadFileBoundedTest, ReadsWholeFilesUpToTheBoundAndRefusesMore) {
   EXPECT_EQ(ReadFileBounded(dir / "missing", 10, "spec").status().code(), absl::StatusCode::kNotFound);
   EXPECT_FALSE(ReadFileBounded(dir, 10, "spec").ok());  // a directory
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpugeek
+
+namespace gpugeek {
+namespace {
+
+// /proc files of a process that is gone cannot be read: nullopt, never an exception.
+TEST(ReadProcFileTest, ReadsProcFilesAndSaysNulloptForAGoneProcess) {
+  const std::optional<std::string> self = ReadProcFile("/proc/self/stat");
+  ASSERT_TRUE(self.has_value());
+  EXPECT_EQ(self->substr(0, self->find(' ')), std::to_string(::getpid()));
+  const pid_t child = ::fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(ReadProcFile("/proc/" + std::to_string(child) + "/stat"), std::nullopt);
+  EXPECT_EQ(ReadProcFile("/nonexistent/file"), std::nullopt);
+  EXPECT_EQ(ReadProcFile("/proc/self/stat", 3)->size(), 3u);
 }
 
 }  // namespace

@@ -2,10 +2,17 @@
 
 #include <array>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_format.h"
 
 namespace gpugeek {
+
+std::string FormatMoney(int64_t micros) {
+  if (micros < 0) return "-" + FormatMoney(micros == INT64_MIN ? INT64_MAX : -micros);
+  if (micros >= 1'000'000) return absl::StrFormat("%d.%02d", micros / 1'000'000, (micros % 1'000'000) / 10'000);
+  return absl::StrFormat("0.%04d", micros / 100);
+}
 
 std::string FormatBytes(uint64_t bytes) {
   static constexpr std::array<const char*, 5> kNames = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -26,4 +26,8 @@ std::string FormatBytesPerSecond(double bytes_per_second);
 // Formats FLOP/s with a decimal prefix, e.g. 9.89e14 -> "989 TFLOP/s".
 std::string FormatFlops(double flops);
 
+// Integer micro-units of money as a decimal amount: cents from one unit up ("2.05", truncated), four
+// decimals below ("0.0042"); a minus sign for a negative amount.
+std::string FormatMoney(int64_t micros);
+
 }  // namespace gpugeek

@@ -5,6 +5,14 @@
 namespace gpugeek {
 namespace {
 
+TEST(FormatMoney, CentsFromOneUnitFourDecimalsBelow) {
+  EXPECT_EQ(FormatMoney(2'050'000), "2.05");
+  EXPECT_EQ(FormatMoney(1'700'000), "1.70");
+  EXPECT_EQ(FormatMoney(4'200), "0.0042");
+  EXPECT_EQ(FormatMoney(0), "0.0000");
+  EXPECT_EQ(FormatMoney(-1'700'000), "-1.70");
+}
+
 TEST(FormatBytes, UsesBinaryPrefixes) {
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(80 * kGiB), "80.0 GiB");

@@ -39,6 +39,9 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/jobs/{id}", Access::kViewer},
       {"POST", "/v1/jobs/{id}/cancel", Access::kMember},
       {"GET", "/v1/jobs/{id}/logs", Access::kViewer},
+      {"POST", "/v1/jobs/{id}/exec", Access::kMember},
+      {"GET", "/v1/jobs/{id}/ports", Access::kMember},
+      {"POST", "/v1/jobs/{id}/port-forward", Access::kMember},
       {"GET", "/v1/events", Access::kViewer},
       {"GET", "/v1/nodes", Access::kViewer},
       {"GET", "/v1/nodes/{name}", Access::kViewer},
@@ -46,6 +49,7 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"POST", "/v1/nodes/{name}/cordon", Access::kAdmin},
       {"POST", "/v1/nodes/{name}/uncordon", Access::kAdmin},
       {"POST", "/v1/nodes/{name}/drain", Access::kAdmin},
+      {"POST", "/v1/nodes/{name}/reclaim", Access::kAdmin},
       {"GET", "/v1/pool", Access::kViewer},
       {"POST", "/v1/plans", Access::kViewer},
       {"GET", "/v1/tenants", Access::kAdmin},
@@ -73,6 +77,7 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/metrics", Access::kAdmin},
       {"POST", "/v1/agents/register", Access::kNode},
       {"POST", "/v1/agents/{node}/heartbeat", Access::kNode},
+      {"POST", "/v1/agents/{node}/reclaim", Access::kNode},
       {"GET", "/v1/agents/{node}/archives/{digest}", Access::kNode},
   };
   return *table;

@@ -96,12 +96,11 @@ class AccessTest : public ::testing::Test {
     return out;
   }
 
-  void RegisterNode(const std::string& node) {
+  void RegisterNode(const std::string& node, const std::string& gpus = "8xH100-SXM-80GB") {
     api::Registration r;
     r.node = node;
     r.address = "127.0.0.1";
-    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), node,
-                                             {node, 32, uint64_t{256} << 30, 1, ""});
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(gpus), node, {node, 32, uint64_t{256} << 30, 1, ""});
     if (agents_ == nullptr) agents_ = std::make_unique<testing::AgentCaller>(*server_);
     auto reply = agents_->Post("/v1/agents/register", api::ToJson(r));
     ASSERT_TRUE(reply.ok()) << reply.status();
@@ -168,6 +167,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
 
   RegisterNode("node-a");
   RegisterNode("node-b");
+  // The jobs of the matrix ask for an A100: a cordoned A100 node admits them (it could host them) and
+  // keeps them PENDING.
+  RegisterNode("node-parked", "1xA100-SXM-80GB");
+  ASSERT_EQ(Call(kAdmin, "POST", "/v1/nodes/node-parked/cordon").status, 200);
   tokens_[kNodeA] = agents_->credential("node-a");
   tokens_[kNodeB] = agents_->credential("node-b");
   int checked = 0;
@@ -195,14 +198,18 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     if (access_name == "node") {
       // The agents' listener, as node-a: only node-a's own credential is heard (node_authority_test.cc
       // has the join and takeover cases).
-      const std::string path =
-          method == "POST" && pattern == "/v1/agents/register" ? pattern : "/v1/agents/node-a/heartbeat";
+      const bool reclaim = pattern == "/v1/agents/{node}/reclaim";
+      const std::string path = method == "POST" && pattern == "/v1/agents/register" ? pattern
+                               : reclaim                                            ? "/v1/agents/node-a/reclaim"
+                                                                                    : "/v1/agents/node-a/heartbeat";
       api::Registration reg;
       reg.node = "node-a";
       reg.address = "127.0.0.1";
       reg.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xH100-SXM-80GB"), "node-a",
                                                  {"node-a", 32, uint64_t{256} << 30, 1, ""});
-      const json body = path == pattern ? api::ToJson(reg) : json{{"node", "node-a"}};
+      const json body = path == pattern ? api::ToJson(reg)
+                        : reclaim       ? json{{"deadline_s", 30}}
+                                        : json{{"node", "node-a"}};
       for (int c = 0; c < kCallers; ++c) {
         auto client = *http::Client::Create(
             {.base_url = server_->agent_url(), .ca_file = server_->ca_file(), .bearer_token = tokens_[c]});
@@ -223,10 +230,15 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
     // An archive of team-a (and of the admin's own tenant), as secrets; a PUT uploads the caller's own copy.
     const bool archive_scoped = pattern == "/v1/archives/{digest}" && method != "PUT";
-    const int ok = (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
-                                         pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
-                       ? 201
-                       : 200;
+    // exec, ports: the fresh job is PENDING, so a caller allowed to reach its members gets to the state
+    // check (409); port-forward: a plain POST (no Upgrade headers) is 426 once the caller may see the job.
+    const int ok =
+        pattern == "/v1/jobs/{id}/port-forward"                               ? 426
+        : pattern == "/v1/jobs/{id}/exec" || pattern == "/v1/jobs/{id}/ports" ? 409
+        : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
+                                pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
+            ? 201
+            : 200;
     for (int c = 0; c < kCallers; ++c) {
       const Caller who = static_cast<Caller>(c);
       // Fresh objects per call, so one caller's success (a cancel, a removal) does not change the next one's.
@@ -283,6 +295,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"spec_yaml", "name: m\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}};
         } else if (pattern == "/v1/tenants") {
           body = {{"name", fmt::format("t-{}", n)}};
+        } else if (pattern == "/v1/nodes/{name}/reclaim") {
+          body = {{"deadline_s", 30}};
+        } else if (pattern == "/v1/jobs/{id}/exec") {
+          body = {{"argv", {"true"}}};
         } else if (pattern == "/v1/users") {
           body = {{"name", fmt::format("u-{}", n)}, {"tenant", "team-a"}, {"role", "viewer"}};
         } else if (pattern == "/v1/plans") {

@@ -189,6 +189,15 @@ absl::StatusOr<Reply> Plan(ControlPlane& cp, const Request& r) {
       {{"candidates", candidates}, {"rejected", plan.rejected}, {"layouts_evaluated", plan.layouts_evaluated}});
 }
 
+// The body of a reclaim notice, {"deadline_s": 1..3600}, as a duration.
+absl::StatusOr<Duration> ReclaimNotice(const Request& r) {
+  ASSIGN_OR_RETURN(const nlohmann::json body, r.JsonBody());
+  const api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"deadline_s"}));
+  ASSIGN_OR_RETURN(const int64_t seconds, reader.Int("deadline_s", std::nullopt, 1, 3600));
+  return std::chrono::seconds(seconds);
+}
+
 absl::StatusOr<Reply> NodeAction(ControlPlane& cp, const Request& r, const std::string& action) {
   const std::string name = r.param("name");
   if (action == "drain") {
@@ -267,6 +276,13 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& account
     route("POST", "/v1/nodes/{name}/" + action,
           [&cp, action](const Principal&, const Request& r) { return NodeAction(cp, r, action); });
   }
+  // A spot reclaim notice: {"deadline_s": 30} = the provider takes the node back in 30 s.
+  route("POST", "/v1/nodes/{name}/reclaim", [&cp](const Principal&, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(const Duration notice, ReclaimNotice(r));
+    RETURN_IF_ERROR(cp.Reclaim(r.param("name"), notice));
+    ASSIGN_OR_RETURN(NodeView node, cp.Node(r.param("name")));
+    return Reply::Json(NodeToJson(node));
+  });
   route("GET", "/v1/pool", [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> {
     return Reply::Json(PoolToJson(cp.Pool()));
   });
@@ -284,34 +300,48 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& account
   }
 }
 
-void RegisterAgentRoutes(http::Server& server, ControlPlane& cp, NodeAuthority& nodes) {
+void RegisterAgentRoutes(http::Server& server, ControlPlane& cp, NodeAuthority& nodes, ExecTokens* exec_tokens) {
   const auto authorization = [](const Request& r) -> std::string_view {
     auto it = r.headers.find("authorization");
     return it == r.headers.end() ? std::string_view() : std::string_view(it->second);
   };
-  server.Route("POST", "/v1/agents/register", [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
-    ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
-    ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));
-    // Who may register this name is settled before anything is stored; a join token is
-    // consumed only once the registration is.
-    ASSIGN_OR_RETURN(NodeAuthority::Admission admission, nodes.AdmitRegistration(authorization(r), reg.node));
-    ASSIGN_OR_RETURN(api::RegistrationReply reply, cp.Register(reg));
-    ASSIGN_OR_RETURN(reply.node_credential, nodes.Join(admission, reg.node));
-    return Reply::Json(api::ToJson(reply));
-  });
-  server.Route(
-      "POST", "/v1/agents/{node}/heartbeat", [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
-        // The credential first: a forged heartbeat costs one HMAC and changes nothing.
-        RETURN_IF_ERROR(nodes.AuthenticateNode(authorization(r), r.param("node")));
-        ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
-        ASSIGN_OR_RETURN(api::Heartbeat hb, api::HeartbeatFromJson(body));
-        if (hb.node != r.param("node")) {
-          return absl::InvalidArgumentError(
-              fmt::format("heartbeat.node = '{}' does not match the URL's node '{}'", hb.node, r.param("node")));
-        }
-        ASSIGN_OR_RETURN(api::HeartbeatReply reply, cp.Heartbeat(hb));
-        return Reply::Json(api::ToJson(reply));
-      });
+  server.Route("POST", "/v1/agents/register",
+               [&cp, &nodes, authorization, exec_tokens](const Request& r) -> absl::StatusOr<Reply> {
+                 ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+                 ASSIGN_OR_RETURN(api::Registration reg, api::RegistrationFromJson(body));
+                 // Who may register this name is settled before anything is stored; a join token is
+                 // consumed only once the registration is.
+                 ASSIGN_OR_RETURN(NodeAuthority::Admission admission,
+                                  nodes.AdmitRegistration(authorization(r), reg.node));
+                 ASSIGN_OR_RETURN(api::RegistrationReply reply, cp.Register(reg));
+                 ASSIGN_OR_RETURN(reply.node_credential, nodes.Join(admission, reg.node));
+                 if (exec_tokens != nullptr) reply.exec_token = exec_tokens->Issue(reg.node);
+                 return Reply::Json(api::ToJson(reply));
+               });
+  server.Route("POST", "/v1/agents/{node}/heartbeat",
+               [&cp, &nodes, authorization, exec_tokens](const Request& r) -> absl::StatusOr<Reply> {
+                 // The credential first: a forged heartbeat costs one HMAC and changes nothing.
+                 RETURN_IF_ERROR(nodes.AuthenticateNode(authorization(r), r.param("node")));
+                 ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
+                 ASSIGN_OR_RETURN(api::Heartbeat hb, api::HeartbeatFromJson(body));
+                 if (hb.node != r.param("node")) {
+                   return absl::InvalidArgumentError(fmt::format(
+                       "heartbeat.node = '{}' does not match the URL's node '{}'", hb.node, r.param("node")));
+                 }
+                 ASSIGN_OR_RETURN(api::HeartbeatReply reply, cp.Heartbeat(hb));
+                 // A node registered before this server started has no exec token: registering again gives it one.
+                 if (exec_tokens != nullptr && !exec_tokens->Get(hb.node)) reply.reregister = true;
+                 return Reply::Json(api::ToJson(reply));
+               });
+  // The agent's own reclaim notice (agent/reclaim_notice.h): only a node's credential reclaims that node.
+  server.Route("POST", "/v1/agents/{node}/reclaim",
+               [&cp, &nodes, authorization](const Request& r) -> absl::StatusOr<Reply> {
+                 RETURN_IF_ERROR(nodes.AuthenticateNode(authorization(r), r.param("node")));
+                 ASSIGN_OR_RETURN(const Duration notice, ReclaimNotice(r));
+                 RETURN_IF_ERROR(cp.Reclaim(r.param("node"), notice));
+                 return Reply::Json({{"node", r.param("node")},
+                                     {"deadline_s", std::chrono::duration_cast<std::chrono::seconds>(notice).count()}});
+               });
 }
 
 }  // namespace gpugeek::controlplane

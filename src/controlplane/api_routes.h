@@ -24,6 +24,7 @@
 
 #include "controlplane/accounts.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/exec_relay.h"
 #include "controlplane/node_authority.h"
 #include "http/server.h"
 
@@ -38,6 +39,9 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& control_plane, Accoun
 //   POST /v1/agents/register, POST /v1/agents/{node}/heartbeat            (api/agent_protocol.h)
 // Each needs the node's credential, or to register for the first time a join token (node_authority.h):
 // 401 without a valid one, 403 for another node's credential, 409 for a join with a taken name.
-void RegisterAgentRoutes(http::Server& server, ControlPlane& control_plane, NodeAuthority& nodes);
+// With `exec_tokens`, each registration draws the node's exec token (exec_relay.h) into its reply, and a
+// heartbeat from a node without one (the server restarted) is answered `reregister` to get it one.
+void RegisterAgentRoutes(http::Server& server, ControlPlane& control_plane, NodeAuthority& nodes,
+                         ExecTokens* exec_tokens = nullptr);
 
 }  // namespace gpugeek::controlplane

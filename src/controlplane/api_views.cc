@@ -28,6 +28,10 @@ nlohmann::json JobToJson(const JobView& job) {
   j["plan"] = r.plan_json.empty() ? nlohmann::json() : nlohmann::json::parse(r.plan_json, nullptr, false);
   j["allocation"] = job.allocation ? ToJson(*job.allocation) : nlohmann::json();
   if (!job.pending_reason.empty()) j["pending_reason"] = job.pending_reason;
+  j["usage"] = UsageToJson(job.usage);
+  j["checkpoint"] = r.checkpoint_step
+                        ? nlohmann::json{{"step", *r.checkpoint_step}, {"reported_at", FormatTime(r.checkpoint_at)}}
+                        : nlohmann::json();
   return j;
 }
 
@@ -47,8 +51,12 @@ nlohmann::json NodeToJson(const NodeView& node) {
           {"address", node.registration.address},
           {"state", node.state},
           {"capacity_type", node.registration.capacity_type},
+          {"price_micros_per_gpu_hour", node.registration.price_micros_per_gpu_hour},
           {"region", node.registration.region},
           {"labels", node.registration.labels},
+          {"images", node.registration.images},
+          {"unfit_images", node.registration.unfit_images},
+          {"unhealthy_gpus", node.unhealthy_gpus},
           {"last_heartbeat", FormatTime(node.last_heartbeat)},
           {"gpu_milli_allocated", node.gpu_milli_allocated},
           {"jobs", node.jobs},

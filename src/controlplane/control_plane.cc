@@ -12,6 +12,7 @@
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/controllers/gc.h"
+#include "controlplane/controllers/gpu_health.h"
 #include "controlplane/controllers/job_lifecycle.h"
 #include "controlplane/controllers/node_lifecycle.h"
 #include "controlplane/controllers/scheduling.h"
@@ -64,7 +65,7 @@ absl::StatusOr<std::vector<store::JobRecord>> AllJobs(store::Store& store) {
 }
 
 std::string NodeStateName(const NodeState& s) {
-  return s.down ? "down" : s.suspect ? "suspect" : s.cordoned ? "cordoned" : "ready";
+  return s.down ? "down" : s.suspect ? "suspect" : s.cordoned ? "cordoned" : s.blocked_until ? "blocked" : "ready";
 }
 
 }  // namespace
@@ -80,6 +81,7 @@ ControlPlane::ControlPlane(const ControlPlaneOptions& options)
                                                        .keyring = options.keyring})),
       secrets_(std::make_unique<Secrets>(*options.store, options.clock ? *options.clock : RealClock())),
       node_lifecycle_(std::make_unique<NodeLifecycleController>()),
+      gpu_health_(std::make_unique<GpuHealthController>()),
       job_lifecycle_(std::make_unique<JobLifecycleController>()),
       scheduling_(std::make_unique<SchedulingController>(options.fair_share_half_life)),
       gc_(std::make_unique<GcController>()) {}
@@ -235,6 +237,7 @@ void ControlPlane::Reconcile() {
   DrainInboxLocked();
   const MonoTime now = clock_.Monotonic();
   node_lifecycle_->Reconcile(ctx, now);
+  gpu_health_->Reconcile(ctx, now);
   job_lifecycle_->Reconcile(ctx, now);
   scheduling_->Reconcile(ctx, now);
   if (!usage_saved_ || now - *usage_saved_ >= options_.usage_save_interval) {
@@ -318,6 +321,7 @@ void ControlPlane::PublishLocked() {
     n.registration = s.shared_registration;
     n.state = NodeStateName(s);
     n.cordoned = s.cordoned;
+    n.unhealthy_gpus = s.unhealthy_gpus;
   }
   for (const auto& [id, live] : state_.live) {
     std::set<std::string> here;
@@ -340,6 +344,24 @@ void ControlPlane::PublishLocked() {
     }
   }
   snap->pending_reasons.insert(state_.pending_reason.begin(), state_.pending_reason.end());
+  const std::map<std::string, int64_t> on_demand = OnDemandPrices(state_);
+  for (const auto& [id, live] : state_.live) {
+    auto reference = on_demand.find(live.allocation.gpu_model);
+    for (const AllocationMember& m : live.allocation.members) {
+      const MemberStatus& status = live.members[m.rank];
+      if (!status.running_since || status.exited) continue;
+      auto node = state_.nodes.find(m.node);
+      if (node == state_.nodes.end()) continue;
+      const api::Registration& r = node->second.registration;
+      snap->metering[id].push_back(
+          {.capacity_type = r.capacity_type,
+           .gpu_model = live.allocation.gpu_model,
+           .milli = static_cast<int64_t>(m.gpu_uuids.size()) * m.gpu_milli,
+           .price = r.price_micros_per_gpu_hour,
+           .on_demand_price = reference != on_demand.end() ? reference->second : r.price_micros_per_gpu_hour,
+           .since = *status.running_since});
+    }
+  }
   // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
   // Pool() must show it with this snapshot, not after the next pass.
   if (state_.cluster_dirty || !state_.released.empty()) {
@@ -370,7 +392,11 @@ std::optional<std::string> ControlPlane::ArchiveTenantFor(const std::string& nod
   auto it = snap->assignments.find(node);
   if (it == snap->assignments.end()) return std::nullopt;
   for (const api::Assignment& a : it->second) {
-    if (a.workdir_digest == digest && !a.cancel) return a.tenant;
+    if (a.cancel) continue;
+    if (a.workdir_digest == digest) return a.tenant;
+    for (const api::FileArchive& f : a.file_archives) {
+      if (f.digest == digest) return a.tenant;
+    }
   }
   return std::nullopt;
 }
@@ -390,14 +416,25 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
         "workdir_digest instead",
         spec.workdir.substr(0, 200)));
   }
-  if (!spec.workdir_digest.empty() &&
-      (!options_.has_archive || !options_.has_archive(request.tenant, spec.workdir_digest))) {
+  if (!spec.files.empty()) {
     return absl::InvalidArgumentError(
-        fmt::format("workdir_digest: tenant '{}' has no archive {}; upload it first (PUT /v1/archives/{{digest}}, as "
+        fmt::format("files.{}: names a path on the submitting machine; `gpugeek submit` uploads each entry and "
+                    "sends file_archives instead",
+                    spec.files.begin()->first));
+  }
+  auto has_archive = [&](const std::string& field, const std::string& digest) -> absl::Status {
+    if (options_.has_archive && options_.has_archive(request.tenant, digest)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        fmt::format("{}: tenant '{}' has no archive {}; upload it first (PUT /v1/archives/{{digest}}, as "
                     "`gpugeek submit` does)",
-                    SecretTenant(request.tenant), spec.workdir_digest));
+                    field, SecretTenant(request.tenant), digest));
+  };
+  if (!spec.workdir_digest.empty()) RETURN_IF_ERROR(has_archive("workdir_digest", spec.workdir_digest));
+  for (size_t i = 0; i < spec.file_archives.size(); ++i) {
+    RETURN_IF_ERROR(has_archive(fmt::format("file_archives[{}].digest", i), spec.file_archives[i].digest));
   }
   std::string plan_json;
+  std::optional<workload::ResourceRequest> planned;
   if (!spec.model.empty() && spec.task && spec.resources.any_of.empty()) {
     if (request.model_config_json.empty()) {
       return absl::InvalidArgumentError(
@@ -422,8 +459,15 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
       return absl::FailedPreconditionError(
           fmt::format("no GPU in the pool fits {} for {}: {}", spec.model, api::TaskKindName(spec.task->kind), why));
     }
-    plan_json = PlanToJson(workload::ToResourceRequest(plan), plan.candidates[0].Summary()).dump();
+    planned = workload::ToResourceRequest(plan);
+    plan_json = PlanToJson(*planned, plan.candidates[0].Summary()).dump();
   }
+  // Fail fast: a job no registered node could ever host is refused now, naming what is missing.
+  absl::StatusOr<std::vector<sched::Request>> requests =
+      BuildRequests("admission", spec, planned ? &*planned : nullptr);
+  if (!requests.ok()) return requests.status();
+  for (sched::Request& r : *requests) r.tenant = request.tenant;
+  RETURN_IF_ERROR(admission_fit_.Check(*requests, *snapshot()));
   store::JobRecord record;
   record.tenant = request.tenant;
   record.name = spec.name;
@@ -513,6 +557,13 @@ JobView ControlPlane::ViewOf(const store::JobRecord& record, const Snapshot& sna
   }
   if (record.state == JobState::kPending) {
     if (auto it = snap.pending_reasons.find(record.id); it != snap.pending_reasons.end()) v.pending_reason = it->second;
+  }
+  if (absl::StatusOr<Usage> usage = UsageFromText(record.usage_json); usage.ok()) v.usage = std::move(*usage);
+  if (auto open = snap.metering.find(record.id); open != snap.metering.end()) {
+    const MonoTime now = clock_.Monotonic();
+    for (const Snapshot::OpenSegment& s : open->second) {
+      Accrue(v.usage, s.capacity_type, s.gpu_model, s.milli, now - s.since, s.price, s.on_demand_price);
+    }
   }
   return v;
 }
@@ -847,6 +898,7 @@ std::vector<NodeView> ControlPlane::Nodes(const std::string& after, size_t limit
     v.state = n.state;
     v.cordoned = n.cordoned;
     v.gpu_milli_allocated = n.gpu_milli_allocated;
+    v.unhealthy_gpus = n.unhealthy_gpus;
     v.jobs = n.jobs;
     v.job_tenants = n.job_tenants;
     if (std::optional<Lease> lease = leases_.Get(name)) {
@@ -888,6 +940,36 @@ absl::Status ControlPlane::Drain(const std::string& name) {
   ControllerContext ctx = ContextLocked();
   for (const std::string& id : state_.JobsOn(name)) {
     RETURN_IF_ERROR(Requeue(ctx, id, fmt::format("node {} drained; requeued", name)));
+  }
+  PublishLocked();
+  return absl::OkStatus();
+}
+
+absl::Status ControlPlane::Reclaim(const std::string& name, Duration notice) {
+  if (notice < std::chrono::seconds(1) || notice > std::chrono::hours(1)) {
+    return absl::InvalidArgumentError(
+        "deadline_s: the notice must be 1..3600 seconds (AWS gives 120, GCP and Azure 30)");
+  }
+  RETURN_IF_ERROR(SetCordoned(name, true));
+  MutexLock lock(&writer_mu_);
+  ControllerContext ctx = ContextLocked();
+  auto node = state_.nodes.find(name);
+  if (node == state_.nodes.end()) return absl::NotFoundError(fmt::format("no node '{}'", name));
+  if (!node->second.registration.region.empty()) {
+    state_.reclaimed_regions[node->second.registration.region] = clock_.Monotonic();
+  }
+  // The agent hears of the stop within a heartbeat; its SIGKILL must land before the provider's.
+  const Duration window =
+      std::max<Duration>(Duration::zero(), notice - options_.heartbeat_interval - std::chrono::milliseconds(500));
+  const auto notice_s = std::chrono::duration_cast<std::chrono::seconds>(notice).count();
+  spdlog::info("control plane: reclaim notice for node {} ({} s): moving {} job(s)", name, notice_s,
+               state_.JobsOn(name).size());
+  for (const std::string& id : state_.JobsOn(name)) {
+    auto live = state_.live.find(id);
+    if (live == state_.live.end() || live->second.draining) continue;
+    live->second.stop_grace = std::min<Duration>(live->second.spec.checkpoint.grace, window);
+    RETURN_IF_ERROR(
+        Requeue(ctx, id, fmt::format("node {} reclaimed ({} s notice); checkpointing and moving", name, notice_s)));
   }
   PublishLocked();
   return absl::OkStatus();

@@ -63,6 +63,7 @@
 #include "api/job_spec.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "controlplane/admission_fit.h"
 #include "controlplane/allocation.h"
 #include "controlplane/controllers/context.h"
 #include "controlplane/log_routes.h"
@@ -73,6 +74,7 @@
 #include "controlplane/state/log_grant_table.h"
 #include "controlplane/state/snapshot.h"
 #include "controlplane/state/state.h"
+#include "controlplane/usage.h"
 #include "hw/gpu_catalog.h"
 #include "metrics/registry.h"
 #include "store/store.h"
@@ -82,6 +84,7 @@ namespace gpugeek::controlplane {
 
 class ControlPlaneMetrics;
 class NodeLifecycleController;
+class GpuHealthController;
 class JobLifecycleController;
 class SchedulingController;
 class GcController;
@@ -97,16 +100,19 @@ struct JobView {
   store::JobRecord record;
   std::optional<Allocation> allocation;
   std::string pending_reason;  // why a PENDING job is not placed yet ("" when unknown)
+  Usage usage;                 // metered so far, open segments up to now included (usage.h)
 };
 
 struct NodeView {
   api::Registration registration;
-  std::string state;         // ready | suspect | cordoned | down
+  std::string state;         // ready | suspect | cordoned | blocked | down
   bool cordoned = false;     // also while down
   TimePoint last_heartbeat;  // wall clock, for display
   Duration heartbeat_age{};  // since the last renewal, monotonic
   std::vector<hw::GpuSample> samples;
   int64_t gpu_milli_allocated = 0;
+  // GPUs nothing is placed on (controllers/gpu_health.h): UUID -> why.
+  std::map<std::string, std::string> unhealthy_gpus;
   std::vector<std::string> jobs;         // live jobs with a member here
   std::vector<std::string> job_tenants;  // the tenant of jobs[i]
 };
@@ -188,6 +194,12 @@ class ControlPlane {
   // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere once their
   // members there have stopped.
   absl::Status Drain(const std::string& name);
+  // A reclaim notice (a spot node the provider takes back at now + `notice`): the node is cordoned, its
+  // region avoided for options.reclaim_avoid, and its jobs sent back to PENDING like a drain, their
+  // members stopped with a grace that ends before the deadline (min(checkpoint.grace, notice - one
+  // heartbeat - 500 ms)): SIGTERM asks for the just-in-time checkpoint (docs/checkpointing.md).
+  // NotFound for an unknown node; InvalidArgument for a notice outside 1 s..1 h.
+  absl::Status Reclaim(const std::string& name, Duration notice);
   // Removes a decommissioned node from the pool: from the store and from memory, so it leaves Nodes(),
   // Pool(), the Prometheus targets and the node metrics at once. NotFound for an unknown node;
   // FailedPrecondition, saying why and what to do, unless the node is down (its lease lapsed past the
@@ -286,6 +298,7 @@ class ControlPlane {
   std::unique_ptr<ControlPlaneMetrics> metrics_;  // set by Create after Load; nullptr = no metrics
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<Secrets> secrets_;
+  AdmissionFit admission_fit_;  // refuses at submission what no registered node could ever host
   LeaseTable leases_;
   LogGrantTable log_grants_;
 
@@ -326,6 +339,8 @@ class ControlPlane {
   Mutex writer_mu_;
   State state_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<NodeLifecycleController> node_lifecycle_ ABSL_GUARDED_BY(writer_mu_);
+  // Kept across reloads: what the GPUs did is not in the store.
+  std::unique_ptr<GpuHealthController> gpu_health_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<JobLifecycleController> job_lifecycle_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<SchedulingController> scheduling_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<GcController> gc_ ABSL_GUARDED_BY(writer_mu_);

@@ -213,28 +213,43 @@ TEST_F(ControlPlaneTest, RestartedServerKeepsEveryJobAndRunningOnesFinish) {
   EXPECT_EQ(Submit(kFourH100), "j-00000004");  // ids continue after a restart
 }
 
+// A job no registered node could ever host is refused at submission, naming why (admission_fit.h); one
+// that fits the pool but not its free capacity waits, and its pending reason says why.
 TEST_F(ControlPlaneTest, UnschedulableJobSaysWhy) {
   Register("node-a", "4xA100-PCIe-80GB");
-  const std::string id = Submit("name: huge\nresources: {accelerators: A100-PCIe-80GB:8}\nrun: x\n");
-  cp_->Reconcile();
-  auto job = cp_->GetJob(id);
-  EXPECT_EQ(job->record.state, JobState::kPending);
-  EXPECT_EQ(job->pending_reason, "no node fits (1 nodes); 1: insufficient GPU: fewer than 8 GPUs with 1000 milli free");
+  auto refused = [&](const std::string& yaml) {
+    auto job = cp_->Submit({.spec_yaml = yaml, .tenant = "team-a"});
+    EXPECT_FALSE(job.ok());
+    EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+    return std::string(job.status().message());
+  };
+  EXPECT_EQ(refused("name: huge\nresources: {accelerators: A100-PCIe-80GB:8}\nrun: x\n"),
+            "resources: no registered node could ever host this job (1 nodes, at full capacity); 1: insufficient "
+            "GPU: fewer than 8 GPUs with 1000 milli free; add such a node or change resources");
+  EXPECT_EQ(refused("name: wrong\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n"),
+            "resources: no registered node could ever host this job (1 nodes, at full capacity); 1: has "
+            "A100-PCIe-80GB; no node has the requested GPU model; add such a node or change resources");
+  EXPECT_EQ(refused("name: fat\nresources: {accelerators: A100-PCIe-80GB:1, cpus: 65}\nrun: x\n"),
+            "resources: no registered node could ever host this job (1 nodes, at full capacity); 1: insufficient "
+            "cpu: 64000 milli free, 65000 requested; add such a node or change resources");
 
-  const std::string wrong = Submit("name: wrong\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n");
-  cp_->Reconcile();
-  EXPECT_EQ(cp_->GetJob(wrong)->pending_reason,
-            "no node fits (1 nodes); 1: has A100-PCIe-80GB; no node has the requested GPU model");
-  ASSERT_TRUE(cp_->Cancel(wrong, "test").ok());
-  ASSERT_TRUE(cp_->Cancel(id, "test").ok());
-
-  // A gang of two 8-GPU members: the H100 node takes the first; the second has nowhere to go.
+  // A gang of two 8-GPU members on one 8-GPU node: refused, saying how much of the gang could be placed.
   Register("node-b", "8xH100-SXM-80GB");
+  EXPECT_EQ(refused("name: gang\nnum_nodes: 2\nresources: {accelerators: H100-SXM-80GB:8}\nrun: x\n"),
+            "resources: no registered node could ever host this job (2 nodes, at full capacity); only 1 of the "
+            "gang's 2 nodes could; 1: has A100-PCIe-80GB, not the requested H100-SXM-80GB; 1: insufficient GPU: "
+            "fewer than 8 GPUs with 1000 milli free; add such a node or change resources");
+
+  // With a second H100 node the gang is admitted; while a job holds that node, the gang waits, saying why.
+  Register("node-c", "8xH100-SXM-80GB");
+  const std::string holder = Submit("name: holder\nresources: {accelerators: H100-SXM-80GB:8}\nrun: x\n");
+  cp_->Reconcile();
+  ASSERT_EQ(State(holder), JobState::kScheduled);
   const std::string gang = Submit("name: gang\nnum_nodes: 2\nresources: {accelerators: H100-SXM-80GB:8}\nrun: x\n");
   cp_->Reconcile();
   EXPECT_EQ(cp_->GetJob(gang)->pending_reason,
-            "no node fits member 2 of the gang of 2 (2 nodes); 1: has A100-PCIe-80GB, not the requested "
-            "H100-SXM-80GB; 1: insufficient GPU: fewer than 8 GPUs with 1000 milli free");
+            "no node fits member 2 of the gang of 2 (3 nodes); 1: has A100-PCIe-80GB, not the requested "
+            "H100-SXM-80GB; 2: insufficient GPU: fewer than 8 GPUs with 1000 milli free");
 }
 
 // A job that did not fit waits until capacity comes back (here: the running job ends), then places.
@@ -256,24 +271,77 @@ TEST_F(ControlPlaneTest, WaitingJobPlacesWhenCapacityComesBack) {
 // Capacity type and regions are constraints: a job waits rather than run on a node it excluded.
 TEST_F(ControlPlaneTest, CapacityTypeAndRegionsAreConstraints) {
   Register("node-a", "8xA100-SXM-80GB", "on-demand", "us-east");
-  const std::string spot = Submit("name: cheap\nresources: {accelerators: A100-SXM-80GB:1, spot: true}\nrun: x\n");
-  const std::string eu =
-      Submit("name: resident\nresources: {accelerators: A100-SXM-80GB:1, regions: [eu-west, eu-north]}\nrun: x\n");
+  const std::string spot_yaml = "name: cheap\nresources: {accelerators: A100-SXM-80GB:1, spot: true}\nrun: x\n";
+  const std::string eu_yaml =
+      "name: resident\nresources: {accelerators: A100-SXM-80GB:1, regions: [eu-west, eu-north]}\nrun: x\n";
+  // No registered node is spot, none is in the EU: refused at submission, naming the constraint.
+  auto spot = cp_->Submit({.spec_yaml = spot_yaml, .tenant = "team-a"});
+  ASSERT_FALSE(spot.ok());
+  EXPECT_THAT(spot.status().message(), HasSubstr("1: capacity type on-demand is not the requested spot"));
+  auto eu = cp_->Submit({.spec_yaml = eu_yaml, .tenant = "team-a"});
+  ASSERT_FALSE(eu.ok());
+  EXPECT_THAT(eu.status().message(), HasSubstr("1: region=us-east is not one of [eu-west, eu-north]"));
   const std::string any = Submit("name: any\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
   cp_->Reconcile();
-  EXPECT_EQ(State(spot), JobState::kPending);
-  EXPECT_THAT(cp_->GetJob(spot)->pending_reason, HasSubstr("capacity type on-demand is not the requested spot"));
-  EXPECT_EQ(State(eu), JobState::kPending);
-  EXPECT_THAT(cp_->GetJob(eu)->pending_reason, HasSubstr("region=us-east is not one of [eu-west, eu-north]"));
   EXPECT_EQ(State(any), JobState::kScheduled);
 
-  // A spot node in eu-west takes both waiting jobs.
-  Register("node-b", "8xA100-SXM-80GB", "spot", "eu-west");
+  // A one-GPU spot node in eu-west: both are admitted and go there, never to node-a; the second waits
+  // for its one GPU, saying why node-a does not count.
+  Register("node-b", "1xA100-SXM-80GB", "spot", "eu-west");
+  const std::string cheap = Submit(spot_yaml);
   cp_->Reconcile();
-  ASSERT_EQ(State(spot), JobState::kScheduled);
-  ASSERT_EQ(State(eu), JobState::kScheduled);
-  EXPECT_EQ(cp_->GetJob(spot)->allocation->members[0].node, "node-b");
-  EXPECT_EQ(cp_->GetJob(eu)->allocation->members[0].node, "node-b");
+  ASSERT_EQ(State(cheap), JobState::kScheduled);
+  EXPECT_EQ(cp_->GetJob(cheap)->allocation->members[0].node, "node-b");
+  const std::string resident = Submit(eu_yaml);
+  cp_->Reconcile();
+  EXPECT_EQ(State(resident), JobState::kPending);
+  EXPECT_THAT(cp_->GetJob(resident)->pending_reason, HasSubstr("region=us-east is not one of [eu-west, eu-north]"));
+  EXPECT_THAT(cp_->GetJob(resident)->pending_reason, HasSubstr("insufficient GPU"));
+  Beat("node-b", {{cheap, 1, api::WorkloadPhase::kRunning}});
+  Beat("node-b", {{cheap, 1, api::WorkloadPhase::kExited, 0}});
+  ASSERT_EQ(State(cheap), JobState::kSucceeded);
+  cp_->Reconcile();
+  ASSERT_EQ(State(resident), JobState::kScheduled);
+  EXPECT_EQ(cp_->GetJob(resident)->allocation->members[0].node, "node-b");
+}
+
+// image: only nodes that report the image qualify; the pending reason names it; a node that registers
+// again with the image (its agent's refreshed `podman images`) takes the job, and the assignment names it.
+TEST_F(ControlPlaneTest, ImageIsAConstraint) {
+  api::Registration bare = Registration("node-a", "8xA100-SXM-80GB");
+  bare.images = {"localhost/pytorch:bookworm"};
+  ASSERT_TRUE(cp_->Register(bare).ok());
+  // No registered node has the image: refused at submission, naming it.
+  auto refused =
+      cp_->Submit({.spec_yaml = "name: boxed\nimage: busybox\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n",
+                   .tenant = "team-a"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("1: image localhost/busybox:latest is not on this node (it has 1 other image)"));
+
+  api::Registration with = Registration("node-b", "8xA100-SXM-80GB");
+  with.images = {"localhost/busybox:latest"};
+  ASSERT_TRUE(cp_->Register(with).ok());
+  const std::string boxed = Submit("name: boxed\nimage: busybox\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
+  cp_->Reconcile();
+  ASSERT_EQ(State(boxed), JobState::kScheduled);
+  EXPECT_EQ(cp_->GetJob(boxed)->allocation->members[0].node, "node-b");
+  const std::vector<api::Assignment> assigned = Assignments("node-b");
+  ASSERT_EQ(assigned.size(), 1u);
+  EXPECT_EQ(assigned[0].image, "localhost/busybox:latest");
+
+  // Eight GPUs with the image: node-b has seven free, node-a lacks the image, so the job waits, saying so.
+  const std::string both = Submit("name: both\nimage: busybox\nresources: {accelerators: A100-SXM-80GB:8}\nrun: x\n");
+  cp_->Reconcile();
+  EXPECT_EQ(State(both), JobState::kPending);
+  EXPECT_THAT(cp_->GetJob(both)->pending_reason,
+              HasSubstr("image localhost/busybox:latest is not on this node (it has 1 other image)"));
+  // node-a gains the image by registering again: the job goes there.
+  bare.images = {"localhost/busybox:latest", "localhost/pytorch:bookworm"};
+  ASSERT_TRUE(cp_->Register(bare).ok());
+  cp_->Reconcile();
+  ASSERT_EQ(State(both), JobState::kScheduled);
+  EXPECT_EQ(cp_->GetJob(both)->allocation->members[0].node, "node-a");
 }
 
 TEST_F(ControlPlaneTest, PlannerSizesALlama70bLoraOnA100s) {
@@ -298,6 +366,9 @@ TEST_F(ControlPlaneTest, PlannerSizesALlama70bLoraOnA100s) {
   ASSERT_EQ(held.size(), 1u);
   EXPECT_GE(held[0].tp, 1);
   EXPECT_EQ(held[0].tp * held[0].pp * held[0].dp, static_cast<int>(job->allocation->members[0].gpus.size()));
+  EXPECT_EQ(held[0].micro_batch, 1);  // the task's micro_batch: 1 (GPUGEEK_MICRO_BATCH)
+  EXPECT_GE(held[0].zero_stage, 0);
+  EXPECT_LE(held[0].zero_stage, 3);
 
   // Full fine-tuning needs more than this 8-GPU pool: refused at admission, saying why.
   auto full = cp_->Submit({.spec_yaml = "name: full\nmodel: Llama-2-70b-hf.json\ntask: {kind: full, seq_len: 4096}\n"

@@ -562,5 +562,31 @@ TEST_F(QueueScenarioTest, ControlPlanePlacesTheSharedScenarioInTheExpectedOrder)
   EXPECT_EQ(placed, expected);
 }
 
+// A node lost (down) three times within an hour is blocked from placements for 30 min (the defaults): it
+// is "blocked", a job waits rather than go there, and once the block runs out the job is placed on it.
+TEST_F(FencingTest, ANodeLostThreeTimesWithinAnHourIsBlockedForAWhile) {
+  Register("node-a", "1xH100-SXM-80GB");
+  for (int loss = 1; loss <= 3; ++loss) {
+    clock_.Advance(seconds(7));  // silent past lease + fence grace + margin (6 s)
+    cp_->Reconcile();
+    ASSERT_EQ(NodeState("node-a"), "down") << "loss " << loss;
+    Beat("node-a");
+    EXPECT_EQ(NodeState("node-a"), loss < 3 ? "ready" : "blocked") << "loss " << loss;
+  }
+  const std::string id = Submit(Spec("waits", 1));
+  cp_->Reconcile();
+  EXPECT_EQ(State(id), JobState::kPending);
+  for (int i = 0; i < 899; ++i) {
+    clock_.Advance(seconds(2));
+    Beat("node-a");
+  }
+  EXPECT_EQ(State(id), JobState::kPending) << "29 min 58 s into the block";
+  clock_.Advance(seconds(2));
+  Beat("node-a");
+  cp_->Reconcile();
+  EXPECT_EQ(NodeState("node-a"), "ready");
+  EXPECT_EQ(State(id), JobState::kScheduled);
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

@@ -70,19 +70,52 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
     return absl::InvalidArgumentError(fmt::format(
         "job {}: nothing to place: give resources.accelerators, or model and task for the planner", job_id));
   }
+  // Capacity types are constraints, as the job spec documents: a job that asked for spot (to be cheap) or
+  // for on-demand (not to be reclaimed) waits rather than run on another type; a preference list
+  // ([spot, on-demand]) is tried in its order, each type over every group, so spot anywhere comes first.
+  std::vector<std::optional<sched::CapacityType>> capacities;
+  for (api::CapacityType c : r.capacity) capacities.push_back(ToSched(c));
+  if (capacities.empty()) capacities.push_back(std::nullopt);
   std::vector<sched::Request> out;
-  for (const Group& g : groups) {
-    sched::Request req;
-    req.id = job_id;
-    req.alternatives = g.shapes;
-    req.gang_size = g.gang;
-    req.distinct_nodes = g.gang > 1;  // num_nodes means nodes: one member per node
-    req.priority = spec.priority;
-    // Both are constraints, as the job spec documents: a job that asked for spot (to be cheap) or for
-    // on-demand (not to be reclaimed) or for a region (data residency) waits rather than run elsewhere.
-    if (r.capacity) req.capacity_type = ToSched(*r.capacity);
-    if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
-    out.push_back(std::move(req));
+  for (const std::optional<sched::CapacityType>& capacity : capacities) {
+    for (const Group& g : groups) {
+      sched::Request req;
+      req.id = job_id;
+      req.alternatives = g.shapes;
+      req.gang_size = g.gang;
+      req.distinct_nodes = g.gang > 1;  // num_nodes means nodes: one member per node
+      req.priority = spec.priority;
+      req.capacity_type = capacity;
+      // A constraint too (data residency).
+      if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
+      req.image = spec.image;  // only nodes that have the image (sched::ImageFit)
+      out.push_back(std::move(req));
+    }
+  }
+  return out;
+}
+
+std::vector<sched::Request> AvoidingRegions(const std::vector<sched::Request>& requests,
+                                            const std::set<std::string>& known, const std::set<std::string>& avoid) {
+  if (avoid.empty()) return requests;
+  std::vector<sched::Request> out;
+  out.reserve(requests.size() * 2);
+  for (const sched::Request& r : requests) {
+    auto selected = r.node_selector.find(kRegionLabel);
+    std::vector<std::string> allowed;
+    if (selected != r.node_selector.end()) {
+      allowed = selected->second;
+    } else {
+      allowed.assign(known.begin(), known.end());
+    }
+    const size_t before = allowed.size();
+    std::erase_if(allowed, [&](const std::string& region) { return avoid.contains(region); });
+    if (!allowed.empty() && allowed.size() != before) {
+      sched::Request away = r;
+      away.node_selector[std::string(kRegionLabel)] = std::move(allowed);
+      out.push_back(std::move(away));
+    }
+    out.push_back(r);
   }
   return out;
 }
@@ -96,6 +129,8 @@ nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::stri
                     {"tp", a.tp},
                     {"pp", a.pp},
                     {"dp", a.dp},
+                    {"zero_stage", a.zero_stage},
+                    {"micro_batch", a.micro_batch},
                     {"memory_per_gpu_bytes", a.memory_per_gpu_bytes},
                     {"est_seconds", a.est_seconds},
                     {"est_cost_micros", a.est_cost_micros}});
@@ -117,6 +152,8 @@ absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_t
     ASSIGN_OR_RETURN(int64_t tp, a.Int("tp", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t pp, a.Int("pp", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t dp, a.Int("dp", 1, 1, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t zero, a.Int("zero_stage", 0, 0, 3));
+    ASSIGN_OR_RETURN(alt.micro_batch, a.Int("micro_batch", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t mem, a.Int("memory_per_gpu_bytes", 0, 0, INT64_MAX));
     ASSIGN_OR_RETURN(alt.est_seconds, a.Int("est_seconds", 0, 0, INT64_MAX));
     ASSIGN_OR_RETURN(alt.est_cost_micros, a.Int("est_cost_micros", 0, 0, INT64_MAX));
@@ -125,6 +162,7 @@ absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_t
     alt.tp = static_cast<int>(tp);
     alt.pp = static_cast<int>(pp);
     alt.dp = static_cast<int>(dp);
+    alt.zero_stage = static_cast<int>(zero);
     alt.memory_per_gpu_bytes = static_cast<uint64_t>(mem);
     out.alternatives.push_back(alt);
   }

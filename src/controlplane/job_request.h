@@ -13,6 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "api/job_spec.h"
 #include "sched/request.h"
@@ -24,6 +28,13 @@ namespace gpugeek::controlplane {
 // nothing the scheduler can place (no alternatives and no plan).
 absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job_id, const api::JobSpec& spec,
                                                           const workload::ResourceRequest* plan);
+
+// `requests` with, before each one, a copy that also keeps out of the regions in `avoid` (reclaimed lately,
+// ControlPlane::Reclaim): its region selector becomes the regions it allowed (all of `known` when it named
+// none) minus `avoid`. No copy when that leaves no region or changes nothing. Order kept otherwise, so a
+// capacity preference still comes first: [spot away, spot, on-demand away, on-demand].
+std::vector<sched::Request> AvoidingRegions(const std::vector<sched::Request>& requests,
+                                            const std::set<std::string>& known, const std::set<std::string>& avoid);
 
 // The planner's request as stored with the job (JobRecord::plan_json) and read back.
 nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary);

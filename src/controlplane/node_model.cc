@@ -55,6 +55,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.capacity_type = ParseCapacity(registration.capacity_type);
     s.spec.labels = registration.labels;
     if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
+    s.spec.images = registration.images;
     out.push_back(std::move(s));
     return out;
   }
@@ -77,6 +78,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.capacity_type = ParseCapacity(registration.capacity_type);
     s.spec.labels = registration.labels;
     if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
+    s.spec.images = registration.images;
     // Domains renumbered 0.. within the group, by first appearance.
     std::map<int, int8_t> domain_id;
     for (int i = 0; i < s.spec.gpu_count; ++i) {

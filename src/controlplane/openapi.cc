@@ -60,6 +60,9 @@ constexpr OperationName kOperationNames[] = {
     {"GET", "/v1/jobs/{id}", "getJob", "jobs"},
     {"POST", "/v1/jobs/{id}/cancel", "cancelJob", "jobs"},
     {"GET", "/v1/jobs/{id}/logs", "getJobLogs", "jobs"},
+    {"POST", "/v1/jobs/{id}/exec", "execInJob", "jobs"},
+    {"GET", "/v1/jobs/{id}/ports", "listJobPorts", "jobs"},
+    {"POST", "/v1/jobs/{id}/port-forward", "forwardJobPort", "jobs"},
     {"GET", "/v1/events", "listEvents", "jobs"},
     {"GET", "/v1/nodes", "listNodes", "nodes"},
     {"GET", "/v1/nodes/{name}", "getNode", "nodes"},
@@ -67,6 +70,7 @@ constexpr OperationName kOperationNames[] = {
     {"POST", "/v1/nodes/{name}/cordon", "cordonNode", "nodes"},
     {"POST", "/v1/nodes/{name}/uncordon", "uncordonNode", "nodes"},
     {"POST", "/v1/nodes/{name}/drain", "drainNode", "nodes"},
+    {"POST", "/v1/nodes/{name}/reclaim", "reclaimNode", "nodes"},
     {"GET", "/v1/pool", "getPool", "nodes"},
     {"POST", "/v1/plans", "planTask", "jobs"},
     {"GET", "/v1/tenants", "listTenants", "accounts"},
@@ -81,6 +85,7 @@ constexpr OperationName kOperationNames[] = {
     {"GET", "/metrics", "getMetrics", "system"},
     {"POST", "/v1/agents/register", "registerAgent", "agents"},
     {"POST", "/v1/agents/{node}/heartbeat", "agentHeartbeat", "agents"},
+    {"POST", "/v1/agents/{node}/reclaim", "agentReclaimNotice", "agents"},
     {"GET", "/v1/agents/{node}/archives/{digest}", "agentGetArchive", "agents"},
     {"HEAD", "/v1/archives/{digest}", "hasArchive", "archives"},
     {"GET", "/v1/archives/{digest}", "getArchive", "archives"},
@@ -145,7 +150,27 @@ J Build() {
         {"spec_yaml", {{"type", "string"}}},
         {"plan", {{"type", "object"}, {"nullable", true}}},
         {"allocation", {{"type", "object"}, {"nullable", true}}},
-        {"pending_reason", {{"type", "string"}}}}}};
+        {"pending_reason", {{"type", "string"}}},
+        {"checkpoint",
+         {{"type", "object"},
+          {"nullable", true},
+          {"description",
+           "the last checkpoint the workload reported complete (docs/checkpointing.md): what a restart resumes "
+           "from; null = none reported"},
+          {"properties",
+           {{"step", {{"type", "integer"}, {"minimum", 0}}},
+            {"reported_at", {{"type", "string"}, {"format", "date-time"}}}}}}},
+        {"usage",
+         {{"type", "object"},
+          {"description",
+           "GPU time metered per second by capacity type and GPU model, its cost at the nodes' prices and at the "
+           "on-demand reference price (integer micro-units); saving = on_demand - cost"},
+          {"properties",
+           {{"lines", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+            {"gpu_hours", {{"type", "number"}}},
+            {"cost_micros", {{"type", "integer"}}},
+            {"on_demand_micros", {{"type", "integer"}}},
+            {"saving_micros", {{"type", "integer"}}}}}}}}}};
   schemas["SubmitJob"] = {
       {"type", "object"},
       {"required", {"spec_yaml"}},
@@ -161,14 +186,37 @@ J Build() {
                         {"from", {{"type", "string"}}},
                         {"to", {{"type", "string"}}},
                         {"reason", {{"type", "string"}}}}}};
-  schemas["Node"] = {{"type", "object"},
-                     {"properties",
-                      {{"name", {{"type", "string"}}},
-                       {"state", {{"type", "string"}, {"enum", {"ready", "cordoned", "down"}}}},
-                       {"capacity_type", {{"type", "string"}}},
-                       {"gpu_milli_allocated", {{"type", "integer"}}},
-                       {"inventory", {{"type", "object"}}},
-                       {"jobs", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
+  schemas["Node"] = {
+      {"type", "object"},
+      {"properties",
+       {{"name", {{"type", "string"}}},
+        {"state",
+         {{"type", "string"},
+          {"enum", {"ready", "suspect", "cordoned", "blocked", "down"}},
+          {"description",
+           "blocked: lost (down) repeatedly of late, no new placements for a while (docs/architecture.md)"}}},
+        {"capacity_type", {{"type", "string"}}},
+        {"gpu_milli_allocated", {{"type", "integer"}}},
+        {"inventory", {{"type", "object"}}},
+        {"images",
+         {{"type", "array"},
+          {"description",
+           "container images the node can run (job spec image:), canonical, sorted; empty when its "
+           "agent runs no containers"},
+          {"items", {{"type", "string"}, {"example", "localhost/busybox:latest"}}}}},
+        {"unhealthy_gpus",
+         {{"type", "object"},
+          {"description",
+           "GPUs nothing is placed on (lost, uncorrectable ECC, a pending retirement, or quarantined "
+           "after a hardware XID), UUID -> why; their jobs were moved"},
+          {"additionalProperties", {{"type", "string"}}}}},
+        {"unfit_images",
+         {{"type", "object"},
+          {"description",
+           "images the node holds but its driver cannot run (the image's org.gpugeek.cuda / rocm / "
+           "driver labels), name -> why; never placed on"},
+          {"additionalProperties", {{"type", "string"}}}}},
+        {"jobs", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
   schemas["Pool"] = {{"type", "object"},
                      {"properties",
                       {{"rows", {{"type", "array"}, {"items", {{"type", "object"}}}}},
@@ -233,6 +281,71 @@ J Build() {
       QueryParam("offset", "integer", "first byte, default 0"),
       QueryParam("limit", "integer", "bytes, 1..1048576, default 262144"),
       QueryParam("wait_ms", "integer", "0..10000: at the end of a log that may grow, wait this long for bytes")};
+  schemas["ExecRequest"] = {
+      {"type", "object"},
+      {"required", {"argv"}},
+      {"properties",
+       {{"argv",
+         {{"type", "array"},
+          {"minItems", 1},
+          {"maxItems", 4096},
+          {"items", {{"type", "string"}}},
+          {"description", "the command and its arguments, exec'd without a shell"}}},
+        {"rank", {{"type", "integer"}, {"minimum", 0}, {"description", "node rank, default 0"}}},
+        {"timeout_ms",
+         {{"type", "integer"},
+          {"minimum", 1},
+          {"maximum", 86400000},
+          {"description", "the command's process group is killed past this; default 3600000 (1 h)"}}}}}};
+  {
+    J exec =
+        Op("Run a command beside a running member (same environment, working folder and user); its output "
+           "streams as frames `stdout|stderr|exit LENGTH\\n` + bytes, the last an exit frame",
+           {{"description", "the exec stream (docs/exec.md)"},
+            {"content", {{"application/vnd.gpugeek.exec-stream", {{"schema", {{"type", "string"}}}}}}}});
+    exec["requestBody"] = Body(Ref("ExecRequest"));
+    exec["responses"]["503"] =
+        JsonResponse("the member's node serves no node API (--metrics-listen off) or cannot be reached", Ref("Error"));
+    paths["/v1/jobs/{id}/exec"]["post"] = exec;
+    paths["/v1/jobs/{id}/exec"]["parameters"] = {PathParam("id")};
+  }
+  {
+    const J port_row = {
+        {"type", "object"},
+        {"required", {"port", "address"}},
+        {"properties",
+         {{"port", {{"type", "integer"}, {"minimum", 1}, {"maximum", 65535}}},
+          {"address", {{"type", "string"}, {"description", "the bound address, e.g. 127.0.0.1 or ::"}}}}}};
+    const J member_row = {
+        {"type", "object"},
+        {"required", {"rank", "node"}},
+        {"properties",
+         {{"rank", {{"type", "integer"}}},
+          {"node", {{"type", "string"}}},
+          {"ports", {{"type", "array"}, {"items", port_row}}},
+          {"error", {{"type", "string"}, {"description", "why this member's ports could not be read"}}}}}};
+    J ports = Op(
+        "The TCP ports each member of a running job listens on (docs/ports.md)",
+        JsonResponse("ports per member",
+                     {{"type", "object"},
+                      {"required", {"job_id", "members"}},
+                      {"properties",
+                       {{"job_id", {{"type", "string"}}}, {"members", {{"type", "array"}, {"items", member_row}}}}}}));
+    paths["/v1/jobs/{id}/ports"]["get"] = ports;
+    paths["/v1/jobs/{id}/ports"]["parameters"] = {PathParam("id")};
+    J forward =
+        Op("Open one TCP connection to a member's port: send `Connection: Upgrade` and `Upgrade: gpugeek-tcp`; after "
+           "`101 Switching Protocols` the connection carries the TCP bytes both ways (docs/ports.md)",
+           {{"description", "switched to gpugeek-tcp: the connection is the member's port"}}, "101");
+    forward["responses"]["429"] = JsonResponse("too many forwarded connections open at once", Ref("Error"));
+    forward["responses"]["426"] = JsonResponse("the request did not ask to switch to gpugeek-tcp", Ref("Error"));
+    forward["responses"]["503"] = JsonResponse(
+        "the member's node serves no node API or cannot be reached, or the port refused the connection", Ref("Error"));
+    forward["parameters"] = {QueryParam("port", "integer", "the member's port, 1..65535 (required)"),
+                             QueryParam("rank", "integer", "node rank, default 0")};
+    paths["/v1/jobs/{id}/port-forward"]["post"] = forward;
+    paths["/v1/jobs/{id}/port-forward"]["parameters"] = {PathParam("id")};
+  }
   paths["/v1/events"]["get"] = Op(
       "Job state transitions, oldest first",
       JsonResponse("events",
@@ -255,6 +368,15 @@ J Build() {
                              JsonResponse("the node", Ref("Node")));
     paths[path]["parameters"] = {PathParam("name")};
   }
+  paths["/v1/nodes/{name}/reclaim"]["post"] =
+      Op("A reclaim notice (spot): the node goes away in deadline_s seconds. It is cordoned, its region avoided "
+         "for a while, and its jobs asked to checkpoint (SIGTERM) and moved, their grace ending before the deadline",
+         JsonResponse("the node", Ref("Node")));
+  paths["/v1/nodes/{name}/reclaim"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"deadline_s"}},
+            {"properties", {{"deadline_s", {{"type", "integer"}, {"minimum", 1}, {"maximum", 3600}}}}}});
+  paths["/v1/nodes/{name}/reclaim"]["parameters"] = {PathParam("name")};
   paths["/v1/pool"]["get"] =
       Op("GPUs by model and capacity type, allocation and fragmentation", JsonResponse("the pool", Ref("Pool")));
   paths["/v1/plans"]["post"] =
@@ -290,6 +412,15 @@ J Build() {
   paths["/v1/agents/{node}/heartbeat"]["post"] =
       Op("Agent heartbeat: reports in, desired assignments out", JsonResponse("assignments", {{"type", "object"}}));
   paths["/v1/agents/{node}/heartbeat"]["parameters"] = {PathParam("node")};
+  paths["/v1/agents/{node}/reclaim"]["post"] =
+      Op("The node's own reclaim notice (its provider takes it back in deadline_s seconds), with its node "
+         "credential: as POST /v1/nodes/{name}/reclaim",
+         JsonResponse("taken", {{"type", "object"}}));
+  paths["/v1/agents/{node}/reclaim"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"deadline_s"}},
+            {"properties", {{"deadline_s", {{"type", "integer"}, {"minimum", 1}, {"maximum", 3600}}}}}});
+  paths["/v1/agents/{node}/reclaim"]["parameters"] = {PathParam("node")};
   const J archive_bytes = {{"application/octet-stream", {{"schema", {{"type", "string"}, {"format", "binary"}}}}}};
   const J digest_param = {{"name", "digest"},
                           {"in", "path"},

@@ -42,6 +42,19 @@ struct ControlPlaneOptions {
   Duration lease = std::chrono::seconds(3);
   Duration fence_grace = std::chrono::seconds(2);
   Duration fence_margin = std::chrono::seconds(1);
+  // A GPU that raised a hardware XID (controllers/gpu_health.h) is not placed on for this long after the
+  // last one; conditions its samples keep showing (lost, uncorrectable ECC, a pending page retirement)
+  // hold it for as long as they last.
+  Duration gpu_quarantine = std::chrono::minutes(10);
+  // A node lost (down) this many times within block_window is blocked from new placements for block_for:
+  // a flapping node should not keep taking work it then loses (0 = never block).
+  int block_after_losses = 3;
+  Duration block_window = std::chrono::hours(1);
+  Duration block_for = std::chrono::minutes(30);
+  // After a reclaim notice on a node of a region (ControlPlane::Reclaim), jobs are placed outside that
+  // region for this long when they fit elsewhere (SkyPilot and dstack users report recovery straight back
+  // into the region just reclaimed).
+  Duration reclaim_avoid = std::chrono::minutes(10);
   // Log bytes kept per job (LogStore); output past it is dropped with a marker line.
   uint64_t log_quota_bytes = uint64_t{1} << 30;
   // Logs, and the log grants of released allocations, of jobs ended longer ago than this are deleted.

@@ -1,8 +1,10 @@
-// Retries per cause with backoff, and max_duration, through a real ControlPlane (fake clock, SQLite).
+// Retries per cause with backoff, max_duration and idle_timeout, through a real ControlPlane (fake clock,
+// SQLite).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -170,6 +172,48 @@ TEST_F(RetryTest, MaxDurationEndsTheJobWithItsReason) {
   // The member's exit releases the GPUs.
   Beat("node-a", {{id, 1, api::WorkloadPhase::kExited, std::nullopt, 15}});
   EXPECT_TRUE(cp_->GetJob(id)->allocation->released);
+}
+
+// idle_timeout ends a RUNNING job whose GPUs all read below 1% for that long: FAILED with the reason. A
+// busy sample starts the count again; a GPU that reports no utilisation is never idle.
+TEST_F(RetryTest, IdleTimeoutEndsAJobWhoseGpusStayIdle) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string id =
+      Submit("name: notebook\nresources: {accelerators: H100-SXM-80GB:2}\nidle_timeout: 5s\nrun: sleep 1000\n");
+  cp_->Reconcile();
+  Beat("node-a", {{id, 1, api::WorkloadPhase::kRunning}});
+  ASSERT_EQ(State(id), JobState::kRunning);
+  const std::vector<int> gpus = cp_->GetJob(id)->allocation->members[0].gpus;
+  ASSERT_EQ(gpus.size(), 2u);
+  // One second of time, then a heartbeat whose samples give the job's two GPUs `first` and `second`
+  // percent (nullopt: not reported) and every other GPU 90%, then a pass.
+  auto second_with = [&](std::optional<uint32_t> first, std::optional<uint32_t> second) {
+    clock_.Advance(seconds(1));
+    api::Heartbeat hb;
+    hb.node = "node-a";
+    hb.samples.resize(8);
+    for (auto& sample : hb.samples) sample.telemetry.utilization_percent = 90;
+    hb.samples[gpus[0]].telemetry.utilization_percent = first;
+    hb.samples[gpus[1]].telemetry.utilization_percent = second;
+    ASSERT_TRUE(cp_->Heartbeat(hb).ok());
+    cp_->Reconcile();
+  };
+  for (int i = 0; i < 4; ++i) second_with(0, 0);
+  EXPECT_EQ(State(id), JobState::kRunning);  // idle for 4 s of 5
+  second_with(0, 40);                        // one GPU busy: the count starts again
+  for (int i = 0; i < 4; ++i) second_with(0, 0);
+  EXPECT_EQ(State(id), JobState::kRunning);
+  for (int i = 0; i < 6; ++i) second_with(0, std::nullopt);  // no figure: busy, as far as anyone knows
+  EXPECT_EQ(State(id), JobState::kRunning);
+  for (int i = 0; i < 4; ++i) second_with(0, 0);
+  EXPECT_EQ(State(id), JobState::kRunning);
+  second_with(0, 0);
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_EQ(job->record.reason, "idle_timeout 5s: its GPUs were idle (utilisation below 1%) for 5s");
+  const std::vector<api::Assignment> held = Assignments("node-a");
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_TRUE(held[0].cancel);
 }
 
 }  // namespace

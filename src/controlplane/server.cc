@@ -112,6 +112,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.event_retention = options.event_retention;
   cp.audit_retention = options.audit_retention;
   cp.fair_share_half_life = options.fair_share_half_life;
+  cp.gpu_quarantine = options.gpu_quarantine;
+  cp.reclaim_avoid = options.reclaim_avoid;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));
@@ -138,6 +140,9 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   api.tls = s->options_.tls;
   ASSIGN_OR_RETURN(s->http_, http::Server::Create(api));
   RegisterApiRoutes(*s->http_, *s->control_plane_, *s->accounts_, *s->nodes_, RealClock());
+  // The agents' node API certificates: `gpugeek up`'s agent serves with this server's certificate.
+  RegisterExecRoute(*s->http_, *s->control_plane_, *s->accounts_, *s->exec_tokens_, {.ca_file = s->ca_file_});
+  RegisterPortRoutes(*s->http_, *s->control_plane_, *s->accounts_, *s->exec_tokens_, {.ca_file = s->ca_file_});
   RotateKeysFn rotate;
   if (s->key_provider_ != nullptr) {
     rotate = [p = s.get()](bool retire) -> absl::StatusOr<crypto::MasterKeyRotation> {
@@ -164,7 +169,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   agents.idle_timeout = std::chrono::seconds(30);
   agents.header_timeout = std::chrono::seconds(5);
   ASSIGN_OR_RETURN(s->agents_http_, http::Server::Create(agents));
-  RegisterAgentRoutes(*s->agents_http_, *s->control_plane_, *s->nodes_);
+  RegisterAgentRoutes(*s->agents_http_, *s->control_plane_, *s->nodes_, s->exec_tokens_.get());
   RegisterAgentArchiveRoute(*s->agents_http_, *s->archives_, *s->control_plane_, *s->nodes_);
   RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());

@@ -43,7 +43,9 @@
 #include "controlplane/archive_store.h"
 #include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/exec_relay.h"
 #include "controlplane/node_authority.h"
+#include "controlplane/port_relay.h"
 #include "controlplane/secrets.h"
 #include "crypto/key_provider.h"
 #include "crypto/keyring.h"
@@ -79,6 +81,10 @@ struct ServerOptions {
   Duration audit_retention = ControlPlaneOptions().audit_retention;  // of the audit log (audit_log.h)
   // Half-life of the tenants' usage behind fair share (ControlPlaneOptions); 0 = no decay.
   Duration fair_share_half_life = ControlPlaneOptions().fair_share_half_life;
+  // How long a GPU that raised a hardware XID is not placed on (ControlPlaneOptions::gpu_quarantine).
+  Duration gpu_quarantine = ControlPlaneOptions().gpu_quarantine;
+  // How long placement keeps out of a region after a reclaim notice (ControlPlaneOptions::reclaim_avoid).
+  Duration reclaim_avoid = ControlPlaneOptions().reclaim_avoid;
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
   // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
   // families, gpugeek_build_info included, in Start: whoever shares the registry must not add that
@@ -176,8 +182,9 @@ class ControlPlaneServer {
   std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<NodeAuthority> nodes_;
-  std::unique_ptr<http::Server> http_;         // users
-  std::unique_ptr<http::Server> agents_http_;  // agents
+  const std::unique_ptr<ExecTokens> exec_tokens_ = std::make_unique<ExecTokens>();  // exec_relay.h
+  std::unique_ptr<http::Server> http_;                                              // users
+  std::unique_ptr<http::Server> agents_http_;                                       // agents
   std::thread loop_;
   std::mutex mu_;
   bool stopping_ = false;  // guarded by mu_

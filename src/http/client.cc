@@ -14,6 +14,7 @@
 
 #include "common/file.h"
 #include "common/status_macros.h"
+#include "http/client_tls.h"
 #include "http/status_http.h"
 
 namespace gpugeek::http {
@@ -114,18 +115,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   return client;
 }
 
-absl::Status Client::ConfigureTls() {
-  SSL_CTX* ctx = client_->ssl_context();
-  if (ctx == nullptr) return absl::InternalError("cpp-httplib made no TLS context for an https URL");
+absl::Status ConfigureClientTls(SSL_CTX* ctx, const ClientOptions& options) {
   // TLS 1.3 only, as our servers: an older server or a downgrade is refused.
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1) {
     return absl::InternalError("cannot restrict the TLS context to TLS 1.3");
   }
-  std::string ca_pem = options_.ca_pem;
+  std::string ca_pem = options.ca_pem;
   std::string ca_what = "ca_pem";
-  if (!options_.ca_file.empty()) {
-    ca_what = "CA file " + options_.ca_file;
-    ASSIGN_OR_RETURN(ca_pem, ReadFileBounded(options_.ca_file, kMaxPemBytes, ca_what));
+  if (!options.ca_file.empty()) {
+    ca_what = "CA file " + options.ca_file;
+    ASSIGN_OR_RETURN(ca_pem, ReadFileBounded(options.ca_file, kMaxPemBytes, ca_what));
   }
   ASSIGN_OR_RETURN(auto cas, ParseCerts(ca_pem, ca_what));
   std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
@@ -137,14 +136,12 @@ absl::Status Client::ConfigureTls() {
     }
   }
   SSL_CTX_set_cert_store(ctx, store.release());  // the context owns it from here
-  client_->set_ca_cert_path("", kNoSystemCaDir);
-  client_->enable_server_certificate_verification(true);
 
-  if (!options_.client_cert_file.empty()) {
-    const std::string cert_what = "client certificate " + options_.client_cert_file;
-    const std::string key_what = "client key " + options_.client_key_file;
-    ASSIGN_OR_RETURN(const std::string cert_pem, ReadFileBounded(options_.client_cert_file, kMaxPemBytes, cert_what));
-    ASSIGN_OR_RETURN(const std::string key_pem, ReadFileBounded(options_.client_key_file, kMaxPemBytes, key_what));
+  if (!options.client_cert_file.empty()) {
+    const std::string cert_what = "client certificate " + options.client_cert_file;
+    const std::string key_what = "client key " + options.client_key_file;
+    ASSIGN_OR_RETURN(const std::string cert_pem, ReadFileBounded(options.client_cert_file, kMaxPemBytes, cert_what));
+    ASSIGN_OR_RETURN(const std::string key_pem, ReadFileBounded(options.client_key_file, kMaxPemBytes, key_what));
     ASSIGN_OR_RETURN(auto chain, ParseCerts(cert_pem, cert_what));
     if (SSL_CTX_use_certificate(ctx, chain[0].get()) != 1) {
       return absl::InvalidArgumentError(fmt::format("{}: {}", cert_what, DrainOpenSslErrors()));
@@ -167,6 +164,15 @@ absl::Status Client::ConfigureTls() {
           fmt::format("{} does not belong to {}; use the pair issued together", key_what, cert_what));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Client::ConfigureTls() {
+  SSL_CTX* ctx = client_->ssl_context();
+  if (ctx == nullptr) return absl::InternalError("cpp-httplib made no TLS context for an https URL");
+  RETURN_IF_ERROR(ConfigureClientTls(ctx, options_));
+  client_->set_ca_cert_path("", kNoSystemCaDir);
+  client_->enable_server_certificate_verification(true);
   return absl::OkStatus();
 }
 
@@ -255,6 +261,42 @@ absl::Status Client::GetStream(const std::string& path, const std::function<bool
         return on_chunk(std::string(data, size));
       });
   if (!res && res.error() != httplib::Error::Canceled) return Unreachable("GET " + path, static_cast<int>(res.error()));
+  if (status != 0 && (status < 200 || status >= 300)) return StatusFromHttp(status, error_body);
+  return absl::OkStatus();
+}
+
+void Client::Cancel() { client_->stop(); }
+
+absl::Status Client::PostStream(const std::string& path, const nlohmann::json& body,
+                                const std::function<void(int status)>& on_head,
+                                const std::function<bool(const std::string&)>& on_chunk) {
+  int status = 0;
+  std::string error_body;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = DumpJson(body);
+  req.set_header("Content-Type", "application/json");
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    if (on_head) on_head(status);
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (status < 200 || status >= 300) {
+      if (error_body.size() < (64 << 10)) error_body.append(data, size);
+      return true;
+    }
+    return on_chunk(std::string(data, size));
+  };
+  auto res = client_->send(req);
+  if (!res && res.error() != httplib::Error::Canceled) {
+    if (status == 0) return Unreachable("POST " + path, static_cast<int>(res.error()));
+    if (status >= 200 && status < 300) {
+      return absl::UnavailableError(fmt::format("POST {} at {}: the stream broke off ({})", path, options_.base_url,
+                                                httplib::to_string(res.error())));
+    }
+  }
   if (status != 0 && (status < 200 || status >= 300)) return StatusFromHttp(status, error_body);
   return absl::OkStatus();
 }

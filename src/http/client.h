@@ -66,6 +66,17 @@ class Client {
   absl::Status Head(const std::string& path);
   // Streams a GET response chunk by chunk until the server ends it or `on_chunk` returns false.
   absl::Status GetStream(const std::string& path, const std::function<bool(const std::string&)>& on_chunk);
+  // POSTs `body` as JSON and streams the response: `on_head` (optional) gets the status once the head
+  // arrived, then `on_chunk` each piece of a 2xx body until the server ends it or it returns false (OK
+  // then). A non-2xx answer is its Status (status_http.h) after the body; Unavailable when the server
+  // cannot be reached or a 2xx stream breaks off (a read over ClientOptions::read_timeout included).
+  // Ends a call in progress on another thread at once (its socket is shut down: it returns Unavailable,
+  // or a stream ends); no effect when none is. The only method callable while another thread uses the
+  // client.
+  void Cancel();
+  absl::Status PostStream(const std::string& path, const nlohmann::json& body,
+                          const std::function<void(int status)>& on_head,
+                          const std::function<bool(const std::string&)>& on_chunk);
 
  private:
   explicit Client(const ClientOptions& options);

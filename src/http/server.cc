@@ -65,6 +65,42 @@ Reply Reply::Json(const nlohmann::json& j, int status) {
   return r;
 }
 
+Reply Reply::UpgradeRequired(std::string protocol) {
+  Reply r;
+  r.upgrade_protocol = std::move(protocol);
+  r.upgrade = [](ByteStream&) {};  // never runs: the request did not ask to switch
+  return r;
+}
+
+namespace {
+
+// True when the comma-separated value of header `name` (lower case) holds `token`, case-insensitively.
+bool HeaderHasToken(const Request& request, const std::string& name, std::string_view token) {
+  auto it = request.headers.find(name);
+  if (it == request.headers.end()) return false;
+  std::string_view rest = it->second;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.size() == token.size() && std::equal(item.begin(), item.end(), token.begin(), [](char x, char y) {
+          return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+        })) {
+      return true;
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+bool AsksToUpgrade(const Request& r, std::string_view protocol) {
+  return HeaderHasToken(r, "connection", "upgrade") && HeaderHasToken(r, "upgrade", protocol);
+}
+
 Reply Reply::Text(std::string text, std::string content_type) {
   Reply r;
   r.body = std::move(text);
@@ -382,6 +418,7 @@ class ServerCore {
   std::atomic<int64_t> tls_handshake_failures{0};
   std::atomic<uint64_t> next_connection_id{1};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> io_stopped{false};  // the I/O threads were joined (Stop): nothing posted runs any more
 
  private:
   void Accept();
@@ -478,7 +515,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Called by Server::Stop from another thread: closes the connection unless a request is in flight.
   void OnServerStop() {
     net::post(executor_, [self = shared_from_this()] {
-      if (self->phase_ == Phase::kIdle || self->phase_ == Phase::kHead || self->phase_ == Phase::kHandshake) {
+      if (self->phase_ == Phase::kIdle || self->phase_ == Phase::kHead || self->phase_ == Phase::kHandshake ||
+          self->tunnel_) {
         self->Close();
       }
     });
@@ -840,6 +878,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!reply.ok()) {
       res = MakeResponse(HttpStatusFor(reply.status()), DumpJson(ErrorBody(reply.status())), "application/json",
                          keep_alive_);
+    } else if (reply->upgrade) {
+      Upgrade(*reply, request, observed);
+      return;
     } else if (reply->stream) {
       Stream(*reply, observed);
       return;
@@ -983,6 +1024,137 @@ class Connection : public std::enable_shared_from_this<Connection> {
     });
   }
 
+  // The upgraded connection handed to Reply::upgrade: each Read and Write runs on the strand and is
+  // waited for by the worker (or relay) thread calling it.
+  class UpgradedStream : public ByteStream {
+   public:
+    explicit UpgradedStream(std::shared_ptr<Connection> c) : c_(std::move(c)) {}
+
+    bool Read(std::string& out, size_t max) override {
+      struct Wait {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false;
+        bool ok = false;
+        std::string data;
+      };
+      auto wait = std::make_shared<Wait>();
+      auto finish = [wait](bool ok, std::string data) {
+        {
+          std::lock_guard<std::mutex> lock(wait->mu);
+          wait->done = true;
+          wait->ok = ok;
+          wait->data = std::move(data);
+        }
+        wait->cv.notify_all();
+      };
+      max = std::max<size_t>(1, max);
+      net::post(c_->executor_, [c = c_, finish, max] {
+        if (c->phase_ == Phase::kClosed) {
+          finish(false, {});
+          return;
+        }
+        if (c->buffer_.size() > 0) {  // sent right after the request head
+          std::string early = beast::buffers_to_string(c->buffer_.data());
+          if (early.size() > max) early.resize(max);
+          c->buffer_.consume(early.size());
+          finish(true, std::move(early));
+          return;
+        }
+        auto piece = std::make_shared<std::string>(max, '\0');
+        c->tcp().expires_never();  // no read deadline (a pending write keeps its own)
+        c->WithStream([&](auto& stream) {
+          stream.async_read_some(net::buffer(piece->data(), piece->size()),
+                                 [c, finish, piece](error_code ec, size_t n) {
+                                   if (ec || n == 0) {
+                                     finish(false, {});
+                                     return;
+                                   }
+                                   piece->resize(n);
+                                   finish(true, std::move(*piece));
+                                 });
+        });
+      });
+      std::unique_lock<std::mutex> lock(wait->mu);
+      // Once Server::Stop stopped the I/O threads the posted read never completes: give up then.
+      while (!wait->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return wait->done; })) {
+        if (c_->server_.io_stopped) return false;
+      }
+      out = std::move(wait->data);
+      return wait->ok;
+    }
+
+    bool Write(std::string_view data) override {
+      if (data.empty()) return true;
+      auto bytes = std::make_shared<std::string>(data);
+      return c_->WriteAndWait([c = c_, bytes](auto done) {
+        c->WithStream([&](auto& stream) {
+          net::async_write(stream, net::buffer(bytes->data(), bytes->size()),
+                           [bytes, done = std::move(done)](error_code ec, size_t n) { done(ec, n); });
+        });
+      });
+    }
+
+    void Close() override {
+      net::post(c_->executor_, [c = c_] { c->Close(); });
+    }
+
+   private:
+    std::shared_ptr<Connection> c_;
+  };
+
+  // On a worker thread: answers 101 and hands the connection to reply.upgrade, or 426 when the request did
+  // not ask to switch to reply.upgrade_protocol.
+  void Upgrade(Reply& reply, const Request& request, const Observed& observed) {
+    const std::string& protocol = reply.upgrade_protocol;
+    if (http10_ || !HeaderHasToken(request, "connection", "upgrade") || !HeaderHasToken(request, "upgrade", protocol)) {
+      auto res = MakeResponse(426,
+                              DumpJson(ErrorBody(absl::FailedPreconditionError(fmt::format(
+                                  "{} {} switches protocols: send an HTTP/1.1 request with 'Connection: Upgrade' "
+                                  "and 'Upgrade: {}'",
+                                  request.method, request.path, protocol)))),
+                              "application/json", keep_alive_);
+      res->set(bhttp::field::upgrade, protocol);
+      observed.Tell(options(), 426);
+      net::post(executor_, [self = shared_from_this(), res = std::move(res)] {
+        self->WriteReply(res, self->options().write_timeout);
+      });
+      return;
+    }
+    auto head = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    head->result(bhttp::status::switching_protocols);
+    head->version(11);
+    head->set(bhttp::field::connection, "Upgrade");
+    head->set(bhttp::field::upgrade, protocol);
+    observed.Tell(options(), 101);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*head);
+    const bool ok = WriteAndWait([self = shared_from_this(), head, serializer](auto done) {
+      self->WithStream([&](auto& stream) {
+        bhttp::async_write_header(stream, *serializer,
+                                  [head, serializer, done = std::move(done)](error_code ec, size_t n) { done(ec, n); });
+      });
+    });
+    ++server_.requests_served;
+    if (ok) {
+      // From here Server::Stop closes the connection (OnServerStop); one stopping already is closed now.
+      // TCP keep-alive finds a peer that vanished without closing (the tunnel has no idle deadline).
+      net::post(executor_, [self = shared_from_this()] {
+        error_code ignored;
+        self->tcp().socket().set_option(net::socket_base::keep_alive(true), ignored);
+        self->tunnel_ = true;
+        if (self->server_.stopping) self->Close();
+      });
+      UpgradedStream stream(shared_from_this());
+      try {
+        reply.upgrade(stream);
+      } catch (const std::exception& e) {
+        spdlog::error("{}: upgrade for {} {} threw: {}", options().name, observed.method, observed.route->pattern,
+                      e.what());
+      }
+    }
+    net::post(executor_, [self = shared_from_this()] { self->Close(); });
+  }
+
   // Half-closes, then drains what the client still sends (at most kLingerBytes for kLingerTime) and closes.
   // With TLS: sends close_notify and waits up to kLingerTime for the client's, dropping the connection on
   // anything else (data after close_notify is a protocol error in TLS).
@@ -1041,6 +1213,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the writes before the worker's reads), not changed while the handler runs.
   bool http10_ = false;
   bool keep_alive_ = true;
+  bool tunnel_ = false;  // the connection was upgraded (Reply::upgrade); on the strand
 };
 
 void ServerCore::Register(uint64_t id, std::weak_ptr<Connection> c) {
@@ -1178,6 +1351,7 @@ void ServerCore::Stop() {
   work_.reset();
   ioc.stop();
   for (std::thread& t : io_threads_) t.join();
+  io_stopped = true;  // upgraded streams waiting for a read give up (UpgradedStream::Read)
   io_threads_.clear();
   // Handlers still running finish here; their replies go nowhere (the io_context has stopped).
   pool.Shutdown();

@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "http/byte_stream.h"
 #include "http/tls.h"
 
 namespace gpugeek::http {
@@ -81,10 +82,27 @@ struct Reply {
   // When set, the body is streamed with chunked transfer encoding: the function is called once on
   // the worker thread that ran the handler and writes chunks until it returns (e.g. `logs --follow`).
   std::function<void(const ChunkWriter&)> stream;
+  // When set, the reply switches protocols (HTTP Upgrade, RFC 9110 section 7.8): the request must carry
+  // `Connection: Upgrade` and `Upgrade: <upgrade_protocol>` (else the server answers 426 Upgrade Required
+  // naming the protocol, and `upgrade` never runs); the server writes `101 Switching Protocols` and calls
+  // `upgrade` once, on the worker thread that ran the handler, with the raw connection as a ByteStream
+  // (bytes the client sent after its request head come first). The ByteStream has no read deadline, and
+  // ServerOptions::write_timeout per write; Server::Stop closes it. The connection closes when `upgrade`
+  // returns. `status`, `content_type` and `body` are not used.
+  std::string upgrade_protocol;
+  std::function<void(ByteStream&)> upgrade;
 
   static Reply Json(const nlohmann::json& j, int status = 200);
   static Reply Text(std::string text, std::string content_type = "text/plain; charset=utf-8");
+  // What a handler returns for a request that did not ask to switch to `protocol` (AsksToUpgrade false),
+  // before it does any work: the server answers 426 naming the protocol.
+  static Reply UpgradeRequired(std::string protocol);
 };
+
+// Whether `r` asks to switch to `protocol`: HTTP/1.1 with `Connection: Upgrade` and `Upgrade: <protocol>`
+// (tokens compared case-insensitively). An upgrade handler checks it first, so a plain request costs
+// nothing but its 426.
+bool AsksToUpgrade(const Request& r, std::string_view protocol);
 
 using Handler = std::function<absl::StatusOr<Reply>(const Request&)>;
 

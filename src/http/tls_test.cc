@@ -25,6 +25,7 @@
 
 #include "http/client.h"
 #include "http/server.h"
+#include "http/upgrade_client.h"
 #include "pki/pki.h"
 
 namespace gpugeek::http {
@@ -257,6 +258,16 @@ class TlsTest : public ::testing::Test {
       };
       return reply;
     });
+    server_->Route("POST", "/upgrade", [](const Request&) -> absl::StatusOr<Reply> {
+      Reply reply;
+      reply.upgrade_protocol = "echo";
+      reply.upgrade = [](ByteStream& s) {
+        std::string piece;
+        while (s.Read(piece) && s.Write("echo:" + piece)) {
+        }
+      };
+      return reply;
+    });
     ASSERT_TRUE(server_->Start().ok());
   }
 
@@ -413,6 +424,26 @@ TEST_F(TlsTest, HttpClientOverHttpsVerifiesTheServerAndSendsTheBearerToken) {
   ASSERT_TRUE(from_pem.ok()) << from_pem.status();
   EXPECT_TRUE((*from_pem)->GetText("/x").ok());
   EXPECT_EQ(*(*from_pem)->GetText("/x"), "hello over tls");
+}
+
+TEST_F(TlsTest, UpgradedConnectionsRunOverTlsAndVerifyTheServer) {
+  StartServer(ServerTls());
+  auto tunnel = OpenUpgrade({.base_url = server_->url(), .ca_file = pki_.ca_cert_file}, "POST", "/upgrade", "echo");
+  ASSERT_TRUE(tunnel.ok()) << tunnel.status();
+  std::string piece;
+  ASSERT_TRUE((*tunnel)->Write("ping"));
+  ASSERT_TRUE((*tunnel)->Read(piece));
+  EXPECT_EQ(piece, "echo:ping");
+  (*tunnel)->Close();
+  EXPECT_FALSE((*tunnel)->Read(piece));
+  // No CA: refused before connecting; another CA: the handshake fails.
+  EXPECT_EQ(OpenUpgrade({.base_url = server_->url()}, "POST", "/upgrade", "echo").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto other = pki::EnsureLocalPki({.dir = (dir_ / "other").string(), .add_hostname = false});
+  ASSERT_TRUE(other.ok());
+  auto refused = OpenUpgrade({.base_url = server_->url(), .ca_file = other->ca_cert_file}, "POST", "/upgrade", "echo");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("TLS handshake"), std::string::npos) << refused.status();
 }
 
 TEST_F(TlsTest, HttpClientRefusesAServerItCannotVerify) {

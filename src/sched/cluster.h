@@ -42,6 +42,8 @@ struct NodeSpec {
   std::vector<int8_t> nvlink_domain;
   CapacityType capacity_type = CapacityType::kOnDemand;
   std::map<std::string, std::string> labels;
+  // The container images the node can run ("localhost/busybox:latest"), sorted; see ImageFit.
+  std::vector<std::string> images;
 };
 
 // Where one member of a request landed: the node and the GPUs used there.

@@ -114,8 +114,8 @@ absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& bin
   RETURN_IF_ERROR(Validate(request));
   Decision d;
   for (size_t a = 0; a < request.alternatives.size(); ++a) {
-    const PodShape shape =
-        Compile(request.alternatives[a], *cluster_, request.capacity_type, &request.node_selector, &request.tenant);
+    const PodShape shape = Compile(request.alternatives[a], *cluster_, request.capacity_type, &request.node_selector,
+                                   &request.tenant, &request.image);
     d.placements.clear();
     bool all = true;
     for (int32_t member = 0; member < request.gang_size; ++member) {

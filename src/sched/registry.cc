@@ -12,6 +12,7 @@
 #include "sched/filters.h"
 #include "sched/gpu_clustering_policy.h"
 #include "sched/gpu_packing_policy.h"
+#include "sched/image_fit.h"
 #include "sched/random_policy.h"
 #include "sched/topology_policy.h"
 
@@ -24,8 +25,10 @@ Registry::Registry() {
       {"CapacityTypeFit", [] { return std::make_unique<CapacityTypeFit>(); }},
       {"NodeSelectorFit", [] { return std::make_unique<NodeSelectorFit>(); }},
       {"TenantReservationFit", [] { return std::make_unique<TenantReservationFit>(); }},
+      {"ImageFit", [] { return std::make_unique<ImageFit>(); }},
   };
-  default_filters_ = {"NodeResourcesFit", "GpuShareFit", "CapacityTypeFit", "NodeSelectorFit", "TenantReservationFit"};
+  default_filters_ = {"NodeResourcesFit", "GpuShareFit",          "CapacityTypeFit",
+                      "NodeSelectorFit",  "TenantReservationFit", "ImageFit"};
   scores_ = {
       {"RandomScore", [](const PluginContext&) { return std::make_unique<RandomScore>(); }},
       {"DotProductScore", [](const PluginContext&) { return std::make_unique<DotProductScore>(); }},

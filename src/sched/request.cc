@@ -26,8 +26,9 @@ absl::Status Validate(const Request& r) {
 }
 
 PodShape Compile(const ResourceShape& s, const Cluster& cluster, std::optional<CapacityType> capacity_type,
-                 const NodeSelector* selector, const std::string* tenant) {
+                 const NodeSelector* selector, const std::string* tenant, const std::string* image) {
   PodShape p;
+  if (image != nullptr && !image->empty()) p.image = image;
   if (selector != nullptr && !selector->empty()) p.node_selector = selector;
   if (tenant != nullptr && !tenant->empty()) p.tenant = tenant;
   p.cpu_milli = s.cpu_milli;

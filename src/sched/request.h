@@ -39,6 +39,9 @@ struct Request {
   bool distinct_nodes = false;
   // The owner ("" = none): a node reserved to some tenants (label kReservedForLabel) takes only theirs.
   std::string tenant;
+  // A container image every member runs in ("localhost/busybox:latest"; "" = none): only nodes whose
+  // NodeSpec::images hold it qualify (ImageFit).
+  std::string image;
 };
 
 // The node label that reserves a node to some tenants: a comma-separated list of tenant names, e.g.
@@ -61,6 +64,7 @@ struct PodShape {
   std::optional<CapacityType> capacity_type;
   const NodeSelector* node_selector = nullptr;  // borrowed from the Request; null or empty = any node
   const std::string* tenant = nullptr;          // borrowed from the Request; null = no owner
+  const std::string* image = nullptr;           // borrowed from the Request; null = no image needed
 
   bool uses_gpu() const { return num_gpus > 0 && gpu_milli > 0; }
   bool is_share() const { return num_gpus == 1 && gpu_milli < kMilliPerGpu; }
@@ -73,9 +77,9 @@ struct PodShape {
 };
 
 // Resolves a shape against `cluster`'s models. A model no node has simply matches nothing.
-// `selector` is borrowed: it must outlive the PodShape.
+// `selector`, `tenant` and `image` are borrowed: they must outlive the PodShape (empty ones are dropped).
 PodShape Compile(const ResourceShape& s, const Cluster& cluster,
                  std::optional<CapacityType> capacity_type = std::nullopt, const NodeSelector* selector = nullptr,
-                 const std::string* tenant = nullptr);
+                 const std::string* tenant = nullptr, const std::string* image = nullptr);
 
 }  // namespace gpugeek::sched

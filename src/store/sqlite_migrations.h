@@ -140,6 +140,16 @@ CREATE TABLE tenant_usage (
     R"sql(
 ALTER TABLE jobs ADD COLUMN retries TEXT NOT NULL DEFAULT '';
 )sql",
+    // 9: the last checkpoint the workload reported complete (docs/checkpointing.md): its step (NULL =
+    // none yet) and when the report arrived.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN checkpoint_step INTEGER;
+ALTER TABLE jobs ADD COLUMN checkpoint_at_ns INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // 10: the job's metered usage (controlplane/usage.h), as compact JSON ("" = none yet).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN usage_json TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace gpugeek::store

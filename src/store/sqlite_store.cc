@@ -156,7 +156,7 @@ class Transaction {
 
 constexpr char kJobColumns[] =
     "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
-    "created_at_ns, updated_at_ns, version, retries";
+    "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json";
 
 // The retries column: "error=1,node-failure=2" (cause=count, by cause name; "" = none).
 std::string FormatRetries(const std::map<std::string, int>& retries) {
@@ -207,10 +207,13 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   j.updated_at = FromNs(s.Int(13));
   j.version = s.Int(14);
   ASSIGN_OR_RETURN(j.retries, ParseRetries(j.id, s.Text(15)));
+  if (!s.IsNull(16)) j.checkpoint_step = s.Int(16);
+  j.checkpoint_at = FromNs(s.Int(17));
+  j.usage_json = s.Text(18);
   return j;
 }
 
-// Binds a job's columns 1..16 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
+// Binds a job's columns 1..19 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
 // when `sealed`, else the text.
 void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::string& spec, bool sealed) {
   s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name);
@@ -228,6 +231,13 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
   }
   s.Bind(12, j.reason).Bind(13, ToNs(j.created_at)).Bind(14, ToNs(j.updated_at)).Bind(15, version);
   s.Bind(16, FormatRetries(j.retries));
+  if (j.checkpoint_step) {
+    s.Bind(17, *j.checkpoint_step);
+  } else {
+    s.BindNull(17);
+  }
+  s.Bind(18, ToNs(j.checkpoint_at));
+  s.Bind(19, j.usage_json);
 }
 
 absl::Status InsertEvent(StatementCache& statements, const std::string& job_id, TimePoint time, api::JobState from,
@@ -409,7 +419,8 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   JobRecord stored = job;
   stored.version = 1;
   ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
-  Statement s(*statements_, fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
+  Statement s(*statements_,
+              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) {
@@ -526,10 +537,12 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
   stored.version = current.version + 1;
   stored.created_at = current.created_at;  // immutable
   ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
-  Statement s(*statements_,
-              "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
-              "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
-              "= ?13, updated_at_ns = ?14, version = ?15, retries = ?16 WHERE id = ?1");
+  Statement s(
+      *statements_,
+      "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
+      "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
+      "= ?13, updated_at_ns = ?14, version = ?15, retries = ?16, checkpoint_step = ?17, checkpoint_at_ns = ?18, "
+      "usage_json = ?19 WHERE id = ?1");
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");

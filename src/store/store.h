@@ -41,6 +41,12 @@ struct JobRecord {
   std::map<std::string, int> retries;
   std::optional<int> exit_code;
   std::string reason;  // why the job is in its current state
+  // The last checkpoint the workload reported complete (docs/checkpointing.md): the step it resumes
+  // from, and when the report arrived (wall clock). nullopt = none reported yet.
+  std::optional<int64_t> checkpoint_step;
+  TimePoint checkpoint_at;
+  // The usage metered so far (controlplane/usage.h's stored form); "" = none.
+  std::string usage_json;
   TimePoint created_at;
   TimePoint updated_at;
   int64_t version = 0;  // set by the store; bumped on every write

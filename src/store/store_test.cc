@@ -126,6 +126,18 @@ TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   retried.retries = {{"error", 2}, {"node-failure", 1}};
   ASSERT_TRUE(store_->UpdateJob(retried).ok());
   EXPECT_EQ(store_->GetJob("j-1")->retries, (std::map<std::string, int>{{"error", 2}, {"node-failure", 1}}));
+
+  // So is the last checkpoint reported complete: none yet, then step 1200 and when it was reported.
+  EXPECT_FALSE(store_->GetJob("j-1")->checkpoint_step.has_value());
+  JobRecord checkpointed = *store_->GetJob("j-1");
+  checkpointed.checkpoint_step = 1200;
+  checkpointed.checkpoint_at = clock_.Now() + std::chrono::seconds(7);
+  checkpointed.usage_json = R"([["spot","H100-SXM-80GB",3600000,1000000,2500000]])";
+  ASSERT_TRUE(store_->UpdateJob(checkpointed).ok());
+  const JobRecord read = *store_->GetJob("j-1");
+  EXPECT_EQ(read.checkpoint_step, 1200);
+  EXPECT_EQ(read.checkpoint_at, clock_.Now() + std::chrono::seconds(7));
+  EXPECT_EQ(read.usage_json, checkpointed.usage_json);
 }
 
 TEST_F(SqliteStoreTest, ListFiltersAndPages) {

@@ -574,6 +574,8 @@ ResourceRequest ToResourceRequest(const Plan& plan) {
     a.tp = c.layout.tp;
     a.pp = c.layout.pp;
     a.dp = c.layout.dp;
+    a.zero_stage = c.zero_stage;
+    a.micro_batch = c.micro_batch;
     a.memory_per_gpu_bytes = c.memory.Total();
     a.est_seconds = std::llround(c.seconds);
     a.est_cost_micros = c.cost_micros;

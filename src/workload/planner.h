@@ -157,6 +157,8 @@ struct ResourceRequest {
     int gpus = 0;
     int gpus_per_node = 0;  // the NVLink domain the plan assumes (TP stays inside it)
     int tp = 1, pp = 1, dp = 1;
+    int zero_stage = 0;                 // ZeRO / FSDP sharding stage 0..3
+    int64_t micro_batch = 1;            // sequences per GPU per forward pass
     uint64_t memory_per_gpu_bytes = 0;  // the plan's peak, margin excluded
     int64_t est_seconds = 0;
     int64_t est_cost_micros = 0;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "common/testing/process.h"
 #include "http/client.h"
+#include "pool_fixture.h"
 
 namespace gpugeek {
 namespace {
@@ -23,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using subprocess::Process;
-using subprocess::RunCli;
 
 std::string FileText(const fs::path& p) {
   std::ifstream in(p);
@@ -32,61 +33,37 @@ std::string FileText(const fs::path& p) {
   return ss.str();
 }
 
-class GptTraining : public ::testing::Test {
+class GptTraining : public testing::PoolFixture {
  protected:
+  // Two emulated nodes of 2 GPUs; `flags` per node (capacity type, price, region) after the common ones.
+  virtual std::vector<std::pair<std::string, std::vector<std::string>>> Nodes() const {
+    return {{"gpt-a", {}}, {"gpt-b", {}}};
+  }
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gpugeek_gpt_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    subprocess::StartedServer server = subprocess::StartServer(GPUGEEK_BINARY, dir_ / "server", dir_ / "server.log");
-    server_ = std::move(server.process);
-    url_ = server.url;
-    const std::string agent_url = server.agent_url;
-    ASSERT_FALSE(url_.empty()) << server_->output();
-    token_ = subprocess::UseAdminToken(dir_ / "server");
-    ca_ = subprocess::UseServerCa(dir_ / "server");
-    for (const char* node : {"gpt-a", "gpt-b"}) {
-      auto join = Client().Post("/v1/join-tokens", {{"uses", 1}});
-      ASSERT_TRUE(join.ok()) << join.status();
-      subprocess::UseJoinToken((*join)["token"]);
-      agents_.push_back(std::make_unique<Process>(
-          std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca_, "--name", node,
-                                   "--emulate", "2xA100-SXM-80GB", "--data-dir", (dir_ / node).string()},
-          dir_ / (std::string(node) + ".log")));
+    const std::string agent_url = StartPool("gpt_e2e", 2);
+    ASSERT_FALSE(agent_url.empty());
+    for (const auto& [node, flags] : Nodes()) {
+      std::vector<std::string> argv{
+          GPUGEEK_BINARY, "agent", "--server",  agent_url,         "--ca-file",  ca_,
+          "--name",       node,    "--emulate", "2xA100-SXM-80GB", "--data-dir", (dir_ / node).string()};
+      argv.insert(argv.end(), flags.begin(), flags.end());
+      agents_.push_back(std::make_unique<Process>(argv, dir_ / (node + ".log")));
     }
-    for (int i = 0; i < 300; ++i) {
-      auto nodes = Client().Get("/v1/nodes");
-      if (nodes.ok() && (*nodes)["nodes"].size() == 2) break;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
+    ASSERT_TRUE(WaitForNodes(2));
     // Both nodes are this machine: the checkpoint folder stands for a shared file system. The
     // members run as the tenant's own unprivileged user, so it must be writable by them.
     out_ = dir_ / "ckpt";
     fs::create_directories(out_);
-    fs::permissions(dir_, fs::perms::all);
     fs::permissions(out_, fs::perms::all);
   }
-  void TearDown() override {
-    agents_.clear();
-    server_.reset();
-    fs::remove_all(dir_);
-  }
 
-  http::Client& Client() {
-    client_ = *http::Client::Create({.base_url = url_, .ca_file = ca_, .bearer_token = token_});
-    return *client_;
-  }
-  std::pair<int, std::string> Cli(std::vector<std::string> args) {
-    args.push_back("--server");
-    args.push_back(url_);
-    return RunCli(args, dir_ / "cli.log");
-  }
-  // Submits examples/gpt from its workdir: 2 nodes x 2 GPUs, one rank per GPU.
-  std::string Submit(int steps, int ckpt_every) {
+  // Submits examples/gpt from its workdir: `nodes` nodes x 2 GPUs, one rank per GPU.
+  std::string Submit(int steps, int ckpt_every, int nodes = 2, const std::string& capacity = "") {
     const fs::path spec = dir_ / "gpt.yaml";
     std::ofstream(spec) << "name: gpt\n"
-                        << "num_nodes: 2\n"
-                        << "resources: {accelerators: A100-SXM-80GB:2}\n"
+                        << "num_nodes: " << nodes << "\n"
+                        << "resources: {accelerators: A100-SXM-80GB:2"
+                        << (capacity.empty() ? "" : ", capacity: " + capacity) << "}\n"
                         << "workdir: " << GPUGEEK_SOURCE_DIR << "/examples/gpt\n"
                         << "launcher: torch\n"
                         << "retry: {on: [error], limit: 2, backoff: 1s}\n"
@@ -99,29 +76,13 @@ class GptTraining : public ::testing::Test {
     static const std::regex submitted("submitted (\\S+) ");
     return std::regex_search(out, m, submitted) ? m[1].str() : "";
   }
-  nlohmann::json WaitEnded(const std::string& id, int seconds) {
-    nlohmann::json job;
-    for (int i = 0; i < seconds * 10; ++i) {
-      auto j = Client().Get("/v1/jobs/" + id);
-      if (j.ok()) job = *j;
-      const std::string state = job.value("state", "");
-      if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") return job;
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-    return job;
-  }
-  std::string Log(const std::string& id) { return Cli({"logs", id}).second; }
   std::string Diagnostics() {
     std::string all = server_->output();
     for (const auto& a : agents_) all += "\n---\n" + a->output();
     return all;
   }
 
-  fs::path dir_, out_;
-  std::string url_, token_, ca_;
-  std::unique_ptr<Process> server_;
-  std::vector<std::unique_ptr<Process>> agents_;
-  std::unique_ptr<http::Client> client_;
+  fs::path out_;
 };
 
 // 4 ranks over 2 nodes train 60 steps: the loss falls by at least 30 % (measured 51 % at these settings
@@ -129,7 +90,7 @@ class GptTraining : public ::testing::Test {
 TEST_F(GptTraining, FourRanksOnTwoNodesTrainAndTheLossFalls) {
   const std::string id = Submit(60, 20);
   ASSERT_FALSE(id.empty());
-  const nlohmann::json job = WaitEnded(id, 240);
+  const nlohmann::json job = WaitEnded(id, std::chrono::seconds(240));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << "\n" << Log(id) << Diagnostics();
   const nlohmann::json summary = nlohmann::json::parse(FileText(out_ / "summary.json"), nullptr, false);
   ASSERT_TRUE(summary.is_object()) << FileText(out_ / "summary.json");
@@ -142,6 +103,43 @@ TEST_F(GptTraining, FourRanksOnTwoNodesTrainAndTheLossFalls) {
   const std::string log = Log(id);
   EXPECT_TRUE(absl::StrContains(log, "world_size=4")) << log;
   EXPECT_TRUE(absl::StrContains(log, "done steps=60")) << log;
+  // Each checkpoint was reported (docs/checkpointing.md); the last one, at the end, is what the job holds.
+  EXPECT_EQ(job["checkpoint"]["step"], 60) << job.dump(2);
+}
+
+// A planned move: the node of a running one-node job is drained. Its ranks get SIGTERM, finish the step in
+// flight, write and report a checkpoint at that step (not one of the every-50 ones) and exit; the job runs
+// again on the other node and resumes at exactly that step: nothing trained is lost.
+TEST_F(GptTraining, ADrainedJobCheckpointsOnSigtermAndResumesElsewhereLosingNoStep) {
+  const std::string id = Submit(400, 50, /*nodes=*/1);
+  ASSERT_FALSE(id.empty());
+  std::string node;
+  for (int i = 0; i < 1800; ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+    if (!std::regex_search(Log(id), std::regex("step=(1[5-9]|[2-9][0-9]) "))) continue;
+    auto job = Client().Get("/v1/jobs/" + id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    node = (*job)["allocation"]["members"][0]["node"].get<std::string>();
+    break;
+  }
+  ASSERT_FALSE(node.empty()) << Log(id) << Diagnostics();
+  auto [code, out] = Cli({"drain", node});
+  ASSERT_EQ(code, 0) << out;
+  const nlohmann::json job = WaitEnded(id, std::chrono::seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << "\n" << Log(id) << Diagnostics();
+  EXPECT_EQ(job["epoch"], 2) << job.dump(2);
+  EXPECT_NE(job["allocation"]["members"][0]["node"], node);
+  // The first placement's log: where it stopped and the checkpoint it wrote there.
+  const std::string before = Cli({"logs", id, "--epoch", "1"}).second;
+  std::smatch stopped;
+  ASSERT_TRUE(std::regex_search(before, stopped, std::regex("stopped step=([0-9]+) on SIGTERM")))
+      << before << Diagnostics();
+  const int at = std::stoi(stopped[1]);
+  EXPECT_TRUE(absl::StrContains(before, "checkpoint step=" + std::to_string(at) + " ")) << before;
+  const std::string after = Log(id);
+  EXPECT_TRUE(absl::StrContains(after, "resumed step=" + std::to_string(at) + " ")) << after;
+  EXPECT_TRUE(absl::StrContains(after, "done steps=400")) << after;
+  EXPECT_EQ(job["checkpoint"]["step"], 400) << job.dump(2);
 }
 
 // SIGKILL of one rank after a checkpoint: its node's launcher stops the others and fails the member;
@@ -165,7 +163,7 @@ TEST_F(GptTraining, AKilledRankRestartsTheGroupFromTheCheckpoint) {
   }
   ASSERT_GT(victim, 0) << Log(id);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  const nlohmann::json job = WaitEnded(id, 300);
+  const nlohmann::json job = WaitEnded(id, std::chrono::seconds(300));
   ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << "\n" << Log(id) << Diagnostics();
   EXPECT_EQ(job["retries"], nlohmann::json({{"error", 1}}));
   EXPECT_GE(job["epoch"].get<int>(), 2);
@@ -176,9 +174,78 @@ TEST_F(GptTraining, AKilledRankRestartsTheGroupFromTheCheckpoint) {
   EXPECT_GE(resumed, 10) << log;  // never back past the checkpoint before the kill
   EXPECT_EQ(resumed % 10, 0) << log;
   EXPECT_TRUE(absl::StrContains(log, "done steps=80")) << log;
+  EXPECT_EQ(job["checkpoint"]["step"], 80) << job.dump(2);
   auto events = Client().Get("/v1/events?job=" + id);
   ASSERT_TRUE(events.ok());
   EXPECT_TRUE(absl::StrContains(events->dump(), "retry 1 of 2")) << events->dump(2);
+}
+
+// Spot capacity end to end: a spot node at 0.80 per GPU-hour (region r1) and an on-demand one at 2.50 (r2).
+// The GPT example asks for [spot, on-demand] and runs on spot; a reclaim notice with a 10 s deadline makes
+// it write and report a checkpoint at the step it is on before the deadline, and it resumes on the
+// on-demand node at exactly that step (0 steps lost). The cost view shows both lines and the saving.
+class SpotGpt : public GptTraining {
+ protected:
+  std::vector<std::pair<std::string, std::vector<std::string>>> Nodes() const override {
+    return {{"spot-a", {"--capacity", "spot", "--region", "r1", "--gpu-hour-price", "0.80"}},
+            {"od-b", {"--capacity", "on-demand", "--region", "r2", "--gpu-hour-price", "2.50"}}};
+  }
+};
+
+TEST_F(SpotGpt, AReclaimedJobCheckpointsBeforeTheDeadlineAndResumesOnDemandLosingNoStep) {
+  const std::string id = Submit(300, 50, /*nodes=*/1, "[spot, on-demand]");
+  ASSERT_FALSE(id.empty());
+  for (int i = 0; i < 1800 && !std::regex_search(Log(id), std::regex("step=(1[5-9]|[2-9][0-9]) ")); ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  auto placed = Client().Get("/v1/jobs/" + id);
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ((*placed)["allocation"]["members"][0]["node"], "spot-a") << placed->dump(2) << Diagnostics();
+  const auto notice = std::chrono::steady_clock::now();
+  auto [code, out] = Cli({"reclaim", "spot-a", "--deadline", "10s"});
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "node spot-a: cordoned, reclaimed in 10 s (moving: " + id + ")")) << out;
+  // The checkpoint the SIGTERM asked for is reported before the deadline.
+  int reported = -1;
+  while (std::chrono::steady_clock::now() - notice < std::chrono::seconds(10)) {
+    auto job = Client().Get("/v1/jobs/" + id);
+    if (job.ok() && (*job)["checkpoint"].is_object() && (*job)["epoch"] == 1) {
+      reported = (*job)["checkpoint"]["step"].get<int>();
+      if (reported % 50 != 0) break;  // the just-in-time one, not a periodic one
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  const auto within = std::chrono::steady_clock::now() - notice;
+  EXPECT_LT(within, std::chrono::seconds(10)) << "reported step " << reported << "\n" << Diagnostics();
+  const nlohmann::json job = WaitEnded(id, std::chrono::seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << "\n" << Log(id) << Diagnostics();
+  EXPECT_EQ(job["allocation"]["members"][0]["node"], "od-b");
+  const std::string before = Cli({"logs", id, "--epoch", "1"}).second;
+  std::smatch stopped;
+  ASSERT_TRUE(std::regex_search(before, stopped, std::regex("stopped step=([0-9]+) on SIGTERM"))) << before;
+  EXPECT_EQ(std::stoi(stopped[1]), reported) << before;
+  const std::string after = Log(id);
+  EXPECT_TRUE(absl::StrContains(after, "resumed step=" + std::to_string(reported) + " ")) << after;
+  EXPECT_TRUE(absl::StrContains(after, "done steps=300")) << after;
+  // The cost view: spot at 0.80 against on-demand 2.50 saved 1.70 per GPU-hour of it.
+  const nlohmann::json& usage = job["usage"];
+  ASSERT_EQ(usage["lines"].size(), 2u) << usage.dump(2);
+  EXPECT_EQ(usage["lines"][0]["capacity_type"], "on-demand");
+  EXPECT_EQ(usage["lines"][1]["capacity_type"], "spot");
+  const nlohmann::json& spot = usage["lines"][1];
+  EXPECT_GT(spot["gpu_hours"].get<double>(), 0.0);
+  EXPECT_NEAR(spot["cost_micros"].get<double>(), spot["gpu_hours"].get<double>() * 800'000, 2.0);
+  EXPECT_NEAR(spot["on_demand_micros"].get<double>(), spot["gpu_hours"].get<double>() * 2'500'000, 2.0);
+  EXPECT_EQ(usage["saving_micros"].get<int64_t>(),
+            spot["on_demand_micros"].get<int64_t>() - spot["cost_micros"].get<int64_t>());
+  const std::string shown = Cli({"job", id}).second;
+  EXPECT_TRUE(std::regex_search(shown, std::regex("usage: +[0-9.]+ GPU-hours, cost [0-9.]+ \\(on-demand [0-9.]+; "
+                                                  "saved [0-9.]+\\)")))
+      << shown;
+  EXPECT_TRUE(absl::StrContains(shown, "checkpoint: step 300")) << shown;
+  std::cout << "[ spot ] just-in-time checkpoint at step " << reported << " reported "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(within).count() << " ms after the 10 s notice\n"
+            << shown;
 }
 
 }  // namespace

@@ -274,6 +274,14 @@ class HostileInput : public ::testing::Test {
       subprocess::UseJoinToken((*join)["token"]);
     }
 
+    // The MI300X jobs can never be placed (the one node to come has A100s): submitted while no node is
+    // registered (admission then lets a job wait for the first agent), they stay PENDING (or CANCELLED).
+    const std::string mi300x = "resources: {accelerators: MI300X:8}\n";
+    const std::string pending = Submit("name: waits\n" + mi300x + "run: echo never\n");
+    const std::string cancelled = Submit("name: cancelled\n" + mi300x + "run: echo never\n");
+    auto c = Client().Post("/v1/jobs/" + cancelled + "/cancel", nlohmann::json::object());
+    ASSERT_TRUE(c.ok()) << c.status();
+
     *agent_name_ = "hostile-agent-" + std::to_string(::getpid());
     agent_ = std::make_unique<Process>(
         std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", *agent_url_, "--name", *agent_name_, "--emulate",
@@ -287,17 +295,11 @@ class HostileInput : public ::testing::Test {
     }
     ASSERT_TRUE(registered) << "the agent did not register: " << agent_->output();
 
-    // Stored state: a job in each state. The MI300X jobs can never be placed (no node has one), so
-    // they stay PENDING (or CANCELLED) whatever registers later.
+    // Stored state: a job in each state.
     const std::string a100 = "resources: {accelerators: A100-SXM-80GB:1}\n";
-    const std::string mi300x = "resources: {accelerators: MI300X:8}\n";
     const std::string ok = Submit("name: ok\n" + a100 + "run: echo fine\n");
     const std::string failed = Submit("name: fails\n" + a100 + "run: exit 3\n");
     *binary_job_ = Submit("name: binary\n" + a100 + "run: |\n  printf '\\377\\376hello world\\n\\0tail'\n");
-    const std::string pending = Submit("name: waits\n" + mi300x + "run: echo never\n");
-    const std::string cancelled = Submit("name: cancelled\n" + mi300x + "run: echo never\n");
-    auto c = Client().Post("/v1/jobs/" + cancelled + "/cancel", nlohmann::json::object());
-    ASSERT_TRUE(c.ok()) << c.status();
     *stored_ = {{ok, "SUCCEEDED"},
                 {failed, "FAILED"},
                 {*binary_job_, "SUCCEEDED"},

@@ -2,7 +2,9 @@
 // submit` of a spec with `workdir:` and `setup:`. The run step reads a file of the workdir and the job's
 // log shows it after the setup's marker line; ignored files never reach the node; a failing setup fails
 // the member with "setup failed (exit N)" in the job's events; a second job of the same tree uploads
-// nothing and the node fetches the archive once.
+// nothing and the node fetches the archive once. `files:` brings a folder, a file and a tar.gz archive
+// from elsewhere on the submitting machine to their places in the working folder. `idle_timeout` ends a
+// job that leaves its (emulated) GPU idle and spares one that keeps it busy.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "common/testing/process.h"
 #include "http/client.h"
+#include "pool_fixture.h"
 
 namespace gpugeek {
 namespace {
@@ -22,79 +25,21 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using subprocess::Process;
-using subprocess::RunCli;
 
-class WorkdirEndToEnd : public ::testing::Test {
+class WorkdirEndToEnd : public testing::PoolFixture {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gpugeek_workdir_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    subprocess::StartedServer server = subprocess::StartServer(GPUGEEK_BINARY, dir_ / "server", dir_ / "server.log");
-    server_ = std::move(server.process);
-    url_ = server.url;
-    const std::string agent_url = server.agent_url;
-    ASSERT_FALSE(url_.empty()) << server_->output();
-    token_ = subprocess::UseAdminToken(dir_ / "server");
-    ca_ = subprocess::UseServerCa(dir_ / "server");
-    auto join = Client().Post("/v1/join-tokens", {{"uses", 1}});
-    ASSERT_TRUE(join.ok()) << join.status();
-    subprocess::UseJoinToken((*join)["token"]);
+    const std::string agent_url = StartPool("workdir_e2e", 1);
+    ASSERT_FALSE(agent_url.empty());
     node_ = "node-wd-" + std::to_string(::getpid());
-    agent_ = std::make_unique<Process>(
+    agents_.push_back(std::make_unique<Process>(
         std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca_, "--name", node_,
                                  "--emulate", "1xH100-SXM-80GB", "--data-dir", (dir_ / "agent").string()},
-        dir_ / "agent.log");
-    for (int i = 0; i < 200; ++i) {
-      auto nodes = Client().Get("/v1/nodes");
-      if (nodes.ok() && (*nodes)["nodes"].size() == 1) return;
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-    FAIL() << "the agent did not register: " << agent_->output();
-  }
-  void TearDown() override {
-    agent_.reset();
-    server_.reset();
-    fs::remove_all(dir_);
+        dir_ / "agent.log"));
+    ASSERT_TRUE(WaitForNodes(1));
   }
 
-  http::Client& Client() {
-    client_ = *http::Client::Create({.base_url = url_, .ca_file = ca_, .bearer_token = token_});
-    return *client_;
-  }
-  std::pair<int, std::string> Cli(std::vector<std::string> args) {
-    args.push_back("--server");
-    args.push_back(url_);
-    return RunCli(args, dir_ / "cli.log");
-  }
-  nlohmann::json WaitEnded(const std::string& id) {
-    nlohmann::json job;
-    for (int i = 0; i < 600; ++i) {
-      auto j = Client().Get("/v1/jobs/" + id);
-      if (j.ok()) job = *j;
-      const std::string state = job.value("state", "");
-      if (state == "SUCCEEDED" || state == "FAILED" || state == "CANCELLED") return job;
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-    return job;
-  }
-  std::string Submit(const fs::path& spec, std::string* out_text = nullptr) {
-    auto [code, out] = Cli({"submit", spec.string()});
-    EXPECT_EQ(code, 0) << out;
-    if (out_text != nullptr) *out_text = out;
-    std::smatch m;
-    static const std::regex submitted("submitted (\\S+) ");
-    return std::regex_search(out, m, submitted) ? m[1].str() : "";
-  }
-  std::string Log(const std::string& id) {
-    auto [code, out] = Cli({"logs", id});
-    return out;
-  }
-
-  fs::path dir_;
-  std::string url_, token_, ca_, node_;
-  std::unique_ptr<Process> server_, agent_;
-  std::unique_ptr<http::Client> client_;
+  std::string node_;
 };
 
 void Write(const fs::path& p, const std::string& text) {
@@ -118,7 +63,7 @@ TEST_F(WorkdirEndToEnd, RunFindsTheWorkdirAfterSetup) {
   ASSERT_FALSE(id.empty()) << out;
   EXPECT_TRUE(absl::StrContains(out, "uploaded")) << out;
   const nlohmann::json job = WaitEnded(id);
-  EXPECT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump() << "\n" << agent_->output();
+  EXPECT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump() << "\n" << agents_[0]->output();
   const std::string log = Log(id);
   EXPECT_TRUE(absl::StrContains(log, "== gpugeek: setup (node rank 0) ==\npreparing\n")) << log;
   EXPECT_TRUE(absl::StrContains(log, "== gpugeek: run (node rank 0) ==\nhello from the workdir\n")) << log;
@@ -151,6 +96,83 @@ TEST_F(WorkdirEndToEnd, AFailingSetupFailsTheMemberWithItsExitCode) {
   EXPECT_TRUE(absl::StrContains(log, "trying\n")) << log;
   EXPECT_TRUE(absl::StrContains(log, "== gpugeek: setup failed (exit 3); run not started ==")) << log;
   EXPECT_FALSE(absl::StrContains(log, "never")) << log;
+}
+
+TEST_F(WorkdirEndToEnd, FilesLandWhereTheSpecSaysBesideTheWorkdir) {
+  const fs::path project = dir_ / "files-project";
+  Write(project / "code" / "main.txt", "main from the workdir\n");
+  Write(dir_ / "shared-data" / "corpus" / "a.txt", "corpus a\n");
+  Write(dir_ / "shared-data" / "corpus" / "b" / "c.txt", "corpus b/c\n");
+  Write(dir_ / "shared-data" / "corpus" / ".gpugeekignore", "*.tmp\n");
+  Write(dir_ / "shared-data" / "corpus" / "scratch.tmp", "left out\n");
+  Write(project / "weights.bin", "initial weights\n");
+  Write(dir_ / "extra-src" / "notes.txt", "notes from the archive\n");
+  ASSERT_EQ(std::system(("tar -czf " + (project / "extra.tar.gz").string() + " -C " + (dir_ / "extra-src").string() +
+                         " notes.txt")
+                            .c_str()),
+            0);
+  Write(project / "job.yaml",
+        "name: files\n"
+        "resources: {accelerators: H100-SXM-80GB:1}\n"
+        "workdir: code\n"
+        "files:\n"
+        "  data/corpus: ../shared-data/corpus\n"
+        "  weights/init.bin: weights.bin\n"
+        "  extras: extra.tar.gz\n"
+        "run: cat main.txt data/corpus/a.txt data/corpus/b/c.txt weights/init.bin extras/notes.txt; "
+        "test ! -e data/corpus/scratch.tmp && echo ignored-left-out\n");
+  std::string out;
+  const std::string id = Submit(project / "job.yaml", &out);
+  ASSERT_FALSE(id.empty()) << out;
+  EXPECT_TRUE(absl::StrContains(out, "files.data/corpus: folder ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "files.weights/init.bin: file ")) << out;
+  EXPECT_TRUE(absl::StrContains(out, "files.extras: archive ")) << out;
+  const nlohmann::json job = WaitEnded(id);
+  EXPECT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump() << "\n" << agents_[0]->output();
+  EXPECT_TRUE(absl::StrContains(Log(id),
+                                "main from the workdir\ncorpus a\ncorpus b/c\ninitial weights\nnotes from the "
+                                "archive\nignored-left-out\n"))
+      << Log(id);
+
+  // Again: every archive is on the server already; nothing is uploaded.
+  const std::string again = Submit(project / "job.yaml", &out);
+  size_t cached = 0;
+  for (size_t at = out.find("the server has it already, nothing uploaded"); at != std::string::npos;
+       at = out.find("the server has it already, nothing uploaded", at + 1)) {
+    ++cached;
+  }
+  EXPECT_EQ(cached, 4u) << out;  // the workdir and the three files: entries
+  EXPECT_EQ(WaitEnded(again).value("state", ""), "SUCCEEDED");
+
+  // DEST must stay inside the working folder; the CLI refuses before uploading anything.
+  Write(project / "escape.yaml",
+        "name: escape\nresources: {accelerators: H100-SXM-80GB:1}\nfiles: {../outside: weights.bin}\nrun: x\n");
+  auto [code, text] = Cli({"submit", (project / "escape.yaml").string()});
+  EXPECT_NE(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, "files.../outside: the destination must be a path inside the working folder"))
+      << text;
+}
+
+// On an emulated GPU the utilisation is the member's CPU use (agent/emulated_utilization.h): a member that
+// sleeps is idle and idle_timeout ends it; one that spins keeps its GPU busy and runs to its end.
+TEST_F(WorkdirEndToEnd, IdleTimeoutEndsAnIdleJobAndSparesABusyOne) {
+  const fs::path project = dir_ / "idle";
+  Write(project / "idle.yaml",
+        "name: idle\nresources: {accelerators: H100-SXM-80GB:1}\nidle_timeout: 3s\nrun: sleep 120\n");
+  Write(project / "busy.yaml",
+        "name: busy\nresources: {accelerators: H100-SXM-80GB:1}\nidle_timeout: 3s\n"
+        "run: end=$(($(date +%s) + 7)); while [ $(date +%s) -lt $end ]; do :; done; echo done spinning\n");
+  const auto start = std::chrono::steady_clock::now();
+  const std::string idle = Submit(project / "idle.yaml");
+  const nlohmann::json ended = WaitEnded(idle);
+  EXPECT_EQ(ended.value("state", ""), "FAILED") << ended.dump();
+  EXPECT_EQ(ended.value("reason", ""), "idle_timeout 3s: its GPUs were idle (utilisation below 1%) for 3s")
+      << ended.dump();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  const std::string busy = Submit(project / "busy.yaml");
+  const nlohmann::json done = WaitEnded(busy);
+  EXPECT_EQ(done.value("state", ""), "SUCCEEDED") << done.dump();
+  EXPECT_TRUE(absl::StrContains(Log(busy), "done spinning\n"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -14,6 +15,7 @@ import harness  # first: puts examples/gpt on sys.path
 import checkpoint
 import data
 import dist_env
+import gpugeek_checkpoint
 from model import GPT, GPTConfig, count_parameters
 
 
@@ -88,6 +90,55 @@ class MaxMinutesTest(unittest.TestCase):
             self.assertLess(summary["steps"], 100000)
             self.assertEqual(summary["tokens_seen"], summary["steps"] * 2 * 16)
             self.assertEqual(checkpoint.load(out)["step"], summary["steps"])
+
+
+class SigtermTest(unittest.TestCase):
+    def test_checkpoints_the_step_in_flight_and_exits_0(self):
+        """SIGTERM (a planned stop) mid-run: a checkpoint at the step it was on, `stopped step=S`, exit 0,
+        no summary (no evaluation inside the grace)."""
+        with tempfile.TemporaryDirectory() as out:
+            argv = [harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out, "--steps", "100000",
+                    "--batch-size", "2", "--seq-len", "16", "--log-every", "1", "--ckpt-every", "100000"]
+            run = harness.LaunchedRun(argv)
+            self.assertTrue(run.wait_for(lambda lines: any(l.startswith("step=3 ") for l in lines), 60), run.lines)
+            os.kill(run.proc.pid, signal.SIGTERM)
+            self.assertEqual(run.finish(60), 0, run.lines)
+            stopped = [l for l in run.lines if l.startswith("stopped step=")]
+            self.assertEqual(len(stopped), 1, run.lines)
+            step = int(stopped[0].split()[1].split("=")[1])
+            self.assertGreaterEqual(step, 3)
+            self.assertIn(f"checkpoint step={step} ", "\n".join(run.lines) + " ")
+            self.assertEqual(checkpoint.load(out)["step"], step)
+            self.assertFalse(os.path.exists(os.path.join(out, "summary.json")))
+
+
+class ContractHelperTest(unittest.TestCase):
+    def test_outside_gpugeek_report_does_nothing(self):
+        with mock.patch.dict(os.environ, {}, clear=True):
+            self.assertFalse(gpugeek_checkpoint.report(12))
+            self.assertEqual(gpugeek_checkpoint.restart_count(), 0)
+            self.assertIsNone(gpugeek_checkpoint.checkpoint_dir())
+        with mock.patch.dict(os.environ, {"GPUGEEK_RESTART_COUNT": "3", "GPUGEEK_CHECKPOINT_DIR": "/ckpt"}):
+            self.assertEqual(gpugeek_checkpoint.restart_count(), 3)
+            self.assertEqual(gpugeek_checkpoint.checkpoint_dir(), "/ckpt")
+
+    def test_an_unreachable_agent_is_false_not_an_exception(self):
+        env = {"GPUGEEK_AGENT_URL": "http://127.0.0.1:1", "GPUGEEK_MEMBER_TOKEN": "a" * 32}
+        with mock.patch.dict(os.environ, env):
+            self.assertFalse(gpugeek_checkpoint.report(12, timeout=2))
+            with self.assertRaises(ValueError):
+                gpugeek_checkpoint.report(-1)
+
+    def test_stop_request_catches_sigterm(self):
+        previous = signal.getsignal(signal.SIGTERM)
+        try:
+            stop = gpugeek_checkpoint.StopRequest()
+            self.assertFalse(stop.requested)
+            os.kill(os.getpid(), signal.SIGTERM)
+            self.assertTrue(stop.requested)
+            self.assertEqual(stop.signal, signal.SIGTERM)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 class CheckpointTest(unittest.TestCase):

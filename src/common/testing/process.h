@@ -136,12 +136,13 @@ struct StartedServer {
 };
 // Starts `binary server` with its data under `data_dir` and its output in `log`, and waits (at most 20 s)
 // for the line saying where it listens.
-inline StartedServer StartServer(const std::string& binary, const fs::path& data_dir, const fs::path& log) {
+inline StartedServer StartServer(const std::string& binary, const fs::path& data_dir, const fs::path& log,
+                                 const std::vector<std::string>& extra_args = {}) {
   StartedServer s;
-  s.process =
-      std::make_unique<Process>(std::vector<std::string>{binary, "server", "--listen", "127.0.0.1:0", "--agent-listen",
-                                                         "127.0.0.1:0", "--data-dir", data_dir.string()},
-                                log);
+  std::vector<std::string> args = {binary,           "server",      "--listen",   "127.0.0.1:0",
+                                   "--agent-listen", "127.0.0.1:0", "--data-dir", data_dir.string()};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  s.process = std::make_unique<Process>(args, log);
   const std::regex listening(R"(listening on (https://127\.0\.0\.1:[0-9]+), agents on (https://127\.0\.0\.1:[0-9]+))");
   for (int i = 0; i < 400 && s.url.empty(); ++i) {
     std::smatch m;

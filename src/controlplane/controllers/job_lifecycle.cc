@@ -15,6 +15,22 @@ namespace gpugeek::controlplane {
 
 using api::JobState;
 
+absl::Status JobLifecycleController::RecordCheckpoint(ControllerContext& ctx, LiveJob& live, int64_t step) {
+  const bool first = !live.checkpoint_reported;
+  live.checkpoint_reported = true;
+  if (live.record.checkpoint_step == step || (!first && step < live.record.checkpoint_step.value_or(-1))) {
+    return absl::OkStatus();
+  }
+  store::JobRecord next = live.record;
+  next.checkpoint_step = step;
+  next.checkpoint_at = ctx.clock.Now();
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  ctx.state.dirty = true;
+  spdlog::info("control plane: job {} (epoch {}) has a complete checkpoint at step {}", live.record.id,
+               live.record.epoch, step);
+  return absl::OkStatus();
+}
+
 absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::string& node,
                                            const api::WorkloadReport& report) {
   auto it = ctx.state.live.find(report.job_id);
@@ -26,12 +42,15 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
     return absl::InvalidArgumentError(
         fmt::format("rank {} of {} is not on node {}", report.node_rank, report.job_id, node));
   }
+  if (report.checkpoint_step) RETURN_IF_ERROR(RecordCheckpoint(ctx, live, *report.checkpoint_step));
   MemberStatus& member = live.members[report.node_rank];
   if (member.exited) return absl::OkStatus();  // already final (reported before, or presumed)
   if (report.phase == api::WorkloadPhase::kRunning) {
     if (member.running) return absl::OkStatus();
     member.running = true;
+    member.running_since = ctx.clock.Monotonic();  // metering (usage.h)
   } else {
+    RETURN_IF_ERROR(MeterMember(ctx, live, report.node_rank));
     member.exited = true;
     member.failed = report.phase == api::WorkloadPhase::kFailedToStart || report.term_signal != 0 ||
                     report.exit_code.value_or(1) != 0;
@@ -68,11 +87,35 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
   return ReleaseIfDone(ctx, report.job_id);
 }
 
+namespace {
+
+// Whether one GPU of `live` reads busy in its node's latest heartbeat: a utilisation at or above
+// api::kIdleUtilizationPercent, or none reported (no data never stops a job), or no lease at all.
+bool AnyGpuBusy(const ControllerContext& ctx, const LiveJob& live) {
+  for (const AllocationMember& m : live.allocation.members) {
+    auto node = ctx.state.nodes.find(m.node);
+    std::optional<Lease> lease = ctx.leases.Get(m.node);
+    if (node == ctx.state.nodes.end() || !lease.has_value()) return true;
+    const std::vector<hw::GpuDevice>& gpus = node->second.registration.inventory.gpus;
+    for (const std::string& uuid : m.gpu_uuids) {
+      auto g = std::find_if(gpus.begin(), gpus.end(), [&](const hw::GpuDevice& d) { return d.uuid == uuid; });
+      const size_t i = static_cast<size_t>(g - gpus.begin());
+      if (g == gpus.end() || i >= lease->samples.size()) return true;
+      const std::optional<uint32_t>& percent = lease->samples[i].telemetry.utilization_percent;
+      if (!percent.has_value() || *percent >= api::kIdleUtilizationPercent) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   std::vector<std::string> expired;
   std::vector<std::string> lost;
   std::vector<std::string> overtime;
-  for (const auto& [id, live] : ctx.state.live) {
+  std::vector<std::string> idle;
+  for (auto& [id, live] : ctx.state.live) {
     if (live.drain_deadline && now >= *live.drain_deadline) {
       expired.push_back(id);
       continue;
@@ -82,12 +125,22 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
       overtime.push_back(id);
       continue;
     }
+    bool on_lost_node = false;
     for (const AllocationMember& m : live.allocation.members) {
       auto node = ctx.state.nodes.find(m.node);
       if (node == ctx.state.nodes.end() || node->second.down) {
-        lost.push_back(id);
+        on_lost_node = true;
         break;
       }
+    }
+    if (on_lost_node) {
+      lost.push_back(id);
+      continue;
+    }
+    // Idle is judged only on live nodes' samples: a lost node's last ones say nothing of now.
+    if (live.spec.idle_timeout) {
+      if (!live.busy_at || live.record.state != JobState::kRunning || AnyGpuBusy(ctx, live)) live.busy_at = now;
+      if (now - *live.busy_at >= *live.spec.idle_timeout) idle.push_back(id);
     }
   }
   for (const std::string& id : expired) {
@@ -108,6 +161,15 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
     const std::string reason = fmt::format("max_duration {} reached", api::FormatDuration(*live.spec.max_duration));
     if (absl::Status st = CommitJobState(ctx, live, JobState::kFailed, reason); !st.ok()) {
       spdlog::error("control plane: ending {} at its max_duration: {}", id, st);
+    }
+  }
+  for (const std::string& id : idle) {
+    LiveJob& live = ctx.state.live.at(id);
+    const std::string timeout = api::FormatDuration(*live.spec.idle_timeout);
+    const std::string reason = fmt::format("idle_timeout {}: its GPUs were idle (utilisation below {}%) for {}",
+                                           timeout, api::kIdleUtilizationPercent, timeout);
+    if (absl::Status st = CommitJobState(ctx, live, JobState::kFailed, reason); !st.ok()) {
+      spdlog::error("control plane: ending {} at its idle_timeout: {}", id, st);
     }
   }
 }

@@ -8,6 +8,8 @@
 //   agent, or presumed at the drain deadline (its grace plus the fencing timeline)
 // Reports of another epoch than the job's current placement are stale (fencing) and ignored. A report
 // that cannot be committed is dropped: the agent reports again on its next heartbeat (desired state).
+// A report may carry the last checkpoint step the member's workload reported complete
+// (docs/checkpointing.md): stored with the job (store::JobRecord::checkpoint_step) as what it resumes from.
 
 #include <string>
 
@@ -22,6 +24,11 @@ class JobLifecycleController {
   absl::Status Apply(ControllerContext& ctx, const std::string& node, const api::WorkloadReport& report);
   // Drain deadlines, and requeues that a store error interrupted.
   void Reconcile(ControllerContext& ctx, MonoTime now);
+
+ private:
+  // Stores `step` as the job's checkpoint: the first report of a placement as it is, later ones only
+  // when they move forward (the members of a gang may report one after another).
+  absl::Status RecordCheckpoint(ControllerContext& ctx, LiveJob& live, int64_t step);
 };
 
 }  // namespace gpugeek::controlplane

@@ -13,6 +13,11 @@ namespace gpugeek::controlplane {
 void NodeLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   const std::map<std::string, MonoTime> renewals = ctx.leases.Renewals();
   for (auto& [name, node] : ctx.state.nodes) {
+    if (node.blocked_until && now >= *node.blocked_until) {
+      spdlog::info("control plane: node {} is no longer blocked", name);
+      node.blocked_until.reset();
+      ctx.state.CapacityChanged();
+    }
     auto it = renewals.find(name);
     if (it == renewals.end()) continue;  // no lease yet (loaded from the store; granted at load)
     const Duration silent = now - it->second;
@@ -36,10 +41,22 @@ void NodeLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
 }
 
 void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& node, Duration silent) {
-  ctx.state.nodes[node].down = true;
+  NodeState& state = ctx.state.nodes[node];
+  state.down = true;
   ctx.state.CapacityChanged();
   spdlog::warn("control plane: node {} is down (no heartbeat for {} ms; its members were fenced)", node,
                std::chrono::duration_cast<std::chrono::milliseconds>(silent).count());
+  const MonoTime now = ctx.clock.Monotonic();
+  state.losses.push_back(now);
+  while (!state.losses.empty() && now - state.losses.front() > ctx.options.block_window) state.losses.pop_front();
+  if (ctx.options.block_after_losses > 0 && static_cast<int>(state.losses.size()) >= ctx.options.block_after_losses) {
+    state.blocked_until = now + ctx.options.block_for;
+    state.losses.clear();
+    spdlog::warn("control plane: node {} was lost {} times within {} min: blocked from placements for {} min", node,
+                 ctx.options.block_after_losses,
+                 std::chrono::duration_cast<std::chrono::minutes>(ctx.options.block_window).count(),
+                 std::chrono::duration_cast<std::chrono::minutes>(ctx.options.block_for).count());
+  }
   if (ctx.metrics != nullptr) ctx.metrics->NodeLost();
   for (const std::string& id : ctx.state.JobsOn(node)) {
     LiveJob& live = ctx.state.live.at(id);
@@ -47,6 +64,9 @@ void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& no
     for (const AllocationMember& m : live.allocation.members) {
       MemberStatus& status = live.members[m.rank];
       if (m.node != node || status.exited) continue;
+      if (absl::Status st = MeterMember(ctx, live, m.rank); !st.ok()) {
+        spdlog::error("control plane: metering job {} rank {} on lost node {}: {}", id, m.rank, node, st);
+      }
       status.exited = true;
       status.failed = true;
       status.detail = fmt::format("node {} lost", node);

@@ -9,6 +9,7 @@
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/controllers/transitions.h"
+#include "controlplane/job_request.h"
 #include "controlplane/log_store.h"
 #include "controlplane/metrics.h"
 #include "sched/registry.h"
@@ -215,6 +216,32 @@ void SchedulingController::ApplyReleases(ControllerContext& ctx) {
     cluster_changed_ = true;
   }
   ctx.state.released.clear();
+  if (cluster_) HoldUnhealthyGpus(ctx);  // a released member on an unhealthy GPU frees nothing
+}
+
+void SchedulingController::HoldUnhealthyGpus(ControllerContext& ctx) {
+  for (size_t n = 0; n < sched_nodes_.size(); ++n) {
+    const SchedNode& sn = *sched_nodes_[n];
+    const NodeState& node = ctx.state.nodes.at(sn.node);
+    if (node.unhealthy_gpus.empty()) continue;
+    const std::vector<hw::GpuDevice>& devices = node.registration.inventory.gpus;
+    const auto index = static_cast<sched::NodeIndex>(n);
+    for (size_t i = 0; i < sn.device_index.size(); ++i) {
+      const int device = sn.device_index[i];
+      if (device < 0 || device >= static_cast<int>(devices.size())) continue;
+      if (node.unhealthy_gpus.count(devices[device].uuid) == 0) continue;
+      const int32_t free = cluster_->gpu_free(index)[i];
+      if (free <= 0) continue;
+      sched::Placement p;
+      p.node = index;
+      p.gpu_milli = free;
+      p.num_gpus = 1;
+      p.gpus[0] = static_cast<uint8_t>(i);
+      cluster_->Bind(p);
+      held_unhealthy_.push_back(p);
+      cluster_changed_ = true;
+    }
+  }
 }
 
 void SchedulingController::Rebuild(ControllerContext& ctx) {
@@ -225,12 +252,13 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
   framework_.reset();
   cluster_.reset();
   bound_.clear();
+  held_unhealthy_.clear();
   ctx.state.released.clear();  // the rebuild starts from the live allocations
   sched_index_.clear();
   sched_nodes_.clear();
   std::vector<sched::NodeSpec> specs;
   for (const auto& [name, s] : ctx.state.nodes) {
-    if (s.down || s.suspect || s.cordoned) continue;
+    if (s.down || s.suspect || s.cordoned || s.blocked_until) continue;
     for (const SchedNode& sn : s.sched_nodes) {
       sched_index_[sn.spec.name] = static_cast<sched::NodeIndex>(specs.size());
       sched_nodes_.push_back(&sn);
@@ -282,6 +310,7 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
       shapes.push_back({m.cpu_milli, m.memory_bytes, p.num_gpus, p.gpu_milli, {live.allocation.gpu_model}});
     }
   }
+  HoldUnhealthyGpus(ctx);
   // The workload's typical pods: what the jobs seen so far asked for (FGD's measure, sched/frag.h).
   for (const auto& [id, pending] : ctx.state.pending) {
     if (pending.requests.ok()) shapes.push_back(pending.requests->front().alternatives.front());
@@ -320,7 +349,8 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
   std::string why;
   std::string over_quota;  // the quota's reason for each request it admitted none of
   bool attempted = false;
-  for (const sched::Request& request : *job.requests) {
+  // Regions reclaimed lately are tried last (ControlPlane::Reclaim).
+  for (const sched::Request& request : AvoidingRegions(*job.requests, known_regions_, avoid_regions_)) {
     StoreBinder binder(ctx, sched_nodes_, job.record);
     auto attempt =
         sched::ScheduleWithinQuota(queue_.ledger(), job_id, job.record.tenant, request, *framework_, binder, now);
@@ -388,6 +418,16 @@ void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
     ApplyReleases(ctx);
   }
   if (!framework_) return;
+  avoid_regions_.clear();
+  known_regions_.clear();
+  for (const auto& [region, at] : ctx.state.reclaimed_regions) {
+    if (now - at < ctx.options.reclaim_avoid) avoid_regions_.insert(region);
+  }
+  if (!avoid_regions_.empty()) {
+    for (const auto& [name, node] : ctx.state.nodes) {
+      if (!node.registration.region.empty()) known_regions_.insert(node.registration.region);
+    }
+  }
   const MonoTime start = ctx.clock.Monotonic();
   auto stats = queue_.RunCycle(
       now, [&](const sched::QueueItem& item) { return Attempt(ctx, item.key, now); },

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +74,8 @@ class SchedulingController {
   void Rebuild(ControllerContext& ctx);
   // Returns the resources of the allocations released since the last look (State::released) to cluster_.
   void ApplyReleases(ControllerContext& ctx);
+  // Binds whatever is free on the unhealthy GPUs of the cluster's nodes (held_unhealthy_).
+  void HoldUnhealthyGpus(ControllerContext& ctx);
   // Gives back, in the ledger at `now`, what the jobs of State::released held. Call before the list
   // is cleared.
   void ReleaseHoldings(ControllerContext& ctx, MonoTime now);
@@ -94,8 +97,14 @@ class SchedulingController {
   // What each live allocation holds in cluster_, by job id (members that exited before the last
   // rebuild hold nothing there).
   std::unordered_map<std::string, std::vector<sched::Placement>> bound_;
+  // What is free on unhealthy GPUs (NodeState::unhealthy_gpus), bound so that nothing is placed there;
+  // dropped with the cluster at each rebuild, topped up after in-place releases.
+  std::vector<sched::Placement> held_unhealthy_;
   std::optional<MonoTime> last_rebuild_;
   bool workload_changed_ = false;  // jobs arrived since the typical pods were computed
+  // This cycle's regions reclaimed within options.reclaim_avoid (tried last, ControlPlane::Reclaim) and,
+  // when there are any, every region of the pool; set by Reconcile before its cycle.
+  std::set<std::string> avoid_regions_, known_regions_;
 };
 
 }  // namespace gpugeek::controlplane

@@ -6,11 +6,13 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/job_request.h"
 #include "controlplane/log_store.h"
 #include "controlplane/metrics.h"
 #include "controlplane/retry_policy.h"
+#include "controlplane/usage.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -22,8 +24,8 @@ std::string ShapeKey(const std::vector<sched::Request>& requests) {
   std::string key;
   for (const sched::Request& r : requests) {
     // The tenant is part of the shape: nodes reserved to tenants fit one tenant's job and not another's.
-    key += fmt::format("tenant={} gang={} distinct={} capacity={} selector=", r.tenant, r.gang_size, r.distinct_nodes,
-                       r.capacity_type ? static_cast<int>(*r.capacity_type) : -1);
+    key += fmt::format("tenant={} image={} gang={} distinct={} capacity={} selector=", r.tenant, r.image, r.gang_size,
+                       r.distinct_nodes, r.capacity_type ? static_cast<int>(*r.capacity_type) : -1);
     for (const auto& [label, values] : r.node_selector) key += fmt::format("{}:{};", label, fmt::join(values, ","));
     for (const sched::ResourceShape& a : r.alternatives) {
       key += fmt::format("|{},{},{},{},{}", a.cpu_milli, a.memory_bytes, a.num_gpus, a.gpu_milli,
@@ -152,11 +154,54 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
   return ReleaseIfDone(ctx, job_id);
 }
 
+std::map<std::string, int64_t> OnDemandPrices(const State& state) {
+  std::map<std::string, int64_t> best;
+  for (const auto& [name, node] : state.nodes) {
+    const api::Registration& r = node.registration;
+    if (r.capacity_type != "on-demand" || r.price_micros_per_gpu_hour <= 0) continue;
+    for (const hw::GpuDevice& g : r.inventory.gpus) {
+      int64_t& price = best[g.model_id];
+      price = std::max(price, r.price_micros_per_gpu_hour);
+    }
+  }
+  return best;
+}
+
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank) {
+  MemberStatus& m = live.members[static_cast<size_t>(rank)];
+  if (!m.running_since) return absl::OkStatus();
+  const Duration elapsed = ctx.clock.Monotonic() - *m.running_since;
+  m.running_since.reset();
+  const AllocationMember& member = live.allocation.members[static_cast<size_t>(rank)];
+  std::string capacity = "on-demand";
+  int64_t price = 0;
+  if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
+    capacity = node->second.registration.capacity_type;
+    price = node->second.registration.price_micros_per_gpu_hour;
+  }
+  absl::StatusOr<Usage> usage = UsageFromText(live.record.usage_json);
+  if (!usage.ok()) {
+    spdlog::warn("control plane: job {}: {}; metering starts over", live.record.id, usage.status());
+    usage = Usage{};
+  }
+  const int64_t milli = static_cast<int64_t>(member.gpu_uuids.size()) * member.gpu_milli;
+  const std::map<std::string, int64_t> on_demand = OnDemandPrices(ctx.state);
+  auto reference = on_demand.find(live.allocation.gpu_model);
+  Accrue(*usage, capacity, live.allocation.gpu_model, milli, elapsed, price,
+         reference != on_demand.end() ? reference->second : price);
+  store::JobRecord next = live.record;
+  next.usage_json = UsageToText(*usage);
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  return absl::OkStatus();
+}
+
 absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail) {
   auto it = ctx.state.live.find(job_id);
   if (it == ctx.state.live.end()) return absl::OkStatus();
-  for (MemberStatus& m : it->second.members) {
+  for (size_t rank = 0; rank < it->second.members.size(); ++rank) {
+    MemberStatus& m = it->second.members[rank];
     if (m.exited) continue;
+    RETURN_IF_ERROR(MeterMember(ctx, it->second, static_cast<int>(rank)));
     m.exited = true;
     m.failed = true;
     m.detail = detail;
@@ -188,6 +233,8 @@ void AddPending(ControllerContext& ctx, const store::JobRecord& record, std::opt
 
 void SetLayout(LiveJob& live) {
   live.tp = live.pp = live.dp = 0;
+  live.zero_stage = 0;
+  live.micro_batch = 0;
   if (live.record.plan_json.empty()) return;
   absl::StatusOr<workload::ResourceRequest> plan = PlanFromJson(live.record.plan_json);
   if (!plan.ok()) return;  // AddPending reported it when the job was queued
@@ -195,6 +242,8 @@ void SetLayout(LiveJob& live) {
     live.tp = alt->tp;
     live.pp = alt->pp;
     live.dp = alt->dp;
+    live.zero_stage = alt->zero_stage;
+    live.micro_batch = alt->micro_batch;
   }
 }
 

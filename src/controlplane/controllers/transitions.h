@@ -2,6 +2,7 @@
 // Job transitions that several controllers share: every one commits to the store first (compare-and-set
 // + event in one transaction), then updates State. Writer token required (ControllerContext).
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -45,6 +46,14 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id);
 // Marks every member of `job_id` not yet exited as exited with `detail` (presumed stopped: its node is
 // down, or the drain deadline passed), then releases the allocation.
 absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail);
+
+// Ends the metering of member `rank` of `live` (usage.h): its segment since running_since, at its node's
+// price and capacity type, is added to the job's usage and stored. No-op for a member not metering.
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank);
+
+// The on-demand reference prices (usage.h), by GPU model: the highest price of the pool's priced on-demand
+// nodes with that model. A model absent has none (the node's own price stands in).
+std::map<std::string, int64_t> OnDemandPrices(const State& state);
 
 // Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
 void CountTransition(ControllerContext& ctx, const std::string& id, api::JobState from, api::JobState to);

@@ -18,6 +18,13 @@ RenewResult LeaseTable::Renew(const std::string& node, const std::string& instan
   if (it->second.instance_id != instance_id) return RenewResult::kOtherInstance;
   it->second.renewed = now;
   it->second.renewed_wall = wall;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::vector<uint64_t>& xids = samples[i].health.xid_errors;
+    if (xids.empty()) continue;
+    std::vector<uint64_t>& unread = it->second.unread_xids[static_cast<int>(i)];
+    // Bounded: a GPU storming XIDs keeps the first ones (one is enough to act on).
+    for (size_t k = 0; k < xids.size() && unread.size() < 64; ++k) unread.push_back(xids[k]);
+  }
   it->second.samples = std::move(samples);
   return RenewResult::kRenewed;
 }
@@ -38,6 +45,25 @@ std::map<std::string, MonoTime> LeaseTable::Renewals() const {
   MutexLock lock(&mu_);
   std::map<std::string, MonoTime> out;
   for (const auto& [node, lease] : leases_) out.emplace(node, lease.renewed);
+  return out;
+}
+
+std::map<std::string, std::vector<hw::GpuSample>> LeaseTable::Samples() const {
+  MutexLock lock(&mu_);
+  std::map<std::string, std::vector<hw::GpuSample>> out;
+  for (const auto& [node, lease] : leases_) {
+    if (!lease.samples.empty()) out.emplace(node, lease.samples);
+  }
+  return out;
+}
+
+std::map<std::string, std::map<int, std::vector<uint64_t>>> LeaseTable::TakeXids() {
+  MutexLock lock(&mu_);
+  std::map<std::string, std::map<int, std::vector<uint64_t>>> out;
+  for (auto& [node, lease] : leases_) {
+    if (!lease.unread_xids.empty()) out.emplace(node, std::move(lease.unread_xids));
+    lease.unread_xids.clear();
+  }
   return out;
 }
 

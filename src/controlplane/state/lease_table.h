@@ -29,6 +29,9 @@ struct Lease {
   MonoTime renewed;                    // last renewal (registration or heartbeat), monotonic
   TimePoint renewed_wall;              // the same instant on the wall clock, for display only
   std::vector<hw::GpuSample> samples;  // the latest GPU telemetry, one per GPU
+  // XID codes every heartbeat's samples carried since TakeXids last read them, by GPU index: an event
+  // comes in one sample only, so the latest samples alone could lose it between two controller passes.
+  std::map<int, std::vector<uint64_t>> unread_xids;
 };
 
 enum class RenewResult {
@@ -48,6 +51,10 @@ class LeaseTable {
   std::optional<Lease> Get(const std::string& node) const;
   // Every node's last renewal, by node name.
   std::map<std::string, MonoTime> Renewals() const;
+  // Every node's latest samples, by node name (nodes without samples are absent).
+  std::map<std::string, std::vector<hw::GpuSample>> Samples() const;
+  // The XIDs received since the last call, node -> GPU index -> codes in arrival order; cleared.
+  std::map<std::string, std::map<int, std::vector<uint64_t>>> TakeXids();
 
  private:
   mutable Mutex mu_;

@@ -36,15 +36,21 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       a.run = live.spec.run;
       a.setup = live.spec.setup;
       a.workdir_digest = live.spec.workdir_digest;
+      a.file_archives = live.spec.file_archives;
       a.launcher = live.spec.launcher;
+      a.image = live.spec.image;
       a.procs_per_node = live.spec.procs_per_node;
       a.tp = live.tp;
       a.pp = live.pp;
       a.dp = live.dp;
+      a.zero_stage = live.zero_stage;
+      a.micro_batch = live.micro_batch;
       a.env = live.spec.env;
       a.tenant = live.record.tenant;
       a.checkpoint_dir = live.spec.checkpoint.dir;
-      a.grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(live.spec.checkpoint.grace).count();
+      a.grace_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(live.stop_grace.value_or(live.spec.checkpoint.grace))
+              .count();
       a.restart_count = live.record.restarts - (live.draining ? 1 : 0);
       a.cancel = api::IsTerminal(live.record.state) || live.draining;
       out[m.node].push_back(std::move(a));

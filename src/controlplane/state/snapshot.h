@@ -27,8 +27,9 @@ struct NodeSnapshot {
   std::string state;                                      // ready | suspect | cordoned | down
   bool cordoned = false;
   int64_t gpu_milli_allocated = 0;
-  std::vector<std::string> jobs;         // live jobs with a member here
-  std::vector<std::string> job_tenants;  // the tenant of jobs[i]
+  std::map<std::string, std::string> unhealthy_gpus;  // NodeState's: UUID -> why
+  std::vector<std::string> jobs;                      // live jobs with a member here
+  std::vector<std::string> job_tenants;               // the tenant of jobs[i]
 };
 
 // What `gpugeek quota` shows: use against limit of each tenant, and its jobs waiting over quota.
@@ -51,6 +52,16 @@ struct Snapshot {
   };
   std::unordered_map<std::string, SecretRefs> job_secrets;
   std::unordered_map<std::string, std::string> pending_reasons;  // by job id
+  // The metering segments still open (members running; usage.h), by job id: a job's view adds them up to now.
+  struct OpenSegment {
+    std::string capacity_type;
+    std::string gpu_model;
+    int64_t milli = 0;  // milli-GPU
+    int64_t price = 0;  // micro-units per GPU-hour
+    int64_t on_demand_price = 0;
+    MonoTime since{};
+  };
+  std::unordered_map<std::string, std::vector<OpenSegment>> metering;
   // The scheduler's view of the schedulable pool (nodes ready and uncordoned) with the resources live
   // allocations hold; nullptr until the first pass.
   std::shared_ptr<const sched::Cluster> cluster;

@@ -7,6 +7,7 @@
 // Every change here follows a store commit (compare-and-set + event in one transaction): the store is
 // the record, this is its in-memory index, rebuilt from the store when the server starts.
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,12 +35,22 @@ struct NodeState {
   bool cordoned = false;    // durable: no new placements
   bool suspect = false;     // lease expired: no new placements, members not yet presumed stopped
   bool down = false;        // lease expired past the fencing deadline: members presumed stopped
+  // GPUs not to be placed on, by UUID -> why ("xid:79 (quarantined until ...)", "lost", "ecc:2");
+  // kept by GpuHealthController (controllers/gpu_health.h).
+  std::map<std::string, std::string> unhealthy_gpus;
   std::vector<SchedNode> sched_nodes;
+  // When it was lost (went down) lately, monotonic, oldest first (NodeLifecycleController): a node lost
+  // block_after_losses times within block_window is blocked from placements until blocked_until.
+  std::deque<MonoTime> losses;
+  std::optional<MonoTime> blocked_until;
 };
 
 // A member of a placed gang, as its agent last reported it.
 struct MemberStatus {
   bool running = false;
+  // Metering (usage.h): since when it runs, monotonic; unset before its first running report and once its
+  // segment was metered.
+  std::optional<MonoTime> running_since;
   bool exited = false;  // confirmed by the agent, or presumed after the fencing deadline
   bool failed = false;
   std::string detail;
@@ -63,10 +74,21 @@ struct LiveJob {
   // The planner's layout on the placed GPU model (JobRecord::plan_json's alternative for
   // allocation.gpu_model); all 0 for a job without a plan.
   int tp = 0, pp = 0, dp = 0;
+  int zero_stage = 0;       // the plan's ZeRO stage (0..3) on that alternative
+  int64_t micro_batch = 0;  // the plan's micro-batch; 0 = no plan
   // When this placement was made (or loaded, after a restart): max_duration counts from here.
   MonoTime placed_at{};
   // Set by a requeue with a retry backoff: the job may not be placed again before this.
   std::optional<MonoTime> retry_at;
+  // idle_timeout: the last pass that saw one of its GPUs busy (or the job not yet RUNNING); unset
+  // until the first pass after a placement or a restart of the server, which sets it to then.
+  std::optional<MonoTime> busy_at;
+  // Whether a member of this placement has reported a checkpoint yet: the first report is taken as it
+  // is (a run may resume from an older one), later ones only when they move the step forward.
+  bool checkpoint_reported = false;
+  // A stop with a deadline (a reclaim notice): the SIGTERM-to-SIGKILL time its members get instead of the
+  // spec's checkpoint.grace (the shorter of the two).
+  std::optional<Duration> stop_grace;
 };
 
 // A PENDING job waiting for a placement: its spec and scheduler requests are parsed once, at submission
@@ -96,6 +118,9 @@ struct State {
   // When each job still waiting for its recovery was requeued, monotonic (metrics: requeue ->
   // RUNNING again).
   std::map<std::string, MonoTime> requeued_at;
+  // The last reclaim notice (ControlPlane::Reclaim) of a node of each region, monotonic: placement avoids
+  // those regions for ControlPlaneOptions::reclaim_avoid when it can (controllers/scheduling.h).
+  std::map<std::string, MonoTime> reclaimed_regions;
 
   // Allocations released since the scheduler last looked (job ids): it returns their resources to its
   // pool in place rather than rebuilding it.

@@ -10,7 +10,8 @@
  *       pending=0|1 switch_links=N lost_after=N xid=CODE uuid_error=N
  *     lost_after=N: after N utilisation queries (one per sample), every query of the device
  *     returns NVML_ERROR_GPU_IS_LOST. xid=CODE: one XID critical-error event, delivered by the
- *     first nvmlEventSetWait_v2 after the device registered for it. Any numeric value "na"
+ *     first nvmlEventSetWait_v2 after the device registered for it; with xid_when=PATH, by the first
+ *     one after the file PATH exists (a test raises the XID at the moment it chooses). Any numeric value "na"
  *     makes that query return NVML_ERROR_NOT_SUPPORTED.
  *   nvlink a=I b=J links=N  N direct NVLink links between GPUs I and J
  *   path a=I b=J level=L    nvmlDeviceGetTopologyCommonAncestor level (0,10,20,30,40,50);
@@ -20,6 +21,7 @@
  * nvmlShutdown has not undone it, as the real library does. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_script.h"
 
@@ -58,7 +60,7 @@ enum {
 #define XID_EVENT 0x8ULL
 
 struct nvmlDevice_st {
-  char name[96], uuid[96], bus[32];
+  char name[96], uuid[96], bus[32], xid_when[256];
   long long mem_total, mem_used, numa, util, temp, power_mw, ecc_unc, retired_sbe, retired_dbe, pending;
   long long lost_after, xid, uuid_error;
   int samples, lost, registered, xid_delivered;
@@ -117,6 +119,7 @@ static int load_script(void) {
       g->pending = fake_num(&line, "pending", 0);
       g->lost_after = fake_num(&line, "lost_after", 0);
       g->xid = fake_num(&line, "xid", 0);
+      fake_copy(g->xid_when, sizeof(g->xid_when), fake_get(&line, "xid_when"));
       g->uuid_error = fake_num(&line, "uuid_error", 0);
       long long sw = fake_num(&line, "switch_links", 0);
       for (long long k = 0; k < sw && g->link_count < MAX_LINKS; ++k) {
@@ -379,7 +382,8 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsi
   if (set != &g_event_set) return INVALID_ARGUMENT;
   for (int i = 0; i < g_gpu_count; ++i) {
     struct nvmlDevice_st* g = &g_gpus[i];
-    if (g->registered && g->xid > 0 && !g->xid_delivered) {
+    if (g->registered && g->xid > 0 && !g->xid_delivered &&
+        (g->xid_when[0] == '\0' || access(g->xid_when, F_OK) == 0)) {
       g->xid_delivered = 1;
       memset(data, 0, sizeof(*data));
       data->device = g;

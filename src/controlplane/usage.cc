@@ -1,0 +1,83 @@
+#include "controlplane/usage.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "absl/numeric/int128.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+// milli x ms x price / (1000 x 3,600,000), rounded half up, in 128 bits (the product passes 2^63 for
+// long runs of large nodes).
+int64_t Cost(int64_t milli, int64_t ms, int64_t price) {
+  const absl::int128 num = absl::int128(milli) * ms * price;
+  const absl::int128 den = absl::int128(1000) * 3'600'000;
+  return static_cast<int64_t>((num + den / 2) / den);
+}
+
+}  // namespace
+
+void Accrue(Usage& usage, const std::string& capacity_type, const std::string& gpu_model, int64_t milli,
+            Duration elapsed, int64_t price, int64_t on_demand_price) {
+  const int64_t ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count());
+  auto it = std::lower_bound(
+      usage.begin(), usage.end(), std::tie(capacity_type, gpu_model),
+      [](const UsageLine& l, const auto& key) { return std::tie(l.capacity_type, l.gpu_model) < key; });
+  if (it == usage.end() || it->capacity_type != capacity_type || it->gpu_model != gpu_model) {
+    it = usage.insert(it, UsageLine{.capacity_type = capacity_type, .gpu_model = gpu_model});
+  }
+  it->gpu_milli_seconds += milli * ms / 1000;
+  it->cost_micros += Cost(milli, ms, price);
+  it->on_demand_micros += Cost(milli, ms, on_demand_price);
+}
+
+std::string UsageToText(const Usage& usage) {
+  if (usage.empty()) return "";
+  nlohmann::json lines = nlohmann::json::array();
+  for (const UsageLine& l : usage) {
+    lines.push_back({l.capacity_type, l.gpu_model, l.gpu_milli_seconds, l.cost_micros, l.on_demand_micros});
+  }
+  return lines.dump();
+}
+
+absl::StatusOr<Usage> UsageFromText(const std::string& text) {
+  Usage usage;
+  if (text.empty()) return usage;
+  const nlohmann::json lines = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto bad = [&] { return absl::DataLossError(fmt::format("usage: malformed stored value '{}'", text)); };
+  if (!lines.is_array()) return bad();
+  for (const nlohmann::json& l : lines) {
+    if (!l.is_array() || l.size() != 5 || !l[0].is_string() || !l[1].is_string() || !l[2].is_number_integer() ||
+        !l[3].is_number_integer() || !l[4].is_number_integer()) {
+      return bad();
+    }
+    usage.push_back({l[0].get<std::string>(), l[1].get<std::string>(), l[2].get<int64_t>(), l[3].get<int64_t>(),
+                     l[4].get<int64_t>()});
+  }
+  return usage;
+}
+
+nlohmann::json UsageToJson(const Usage& usage) {
+  nlohmann::json lines = nlohmann::json::array();
+  int64_t milli_seconds = 0, cost = 0, on_demand = 0;
+  for (const UsageLine& l : usage) {
+    lines.push_back({{"capacity_type", l.capacity_type},
+                     {"gpu_model", l.gpu_model},
+                     {"gpu_hours", static_cast<double>(l.gpu_milli_seconds) / 3.6e6},
+                     {"cost_micros", l.cost_micros},
+                     {"on_demand_micros", l.on_demand_micros}});
+    milli_seconds += l.gpu_milli_seconds;
+    cost += l.cost_micros;
+    on_demand += l.on_demand_micros;
+  }
+  return {{"lines", lines},
+          {"gpu_hours", static_cast<double>(milli_seconds) / 3.6e6},
+          {"cost_micros", cost},
+          {"on_demand_micros", on_demand},
+          {"saving_micros", on_demand - cost}};
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,51 @@
+#pragma once
+// Usage metering: what a job's members used, per second, by capacity type and GPU model, with what it
+// cost at the nodes' prices and what the same GPU time costs on-demand (so what spot saved).
+//
+// A member meters from its first "running" report to its exit (reported, or presumed at the drain
+// deadline) in milliseconds; each such segment is added to the job's lines when it ends and is stored
+// with the job (store::JobRecord::usage_json); a segment still open is added to the view up to now. A
+// node's price is its agent's --gpu-hour-price (api::Registration::price_micros_per_gpu_hour); the
+// on-demand reference price of a model is the highest price of the pool's on-demand nodes of that model
+// (the node's own price when the pool has none, so no saving is claimed without a reference).
+//
+// Units: milli-GPU x seconds (1000 = one whole GPU for one second), integer micro-units of money.
+// cost = milli x milliseconds x price / (1000 x 3,600,000), rounded to the nearest micro-unit per segment.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+
+namespace gpugeek::controlplane {
+
+struct UsageLine {
+  std::string capacity_type;      // "on-demand" | "spot" | "reserved"
+  std::string gpu_model;          // catalog id
+  int64_t gpu_milli_seconds = 0;  // milli-GPU x seconds
+  int64_t cost_micros = 0;        // at the nodes' prices
+  int64_t on_demand_micros = 0;   // the same GPU time at the on-demand reference price
+  bool operator==(const UsageLine&) const = default;
+};
+
+// Lines sorted by (capacity_type, gpu_model), one per pair.
+using Usage = std::vector<UsageLine>;
+
+// A member's segment: `milli` milli-GPU (its GPUs x milli per GPU) for `elapsed`, at `price` and
+// `on_demand_price` micro-units per GPU-hour. Negative elapsed counts as 0.
+void Accrue(Usage& usage, const std::string& capacity_type, const std::string& gpu_model, int64_t milli,
+            Duration elapsed, int64_t price, int64_t on_demand_price);
+
+// The stored form: compact JSON, "" for none. UsageFromText: DataLoss for a malformed value.
+std::string UsageToText(const Usage& usage);
+absl::StatusOr<Usage> UsageFromText(const std::string& text);
+
+// {"lines": [{capacity_type, gpu_model, gpu_hours, cost_micros, on_demand_micros}...], "gpu_hours",
+// "cost_micros", "on_demand_micros", "saving_micros"} (gpu_hours: milli-GPU-seconds / 3,600,000).
+nlohmann::json UsageToJson(const Usage& usage);
+
+}  // namespace gpugeek::controlplane

@@ -12,10 +12,12 @@
 
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "cli/client.h"
+#include "api/quantity.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
 #include "controlplane/openapi.h"
@@ -42,6 +44,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string fair_share_half_life = "7d";
     std::string gpu_quarantine = "10m";
     std::string reclaim_avoid = "10m";
+    std::string heartbeat_interval = "1s", lease = "3s", fence_grace = "2s", fence_margin = "1s";
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
   };
@@ -87,6 +90,20 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--reclaim-avoid", o->reclaim_avoid,
                   "After a reclaim notice, place jobs outside the node's region for this long when they fit "
                   "elsewhere: 10m, 1h, 0 for never")
+      ->capture_default_str();
+  // The failure-detection timeline (controlplane/control_plane.h, "Fencing timeline").
+  sub->add_option("--heartbeat-interval", o->heartbeat_interval, "How often agents send heartbeats: 1s, 500ms")
+      ->capture_default_str();
+  sub->add_option("--lease", o->lease,
+                  "A node whose heartbeats stop for this long is suspect (no new placements) and its agent fences "
+                  "itself; more than one heartbeat interval (2s: suspect after 2 missed 1 s beats)")
+      ->capture_default_str();
+  sub->add_option("--fence-grace", o->fence_grace,
+                  "Between a fenced member's SIGTERM and its SIGKILL: the time a workload has to checkpoint")
+      ->capture_default_str();
+  sub->add_option("--fence-margin", o->fence_margin,
+                  "Slack for clock rates and delays: a silent node is down (its jobs requeued) after lease + "
+                  "fence grace + this (--lease 2s --fence-grace 500ms --fence-margin 500ms: down at 3 s)")
       ->capture_default_str();
   sub->add_option("--max-archive-bytes", o->max_archive_bytes,
                   "Largest workdir archive a tenant may upload, in bytes (default 1 GiB); larger uploads get 413")
@@ -152,6 +169,22 @@ void RegisterServerCommand(CLI::App& app) {
     } else {
       Fail(cmd,
            fmt::format("--reclaim-avoid '{}' must be a number with s, m, h or d (e.g. 10m), or 0", o->reclaim_avoid),
+           kExitUsage);
+    }
+    for (auto [flag, text, field] : {std::tuple{"--heartbeat-interval", &o->heartbeat_interval, &options.heartbeat_interval},
+                                     std::tuple{"--lease", &o->lease, &options.lease},
+                                     std::tuple{"--fence-grace", &o->fence_grace, &options.fence_grace},
+                                     std::tuple{"--fence-margin", &o->fence_margin, &options.fence_margin}}) {
+      absl::StatusOr<Duration> d = api::ParseDuration(*text);
+      if (!d.ok() || *d < Duration::zero()) {
+        Fail(cmd, fmt::format("{} '{}' must be a duration such as 3s, 500ms or 1m", flag, *text), kExitUsage);
+      }
+      *field = *d;
+    }
+    if (options.heartbeat_interval <= Duration::zero() || options.lease <= options.heartbeat_interval) {
+      Fail(cmd,
+           fmt::format("--lease ({}) must be longer than --heartbeat-interval ({}), which must be above 0", o->lease,
+                       o->heartbeat_interval),
            kExitUsage);
     }
     std::error_code ec;

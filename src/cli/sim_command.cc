@@ -1,11 +1,15 @@
 // `gpugeek sim fgd`: replays Alibaba's 2023 GPU trace through our scheduler under the FGD paper's
 // protocol (shared/anchors/fgd.md) and reports unallocated GPU % and fragmentation per policy.
+// `gpugeek sim spot`: the spot experiment (sim/spot.h): cost and lost GPU-hours of capacity policies
+// when spot nodes are reclaimed at AWS Spot Instance Advisor's interruption rates.
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -13,6 +17,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "api/quantity.h"
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "sched/registry.h"
@@ -20,6 +26,7 @@
 #include "sim/fgd_protocol.h"
 #include "sim/published.h"
 #include "sim/report.h"
+#include "sim/spot.h"
 
 namespace gpugeek::cli {
 namespace {
@@ -81,6 +88,153 @@ nlohmann::json Json(const sim::FgdSummaryRow& r, const sim::PublishedSummary* pu
   return j;
 }
 
+// Progress on a terminal: "[####    ] 3/15 runs".
+std::function<void(size_t, size_t)> ProgressBar() {
+  if (isatty(STDERR_FILENO) == 0) return nullptr;
+  return [](size_t done, size_t total) {
+    constexpr size_t kWidth = 40;
+    const size_t filled = done * kWidth / total;
+    std::cerr << fmt::format("\r[{}{}] {}/{} runs", std::string(filled, '#'), std::string(kWidth - filled, ' '), done,
+                             total)
+              << std::flush;
+    if (done == total) std::cerr << "\n";
+  };
+}
+
+Duration DurationFlag(const std::string& flag, const std::string& text) {
+  auto d = api::ParseDuration(text);
+  if (!d.ok() || *d <= Duration{0}) Fail(fmt::format("bad {} '{}': use a duration such as 30m, 2h, 90s", flag, text));
+  return *d;
+}
+
+// A price file: lines "MODEL,ON_DEMAND,SPOT" in money per GPU-hour ("A100-SXM4-80GB,4.10,1.23"); '#'
+// comments and a header line starting with gpu_model are skipped.
+std::map<std::string, sim::GpuPrice> ReadPrices(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) Fail(fmt::format("--prices: cannot open '{}'", path));
+  std::map<std::string, sim::GpuPrice> prices;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty() || line[0] == '#' || line.starts_with("gpu_model")) continue;
+    const std::vector<std::string> f = absl::StrSplit(line, ',');
+    auto od = f.size() == 3 ? api::ParseMoneyMicros(f[1]) : absl::InvalidArgumentError("needs 3 fields");
+    auto spot = f.size() == 3 ? api::ParseMoneyMicros(f[2]) : absl::InvalidArgumentError("needs 3 fields");
+    if (f.size() != 3 || f[0].empty() || !od.ok() || !spot.ok()) {
+      Fail(fmt::format("--prices {}:{}: want MODEL,ON_DEMAND,SPOT with prices per GPU-hour such as 4.10", path, n));
+    }
+    prices[f[0]] = sim::GpuPrice{*od, *spot};
+  }
+  if (prices.empty()) Fail(fmt::format("--prices {}: no price line", path));
+  return prices;
+}
+
+void RegisterSpot(CLI::App& sim) {
+  struct Options {
+    std::string shared_dir = DefaultSharedDir();
+    std::string seeds = "42-44";
+    std::string rates = "2.5,7.5,12.5,17.5,25";
+    std::string policies = "on-demand,spot-first,spot-only";
+    std::string prices;
+    std::string out;
+    std::string start = "2017-10-02";
+    int days = 7;
+    int node_stride = 5, spot_stride = 2;
+    std::string checkpoint_interval = "30m", outage = "2h", restart = "2m";
+    bool no_jit = false;
+    int jobs = 2;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* spot = sim.add_subcommand(
+      "spot", "Cost and lost GPU-hours of on-demand, spot-first and spot-only jobs under spot reclaims (Philly jobs "
+              "on an Alibaba spot-GPU pool)");
+  spot->add_option("--shared-dir", opts->shared_dir, "the shared data folder (default $GPUGEEK_SHARED_DIR or ../shared)");
+  spot->add_option("--seeds", opts->seeds, "seed range 42-44 or list 42,43 (reclaim draws, tie order)");
+  spot->add_option("--rates", opts->rates,
+                   "spot interruptions, % of nodes per month (default: AWS Spot Instance Advisor's buckets "
+                   "<5, 5-10, 10-15, 15-20, >20 by 2.5,7.5,12.5,17.5,25)");
+  spot->add_option("--policies", opts->policies, "a comma list of on-demand, spot-first, spot-only");
+  spot->add_option("--prices", opts->prices,
+                   "CSV of MODEL,ON_DEMAND,SPOT per GPU-hour (default: AWS list prices, spot at 30 %)");
+  spot->add_option("--start", opts->start, "first day of the Philly window (YYYY-MM-DD, 2017-09-04..2017-12-22)");
+  spot->add_option("--days", opts->days, "length of the window in days")->check(CLI::Range(1, 120));
+  spot->add_option("--node-stride", opts->node_stride, "every Nth node of the spot-GPU trace's priced nodes")
+      ->check(CLI::Range(1, 1000));
+  spot->add_option("--spot-stride", opts->spot_stride, "every Nth node of the pool is spot (1: none)")
+      ->check(CLI::Range(1, 1000));
+  spot->add_option("--checkpoint-interval", opts->checkpoint_interval, "periodic checkpoint, of progress");
+  spot->add_option("--outage", opts->outage, "a reclaimed node returns after this");
+  spot->add_option("--restart", opts->restart, "loading a checkpoint on each resume");
+  spot->add_flag("--no-jit", opts->no_jit, "no just-in-time checkpoint on the reclaim notice (periodic only)");
+  spot->add_option("--jobs", opts->jobs, "runs in parallel")->check(CLI::Range(1, 256));
+  spot->add_option("--out", opts->out, "write summary.csv, runs.csv, cost.svg and lost.svg into this folder");
+  spot->callback([opts] {
+    const std::map<std::string, sim::GpuPrice> prices =
+        opts->prices.empty() ? sim::DefaultGpuPrices() : ReadPrices(opts->prices);
+    sim::SpotInputOptions in;
+    in.node_csv = opts->shared_dir + "/traces/alibaba-spot-gpu-v2026/node_info_df.csv";
+    in.job_csv = opts->shared_dir + "/traces/philly/philly_jobs.csv";
+    in.node_stride = opts->node_stride;
+    in.spot_stride = opts->spot_stride;
+    absl::Time day;
+    std::string err;
+    if (!absl::ParseTime("%Y-%m-%d", opts->start, absl::UTCTimeZone(), &day, &err)) {
+      Fail(fmt::format("bad --start '{}': use YYYY-MM-DD ({})", opts->start, err));
+    }
+    in.window_start_s = absl::ToUnixSeconds(day);  // the trace's clock read as UTC, as the reader does
+    in.window = std::chrono::hours(24 * opts->days);
+    auto inputs = sim::LoadSpotInputs(in, prices);
+    if (!inputs.ok()) Fail(std::string(inputs.status().message()));
+
+    sim::SpotExperimentOptions o;
+    o.policies.clear();
+    for (const std::string& p : SplitList(opts->policies)) {
+      if (p == "on-demand") {
+        o.policies.push_back(sim::CapacityPolicy::kOnDemandOnly);
+      } else if (p == "spot-first") {
+        o.policies.push_back(sim::CapacityPolicy::kSpotFirst);
+      } else if (p == "spot-only") {
+        o.policies.push_back(sim::CapacityPolicy::kSpotOnly);
+      } else {
+        Fail(fmt::format("bad --policies entry '{}': use on-demand, spot-first or spot-only", p));
+      }
+    }
+    o.rates.clear();
+    for (const std::string& r : SplitList(opts->rates)) {
+      double pct = 0;
+      if (!absl::SimpleAtod(r, &pct) || pct < 0 || pct > 10000) Fail(fmt::format("bad --rates entry '{}'", r));
+      o.rates.push_back(pct / 100);
+    }
+    o.seeds = ParseSeeds(opts->seeds);
+    o.run.checkpoint_interval = DurationFlag("--checkpoint-interval", opts->checkpoint_interval);
+    o.run.outage = DurationFlag("--outage", opts->outage);
+    o.run.restart_overhead = DurationFlag("--restart", opts->restart);
+    o.run.just_in_time = !opts->no_jit;
+    o.jobs = opts->jobs;
+    o.on_progress = ProgressBar();
+    size_t gpus = 0, spot_gpus = 0;
+    for (const auto& n : inputs->nodes) {
+      gpus += n.gpu_count;
+      if (n.capacity_type == sched::CapacityType::kSpot) spot_gpus += n.gpu_count;
+    }
+    std::cout << fmt::format("Pool: {} nodes, {} GPUs ({} spot); {} Philly jobs submitted in {} days from {}.\n",
+                             inputs->nodes.size(), gpus, spot_gpus, inputs->jobs.size(), opts->days, opts->start);
+    const TimePoint start = RealClock().Now();
+    auto runs = sim::RunSpotExperiment(*inputs, prices, o);
+    if (!runs.ok()) Fail(std::string(runs.status().message()));
+    const double wall_s = std::chrono::duration<double>(RealClock().Now() - start).count();
+    const std::vector<sim::SpotRunResult> summary = sim::SummarizeSpot(*runs);
+    std::cout << sim::SpotTable(summary);
+    std::cout << fmt::format(
+        "\nMeans over {} seed(s); checkpoints every {} of progress, {}; {} runs in {:.1f} s wall.\n", o.seeds.size(),
+        opts->checkpoint_interval, o.run.just_in_time ? "just-in-time on the 2-minute notice" : "no just-in-time one",
+        runs->size(), wall_s);
+    if (!opts->out.empty()) {
+      if (absl::Status s = sim::WriteSpotReport(opts->out, *runs, summary); !s.ok()) Fail(std::string(s.message()));
+      std::cout << "Report written to " << opts->out << "\n";
+    }
+  });
+}
+
 }  // namespace
 
 void RegisterSimCommand(CLI::App& app) {
@@ -121,17 +275,7 @@ void RegisterSimCommand(CLI::App& app) {
     o.seeds = ParseSeeds(opts->seeds);
     o.jobs = opts->jobs;
     o.tune_ratio = opts->tune;
-    const bool bar = isatty(STDERR_FILENO) != 0;
-    if (bar) {
-      o.on_progress = [](size_t done, size_t total) {
-        constexpr size_t kWidth = 40;
-        const size_t filled = done * kWidth / total;
-        std::cerr << fmt::format("\r[{}{}] {}/{} runs", std::string(filled, '#'), std::string(kWidth - filled, ' '),
-                                 done, total)
-                  << std::flush;
-        if (done == total) std::cerr << "\n";
-      };
-    }
+    o.on_progress = ProgressBar();
     const TimePoint start = RealClock().Now();
     auto runs = sim::RunFgdExperiment(o);
     if (!runs.ok()) Fail(std::string(runs.status().message()));
@@ -161,6 +305,7 @@ void RegisterSimCommand(CLI::App& app) {
         o.seeds.size(), runs->size(), wall_s, o.jobs);
     if (!opts->out.empty()) std::cout << "Report written to " << opts->out << "\n";
   });
+  RegisterSpot(*sim);
 }
 
 }  // namespace gpugeek::cli

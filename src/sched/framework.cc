@@ -154,4 +154,20 @@ void Framework::Release(std::span<const Placement> placements) {
   for (const Placement& p : placements) cluster_->Release(p);
 }
 
+Placement Framework::Hold(NodeIndex n) {
+  Placement p;
+  p.node = n;
+  p.cpu_milli = cluster_->cpu_free(n);
+  p.memory_bytes = cluster_->memory_free(n);
+  // Whole free GPUs (a Placement has one gpu_milli for all its GPUs). A GPU partly held by a member
+  // still on the node stays as it is; with the node's CPU and memory held, nothing needing either fits.
+  const std::span<const int32_t> free = cluster_->gpu_free(n);
+  for (size_t g = 0; g < free.size(); ++g) {
+    if (free[g] == kMilliPerGpu) p.gpus[p.num_gpus++] = static_cast<uint8_t>(g);
+  }
+  p.gpu_milli = p.num_gpus > 0 ? kMilliPerGpu : 0;
+  cluster_->Bind(p);
+  return p;
+}
+
 }  // namespace gpugeek::sched

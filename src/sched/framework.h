@@ -80,6 +80,10 @@ class Framework {
   absl::StatusOr<Decision> Schedule(const Request& request, Binder& binder);
   // Gives back the resources of placements made by Schedule (a finished or evicted job).
   void Release(std::span<const Placement> placements);
+  // Takes everything still free on node `n` (a node out of service: reclaimed, down, drained), so
+  // that nothing is placed there; Release({placement}) gives it back. Members already on the node
+  // keep what they hold (evict them first to empty it).
+  Placement Hold(NodeIndex n);
 
   const Cluster& cluster() const { return *cluster_; }
   const std::string& policy() const { return policy_; }

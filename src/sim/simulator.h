@@ -2,9 +2,10 @@
 // Simulator: a discrete-event loop on a virtual clock that drives sched::Framework through the
 // scheduling queue the control plane runs (sched::SchedulingQueue).
 //
-// Events are arrivals and departures. At each instant, in this order: the pods departing release
-// their resources (each a capacity change for the queue), the pods arriving join the queue, and one
-// queue cycle (SchedulingQueue::RunCycle) attempts every active pod by (priority desc, list order).
+// Events are arrivals, departures and node outages. At each instant, in this order: the pods departing
+// release their resources (each a capacity change for the queue), outages end and begin, the pods
+// arriving join the queue, and one queue cycle (SchedulingQueue::RunCycle) attempts every active pod
+// by (priority desc, list order).
 // A departure due at that same instant (a runtime of zero) comes after that cycle, with a cycle of
 // its own. The virtual clock (a FakeClock) is advanced to each instant before its events run.
 //
@@ -14,6 +15,16 @@
 //    departure gives capacity back; a pod of the same shape as one that failed earlier in the same
 //    cycle is parked without an attempt.
 // A placed pod with a runtime departs after it and its resources are released.
+//
+// Node outages (SimulatorOptions::outages: a spot reclaim, a node lost): when one begins, every pod
+// with a member on the node is evicted (all its members released, on every node), the node's capacity
+// is held (Framework::Hold) until the outage ends, and the pod waits in the queue again, in its
+// original list order, for the runtime SimulatorOptions::remaining_after_eviction says it still needs
+// (what its checkpoints saved), as the control plane requeues the jobs of a lost or reclaimed node.
+//
+// Capacity preference (SimPod::capacity): each attempt tries the listed capacity types in order and
+// takes the first that places the pod, as the control plane tries a job's requests
+// (controlplane/job_request.h), each through the same sched::ScheduleWithinQuota.
 //
 // Tenants: each pod belongs to one (SimPod::tenant, "" = the default tenant). The queue orders
 // tenants by fair share and parks pods over their tenant's quota (sched::TenantLedger, configured
@@ -42,6 +53,18 @@ struct SimPod {
   std::optional<Duration> runtime;  // none: never departs
   int priority = 0;                 // higher is attempted first among pods waiting at one instant
   std::string tenant;               // owner, for quotas and fair share ("" = the default tenant)
+  // Members of `shape`, placed all or nothing, each on a node of its own when > 1 (a multi-node job).
+  int32_t gang_size = 1;
+  // Capacity types to try, in order (e.g. {kSpot, kOnDemand}: spot first, on-demand when no spot node
+  // fits); empty: any node.
+  std::vector<sched::CapacityType> capacity;
+};
+
+// A node out of service for a while: from `at` for `length` (> 0), both since the start.
+struct NodeOutage {
+  sched::NodeIndex node = -1;
+  Duration at{};
+  Duration length{};
 };
 
 struct SimEvent {
@@ -49,11 +72,12 @@ struct SimEvent {
     kArrival,    // the pod's first attempt, at its arrival
     kDeparture,  // the pod's runtime ended; its resources were released
     kRetry,      // a later attempt of a waiting pod (only with requeue_unschedulable)
+    kEviction,   // an outage of a node the pod ran on released all its members; it waits again
   };
   Kind kind = Kind::kArrival;
   size_t pod = 0;  // index into the pod list
   // Arrivals and retries: the scheduling decision (unschedulable, with no reasons, for a pod parked
-  // without an attempt because its shape failed earlier in the cycle). Departures: null.
+  // without an attempt because its shape failed earlier in the cycle). Departures, evictions: null.
   const sched::Decision* decision = nullptr;
   // Arrivals and retries: the pod was over its tenant's quota (parked by the queue's check or by
   // the attempt's admission; `decision` is then unschedulable with no reasons).
@@ -66,6 +90,12 @@ struct SimulatorOptions {
   sched::SchedulingQueueOptions queue;  // its `ledger` holds the fair-share half-life
   // Weight and quota per tenant (sched::TenantLedger::SetTenant); tenants absent: weight 1, no quota.
   std::map<std::string, sched::TenantConfig> tenants;
+  // Node outages, in any order; overlapping ones on one node merge. Errors: InvalidArgument for a node
+  // outside the cluster or a length <= 0.
+  std::vector<NodeOutage> outages;
+  // The runtime an evicted pod still needs, given its index, the runtime it needed when this run
+  // began, and how long the run lasted (< remaining). Unset: all of `remaining` (nothing was saved).
+  std::function<Duration(size_t pod, Duration remaining, Duration ran)> remaining_after_eviction;
 };
 
 class Simulator {

@@ -51,6 +51,9 @@ class SimulatorTest : public ::testing::Test {
                                      e.decision->scheduled ? "placed" : "no"));
           if (e.decision->scheduled) placed_.push_back({id, seconds(t)});
           break;
+        case SimEvent::Kind::kEviction:
+          log_.push_back(fmt::format("evict:{}@{}", id, t));
+          break;
       }
     });
   }

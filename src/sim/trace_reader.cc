@@ -1,6 +1,8 @@
 #include "sim/trace_reader.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -102,6 +104,33 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// Days from 1970-01-01 to the civil date y-m-d (proleptic Gregorian; H. Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// "YYYY-MM-DD HH:MM:SS" as seconds since 1970-01-01 00:00:00.
+absl::StatusOr<int64_t> TimestampField(const CsvCursor& csv, size_t column) {
+  ASSIGN_OR_RETURN(std::string_view s, Field(csv, column));
+  auto bad = [&] { return csv.Error(column, fmt::format("timestamp '{}' is not YYYY-MM-DD HH:MM:SS", s)); };
+  if (s.size() != 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':') return bad();
+  int64_t part[6];
+  const size_t at[6] = {0, 5, 8, 11, 14, 17}, len[6] = {4, 2, 2, 2, 2, 2};
+  for (int i = 0; i < 6; ++i) {
+    const auto [ptr, ec] = std::from_chars(s.data() + at[i], s.data() + at[i] + len[i], part[i]);
+    if (ec != std::errc() || ptr != s.data() + at[i] + len[i] || part[i] < 0) return bad();
+  }
+  if (part[1] < 1 || part[1] > 12 || part[2] < 1 || part[2] > 31 || part[3] > 23 || part[4] > 59 || part[5] > 60) {
+    return bad();
+  }
+  return DaysFromCivil(part[0], part[1], part[2]) * 86400 + part[3] * 3600 + part[4] * 60 + part[5];
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<TraceNode>> ParseNodeCsv(std::string_view text, std::string_view file_name) {
@@ -151,6 +180,48 @@ absl::StatusOr<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::st
   return out;
 }
 
+absl::StatusOr<std::vector<PhillyJob>> ParsePhillyCsv(std::string_view text, std::string_view file_name) {
+  CsvCursor csv(text, file_name);
+  ASSIGN_OR_RETURN(const std::vector<size_t> col, FindColumns(csv, {"timestamp", "duration", "num_gpus"}, 3));
+  std::vector<PhillyJob> out;
+  while (csv.Next()) {
+    PhillyJob j;
+    ASSIGN_OR_RETURN(j.submit_s, TimestampField(csv, col[0]));
+    ASSIGN_OR_RETURN(std::string_view d, Field(csv, col[1]));
+    double seconds = 0;
+    const auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), seconds);
+    // Up to 10 years; a run of 0 s still holds its GPUs for a moment: 1 s.
+    if (d.empty() || ec != std::errc() || ptr != d.data() + d.size() || !(seconds >= 0 && seconds <= 3.2e8)) {
+      return csv.Error(col[1], fmt::format("duration '{}' is not a number of seconds in 0..3.2e8", d));
+    }
+    j.duration_s = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
+    ASSIGN_OR_RETURN(j.num_gpus, IntField<int32_t>(csv, col[2], "num_gpus", 1, 1024));
+    out.push_back(j);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<SpotTraceNode>> ParseSpotNodeCsv(std::string_view text, std::string_view file_name) {
+  CsvCursor csv(text, file_name);
+  ASSIGN_OR_RETURN(const std::vector<size_t> col,
+                   FindColumns(csv, {"node_name", "gpu_model", "gpu_capacity_num", "cpu_num"}, 4));
+  std::vector<SpotTraceNode> out;
+  while (csv.Next()) {
+    SpotTraceNode n;
+    ASSIGN_OR_RETURN(std::string_view name, Field(csv, col[0]));
+    if (name.empty()) return csv.Error(col[0], "empty node_name");
+    n.name = std::string(name);
+    ASSIGN_OR_RETURN(std::string_view model, Field(csv, col[1]));
+    if (model.empty()) return csv.Error(col[1], "empty gpu_model");
+    n.model = std::string(model);
+    ASSIGN_OR_RETURN(n.gpus, IntField<int32_t>(csv, col[2], "gpu_capacity_num", 1, kMaxGpus));
+    ASSIGN_OR_RETURN(const int64_t vcpus, IntField<int64_t>(csv, col[3], "cpu_num", 1, 1 << 20));
+    n.cpu_milli = vcpus * 1000;
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<TraceNode>> ReadNodeCsv(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   return ParseNodeCsv(text, path);
@@ -159,6 +230,16 @@ absl::StatusOr<std::vector<TraceNode>> ReadNodeCsv(const std::string& path) {
 absl::StatusOr<std::vector<TracePod>> ReadPodCsv(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   return ParsePodCsv(text, path);
+}
+
+absl::StatusOr<std::vector<PhillyJob>> ReadPhillyCsv(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParsePhillyCsv(text, path);
+}
+
+absl::StatusOr<std::vector<SpotTraceNode>> ReadSpotNodeCsv(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParseSpotNodeCsv(text, path);
 }
 
 }  // namespace gpugeek::sim

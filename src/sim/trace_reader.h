@@ -34,9 +34,33 @@ struct TracePod {
   std::string gpu_spec;   // '|'-joined allowed models; empty = any
 };
 
+// Microsoft Philly (Jeon et al., ATC'19) compact job table, as ../shared/traces/philly/philly_jobs.csv:
+// columns timestamp (YYYY-MM-DD HH:MM:SS, the cluster's local time), duration (s, may have a
+// fraction), num_gpus; others ignored.
+struct PhillyJob {
+  int64_t submit_s = 0;     // the timestamp as seconds since 1970-01-01 00:00:00 of the same clock
+  int64_t duration_s = 0;   // rounded up to whole seconds, >= 1
+  int32_t num_gpus = 0;     // 1..1024
+};
+
+// Alibaba's spot-GPU node list (Duan et al., ASPLOS'26 GFS), as
+// ../shared/traces/alibaba-spot-gpu-v2026/node_info_df.csv: gpu_model, gpu_capacity_num (GPUs on the
+// node), cpu_num (vCPUs), node_name.
+struct SpotTraceNode {
+  std::string name;
+  std::string model;
+  int32_t gpus = 0;  // 1..16
+  int64_t cpu_milli = 0;
+};
+
 absl::StatusOr<std::vector<TraceNode>> ParseNodeCsv(std::string_view text, std::string_view file_name);
 absl::StatusOr<std::vector<TracePod>> ParsePodCsv(std::string_view text, std::string_view file_name);
 absl::StatusOr<std::vector<TraceNode>> ReadNodeCsv(const std::string& path);
 absl::StatusOr<std::vector<TracePod>> ReadPodCsv(const std::string& path);
+// Errors name the file, line and column of the first bad field (InvalidArgument), or NotFound.
+absl::StatusOr<std::vector<PhillyJob>> ParsePhillyCsv(std::string_view text, std::string_view file_name);
+absl::StatusOr<std::vector<PhillyJob>> ReadPhillyCsv(const std::string& path);
+absl::StatusOr<std::vector<SpotTraceNode>> ParseSpotNodeCsv(std::string_view text, std::string_view file_name);
+absl::StatusOr<std::vector<SpotTraceNode>> ReadSpotNodeCsv(const std::string& path);
 
 }  // namespace gpugeek::sim

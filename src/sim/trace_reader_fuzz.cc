@@ -22,5 +22,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (n.gpus < 0 || n.gpus > 16 || (n.gpus > 0) == n.model.empty()) std::abort();
     }
   }
+  if (auto jobs = gpugeek::sim::ParsePhillyCsv(text, "fuzz.csv"); jobs.ok()) {
+    for (const auto& j : *jobs) {
+      if (j.num_gpus < 1 || j.num_gpus > 1024 || j.duration_s < 1) std::abort();
+    }
+  }
+  if (auto nodes = gpugeek::sim::ParseSpotNodeCsv(text, "fuzz.csv"); nodes.ok()) {
+    for (const auto& n : *nodes) {
+      if (n.gpus < 1 || n.gpus > 16 || n.model.empty() || n.name.empty() || n.cpu_milli < 1000) std::abort();
+    }
+  }
   return 0;
 }

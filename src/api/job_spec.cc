@@ -150,7 +150,8 @@ absl::StatusOr<CapacityType> ParseCapacity(const std::string& s, const std::stri
 
 absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatalog& catalog) {
   if (!n.IsMap()) return FieldError("resources", "must be a mapping");
-  RETURN_IF_ERROR(CheckKeys(n, "resources", {"accelerators", "spot", "capacity", "cpus", "memory", "regions"}));
+  RETURN_IF_ERROR(
+      CheckKeys(n, "resources", {"accelerators", "spot", "capacity", "cpus", "memory", "regions", "span_regions"}));
   Resources r;
   if (const YAML::Node acc = n["accelerators"]) {
     std::vector<std::pair<YAML::Node, std::string>> items;
@@ -218,6 +219,9 @@ absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatal
       }
       r.regions.push_back(region);
     }
+  }
+  if (n["span_regions"]) {
+    ASSIGN_OR_RETURN(r.span_regions, Bool(n["span_regions"], "resources.span_regions"));
   }
   return r;
 }
@@ -881,6 +885,7 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (r.cpu_milli) out << YAML::Key << "cpus" << YAML::Value << fmt::format("{}m", r.cpu_milli);
   if (r.memory_bytes) out << YAML::Key << "memory" << YAML::Value << std::to_string(r.memory_bytes);
   if (!r.regions.empty()) out << YAML::Key << "regions" << YAML::Value << YAML::Flow << r.regions;
+  if (r.span_regions) out << YAML::Key << "span_regions" << YAML::Value << true;
   out << YAML::EndMap;
   out << YAML::Key << "num_nodes" << YAML::Value << spec.num_nodes;
   out << YAML::Key << "priority" << YAML::Value << spec.priority;

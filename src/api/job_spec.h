@@ -68,6 +68,9 @@ struct Resources {
   int64_t cpu_milli = 0;             // per node; 0 = scheduler default
   uint64_t memory_bytes = 0;         // per node; 0 = scheduler default
   std::vector<std::string> regions;  // allowed regions; empty = any
+  // A multi-node job's nodes may be in different regions (`span_regions: true`); by default they are all
+  // in one region (the scheduler tries each in turn), since its ranks talk over the network every step.
+  bool span_regions = false;
 };
 
 struct CheckpointSpec {

@@ -161,6 +161,7 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
        "priority: the key appears twice in the job spec (lines 3 and 5); keep one"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, regions: [eu-west, \"\"]}\n",
        "resources.regions[1]: is empty: name a region"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, span_regions: maybe}\n", "resources.span_regions:"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1}\n---\nname: y\nrun: b\n",
        "job spec holds more than one YAML document (separated by ---); submit one job per file"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, accelerators: A100-80GB:1}\n",
@@ -518,6 +519,7 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   spec->launcher = "torch";
   spec->procs_per_node = 2;
   spec->image = "localhost/pytorch:bookworm";
+  spec->resources.span_regions = true;
   const std::string yaml = JobSpecToYaml(*spec);
   auto again = ParseJobSpec(yaml);
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
@@ -534,6 +536,7 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(again->launcher, "torch");
   EXPECT_EQ(again->procs_per_node, 2);
   EXPECT_EQ(again->image, "localhost/pytorch:bookworm");
+  EXPECT_TRUE(again->resources.span_regions);
 }
 
 TEST(ParseJobSpec, ImageIsKeptInCanonicalForm) {

@@ -138,7 +138,7 @@ void RegisterSpot(CLI::App& sim) {
     std::string out;
     std::string start = "2017-10-02";
     int days = 7;
-    int node_stride = 5, spot_stride = 2;
+    int node_stride = 10, spot_stride = 2;
     std::string checkpoint_interval = "30m", outage = "2h", restart = "2m";
     bool no_jit = false;
     int jobs = 2;

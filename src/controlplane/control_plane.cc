@@ -163,9 +163,10 @@ absl::Status ControlPlane::Load() {
     int64_t number = 0;
     if (j.id.size() > 2 && j.id.starts_with("j-")) number = std::strtoll(j.id.c_str() + 2, nullptr, 10);
     next = std::max(next, number + 1);
-    if (metrics_ != nullptr && j.state == JobState::kPending && j.restarts > 0) {
+    if (j.state == JobState::kPending && j.restarts > 0) {
       // A PENDING job's last update is its requeue; carried over to the monotonic clock.
-      state_.requeued_at.try_emplace(j.id, now - std::max(Duration::zero(), wall - j.updated_at));
+      const MonoTime requeued = now - std::max(Duration::zero(), wall - j.updated_at);
+      state_.recovery.try_emplace(j.id, State::Recovery{.failed_at = requeued, .requeued_at = requeued});
     }
     std::optional<Allocation> allocation;
     if (!j.allocation_json.empty()) {

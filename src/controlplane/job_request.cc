@@ -84,6 +84,8 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
       req.alternatives = g.shapes;
       req.gang_size = g.gang;
       req.distinct_nodes = g.gang > 1;  // num_nodes means nodes: one member per node
+      // A gang stays in one region unless the job allows otherwise (resources.span_regions).
+      if (g.gang > 1 && !r.span_regions) req.gang_label = kRegionLabel;
       req.priority = spec.priority;
       req.capacity_type = capacity;
       // A constraint too (data residency).

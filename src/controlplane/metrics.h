@@ -4,7 +4,8 @@
 //
 // Counted where the control plane commits a change (ControlPlane calls these):
 //   gpugeek_job_transitions_total{from,to}, gpugeek_job_submissions_total{result=accepted|rejected},
-//   gpugeek_job_recovery_duration_seconds (requeue -> RUNNING again), gpugeek_scheduling_cycle_duration_seconds
+//   gpugeek_job_recovery_duration_seconds (failure -> RUNNING again), gpugeek_job_recovery_phase_seconds{phase=
+//   detect|stop|place|start} (recovery.h), gpugeek_scheduling_cycle_duration_seconds
 //   (one scheduling pass, timed with the control plane's Clock), gpugeek_scheduling_placements_total{policy},
 //   gpugeek_http_request_duration_seconds{method,route,code} (the HTTP server's observer),
 //   gpugeek_build_info{version} 1.
@@ -23,6 +24,7 @@
 
 #include "api/job_state.h"
 #include "common/clock.h"
+#include "controlplane/recovery.h"
 #include "metrics/registry.h"
 
 namespace gpugeek::controlplane {
@@ -40,7 +42,7 @@ class ControlPlaneMetrics {
 
   void Transition(api::JobState from, api::JobState to);
   void Submission(bool accepted);
-  void Recovered(Duration requeue_to_running);
+  void Recovered(const RecoveryPhases& phases);
   void SchedulingCycle(Duration elapsed);
   void Placed(const std::string& policy);
   // A node was declared down (gpugeek_nodes_lost_total).
@@ -57,6 +59,7 @@ class ControlPlaneMetrics {
   metrics::Family<metrics::Counter>& transitions_;
   metrics::Family<metrics::Counter>& submissions_;
   metrics::Family<metrics::Histogram>& recovery_;
+  metrics::Family<metrics::Histogram>& recovery_phase_;
   metrics::Family<metrics::Histogram>& scheduling_cycle_;
   metrics::Family<metrics::Counter>& placements_;
   metrics::Family<metrics::Counter>& nodes_lost_;

@@ -160,7 +160,7 @@ TEST_F(ControlPlaneMetricsTest, SharedGpuLeavesAStrandedRemainder) {
   EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_pool_fragmentation_ratio {}\n", 3800.0 / 7300.0)));
 }
 
-TEST_F(ControlPlaneMetricsTest, RecoveryIsTimedFromTheRequeueToRunningAgain) {
+TEST_F(ControlPlaneMetricsTest, RecoveryIsTimedFromTheNodesLastHeartbeatToRunningAgainInPhases) {
   Register("node-a", "8xA100-SXM-80GB");
   Register("node-b", "8xA100-SXM-80GB");
   const std::string id = Submit(kFour);
@@ -189,11 +189,19 @@ TEST_F(ControlPlaneMetricsTest, RecoveryIsTimedFromTheRequeueToRunningAgain) {
   Beat(other, {{id, 2, api::WorkloadPhase::kRunning}});
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kRunning);
 
+  // Failed at t = 0 (its last heartbeat), detected (down, requeued) and placed at 7 s, running at 9 s.
+  EXPECT_EQ(cp_->GetJob(id)->record.reason,
+            "all 1 members started; recovered in 9.0 s: detected 7.0 s after the failure, stopped +0.0 s, placed "
+            "+0.0 s, running +2.0 s");
   text = Render();
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"1\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"2.5\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_sum 2\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"7.5\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"10\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_sum 9\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_count 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"detect\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"stop\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"place\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"start\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_transitions_total{from=\"RUNNING\",to=\"PENDING\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_transitions_total{from=\"PENDING\",to=\"SCHEDULED\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_transitions_total{from=\"SCHEDULED\",to=\"RUNNING\"} 2\n"));
@@ -227,6 +235,9 @@ TEST_F(ControlPlaneMetricsTest, RecoveryPendingAcrossARestartIsStillTimed) {
   const std::string text = Render();
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_sum 30\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_count 1\n"));
+  // Requeued at t = 0 (the drain), its member's exit reported at 30 s: then placed and running at once.
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"detect\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"stop\"} 30\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_node_cordoned{node=\"node-a\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_jobs_oldest_pending_age_seconds 0\n"));
 }

@@ -1,6 +1,7 @@
 // Spot capacity on the server, on a FakeClock with the test playing the agents: a job's capacity
 // preference ([spot, on-demand]) is tried in order; a reclaim notice moves the jobs of the node with a
 // grace that ends before the deadline, and placement keeps out of the reclaimed region for a while.
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -90,6 +91,35 @@ TEST_F(ReclaimTest, PlacementAvoidsAReclaimedRegionForAWhile) {
   const std::string third = Submit(spec);
   cp_->Reconcile();
   EXPECT_EQ(NodeOf(third), first);
+}
+
+// A multi-node job stays in one region (sched::Request::gang_label) unless it allows spanning them
+// (resources.span_regions): r2 holds a gang of two; r1 and r3 one node each.
+TEST_F(ReclaimTest, AGangStaysInOneRegionUnlessItMaySpanThem) {
+  Register("r1-a", "1xH100-SXM-80GB", "on-demand", "r1");
+  Register("r2-a", "1xH100-SXM-80GB", "on-demand", "r2");
+  Register("r2-b", "1xH100-SXM-80GB", "on-demand", "r2");
+  Register("r3-a", "1xH100-SXM-80GB", "on-demand", "r3");
+  const std::string gang = "name: g\nresources: {accelerators: H100-SXM-80GB:1}\nnum_nodes: 2\nrun: sleep 1000\n";
+  const std::string a = Submit(gang);
+  cp_->Reconcile();
+  ASSERT_EQ(State(a), JobState::kScheduled);
+  // The members' nodes of a placed job.
+  auto nodes_of = [&](const std::string& id) {
+    const JobView job = *cp_->GetJob(id);
+    std::set<std::string> nodes;
+    for (const auto& m : job.allocation->members) nodes.insert(m.node);
+    return nodes;
+  };
+  EXPECT_EQ(nodes_of(a), (std::set<std::string>{"r2-a", "r2-b"}));
+  const std::string b = Submit(gang);
+  cp_->Reconcile();
+  EXPECT_EQ(State(b), JobState::kPending) << "r1-a and r3-a are free, but in two regions";
+  const std::string c = Submit(
+      "name: g\nresources: {accelerators: H100-SXM-80GB:1, span_regions: true}\nnum_nodes: 2\nrun: sleep 1000\n");
+  cp_->Reconcile();
+  ASSERT_EQ(State(c), JobState::kScheduled);
+  EXPECT_EQ(nodes_of(c), (std::set<std::string>{"r1-a", "r3-a"}));
 }
 
 // Per-second metering (usage.h): 1 h on a spot node at 0.80 per GPU-hour, reclaimed, then 30 min on an

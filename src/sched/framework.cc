@@ -1,6 +1,7 @@
 #include "sched/framework.h"
 
 #include <algorithm>
+#include <set>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -45,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Framework>> Framework::Create(const FrameworkOpti
   return fw;
 }
 
-bool Framework::PlaceOne(const PodShape& shape, std::span<const Placement> exclude, Placement* out) {
+bool Framework::PlaceOne(const PodShape& shape, std::span<const Placement> exclude, const GangDomain& domain,
+                         Placement* out) {
   const size_t n = cluster_->size();
   candidates_.resize(n);
   std::iota(candidates_.begin(), candidates_.end(), NodeIndex{0});
@@ -56,6 +58,13 @@ bool Framework::PlaceOne(const PodShape& shape, std::span<const Placement> exclu
   if (!exclude.empty()) {
     std::erase_if(candidates_, [&](NodeIndex c) {
       return std::any_of(exclude.begin(), exclude.end(), [c](const Placement& p) { return p.node == c; });
+    });
+    if (candidates_.empty()) return false;
+  }
+  if (domain.label != nullptr) {
+    std::erase_if(candidates_, [&](NodeIndex c) {
+      const std::string value = LabelValue(c, *domain.label);
+      return domain.pin ? value != *domain.pin : domain.tried->contains(value);
     });
     if (candidates_.empty()) return false;
   }
@@ -110,33 +119,49 @@ void Framework::Explain(const PodShape& shape, std::vector<NodeReason>* reasons)
   }
 }
 
-absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& binder) {
-  RETURN_IF_ERROR(Validate(request));
-  Decision d;
-  for (size_t a = 0; a < request.alternatives.size(); ++a) {
-    const PodShape shape = Compile(request.alternatives[a], *cluster_, request.capacity_type, &request.node_selector,
-                                   &request.tenant, &request.image);
-    d.placements.clear();
+bool Framework::PlaceGang(const Request& request, const ResourceShape& alternative, Decision* d) {
+  const PodShape shape =
+      Compile(alternative, *cluster_, request.capacity_type, &request.node_selector, &request.tenant, &request.image);
+  const bool pinned = request.gang_size > 1 && !request.gang_label.empty();
+  std::set<std::string> tried;  // gang_label values the gang did not fit in
+  while (true) {
+    d->placements.clear();
+    GangDomain domain{.label = pinned ? &request.gang_label : nullptr, .tried = &tried};
     bool all = true;
     for (int32_t member = 0; member < request.gang_size; ++member) {
       Placement p;
       const std::span<const Placement> exclude =
-          request.distinct_nodes ? std::span<const Placement>(d.placements) : std::span<const Placement>();
-      if (!PlaceOne(shape, exclude, &p)) {
+          request.distinct_nodes ? std::span<const Placement>(d->placements) : std::span<const Placement>();
+      if (!PlaceOne(shape, exclude, domain, &p)) {
         all = false;
         break;
       }
-      d.placements.push_back(p);
+      d->placements.push_back(p);
+      if (pinned && member == 0) domain.pin = LabelValue(p.node, request.gang_label);  // the rest follow it
     }
-    if (!all) {
-      // Explain with the reserved members still in place (why the next member did not fit), then
-      // unreserve them: a gang is all or nothing.
-      if (explain_) Explain(shape, &d.reasons);
-      d.members_placed = static_cast<int32_t>(d.placements.size());
-      Release(d.placements);
-      d.placements.clear();
-      continue;
-    }
+    if (all) return true;
+    // Explain with the reserved members still in place (why the next member did not fit), then unreserve
+    // them: a gang is all or nothing.
+    if (explain_) Explain(shape, &d->reasons);
+    d->members_placed = static_cast<int32_t>(d->placements.size());
+    Release(d->placements);
+    d->placements.clear();
+    if (!pinned || d->members_placed == 0) return false;  // no first member fits in any value left either
+    tried.insert(*domain.pin);
+  }
+}
+
+std::string Framework::LabelValue(NodeIndex n, const std::string& label) const {
+  const auto& labels = cluster_->spec(n).labels;
+  const auto it = labels.find(label);
+  return it == labels.end() ? "" : it->second;
+}
+
+absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& binder) {
+  RETURN_IF_ERROR(Validate(request));
+  Decision d;
+  for (size_t a = 0; a < request.alternatives.size(); ++a) {
+    if (!PlaceGang(request, request.alternatives[a], &d)) continue;
     // Permit: the whole gang is reserved. Bind.
     if (absl::Status s = binder.Bind(request, d.placements); !s.ok()) {
       Release(d.placements);

@@ -16,6 +16,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -94,8 +96,20 @@ class Framework {
     int64_t weight;
   };
   Framework(Cluster* cluster, uint64_t seed) : cluster_(cluster), rng_(seed) {}
-  // Places one member, never on a node of `exclude`; false when no node is feasible.
-  bool PlaceOne(const PodShape& shape, std::span<const Placement> exclude, Placement* out);
+  // Places the gang of `request` in `alternative` into d->placements (reserved, not bound); false (d's
+  // reasons and members_placed saying why, nothing reserved) when it does not fit.
+  bool PlaceGang(const Request& request, const ResourceShape& alternative, Decision* d);
+  // With Request::gang_label: the label (null: no constraint) and the value a member must have (`pin`, set
+  // by the gang's first member) or, before that, must not have (`tried`). A node without the label has
+  // the value "".
+  struct GangDomain {
+    const std::string* label = nullptr;
+    std::optional<std::string> pin;
+    const std::set<std::string>* tried = nullptr;
+  };
+  // Places one member, never on a node of `exclude`, only in `domain`; false when no node is feasible.
+  bool PlaceOne(const PodShape& shape, std::span<const Placement> exclude, const GangDomain& domain, Placement* out);
+  std::string LabelValue(NodeIndex n, const std::string& label) const;
   void Explain(const PodShape& shape, std::vector<NodeReason>* reasons) const;
 
   // Constant after construction.

@@ -4,6 +4,9 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "sched/registry.h"
 #include "sched/test_util.h"
@@ -218,6 +221,72 @@ TEST(FrameworkTest, NodeSelectorKeepsMembersInTheAllowedRegions) {
   EXPECT_EQ(why[0], "NodeSelectorFit: region=us-east is not one of [eu-west, eu-north]");
   EXPECT_EQ(why[1], "NodeSelectorFit: no label region (wanted one of [eu-west, eu-north])");
   EXPECT_EQ(why[2].rfind("GpuShareFit: ", 0), 0u) << why[2];
+}
+
+// gang_label: a gang of two 8-GPU members on distinct nodes. us-east has one 8-GPU node and one of 4;
+// eu-west two of 8; an unlabelled node (value "") one of 8. Whatever node the first member takes, the gang
+// lands wholly in eu-west.
+TEST(FrameworkTest, AGangWithAGangLabelNeverSpansItsValues) {
+  std::vector<NodeSpec> nodes;
+  for (const auto& [name, gpus, region] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"us-1", 8, "us-east"}, {"us-2", 4, "us-east"}, {"eu-1", 8, "eu-west"}, {"eu-2", 8, "eu-west"}}) {
+    NodeSpec n = Node(name, 64000, gpus, "H100");
+    n.labels = {{"region", region}};
+    nodes.push_back(n);
+  }
+  nodes.push_back(Node("bare", 64000, 8, "H100"));
+  for (uint64_t seed = 1; seed <= 8; ++seed) {  // the first member's node varies with the tie order
+    auto c = Cluster::Create(nodes);
+    ASSERT_TRUE(c.ok());
+    auto fw = Make(&*c, "BestFit", seed);
+    AcceptAllBinder binder;
+    Request r = Req("ranks", Shape(1000, 8, 1000), 2);
+    r.distinct_nodes = true;
+    r.gang_label = "region";
+    auto d = fw->Schedule(r, binder);
+    ASSERT_TRUE(d.ok());
+    ASSERT_TRUE(d->scheduled) << "seed " << seed;
+    std::set<NodeIndex> used = {d->placements[0].node, d->placements[1].node};
+    EXPECT_EQ(used, (std::set<NodeIndex>{2, 3})) << "seed " << seed;
+    EXPECT_EQ(c->allocated_gpu_milli(), 16000);
+  }
+  // One 8-GPU node per region (and the unlabelled one): no region holds the gang, though two nodes would.
+  nodes.erase(nodes.begin() + 3);
+  auto c = Cluster::Create(nodes);
+  ASSERT_TRUE(c.ok());
+  auto fw = Make(&*c);
+  AcceptAllBinder binder;
+  Request r = Req("ranks", Shape(1000, 8, 1000), 2);
+  r.distinct_nodes = true;
+  r.gang_label = "region";
+  auto d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  EXPECT_EQ(c->allocated_gpu_milli(), 0);
+  r.gang_label.clear();
+  d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->scheduled);  // spanning is allowed without it
+  // With the request's own selector naming one region, only that one is tried.
+  fw->Release(d->placements);
+  r.gang_label = "region";
+  r.gang_size = 1;
+  r.node_selector = {{"region", {"eu-west"}}};
+  d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ(c->spec(d->placements[0].node).labels.at("region"), "eu-west");
+  // Unlabelled nodes share one value: two of them hold the gang.
+  NodeSpec us = Node("us", 64000, 8, "H100");
+  us.labels = {{"region", "us-east"}};
+  auto c2 = Cluster::Create({us, Node("bare-1", 64000, 8, "H100"), Node("bare-2", 64000, 8, "H100")});
+  ASSERT_TRUE(c2.ok());
+  auto fw2 = Make(&*c2);
+  Request g = Req("g", Shape(1000, 8, 1000), 2);
+  g.distinct_nodes = true;
+  g.gang_label = "region";
+  d = fw2->Schedule(g, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ((std::set<NodeIndex>{d->placements[0].node, d->placements[1].node}), (std::set<NodeIndex>{1, 2}));
 }
 
 TEST(FrameworkTest, TiesFollowTheSeededNodeOrder) {

@@ -37,6 +37,11 @@ struct Request {
   // Each member on its own node, as the ranks of a multi-node job must be (else members may share
   // a node, as FGD-trace pods do).
   bool distinct_nodes = false;
+  // When set (e.g. "region"), a gang's members all land on nodes with one value of this node label, so a
+  // gang never spans regions: the first member's best node picks the value, and when the rest do not fit
+  // there the next best value is tried, until the gang fits in one. Nodes without the label share the
+  // value "". Empty: no such constraint.
+  std::string gang_label;
   // The owner ("" = none): a node reserved to some tenants (label kReservedForLabel) takes only theirs.
   std::string tenant;
   // A container image every member runs in ("localhost/busybox:latest"; "" = none): only nodes whose

@@ -350,11 +350,11 @@ const SpotRunResult* OnDemandRow(const std::vector<SpotRunResult>& rows) {
 
 std::string SpotTable(const std::vector<SpotRunResult>& summary) {
   const SpotRunResult* base = OnDemandRow(summary);
-  std::string out = fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>10} {:>9} {:>13} {:>12} {:>9} {:>9}\n",
+  std::string out = fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>12} {:>9} {:>13} {:>12} {:>9} {:>9}\n",
                                 "policy", "interrupt", "reclaims", "evictions", "completed", "billed", "lost",
                                 "spot", "cost", "per useful", "mean JCT", "p99 JCT");
-  out += fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>10} {:>9} {:>13} {:>12} {:>9} {:>9}\n", "",
-                     "%/month", "", "", "jobs", "GPU-h", "GPU-h", "share", "(vs on-dem.)", "GPU-h", "h", "h");
+  out += fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>12} {:>9} {:>13} {:>12} {:>9} {:>9}\n", "",
+                     "%/month", "", "", "jobs", "GPU-h", "GPU-h (%)", "share", "(vs on-dem.)", "GPU-h", "h", "h");
   for (const SpotRunResult& r : summary) {
     const std::string rate =
         r.policy == CapacityPolicy::kOnDemandOnly ? "-" : fmt::format("{:.1f}", r.interruptions_per_month * 100);
@@ -364,7 +364,7 @@ std::string SpotTable(const std::vector<SpotRunResult>& summary) {
                                                                   1))
                                : "";
     out += fmt::format(
-        "{:<11} {:>9} {:>8} {:>9} {:>11} {:>10.0f} {:>4.0f} {:>4.2f}% {:>8.1f}% {:>13} {:>12.3f} {:>9.2f} {:>9.1f}\n",
+        "{:<11} {:>9} {:>8} {:>9} {:>11} {:>10.0f} {:>5.1f} {:>5.3f}% {:>8.1f}% {:>13} {:>12.3f} {:>9.2f} {:>9.1f}\n",
         CapacityPolicyName(r.policy), rate, r.reclaims, r.evictions, fmt::format("{}/{}", r.completed, r.jobs),
         r.billed_gpu_hours, r.lost_gpu_hours, r.useful_gpu_hours > 0 ? 100 * r.lost_gpu_hours / r.useful_gpu_hours : 0,
         r.billed_gpu_hours > 0 ? 100 * r.spot_gpu_hours / r.billed_gpu_hours : 0,

@@ -55,7 +55,7 @@ struct SpotJob {
 struct SpotInputOptions {
   std::string node_csv;    // alibaba-spot-gpu-v2026/node_info_df.csv
   std::string job_csv;     // philly/philly_jobs.csv
-  int node_stride = 5;     // every node_stride-th node of the list (file order), of the priced models
+  int node_stride = 10;    // every node_stride-th node of the list (file order), of the priced models
   int spot_stride = 2;     // of those, every spot_stride-th is spot (the rest on-demand)
   int64_t window_start_s = 1506902400;  // 2017-10-02 00:00:00, the trace's clock
   Duration window = std::chrono::hours(24 * 7);  // jobs submitted in [start, start + window)

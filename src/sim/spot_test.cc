@@ -184,11 +184,12 @@ TEST(SpotTrace, TheDefaultInputsFromTheSharedTraces) {
   if (!std::filesystem::exists(o.node_csv)) GTEST_SKIP() << "no " << o.node_csv;
   auto in = LoadSpotInputs(o, DefaultGpuPrices());
   ASSERT_TRUE(in.ok()) << in.status();
-  // Priced nodes: 432 A100 + 22 A800 + 219 H800 + 2,494 A10 = 3,167; every 5th: 634, half of them spot.
-  EXPECT_EQ(in->nodes.size(), 634u);
+  // Priced nodes: 432 A100 + 22 A800 + 219 H800 + 2,494 A10 = 3,167; every 10th: 317, every other one spot
+  // (the 1st, 3rd, ...: 159).
+  EXPECT_EQ(in->nodes.size(), 317u);
   int spot = 0;
   for (const auto& n : in->nodes) spot += n.capacity_type == sched::CapacityType::kSpot;
-  EXPECT_EQ(spot, 317);
+  EXPECT_EQ(spot, 159);
   // Philly jobs submitted 2017-10-02 .. 2017-10-08 (awk over the file: 11,386).
   EXPECT_EQ(in->jobs.size(), 11386u);
 }

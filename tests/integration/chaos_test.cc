@@ -130,7 +130,8 @@ class Chaos : public ::testing::Test {
     }
   }
 
-  // Starts (or restarts, on the same ports and data) the server.
+  // Starts (or restarts, on the same ports and data) the server. The URLs, token and CA are set by the first
+  // start only (the monitor thread reads them; a restart keeps them all).
   void StartServer() {
     const std::string listen = port_ == 0 ? "127.0.0.1:0" : fmt::format("127.0.0.1:{}", port_);
     const std::string agent_listen = agent_port_ == 0 ? "127.0.0.1:0" : fmt::format("127.0.0.1:{}", agent_port_);
@@ -147,6 +148,10 @@ class Chaos : public ::testing::Test {
       std::this_thread::sleep_for(milliseconds(50));
     }
     ASSERT_FALSE(m.empty()) << "server did not start: " << server_->output();
+    if (port_ != 0) {
+      ASSERT_EQ(url_, m[1].str()) << "the restarted server is not on its port";
+      return;
+    }
     url_ = m[1];
     port_ = std::stoi(m[2]);
     agent_url_ = m[3];

@@ -371,6 +371,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
       const Allocation& a = binder.allocation();
       LiveJob live{binder.stored(), *job.spec, a, std::vector<MemberStatus>(a.members.size())};
       live.placed_at = now;
+      if (auto r = ctx.state.recovery.find(job_id); r != ctx.state.recovery.end()) r->second.placed_at = now;
       SetLayout(live);
       spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
       ctx.state.ports[a.members.front().node].insert(a.master_port);

@@ -42,22 +42,32 @@ bool AllExited(const LiveJob& live) {
 
 }  // namespace
 
+RecoveryPhases PhasesOf(const State::Recovery& r, MonoTime running_at) {
+  auto s = [](MonoTime from, MonoTime to) { return std::max(0.0, std::chrono::duration<double>(to - from).count()); };
+  const MonoTime stopped = r.stopped_at.value_or(r.requeued_at);
+  const MonoTime placed = r.placed_at.value_or(running_at);
+  return RecoveryPhases{.detect_s = s(r.failed_at, r.requeued_at),
+                        .stop_s = s(r.requeued_at, stopped),
+                        .place_s = s(stopped, placed),
+                        .start_s = s(placed, running_at),
+                        .total_s = s(r.failed_at, running_at)};
+}
+
 void CountTransition(ControllerContext& ctx, const std::string& id, JobState from, JobState to) {
   if (from == to) return;
   ctx.state.dirty = true;
-  if (ctx.metrics == nullptr) return;
-  ctx.metrics->Transition(from, to);
   const MonoTime now = ctx.clock.Monotonic();
+  if (ctx.metrics != nullptr) ctx.metrics->Transition(from, to);
   if (to == JobState::kPending) {
     // From the first loss: a job requeued again before it ran has been recovering all along.
-    ctx.state.requeued_at.try_emplace(id, now);
+    ctx.state.recovery.try_emplace(id, State::Recovery{.failed_at = now, .requeued_at = now});
     return;
   }
   if (to != JobState::kRunning && !api::IsTerminal(to)) return;
-  auto it = ctx.state.requeued_at.find(id);
-  if (it == ctx.state.requeued_at.end()) return;
-  if (to == JobState::kRunning) ctx.metrics->Recovered(now - it->second);
-  ctx.state.requeued_at.erase(it);
+  auto it = ctx.state.recovery.find(id);
+  if (it == ctx.state.recovery.end()) return;
+  if (to == JobState::kRunning && ctx.metrics != nullptr) ctx.metrics->Recovered(PhasesOf(it->second, now));
+  ctx.state.recovery.erase(it);
 }
 
 MonoTime DrainDeadline(const ControllerContext& ctx, const LiveJob& live, MonoTime now) {
@@ -69,6 +79,9 @@ absl::Status CommitJobState(ControllerContext& ctx, LiveJob& live, JobState to, 
   store::JobRecord next = live.record;
   next.state = to;
   next.reason = std::move(reason);
+  if (auto r = ctx.state.recovery.find(live.record.id); to == JobState::kRunning && r != ctx.state.recovery.end()) {
+    next.reason += "; " + PhasesOf(r->second, ctx.clock.Monotonic()).Text();
+  }
   next.updated_at = ctx.clock.Now();
   if (exit_code) next.exit_code = exit_code;
   const JobState from = live.record.state;
@@ -138,7 +151,12 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
   ctx.state.live.erase(it);
   ctx.state.Released(job_id);
   ctx.logs.Wake(job_id);
-  if (requeued) AddPending(ctx, record, retry_at);
+  if (requeued) {
+    if (auto r = ctx.state.recovery.find(job_id); r != ctx.state.recovery.end() && !r->second.stopped_at) {
+      r->second.stopped_at = ctx.clock.Monotonic();
+    }
+    AddPending(ctx, record, retry_at);
+  }
   return absl::OkStatus();
 }
 

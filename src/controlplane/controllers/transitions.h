@@ -10,6 +10,7 @@
 #include "api/job_spec.h"
 #include "api/job_state.h"
 #include "controlplane/controllers/context.h"
+#include "controlplane/recovery.h"
 
 namespace gpugeek::controlplane {
 
@@ -55,7 +56,12 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank);
 // nodes with that model. A model absent has none (the node's own price stands in).
 std::map<std::string, int64_t> OnDemandPrices(const State& state);
 
-// Counts a committed state change of job `id` (metrics; recovery timing). No-op without metrics.
+// The phases of a recovery (State::recovery) that ends with RUNNING at `running_at`; a phase whose
+// moment was not seen (a restart in between) counts as zero.
+RecoveryPhases PhasesOf(const State::Recovery& r, MonoTime running_at);
+
+// Counts a committed state change of job `id` (metrics; recovery timing: State::recovery starts at a
+// move to PENDING and ends at RUNNING, observed as metrics, or at an end).
 void CountTransition(ControllerContext& ctx, const std::string& id, api::JobState from, api::JobState to);
 
 // Sets live.tp/pp/dp from the job's plan (record.plan_json) for the placed GPU model; all 0 without a

@@ -115,9 +115,15 @@ struct State {
   bool dirty = true;
   // The scheduler's view must be rebuilt (nodes or allocations changed).
   bool cluster_dirty = true;
-  // When each job still waiting for its recovery was requeued, monotonic (metrics: requeue ->
-  // RUNNING again).
-  std::map<std::string, MonoTime> requeued_at;
+  // The recovery of each job sent back to PENDING and not yet RUNNING again, monotonic: when it failed
+  // (a lost node's last heartbeat; otherwise the requeue), was requeued (the failure detected), had every
+  // member stopped (its allocation released), and was placed again. The RUNNING transition's reason and
+  // the metrics give the phases (controllers/transitions.h, RecoveryPhases).
+  struct Recovery {
+    MonoTime failed_at{}, requeued_at{};
+    std::optional<MonoTime> stopped_at, placed_at;
+  };
+  std::map<std::string, Recovery> recovery;
   // The last reclaim notice (ControlPlane::Reclaim) of a node of each region, monotonic: placement avoids
   // those regions for ControlPlaneOptions::reclaim_avoid when it can (controllers/scheduling.h).
   std::map<std::string, MonoTime> reclaimed_regions;

@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "cli/client.h"
 #include "api/quantity.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
 #include "controlplane/openapi.h"
@@ -171,10 +171,11 @@ void RegisterServerCommand(CLI::App& app) {
            fmt::format("--reclaim-avoid '{}' must be a number with s, m, h or d (e.g. 10m), or 0", o->reclaim_avoid),
            kExitUsage);
     }
-    for (auto [flag, text, field] : {std::tuple{"--heartbeat-interval", &o->heartbeat_interval, &options.heartbeat_interval},
-                                     std::tuple{"--lease", &o->lease, &options.lease},
-                                     std::tuple{"--fence-grace", &o->fence_grace, &options.fence_grace},
-                                     std::tuple{"--fence-margin", &o->fence_margin, &options.fence_margin}}) {
+    for (auto [flag, text, field] :
+         {std::tuple{"--heartbeat-interval", &o->heartbeat_interval, &options.heartbeat_interval},
+          std::tuple{"--lease", &o->lease, &options.lease},
+          std::tuple{"--fence-grace", &o->fence_grace, &options.fence_grace},
+          std::tuple{"--fence-margin", &o->fence_margin, &options.fence_margin}}) {
       absl::StatusOr<Duration> d = api::ParseDuration(*text);
       if (!d.ok() || *d < Duration::zero()) {
         Fail(cmd, fmt::format("{} '{}' must be a duration such as 3s, 500ms or 1m", flag, *text), kExitUsage);

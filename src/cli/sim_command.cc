@@ -145,9 +145,11 @@ void RegisterSpot(CLI::App& sim) {
   };
   auto opts = std::make_shared<Options>();
   CLI::App* spot = sim.add_subcommand(
-      "spot", "Cost and lost GPU-hours of on-demand, spot-first and spot-only jobs under spot reclaims (Philly jobs "
-              "on an Alibaba spot-GPU pool)");
-  spot->add_option("--shared-dir", opts->shared_dir, "the shared data folder (default $GPUGEEK_SHARED_DIR or ../shared)");
+      "spot",
+      "Cost and lost GPU-hours of on-demand, spot-first and spot-only jobs under spot reclaims (Philly jobs "
+      "on an Alibaba spot-GPU pool)");
+  spot->add_option("--shared-dir", opts->shared_dir,
+                   "the shared data folder (default $GPUGEEK_SHARED_DIR or ../shared)");
   spot->add_option("--seeds", opts->seeds, "seed range 42-44 or list 42,43 (reclaim draws, tie order)");
   spot->add_option("--rates", opts->rates,
                    "spot interruptions, % of nodes per month (default: AWS Spot Instance Advisor's buckets "

@@ -1,8 +1,8 @@
 #include "sched/framework.h"
 
 #include <algorithm>
-#include <set>
 #include <numeric>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -124,6 +124,9 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
       Compile(alternative, *cluster_, request.capacity_type, &request.node_selector, &request.tenant, &request.image);
   const bool pinned = request.gang_size > 1 && !request.gang_label.empty();
   std::set<std::string> tried;  // gang_label values the gang did not fit in
+  // The explanation of the attempt that placed the most members (the others' say less).
+  std::vector<NodeReason> best_reasons;
+  int32_t best_placed = -1;
   while (true) {
     d->placements.clear();
     GangDomain domain{.label = pinned ? &request.gang_label : nullptr, .tried = &tried};
@@ -142,11 +145,18 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
     if (all) return true;
     // Explain with the reserved members still in place (why the next member did not fit), then unreserve
     // them: a gang is all or nothing.
-    if (explain_) Explain(shape, &d->reasons);
-    d->members_placed = static_cast<int32_t>(d->placements.size());
+    const auto placed = static_cast<int32_t>(d->placements.size());
+    if (placed > best_placed) {
+      if (explain_) Explain(shape, &best_reasons);
+      best_placed = placed;
+    }
     Release(d->placements);
     d->placements.clear();
-    if (!pinned || d->members_placed == 0) return false;  // no first member fits in any value left either
+    if (!pinned || placed == 0) {  // with gang_label: no first member fits in any value left either
+      d->reasons = std::move(best_reasons);
+      d->members_placed = best_placed;
+      return false;
+    }
     tried.insert(*domain.pin);
   }
 }

@@ -42,12 +42,14 @@ absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& obs
       return absl::InvalidArgumentError(
           fmt::format("outage of node {}: the cluster has nodes 0..{}", o.node, int64_t(num_nodes) - 1));
     }
-    if (o.length <= Duration{0}) return absl::InvalidArgumentError(fmt::format("outage of node {}: length <= 0", o.node));
+    if (o.length <= Duration{0})
+      return absl::InvalidArgumentError(fmt::format("outage of node {}: length <= 0", o.node));
   }
   std::priority_queue<QueuedEvent, std::vector<QueuedEvent>, std::greater<>> events;
   size_t seq = 0;
   for (size_t i = 0; i < pods.size(); ++i) events.push({pods[i].arrival, Step::kArrival, seq++, i});
-  for (size_t i = 0; i < options_.outages.size(); ++i) events.push({options_.outages[i].at, Step::kOutageBegin, seq++, i});
+  for (size_t i = 0; i < options_.outages.size(); ++i)
+    events.push({options_.outages[i].at, Step::kOutageBegin, seq++, i});
   std::vector<std::vector<sched::Placement>> running(pods.size());
   std::vector<uint32_t> run(pods.size(), 0);  // bumped by each eviction
   std::vector<Duration> started(pods.size()), remaining(pods.size());
@@ -132,13 +134,13 @@ absl::Status Simulator::Run(const std::vector<SimPod>& pods, const Observer& obs
   auto begin_outage = [&](sched::NodeIndex node) {
     if (outages_on[node]++ > 0) return;  // already out of service
     for (size_t i = 0; i < pods.size(); ++i) {
-      if (running[i].empty() ||
-          std::none_of(running[i].begin(), running[i].end(), [&](const sched::Placement& p) { return p.node == node; })) {
+      if (running[i].empty() || std::none_of(running[i].begin(), running[i].end(),
+                                             [&](const sched::Placement& p) { return p.node == node; })) {
         continue;
       }
       const Duration ran = now - started[i];
-      remaining[i] = options_.remaining_after_eviction ? options_.remaining_after_eviction(i, remaining[i], ran)
-                                                       : remaining[i];
+      remaining[i] =
+          options_.remaining_after_eviction ? options_.remaining_after_eviction(i, remaining[i], ran) : remaining[i];
       ++run[i];  // its departure, if any, no longer comes
       release(i);
       if (observer) observer(SimEvent{SimEvent::Kind::kEviction, i, nullptr});

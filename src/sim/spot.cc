@@ -14,15 +14,15 @@
 
 #include "common/fake_clock.h"
 #include "common/status_macros.h"
-#include "sched/framework.h"
 #include "sched/frag.h"
+#include "sched/framework.h"
 #include "sim/experiment.h"
 #include "sim/report.h"
 
 namespace gpugeek::sim {
 namespace {
 
-constexpr int kGpusPerMember = 8;       // a gang member holds at most one 8-GPU node
+constexpr int kGpusPerMember = 8;          // a gang member holds at most one 8-GPU node
 constexpr int64_t kCpuMilliPerGpu = 4000;  // what each job asks per GPU
 constexpr int64_t kSecondsPerMonth = 30 * 86400;
 
@@ -98,12 +98,14 @@ absl::StatusOr<SpotInputs> LoadSpotInputs(const SpotInputOptions& options,
   for (size_t i = 0; i < trace_jobs.size(); ++i) {
     const PhillyJob& j = trace_jobs[i];
     if (j.submit_s < options.window_start_s || j.submit_s >= end_s) continue;
-    in.jobs.push_back(SpotJob{fmt::format("philly-{}", i + 2), std::chrono::seconds(j.submit_s - options.window_start_s),
+    in.jobs.push_back(SpotJob{fmt::format("philly-{}", i + 2),
+                              std::chrono::seconds(j.submit_s - options.window_start_s),
                               std::chrono::seconds(j.duration_s), j.num_gpus});
   }
   std::stable_sort(in.jobs.begin(), in.jobs.end(),
                    [](const SpotJob& a, const SpotJob& b) { return a.submit < b.submit; });
-  if (in.nodes.empty()) return absl::InvalidArgumentError(fmt::format("{}: no node of a priced model", options.node_csv));
+  if (in.nodes.empty())
+    return absl::InvalidArgumentError(fmt::format("{}: no node of a priced model", options.node_csv));
   if (in.jobs.empty()) return absl::InvalidArgumentError(fmt::format("{}: no job in the window", options.job_csv));
   return in;
 }
@@ -121,7 +123,8 @@ absl::StatusOr<SpotRunResult> RunSpotOnce(const SpotInputs& inputs, const std::m
     const auto [gang, per_member] = GangOf(j.gpus);
     SimPod p;
     p.id = j.id;
-    p.shape = sched::ResourceShape{.cpu_milli = kCpuMilliPerGpu * per_member, .num_gpus = per_member, .gpu_milli = 1000};
+    p.shape =
+        sched::ResourceShape{.cpu_milli = kCpuMilliPerGpu * per_member, .num_gpus = per_member, .gpu_milli = 1000};
     p.arrival = j.submit;
     p.runtime = j.runtime;
     p.gang_size = gang;
@@ -351,18 +354,18 @@ const SpotRunResult* OnDemandRow(const std::vector<SpotRunResult>& rows) {
 std::string SpotTable(const std::vector<SpotRunResult>& summary) {
   const SpotRunResult* base = OnDemandRow(summary);
   std::string out = fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>12} {:>9} {:>13} {:>12} {:>9} {:>9}\n",
-                                "policy", "interrupt", "reclaims", "evictions", "completed", "billed", "lost",
-                                "spot", "cost", "per useful", "mean JCT", "p99 JCT");
-  out += fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>12} {:>9} {:>13} {:>12} {:>9} {:>9}\n", "",
-                     "%/month", "", "", "jobs", "GPU-h", "GPU-h (%)", "share", "(vs on-dem.)", "GPU-h", "h", "h");
+                                "policy", "interrupt", "reclaims", "evictions", "completed", "billed", "lost", "spot",
+                                "cost", "per useful", "mean JCT", "p99 JCT");
+  out += fmt::format("{:<11} {:>9} {:>8} {:>9} {:>11} {:>10} {:>12} {:>9} {:>13} {:>12} {:>9} {:>9}\n", "", "%/month",
+                     "", "", "jobs", "GPU-h", "GPU-h (%)", "share", "(vs on-dem.)", "GPU-h", "h", "h");
   for (const SpotRunResult& r : summary) {
     const std::string rate =
         r.policy == CapacityPolicy::kOnDemandOnly ? "-" : fmt::format("{:.1f}", r.interruptions_per_month * 100);
-    const std::string vs = base != nullptr && base->cost_micros > 0
-                               ? fmt::format("{:+.1f}%", 100.0 * (static_cast<double>(r.cost_micros) /
-                                                                      static_cast<double>(base->cost_micros) -
-                                                                  1))
-                               : "";
+    const std::string vs =
+        base != nullptr && base->cost_micros > 0
+            ? fmt::format("{:+.1f}%",
+                          100.0 * (static_cast<double>(r.cost_micros) / static_cast<double>(base->cost_micros) - 1))
+            : "";
     out += fmt::format(
         "{:<11} {:>9} {:>8} {:>9} {:>11} {:>10.0f} {:>5.1f} {:>5.3f}% {:>8.1f}% {:>13} {:>12.3f} {:>9.2f} {:>9.1f}\n",
         CapacityPolicyName(r.policy), rate, r.reclaims, r.evictions, fmt::format("{}/{}", r.completed, r.jobs),
@@ -380,10 +383,9 @@ std::string SpotCsv(const std::vector<SpotRunResult>& rows) {
       "billed_gpu_hours,spot_gpu_hours,lost_gpu_hours,cost_micros,on_demand_micros,mean_jct_h,p99_jct_h,mean_wait_h\n";
   for (const SpotRunResult& r : rows) {
     out += fmt::format("{},{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{},{},{:.4f},{:.4f},{:.4f}\n",
-                       CapacityPolicyName(r.policy), r.interruptions_per_month, r.seed, r.jobs, r.completed,
-                       r.reclaims, r.evictions, r.useful_gpu_hours, r.billed_gpu_hours, r.spot_gpu_hours,
-                       r.lost_gpu_hours, r.cost_micros, r.on_demand_micros, r.mean_jct_h, r.p99_jct_h,
-                       r.mean_wait_h);
+                       CapacityPolicyName(r.policy), r.interruptions_per_month, r.seed, r.jobs, r.completed, r.reclaims,
+                       r.evictions, r.useful_gpu_hours, r.billed_gpu_hours, r.spot_gpu_hours, r.lost_gpu_hours,
+                       r.cost_micros, r.on_demand_micros, r.mean_jct_h, r.p99_jct_h, r.mean_wait_h);
   }
   return out;
 }
@@ -417,8 +419,9 @@ absl::Status WriteSpotReport(const std::string& dir, const std::vector<SpotRunRe
   const std::vector<std::pair<std::string, std::string>> files = {
       {"summary.csv", SpotCsv(summary)},
       {"runs.csv", SpotCsv(runs)},
-      {"cost.svg", LineChartSvg("Cost per useful GPU-hour by capacity policy", "spot interruptions, % of nodes per month",
-                                "cost per useful GPU-hour (USD)", cost, 0, x_max)},
+      {"cost.svg",
+       LineChartSvg("Cost per useful GPU-hour by capacity policy", "spot interruptions, % of nodes per month",
+                    "cost per useful GPU-hour (USD)", cost, 0, x_max)},
       {"lost.svg", LineChartSvg("GPU-hours lost to reclaims", "spot interruptions, % of nodes per month",
                                 "lost GPU-hours, % of useful", lost, 0, x_max)},
   };

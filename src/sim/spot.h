@@ -53,10 +53,10 @@ struct SpotJob {
 };
 
 struct SpotInputOptions {
-  std::string node_csv;    // alibaba-spot-gpu-v2026/node_info_df.csv
-  std::string job_csv;     // philly/philly_jobs.csv
-  int node_stride = 10;    // every node_stride-th node of the list (file order), of the priced models
-  int spot_stride = 2;     // of those, every spot_stride-th is spot (the rest on-demand)
+  std::string node_csv;                 // alibaba-spot-gpu-v2026/node_info_df.csv
+  std::string job_csv;                  // philly/philly_jobs.csv
+  int node_stride = 10;                 // every node_stride-th node of the list (file order), of the priced models
+  int spot_stride = 2;                  // of those, every spot_stride-th is spot (the rest on-demand)
   int64_t window_start_s = 1506902400;  // 2017-10-02 00:00:00, the trace's clock
   Duration window = std::chrono::hours(24 * 7);  // jobs submitted in [start, start + window)
 };
@@ -72,8 +72,8 @@ absl::StatusOr<SpotInputs> LoadSpotInputs(const SpotInputOptions& options,
 
 struct SpotRunOptions {
   CapacityPolicy policy = CapacityPolicy::kSpotFirst;
-  double interruptions_per_month = 0.05;  // per spot node, reclaims per 30 days (Poisson)
-  uint64_t seed = 42;                     // reclaim times and the scheduler's tie order
+  double interruptions_per_month = 0.05;                    // per spot node, reclaims per 30 days (Poisson)
+  uint64_t seed = 42;                                       // reclaim times and the scheduler's tie order
   Duration checkpoint_interval = std::chrono::minutes(30);  // of progress
   Duration notice = std::chrono::seconds(120);              // AWS's two-minute warning
   Duration checkpoint_write = std::chrono::seconds(60);     // just-in-time checkpoint when <= notice
@@ -90,15 +90,15 @@ struct SpotRunResult {
   CapacityPolicy policy = CapacityPolicy::kSpotFirst;
   double interruptions_per_month = 0;
   uint64_t seed = 0;
-  int jobs = 0, completed = 0;  // jobs that never fit this policy's nodes are not completed
-  int reclaims = 0;             // spot nodes reclaimed while the run lasted
-  int evictions = 0;            // job runs stopped by a reclaim
-  double useful_gpu_hours = 0;  // the completed jobs' own work (runtime x GPUs)
-  double billed_gpu_hours = 0;  // GPUs held, each second, on any capacity
-  double spot_gpu_hours = 0;    // of billed, on spot nodes
-  double lost_gpu_hours = 0;    // billed - useful: work redone after a reclaim, and checkpoint loads
-  int64_t cost_micros = 0;      // billed at each node's price
-  int64_t on_demand_micros = 0;  // the same GPU-hours at on-demand prices
+  int jobs = 0, completed = 0;           // jobs that never fit this policy's nodes are not completed
+  int reclaims = 0;                      // spot nodes reclaimed while the run lasted
+  int evictions = 0;                     // job runs stopped by a reclaim
+  double useful_gpu_hours = 0;           // the completed jobs' own work (runtime x GPUs)
+  double billed_gpu_hours = 0;           // GPUs held, each second, on any capacity
+  double spot_gpu_hours = 0;             // of billed, on spot nodes
+  double lost_gpu_hours = 0;             // billed - useful: work redone after a reclaim, and checkpoint loads
+  int64_t cost_micros = 0;               // billed at each node's price
+  int64_t on_demand_micros = 0;          // the same GPU-hours at on-demand prices
   double mean_jct_h = 0, p99_jct_h = 0;  // completion - submit, hours, over completed jobs
   double mean_wait_h = 0;                // time queued before the first start
 };
@@ -114,7 +114,7 @@ struct SpotExperimentOptions {
   // AWS Spot Instance Advisor's buckets, each by a representative rate (the last: > 20 %).
   std::vector<double> rates = {0.025, 0.075, 0.125, 0.175, 0.25};
   std::vector<uint64_t> seeds = {42, 43, 44};
-  int jobs = 1;  // runs in parallel (threads)
+  int jobs = 1;                                     // runs in parallel (threads)
   std::function<void(size_t, size_t)> on_progress;  // (done, total), one call at a time
 };
 

@@ -122,8 +122,9 @@ TEST(SpotRun, AnEvictedJobWaitsForAFreeNode) {
 // reclaim of one evicts both; one spot node and one on-demand node hold no gang of two of one type, so
 // it waits for the reclaimed node (back 2 h later, at 8,200 s) and runs 2,720 s more.
 TEST(SpotRun, AReclaimEvictsTheWholeGang) {
-  const SpotInputs in = Nodes({{"g", seconds(0), seconds(3600), 16}},
-                              {sched::CapacityType::kSpot, sched::CapacityType::kSpot, sched::CapacityType::kOnDemand}, 8);
+  const SpotInputs in =
+      Nodes({{"g", seconds(0), seconds(3600), 16}},
+            {sched::CapacityType::kSpot, sched::CapacityType::kSpot, sched::CapacityType::kOnDemand}, 8);
   auto r = RunSpotOnce(in, kPrices, ReclaimAt(CapacityPolicy::kSpotFirst, seconds(1000), true));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->completed, 1);

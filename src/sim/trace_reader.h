@@ -38,9 +38,9 @@ struct TracePod {
 // columns timestamp (YYYY-MM-DD HH:MM:SS, the cluster's local time), duration (s, may have a
 // fraction), num_gpus; others ignored.
 struct PhillyJob {
-  int64_t submit_s = 0;     // the timestamp as seconds since 1970-01-01 00:00:00 of the same clock
-  int64_t duration_s = 0;   // rounded up to whole seconds, >= 1
-  int32_t num_gpus = 0;     // 1..1024
+  int64_t submit_s = 0;    // the timestamp as seconds since 1970-01-01 00:00:00 of the same clock
+  int64_t duration_s = 0;  // rounded up to whole seconds, >= 1
+  int32_t num_gpus = 0;    // 1..1024
 };
 
 // Alibaba's spot-GPU node list (Duan et al., ASPLOS'26 GFS), as

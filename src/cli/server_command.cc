@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "api/price_table.h"
 #include "api/quantity.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -45,6 +46,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string gpu_quarantine = "10m";
     std::string reclaim_avoid = "10m";
     std::string heartbeat_interval = "1s", lease = "3s", fence_grace = "2s", fence_margin = "1s";
+    std::string prices;
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
   };
@@ -91,6 +93,9 @@ void RegisterServerCommand(CLI::App& app) {
                   "After a reclaim notice, place jobs outside the node's region for this long when they fit "
                   "elsewhere: 10m, 1h, 0 for never")
       ->capture_default_str();
+  sub->add_option("--prices", o->prices,
+                  "CSV of GPU_MODEL,CAPACITY,PRICE per GPU-hour (A100-SXM-80GB,spot,1.23): the price of nodes whose "
+                  "agents name none (--gpu-hour-price)");
   // The failure-detection timeline (controlplane/control_plane.h, "Fencing timeline").
   sub->add_option("--heartbeat-interval", o->heartbeat_interval, "How often agents send heartbeats: 1s, 500ms")
       ->capture_default_str();
@@ -181,6 +186,11 @@ void RegisterServerCommand(CLI::App& app) {
         Fail(cmd, fmt::format("{} '{}' must be a duration such as 3s, 500ms or 1m", flag, *text), kExitUsage);
       }
       *field = *d;
+    }
+    if (!o->prices.empty()) {
+      absl::StatusOr<api::PriceTable> prices = api::ReadPriceTable(o->prices);
+      if (!prices.ok()) Fail(cmd, fmt::format("--prices: {}", prices.status().message()), kExitUsage);
+      options.gpu_hour_prices = *std::move(prices);
     }
     if (options.heartbeat_interval <= Duration::zero() || options.lease <= options.heartbeat_interval) {
       Fail(cmd,

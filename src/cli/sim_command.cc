@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -18,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "api/price_table.h"
 #include "api/quantity.h"
 #include "cli/commands.h"
 #include "common/clock.h"
@@ -107,24 +107,22 @@ Duration DurationFlag(const std::string& flag, const std::string& text) {
   return *d;
 }
 
-// A price file: lines "MODEL,ON_DEMAND,SPOT" in money per GPU-hour ("A100-SXM4-80GB,4.10,1.23"); '#'
-// comments and a header line starting with gpu_model are skipped.
+// The spot experiment's prices from a provider price list (api/price_table.h): each model's on-demand and
+// spot price; a model with only one of them is an error naming it.
 std::map<std::string, sim::GpuPrice> ReadPrices(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) Fail(fmt::format("--prices: cannot open '{}'", path));
+  absl::StatusOr<api::PriceTable> table = api::ReadPriceTable(path);
+  if (!table.ok()) Fail(fmt::format("--prices: {}", std::string(table.status().message())));
   std::map<std::string, sim::GpuPrice> prices;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || line[0] == '#' || line.starts_with("gpu_model")) continue;
-    const std::vector<std::string> f = absl::StrSplit(line, ',');
-    auto od = f.size() == 3 ? api::ParseMoneyMicros(f[1]) : absl::InvalidArgumentError("needs 3 fields");
-    auto spot = f.size() == 3 ? api::ParseMoneyMicros(f[2]) : absl::InvalidArgumentError("needs 3 fields");
-    if (f.size() != 3 || f[0].empty() || !od.ok() || !spot.ok()) {
-      Fail(fmt::format("--prices {}:{}: want MODEL,ON_DEMAND,SPOT with prices per GPU-hour such as 4.10", path, n));
-    }
-    prices[f[0]] = sim::GpuPrice{*od, *spot};
+  for (const auto& [key, micros] : *table) {
+    const auto& [model, capacity] = key;
+    if (capacity == "on-demand") prices[model].on_demand_micros = micros;
+    if (capacity == "spot") prices[model].spot_micros = micros;
   }
-  if (prices.empty()) Fail(fmt::format("--prices {}: no price line", path));
+  for (const auto& [model, p] : prices) {
+    if (p.on_demand_micros == 0 || p.spot_micros == 0) {
+      Fail(fmt::format("--prices {}: {} needs both an on-demand and a spot price", path, model));
+    }
+  }
   return prices;
 }
 
@@ -156,7 +154,8 @@ void RegisterSpot(CLI::App& sim) {
                    "<5, 5-10, 10-15, 15-20, >20 by 2.5,7.5,12.5,17.5,25)");
   spot->add_option("--policies", opts->policies, "a comma list of on-demand, spot-first, spot-only");
   spot->add_option("--prices", opts->prices,
-                   "CSV of MODEL,ON_DEMAND,SPOT per GPU-hour (default: AWS list prices, spot at 30 %)");
+                   "CSV of GPU_MODEL,CAPACITY,PRICE per GPU-hour with an on-demand and a spot line per model "
+                   "(default: AWS list prices, spot at 30 %)");
   spot->add_option("--start", opts->start, "first day of the Philly window (YYYY-MM-DD, 2017-09-04..2017-12-22)");
   spot->add_option("--days", opts->days, "length of the window in days")->check(CLI::Range(1, 120));
   spot->add_option("--node-stride", opts->node_stride, "every Nth node of the spot-GPU trace's priced nodes")

@@ -643,7 +643,15 @@ absl::StatusOr<LogJobInfo> ControlPlane::LogState(const std::string& job_id) {
 // ---------------------------------------------------------------------------------------------
 // Agents
 
-absl::StatusOr<api::RegistrationReply> ControlPlane::Register(const api::Registration& registration) {
+absl::StatusOr<api::RegistrationReply> ControlPlane::Register(const api::Registration& as_sent) {
+  api::Registration registration = as_sent;
+  if (registration.price_micros_per_gpu_hour == 0 && !registration.inventory.gpus.empty()) {
+    // Unpriced by its agent: the provider's price list, by the node's GPU model and capacity type.
+    const hw::GpuDevice& gpu = registration.inventory.gpus.front();
+    const auto price =
+        options_.gpu_hour_prices.find({gpu.model_id.empty() ? gpu.name : gpu.model_id, registration.capacity_type});
+    if (price != options_.gpu_hour_prices.end()) registration.price_micros_per_gpu_hour = price->second;
+  }
   MutexLock lock(&writer_mu_);
   ControllerContext ctx = ContextLocked();
   NodeState& s = state_.nodes[registration.node];

@@ -179,8 +179,9 @@ class ControlPlane {
   // Agents. Register commits the node and grants its lease; a registration from another agent
   // process than the one holding the lease (the agent restarted) restarts that node's members: their
   // jobs are requeued with restarts + 1 and an event saying so. In a pool of more than 256 nodes the
-  // new node appears in Nodes() and Pool() after the next pass.
-  absl::StatusOr<api::RegistrationReply> Register(const api::Registration& registration);
+  // new node appears in Nodes() and Pool() after the next pass. A registration without a price gets the
+  // provider's (ControlPlaneOptions::gpu_hour_prices) for its GPU model and capacity type.
+  absl::StatusOr<api::RegistrationReply> Register(const api::Registration& as_sent);
   // Renews the lease, stores telemetry and log bytes, queues the reports; never takes the writer
   // token. The reply lists the node's assignments from the latest snapshot.
   absl::StatusOr<api::HeartbeatReply> Heartbeat(const api::Heartbeat& heartbeat);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "api/price_table.h"
 #include "common/clock.h"
 
 namespace gpugeek::hw {
@@ -55,6 +56,9 @@ struct ControlPlaneOptions {
   // region for this long when they fit elsewhere (SkyPilot and dstack users report recovery straight back
   // into the region just reclaimed).
   Duration reclaim_avoid = std::chrono::minutes(10);
+  // The provider's GPU-hour prices (api/price_table.h): a node whose agent names no price
+  // (--gpu-hour-price) gets the price of its GPU model and capacity type from here.
+  api::PriceTable gpu_hour_prices;
   // Log bytes kept per job (LogStore); output past it is dropped with a marker line.
   uint64_t log_quota_bytes = uint64_t{1} << 30;
   // Logs, and the log grants of released allocations, of jobs ended longer ago than this are deleted.

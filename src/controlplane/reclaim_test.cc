@@ -178,5 +178,31 @@ TEST_F(ReclaimTest, AMemberOnALostNodeIsMeteredToo) {
   EXPECT_EQ(cp_->GetJob(id)->usage, (Usage{{"spot", "H100-SXM-80GB", 7'000, 1'556, 1'556}}));
 }
 
+// The provider's price list (`gpugeek server --prices`) prices nodes whose agents name no price, by GPU
+// model and capacity type; an agent's own price wins.
+class ProviderPricesTest : public testing::ControlPlaneFixture {
+ protected:
+  ControlPlaneOptions Options() const override {
+    ControlPlaneOptions o;
+    o.gpu_hour_prices = {{{"H100-SXM-80GB", "spot"}, 1'500'000}, {{"H100-SXM-80GB", "on-demand"}, 4'000'000}};
+    return o;
+  }
+};
+
+TEST_F(ProviderPricesTest, UnpricedNodesTakeTheProvidersPrice) {
+  Register("spot-a", "1xH100-SXM-80GB", "spot", "r1");
+  Register("od-b", "1xH100-SXM-80GB", "on-demand", "r1");
+  Register("a100", "1xA100-SXM-80GB", "spot", "r1");  // not in the list: unpriced
+  api::Registration own = Registration("own-c", "1xH100-SXM-80GB", "spot", "r1");
+  own.price_micros_per_gpu_hour = 900'000;
+  ASSERT_TRUE(cp_->Register(own).ok());
+  EXPECT_EQ(cp_->Node("spot-a")->registration.price_micros_per_gpu_hour, 1'500'000);
+  EXPECT_EQ(cp_->Node("od-b")->registration.price_micros_per_gpu_hour, 4'000'000);
+  EXPECT_EQ(cp_->Node("a100")->registration.price_micros_per_gpu_hour, 0);
+  EXPECT_EQ(cp_->Node("own-c")->registration.price_micros_per_gpu_hour, 900'000);
+  Restart();  // stored with the node
+  EXPECT_EQ(cp_->Node("spot-a")->registration.price_micros_per_gpu_hour, 1'500'000);
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

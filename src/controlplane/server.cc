@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.fair_share_half_life = options.fair_share_half_life;
   cp.gpu_quarantine = options.gpu_quarantine;
   cp.reclaim_avoid = options.reclaim_avoid;
+  cp.gpu_hour_prices = options.gpu_hour_prices;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));

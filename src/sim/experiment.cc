@@ -1,12 +1,9 @@
 #include "sim/experiment.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -15,6 +12,7 @@
 #include "sched/framework.h"
 #include "sched/registry.h"
 #include "sim/fgd_protocol.h"
+#include "sim/parallel.h"
 #include "sim/simulator.h"
 
 namespace gpugeek::sim {
@@ -87,23 +85,13 @@ absl::StatusOr<std::vector<FgdRunResult>> RunFgdExperiment(const FgdExperimentOp
     }
   }
   std::vector<absl::StatusOr<FgdRunResult>> results(tasks.size(), absl::UnknownError("not run"));
-  std::atomic<size_t> next{0};
-  size_t done = 0;
-  std::mutex mu;
-  auto worker = [&] {
-    for (size_t i = next++; i < tasks.size(); i = next++) {
-      results[i] =
-          RunFgdOnce(inputs[tasks[i].workload], options.policies[tasks[i].policy], tasks[i].seed, options.tune_ratio);
-      std::lock_guard<std::mutex> lock(mu);
-      ++done;
-      if (options.on_progress) options.on_progress(done, tasks.size());
-    }
-  };
-  const int jobs = std::max(1, std::min<int>(options.jobs, static_cast<int>(tasks.size())));
-  std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
+  RunParallel(
+      tasks.size(), options.jobs,
+      [&](size_t i) {
+        results[i] =
+            RunFgdOnce(inputs[tasks[i].workload], options.policies[tasks[i].policy], tasks[i].seed, options.tune_ratio);
+      },
+      options.on_progress);
   std::vector<FgdRunResult> out;
   out.reserve(results.size());
   for (auto& r : results) {

@@ -1,14 +1,11 @@
 #include "sim/spot.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <random>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -17,6 +14,7 @@
 #include "sched/frag.h"
 #include "sched/framework.h"
 #include "sim/experiment.h"
+#include "sim/parallel.h"
 #include "sim/report.h"
 
 namespace gpugeek::sim {
@@ -263,22 +261,9 @@ absl::StatusOr<std::vector<SpotRunResult>> RunSpotExperiment(const SpotInputs& i
     }
   }
   std::vector<absl::StatusOr<SpotRunResult>> results(tasks.size(), absl::UnknownError("not run"));
-  std::atomic<size_t> next{0};
-  size_t done = 0;
-  std::mutex mu;
-  auto worker = [&] {
-    for (size_t i = next++; i < tasks.size(); i = next++) {
-      results[i] = RunSpotOnce(inputs, prices, tasks[i]);
-      std::lock_guard<std::mutex> lock(mu);
-      ++done;
-      if (options.on_progress) options.on_progress(done, tasks.size());
-    }
-  };
-  const int jobs = std::max(1, std::min<int>(options.jobs, static_cast<int>(tasks.size())));
-  std::vector<std::thread> threads;
-  for (int j = 1; j < jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads) t.join();
+  RunParallel(
+      tasks.size(), options.jobs, [&](size_t i) { results[i] = RunSpotOnce(inputs, prices, tasks[i]); },
+      options.on_progress);
   std::vector<SpotRunResult> out;
   for (auto& r : results) {
     if (!r.ok()) return r.status();

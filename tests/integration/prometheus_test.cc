@@ -203,8 +203,11 @@ class PrometheusTest : public ::testing::Test {
     // A port of its own per test process (the script moves on to the next free one if taken).
     ::setenv("PROM_PORT", std::to_string(20000 + ::getpid() % 20000).c_str(), 1);
     ::setenv("PROM_INSTALL", "0", 1);  // scripts/install-deps.sh installs it
-    auto [code, out] =
-        subprocess::Run({(kShared / "infra/prometheus-up.sh").string(), *host_port_, *prom_state_}, *dir_ / "up.log");
+    // The state folder with a trailing '/': the script's liveness check looks for "STATE/" in the command
+    // line of the pid it started, which until the exec is the script's own; without the slash a slow
+    // fork-to-exec (a loaded machine) reads as "prometheus exited during start-up".
+    auto [code, out] = subprocess::Run({(kShared / "infra/prometheus-up.sh").string(), *host_port_, *prom_state_ + "/"},
+                                       *dir_ / "up.log");
     ASSERT_EQ(code, 0) << out;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(out, m, std::regex("PROMETHEUS_URL=(http://[0-9.:]+)"))) << out;

@@ -1,8 +1,6 @@
 #include "sim/spot.h"
 
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -175,14 +173,12 @@ TEST(SpotTrace, BadRowsNameFileLineAndColumn) {
   EXPECT_EQ(bad_gpus.status().message(), "n.csv:2:2: gpu_capacity_num 17 outside 1..16");
 }
 
-// The shared traces, when present (CI has them): the default pool and week load as documented.
+// The shared traces (beside the checkout, as in CI): the default pool and week load as documented.
 TEST(SpotTrace, TheDefaultInputsFromTheSharedTraces) {
-  const char* env = std::getenv("GPUGEEK_SHARED_DIR");
-  const std::string shared = env != nullptr ? env : "../shared";
+  const std::string shared = GPUGEEK_SHARED_DIR;  // beside the checkout (cmake/gpugeek.cmake)
   SpotInputOptions o;
   o.node_csv = shared + "/traces/alibaba-spot-gpu-v2026/node_info_df.csv";
   o.job_csv = shared + "/traces/philly/philly_jobs.csv";
-  if (!std::filesystem::exists(o.node_csv)) GTEST_SKIP() << "no " << o.node_csv;
   auto in = LoadSpotInputs(o, DefaultGpuPrices());
   ASSERT_TRUE(in.ok()) << in.status();
   // Priced nodes: 432 A100 + 22 A800 + 219 H800 + 2,494 A10 = 3,167; every 10th: 317, every other one spot

@@ -98,6 +98,9 @@ struct Seen {
 class Chaos : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The server is SIGKILLed under the monitor's keep-alive TLS connection: a write on it must fail with
+    // EPIPE, not end this process (OpenSSL writes with write(2), which raises SIGPIPE).
+    ::signal(SIGPIPE, SIG_IGN);
     dir_ = fs::temp_directory_path() / fmt::format("gpugeek_chaos_{}", ::getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "ckpt");

@@ -541,9 +541,9 @@ void Agent::PollLocked() {
                   .phase = api::WorkloadPhase::kExited,
                   .exit_code = e.exit_code,
                   .term_signal = e.term_signal,
-                  .message = BoundMessage(m.fenced ? fmt::format("fenced: the agent lost contact with the server "
+                  .message = BoundMessage(m.fenced ? fmt::format("{}the agent lost contact with the server "
                                                                  "for its {} ms lease; {}",
-                                                                 Millis(lease_), e.Describe())
+                                                                 api::kFencedPrefix, Millis(lease_), e.Describe())
                                           : !step_message.empty() ? step_message
                                                                   : e.Describe()),
                   .node_rank = m.assignment.node_rank};

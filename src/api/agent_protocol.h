@@ -154,6 +154,11 @@ struct Assignment {
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };
 
+// How an exit report's message starts when the agent itself stopped the member because it lost contact
+// with the server (the fence): the workload did not fail, whatever its exit status; the server counts it
+// as a node failure.
+inline constexpr char kFencedPrefix[] = "fenced: ";
+
 struct WorkloadReport {
   std::string job_id;
   int64_t epoch = 0;

@@ -380,6 +380,31 @@ TEST_F(FencingTest, AgentRestartRequeuesItsJobsWithAnEvent) {
   EXPECT_FALSE(assigned[0].cancel);
 }
 
+// An agent frozen past its lease but back before its node is down fenced its member (SIGTERM, then
+// SIGKILL): the exit it reports says so ("fenced: "), and the job is retried as a node failure, not
+// failed as its own error; nor does a fenced member that exited 0 count as finished.
+TEST_F(FencingTest, AFencedMembersExitIsANodeFailureNotTheJobsError) {
+  Register("node-a", "8xH100-SXM-80GB");
+  const std::string killed = Submit(Spec("killed", 4));
+  const std::string clean = Submit(Spec("clean", 4));
+  cp_->Reconcile();
+  Beat("node-a", {{killed, 1, WorkloadPhase::kRunning}, {clean, 1, WorkloadPhase::kRunning}});
+  ASSERT_EQ(State(killed), JobState::kRunning);
+  ASSERT_EQ(State(clean), JobState::kRunning);
+  api::WorkloadReport by_kill{.job_id = killed, .epoch = 1, .phase = WorkloadPhase::kExited, .term_signal = 9};
+  by_kill.message = std::string(api::kFencedPrefix) + "the agent lost contact with the server for its 3000 ms lease";
+  api::WorkloadReport by_exit{.job_id = clean, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0};
+  by_exit.message = by_kill.message;
+  Beat("node-a", {by_kill, by_exit});
+  for (const std::string& id : {killed, clean}) {
+    const JobView job = *cp_->GetJob(id);
+    EXPECT_NE(job.record.state, JobState::kFailed) << id;
+    EXPECT_NE(job.record.state, JobState::kSucceeded) << id;
+    EXPECT_EQ(job.record.restarts, 1) << id;
+    EXPECT_THAT(EventReasons(id), ::testing::Contains(HasSubstr("fenced: the agent lost contact"))) << id;
+  }
+}
+
 // A node that registers again listing its GPUs in another order (a driver re-enumeration) keeps the
 // running job on the same GPUs: allocations hold UUIDs, so the pool counts the right GPUs allocated
 // and the next job gets the others.

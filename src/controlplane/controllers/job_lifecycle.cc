@@ -45,6 +45,7 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
   if (report.checkpoint_step) RETURN_IF_ERROR(RecordCheckpoint(ctx, live, *report.checkpoint_step));
   MemberStatus& member = live.members[report.node_rank];
   if (member.exited) return absl::OkStatus();  // already final (reported before, or presumed)
+  const bool fenced = report.phase == api::WorkloadPhase::kExited && report.message.starts_with(api::kFencedPrefix);
   if (report.phase == api::WorkloadPhase::kRunning) {
     if (member.running) return absl::OkStatus();
     member.running = true;
@@ -52,7 +53,8 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
   } else {
     RETURN_IF_ERROR(MeterMember(ctx, live, report.node_rank));
     member.exited = true;
-    member.failed = report.phase == api::WorkloadPhase::kFailedToStart || report.term_signal != 0 ||
+    // A fenced member (its agent lost the server and stopped it) did not finish, whatever its status.
+    member.failed = fenced || report.phase == api::WorkloadPhase::kFailedToStart || report.term_signal != 0 ||
                     report.exit_code.value_or(1) != 0;
     member.detail = report.phase == api::WorkloadPhase::kFailedToStart ? "failed to start: " + report.message
                     : report.term_signal != 0 ? fmt::format("killed by signal {}", report.term_signal)
@@ -68,6 +70,12 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
       std::all_of(live.members.begin(), live.members.end(), [](const MemberStatus& m) { return m.exited; });
   const JobState state = live.record.state;
   if (!api::IsTerminal(state) && !live.draining) {
+    if (member.exited && member.failed && fenced) {
+      // Not the job's error: its node lost the server for a while (a freeze, a partition) and came back
+      // before it was declared down. Retried as a node failure (the default: at once, without limit).
+      return RetryOrFail(ctx, report.job_id, api::RetryCause::kNodeFailure,
+                         fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail));
+    }
     if (member.exited && member.failed) {
       // The job's own error: retried as its policy says (the default: FAILED).
       const int code = report.exit_code.value_or(report.term_signal ? 128 + report.term_signal : 1);

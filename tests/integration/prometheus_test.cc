@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "common/testing/process.h"
 #include "http/client.h"
@@ -200,14 +201,25 @@ class PrometheusTest : public ::testing::Test {
   // this pool, 1 s intervals) and alerts.yml loaded by a reload.
   static void StartPrometheus() {
     prom_state_ = new std::string((*dir_ / "prometheus").string());
-    // A port of its own per test process (the script moves on to the next free one if taken).
-    ::setenv("PROM_PORT", std::to_string(20000 + ::getpid() % 20000).c_str(), 1);
     ::setenv("PROM_INSTALL", "0", 1);  // scripts/install-deps.sh installs it
-    // The state folder with a trailing '/': the script's liveness check looks for "STATE/" in the command
-    // line of the pid it started, which until the exec is the script's own; without the slash a slow
-    // fork-to-exec (a loaded machine) reads as "prometheus exited during start-up".
-    auto [code, out] = subprocess::Run({(kShared / "infra/prometheus-up.sh").string(), *host_port_, *prom_state_ + "/"},
-                                       *dir_ / "up.log");
+    // A port of its own per test process, below the kernel's ephemeral range (32768-60999) so that no
+    // client socket of a test running beside it holds it (the script moves on to the next free one if a
+    // listener does). The state folder with a trailing '/': the script's liveness check looks for "STATE/"
+    // in the command line of the pid it started, which until the exec is the script's own. Prometheus was
+    // still seen to exit during start-up with an empty log on a loaded machine (2 of about 40 runs): up to
+    // three tries, each on a new port and a clean state.
+    int code = 1;
+    std::string out;
+    for (int attempt = 0; attempt < 3 && code != 0; ++attempt) {
+      if (attempt > 0) {
+        subprocess::Run({(kShared / "infra/prometheus-down.sh").string(), *prom_state_}, *dir_ / "down.log");
+        fs::remove_all(*prom_state_);
+        std::this_thread::sleep_for(milliseconds(500));
+      }
+      ::setenv("PROM_PORT", std::to_string(20000 + (::getpid() % 4000) * 3 + attempt).c_str(), 1);
+      std::tie(code, out) = subprocess::Run(
+          {(kShared / "infra/prometheus-up.sh").string(), *host_port_, *prom_state_ + "/"}, *dir_ / "up.log");
+    }
     ASSERT_EQ(code, 0) << out;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(out, m, std::regex("PROMETHEUS_URL=(http://[0-9.:]+)"))) << out;

@@ -167,13 +167,6 @@ void ControlPlaneMetrics::Recovered(const RecoveryPhases& p) {
   recovery_phase_.With({"start"}).Observe(p.start_s);
 }
 
-std::string RecoveryPhases::Text() const {
-  return fmt::format(
-      "recovered in {:.1f} s: detected {:.1f} s after the failure, stopped +{:.1f} s, placed +{:.1f} s, "
-      "running +{:.1f} s",
-      total_s, detect_s, stop_s, place_s, start_s);
-}
-
 void ControlPlaneMetrics::SchedulingCycle(Duration elapsed) {
   scheduling_cycle_.With({}).Observe(std::max(0.0, Seconds(elapsed)));
 }

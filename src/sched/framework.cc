@@ -63,7 +63,7 @@ bool Framework::PlaceOne(const PodShape& shape, std::span<const Placement> exclu
   }
   if (domain.label != nullptr) {
     std::erase_if(candidates_, [&](NodeIndex c) {
-      const std::string value = LabelValue(c, *domain.label);
+      const std::string_view value = LabelValue(c, *domain.label);
       return domain.pin ? value != *domain.pin : domain.tried->contains(value);
     });
     if (candidates_.empty()) return false;
@@ -123,7 +123,7 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
   const PodShape shape =
       Compile(alternative, *cluster_, request.capacity_type, &request.node_selector, &request.tenant, &request.image);
   const bool pinned = request.gang_size > 1 && !request.gang_label.empty();
-  std::set<std::string> tried;  // gang_label values the gang did not fit in
+  std::set<std::string, std::less<>> tried;  // gang_label values the gang did not fit in
   // The explanation of the attempt that placed the most members (the others' say less).
   std::vector<NodeReason> best_reasons;
   int32_t best_placed = -1;
@@ -140,7 +140,8 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
         break;
       }
       d->placements.push_back(p);
-      if (pinned && member == 0) domain.pin = LabelValue(p.node, request.gang_label);  // the rest follow it
+      if (pinned && member == 0)
+        domain.pin = std::string(LabelValue(p.node, request.gang_label));  // the rest follow it
     }
     if (all) return true;
     // Explain with the reserved members still in place (why the next member did not fit), then unreserve
@@ -161,10 +162,10 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
   }
 }
 
-std::string Framework::LabelValue(NodeIndex n, const std::string& label) const {
+std::string_view Framework::LabelValue(NodeIndex n, const std::string& label) const {
   const auto& labels = cluster_->spec(n).labels;
   const auto it = labels.find(label);
-  return it == labels.end() ? "" : it->second;
+  return it == labels.end() ? std::string_view() : std::string_view(it->second);
 }
 
 absl::StatusOr<Decision> Framework::Schedule(const Request& request, Binder& binder) {

@@ -15,11 +15,13 @@
 // Thread-safety: none; one scheduling loop calls it.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -105,11 +107,12 @@ class Framework {
   struct GangDomain {
     const std::string* label = nullptr;
     std::optional<std::string> pin;
-    const std::set<std::string>* tried = nullptr;
+    const std::set<std::string, std::less<>>* tried = nullptr;
   };
   // Places one member, never on a node of `exclude`, only in `domain`; false when no node is feasible.
   bool PlaceOne(const PodShape& shape, std::span<const Placement> exclude, const GangDomain& domain, Placement* out);
-  std::string LabelValue(NodeIndex n, const std::string& label) const;
+  // Node n's value of `label`; "" when it has none. Valid while the cluster lives.
+  std::string_view LabelValue(NodeIndex n, const std::string& label) const;
   void Explain(const PodShape& shape, std::vector<NodeReason>* reasons) const;
 
   // Constant after construction.

@@ -273,6 +273,14 @@ absl::StatusOr<std::vector<SpotRunResult>> RunSpotExperiment(const SpotInputs& i
 }
 
 std::vector<SpotRunResult> SummarizeSpot(const std::vector<SpotRunResult>& runs) {
+  // The fields summed over seeds, then divided: counts (rounded), money (micro-units), the rest.
+  constexpr int SpotRunResult::*kCounts[] = {&SpotRunResult::jobs, &SpotRunResult::completed, &SpotRunResult::reclaims,
+                                             &SpotRunResult::evictions};
+  constexpr int64_t SpotRunResult::*kMicros[] = {&SpotRunResult::cost_micros, &SpotRunResult::on_demand_micros};
+  constexpr double SpotRunResult::*kMeans[] = {&SpotRunResult::useful_gpu_hours, &SpotRunResult::billed_gpu_hours,
+                                               &SpotRunResult::spot_gpu_hours,   &SpotRunResult::lost_gpu_hours,
+                                               &SpotRunResult::mean_jct_h,       &SpotRunResult::p99_jct_h,
+                                               &SpotRunResult::mean_wait_h};
   std::vector<SpotRunResult> rows;
   std::vector<int> n;
   for (const SpotRunResult& r : runs) {
@@ -284,21 +292,10 @@ std::vector<SpotRunResult> SummarizeSpot(const std::vector<SpotRunResult>& runs)
       n.push_back(0);
       it = rows.end() - 1;
     }
-    SpotRunResult& s = *it;
     ++n[it - rows.begin()];
-    s.jobs += r.jobs;
-    s.completed += r.completed;
-    s.reclaims += r.reclaims;
-    s.evictions += r.evictions;
-    s.useful_gpu_hours += r.useful_gpu_hours;
-    s.billed_gpu_hours += r.billed_gpu_hours;
-    s.spot_gpu_hours += r.spot_gpu_hours;
-    s.lost_gpu_hours += r.lost_gpu_hours;
-    s.cost_micros += r.cost_micros;
-    s.on_demand_micros += r.on_demand_micros;
-    s.mean_jct_h += r.mean_jct_h;
-    s.p99_jct_h += r.p99_jct_h;
-    s.mean_wait_h += r.mean_wait_h;
+    for (auto f : kCounts) *it.*f += r.*f;
+    for (auto f : kMicros) *it.*f += r.*f;
+    for (auto f : kMeans) *it.*f += r.*f;
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     SpotRunResult& s = rows[i];
@@ -308,15 +305,8 @@ std::vector<SpotRunResult> SummarizeSpot(const std::vector<SpotRunResult>& runs)
     s.completed /= k;
     s.reclaims = (s.reclaims + k / 2) / k;
     s.evictions = (s.evictions + k / 2) / k;
-    s.useful_gpu_hours /= k;
-    s.billed_gpu_hours /= k;
-    s.spot_gpu_hours /= k;
-    s.lost_gpu_hours /= k;
-    s.cost_micros /= k;
-    s.on_demand_micros /= k;
-    s.mean_jct_h /= k;
-    s.p99_jct_h /= k;
-    s.mean_wait_h /= k;
+    for (auto f : kMicros) s.*f /= k;
+    for (auto f : kMeans) s.*f /= k;
   }
   return rows;
 }

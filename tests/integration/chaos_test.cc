@@ -1,5 +1,6 @@
 // Chaos with real processes: one `gpugeek server` and 4 `gpugeek agent`s (8 emulated A100 each) on
-// loopback, 12 jobs of the checkpointing workload (chaos_workload.h; 4 of them 2-node gangs), and
+// loopback, 12 jobs (4 of them 2-node gangs): 10 of the checkpointing workload (chaos_workload.h) and 2
+// of the real GPT example (examples/gpt/train.py under launcher: torch, one of them a 2-node gang), and
 // GPUGEEK_CHAOS_EVENTS (default 20) faults at seeded random moments (GPUGEEK_CHAOS_SEED, default the
 // time): an agent SIGKILLed and restarted 0-3 s later, or SIGSTOPped for 1-5 s; at most two nodes out at
 // once. Half-way the server is SIGKILLed and restarted on its ports and data. Six jobs are submitted
@@ -15,7 +16,7 @@
 //   - no member ran twice at once and no GPU was held by two members at once (the fencing probe's lines,
 //     fencing_probe.h);
 //   - each run resumed from the job's last durable checkpoint, never more than one checkpoint interval
-//     behind the furthest step any earlier run reached.
+//     behind the furthest step any earlier run reached (the GPT jobs: by the steps rank 0 logged).
 // Printed: recovery (an agent's SIGKILL -> each affected job RUNNING again) p50 / p99, of the isolated
 // recoveries (no other fault on the job's nodes meanwhile) and of all, beside the anchors' defaults; the
 // timeline of each recovery over 5 s; the server's own phases (detected, stopped, placed, running).
@@ -64,6 +65,11 @@ constexpr int kAgents = 4;
 constexpr int kJobs = 12;
 constexpr int kSteps = 150;  // x 0.3 s: 45 s of work per job
 constexpr int kCheckpointEvery = 5;
+// Two of the jobs are the real GPT example (examples/gpt/train.py, launcher: torch): job 4 on one node,
+// job 9 a 2-node gang (gloo over loopback); about 0.2 s a step on one core.
+constexpr int kGptSteps = 100;
+constexpr int kGptCheckpointEvery = 10;
+bool IsGpt(int i) { return i == 4 || i == 9; }
 
 int64_t MonoNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(steady_clock::now().time_since_epoch()).count();
@@ -108,6 +114,13 @@ class Chaos : public ::testing::Test {
     fs::create_directories(dir_ / "ckpt");
     std::ofstream(dir_ / "workload.py") << chaos::kWorkloadScript;
     fs::copy_file(fs::path(GPUGEEK_SOURCE_DIR) / "examples/gpt/gpugeek_checkpoint.py", dir_ / "gpugeek_checkpoint.py");
+    // The GPT example, where the workloads' unprivileged uid can read it.
+    fs::create_directories(dir_ / "gpt");
+    for (const auto& f : fs::directory_iterator(fs::path(GPUGEEK_SOURCE_DIR) / "examples/gpt")) {
+      if (f.is_regular_file() && (f.path().extension() == ".py" || f.path().extension() == ".json")) {
+        fs::copy_file(f.path(), dir_ / "gpt" / f.path().filename());
+      }
+    }
     // Workloads run as their tenant's unprivileged uid: the record files are world-writable, the
     // checkpoint folder too, the scratch folder traversable.
     for (const char* f : {"probe.log", "progress.log"}) {
@@ -194,6 +207,15 @@ class Chaos : public ::testing::Test {
   }
 
   std::string Spec(int i) const {
+    if (IsGpt(i)) {
+      return fmt::format(
+          "name: chaos-gpt-{}\nresources: {{accelerators: A100-SXM-80GB:1}}\nnum_nodes: {}\nlauncher: torch\n"
+          "checkpoint: {{dir: \"{}\", grace: 5s}}\nenv: {{OMP_NUM_THREADS: \"1\"}}\n"
+          "run: cd {} && exec /usr/bin/python3 train.py --steps {} --ckpt-every {} --batch-size 4 --seq-len 32 "
+          "--log-every 10 --eval-windows 4\n",
+          i, i % 3 == 0 ? 2 : 1, (dir_ / "ckpt" / fmt::format("chaos-{}", i)).string(), (dir_ / "gpt").string(),
+          kGptSteps, kGptCheckpointEvery);
+    }
     return fmt::format(
         "name: chaos-{}\nresources: {{accelerators: A100-SXM-80GB:1}}\nnum_nodes: {}\n"
         "checkpoint: {{dir: \"{}\", grace: 2s}}\n"
@@ -407,10 +429,12 @@ TEST_F(Chaos, EveryJobCompletesFromItsCheckpointsThroughKillsFreezesAndAServerCr
   }
   stop_monitor_ = true;
   monitor_.join();
-  for (const std::string& id : ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string& id = ids[i];
     ASSERT_TRUE(final.contains(id)) << id << " did not end: " << client->Get("/v1/jobs/" + id)->dump();
     EXPECT_EQ(final[id]["state"], "SUCCEEDED") << final[id].dump();
-    EXPECT_EQ(final[id]["checkpoint"]["step"], kSteps) << id << ": the server's last checkpoint";
+    EXPECT_EQ(final[id]["checkpoint"]["step"], IsGpt(static_cast<int>(i)) ? kGptSteps : kSteps)
+        << id << ": the server's last checkpoint";
   }
 
   // No member twice at once, no GPU shared.
@@ -441,6 +465,26 @@ TEST_F(Chaos, EveryJobCompletesFromItsCheckpointsThroughKillsFreezesAndAServerCr
           << job << " run " << restarts << " went back more than one checkpoint interval";
       lost_steps += std::max(0, furthest[job] - step);
     }
+  }
+
+  // The GPT runs: rank 0 appends each step it took to samples-rank0.txt (train.py); a step not above the
+  // one before starts a run, resumed from the step below it.
+  int gpt_restarts = 0, gpt_lost = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    if (!IsGpt(i)) continue;
+    std::istringstream samples(subprocess::ReadFile(dir_ / "ckpt" / fmt::format("chaos-{}", i) / "samples-rank0.txt"));
+    int previous = 0, reached = 0;
+    std::string line;
+    for (int step = 0; std::getline(samples, line) && std::istringstream(line) >> step; previous = step) {
+      reached = std::max(reached, previous);
+      if (step > previous) continue;
+      gpt_lost += reached - (step - 1);
+      EXPECT_GE(step - 1, reached - kGptCheckpointEvery)
+          << "GPT job " << ids[i] << " went back more than one checkpoint interval, from " << reached << " to "
+          << step - 1;
+    }
+    EXPECT_EQ(std::max(previous, reached), kGptSteps) << "GPT job " << ids[i];
+    gpt_restarts += final[ids[i]].value("restarts", 0);
   }
 
   // Recovery: for each agent SIGKILL, each job that was RUNNING on that node -> RUNNING again. It is
@@ -480,6 +524,8 @@ TEST_F(Chaos, EveryJobCompletesFromItsCheckpointsThroughKillsFreezesAndAServerCr
       "chaos: {} jobs SUCCEEDED, {} runs of rank 0 ({} resumed), {} steps redone in all (checkpoint every {} of {} "
       "steps)\n",
       final.size(), runs, runs - static_cast<int>(resumes.size()), lost_steps, kCheckpointEvery, kSteps);
+  fmt::print("chaos: the 2 GPT jobs restarted {} times, {} steps redone in all (checkpoint every {} of {} steps)\n",
+             gpt_restarts, gpt_lost, kGptCheckpointEvery, kGptSteps);
   fmt::print(
       "recovery, agent SIGKILL -> job RUNNING again (1 s heartbeats, suspect 2 s, down 3 s):\n"
       "  gpugeek, isolated          p50 {:6.2f} s   p99 {:6.2f} s   ({} samples: no other fault on its nodes)\n"

@@ -151,7 +151,8 @@ absl::StatusOr<CapacityType> ParseCapacity(const std::string& s, const std::stri
 absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatalog& catalog) {
   if (!n.IsMap()) return FieldError("resources", "must be a mapping");
   RETURN_IF_ERROR(
-      CheckKeys(n, "resources", {"accelerators", "spot", "capacity", "cpus", "memory", "regions", "span_regions"}));
+      CheckKeys(n, "resources",
+                {"accelerators", "spot", "capacity", "cpus", "memory", "regions", "span_regions", "data_region"}));
   Resources r;
   if (const YAML::Node acc = n["accelerators"]) {
     std::vector<std::pair<YAML::Node, std::string>> items;
@@ -222,6 +223,12 @@ absl::StatusOr<Resources> ParseResources(const YAML::Node& n, const hw::GpuCatal
   }
   if (n["span_regions"]) {
     ASSIGN_OR_RETURN(r.span_regions, Bool(n["span_regions"], "resources.span_regions"));
+  }
+  if (n["data_region"]) {
+    ASSIGN_OR_RETURN(r.data_region, Scalar(n["data_region"], "resources.data_region"));
+    if (r.data_region.empty()) {
+      return FieldError("resources.data_region", "is empty: name the region of the job's data, e.g. us-east-1");
+    }
   }
   return r;
 }
@@ -886,6 +893,7 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (r.memory_bytes) out << YAML::Key << "memory" << YAML::Value << std::to_string(r.memory_bytes);
   if (!r.regions.empty()) out << YAML::Key << "regions" << YAML::Value << YAML::Flow << r.regions;
   if (r.span_regions) out << YAML::Key << "span_regions" << YAML::Value << true;
+  if (!r.data_region.empty()) out << YAML::Key << "data_region" << YAML::Value << r.data_region;
   out << YAML::EndMap;
   out << YAML::Key << "num_nodes" << YAML::Value << spec.num_nodes;
   out << YAML::Key << "priority" << YAML::Value << spec.priority;

@@ -71,6 +71,11 @@ struct Resources {
   // A multi-node job's nodes may be in different regions (`span_regions: true`); by default they are all
   // in one region (the scheduler tries each in turn), since its ranks talk over the network every step.
   bool span_regions = false;
+  // Where the job's data lives (`data_region: us-east-1`; "" = nowhere in particular): placement tries
+  // that region first, then the others nearest first (api/region_latency.h). Once the job has reported a
+  // checkpoint, the region of that checkpoint comes first instead (what it resumes from). A preference:
+  // `regions` is the constraint.
+  std::string data_region;
 };
 
 struct CheckpointSpec {

@@ -162,6 +162,8 @@ TEST(ParseJobSpec, BadInputNamesTheField) {
       {"name: x\nrun: a\nresources: {accelerators: T4:1, regions: [eu-west, \"\"]}\n",
        "resources.regions[1]: is empty: name a region"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, span_regions: maybe}\n", "resources.span_regions:"},
+      {"name: x\nrun: a\nresources: {accelerators: T4:1, data_region: \"\"}\n",
+       "resources.data_region: is empty: name the region of the job's data, e.g. us-east-1"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1}\n---\nname: y\nrun: b\n",
        "job spec holds more than one YAML document (separated by ---); submit one job per file"},
       {"name: x\nrun: a\nresources: {accelerators: T4:1, accelerators: A100-80GB:1}\n",
@@ -520,6 +522,7 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   spec->procs_per_node = 2;
   spec->image = "localhost/pytorch:bookworm";
   spec->resources.span_regions = true;
+  spec->resources.data_region = "us-east-1";
   const std::string yaml = JobSpecToYaml(*spec);
   auto again = ParseJobSpec(yaml);
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
@@ -537,6 +540,7 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(again->procs_per_node, 2);
   EXPECT_EQ(again->image, "localhost/pytorch:bookworm");
   EXPECT_TRUE(again->resources.span_regions);
+  EXPECT_EQ(again->resources.data_region, "us-east-1");
 }
 
 TEST(ParseJobSpec, ImageIsKeptInCanonicalForm) {

@@ -335,8 +335,10 @@ void RegisterJob(CLI::App& app) {
     // What the job resumes from, and how old that is: what a move now would lose (docs/checkpointing.md).
     if (job["checkpoint"].is_object()) {
       const std::string at = job["checkpoint"].value("reported_at", std::string());
-      std::cout << fmt::format("  checkpoint: step {}, complete {} ({}); a restart resumes there\n",
-                               Text(job["checkpoint"]["step"]), LocalTime(at), Ago(at, now));
+      const std::string region = job["checkpoint"].value("region", std::string());
+      std::cout << fmt::format("  checkpoint: step {}, complete {} ({}){}; a restart resumes there\n",
+                               Text(job["checkpoint"]["step"]), LocalTime(at), Ago(at, now),
+                               region.empty() ? "" : ", in " + region);
     } else {
       std::cout << "  checkpoint: none reported (a restart starts over)\n";
     }

@@ -18,6 +18,7 @@
 
 #include "api/price_table.h"
 #include "api/quantity.h"
+#include "api/region_latency.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
@@ -47,6 +48,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string reclaim_avoid = "10m";
     std::string heartbeat_interval = "1s", lease = "3s", fence_grace = "2s", fence_margin = "1s";
     std::string prices;
+    std::string region_latency;
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
   };
@@ -93,6 +95,9 @@ void RegisterServerCommand(CLI::App& app) {
                   "After a reclaim notice, place jobs outside the node's region for this long when they fit "
                   "elsewhere: 10m, 1h, 0 for never")
       ->capture_default_str();
+  sub->add_option("--region-latency", o->region_latency,
+                  "CSV of REGION_A,REGION_B,LATENCY_MS (us-east-1,us-west-2,62): a job is placed in the region of its "
+                  "data (its checkpoint's, or resources.data_region) first, then the nearest regions first");
   sub->add_option("--prices", o->prices,
                   "CSV of GPU_MODEL,CAPACITY,PRICE per GPU-hour (A100-SXM-80GB,spot,1.23): the price of nodes whose "
                   "agents name none (--gpu-hour-price)");
@@ -191,6 +196,11 @@ void RegisterServerCommand(CLI::App& app) {
       absl::StatusOr<api::PriceTable> prices = api::ReadPriceTable(o->prices);
       if (!prices.ok()) Fail(cmd, fmt::format("--prices: {}", prices.status().message()), kExitUsage);
       options.gpu_hour_prices = *std::move(prices);
+    }
+    if (!o->region_latency.empty()) {
+      absl::StatusOr<api::RegionLatency> latency = api::ReadRegionLatency(o->region_latency);
+      if (!latency.ok()) Fail(cmd, fmt::format("--region-latency: {}", latency.status().message()), kExitUsage);
+      options.region_latency = *std::move(latency);
     }
     if (options.heartbeat_interval <= Duration::zero() || options.lease <= options.heartbeat_interval) {
       Fail(cmd,

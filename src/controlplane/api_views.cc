@@ -29,9 +29,10 @@ nlohmann::json JobToJson(const JobView& job) {
   j["allocation"] = job.allocation ? ToJson(*job.allocation) : nlohmann::json();
   if (!job.pending_reason.empty()) j["pending_reason"] = job.pending_reason;
   j["usage"] = UsageToJson(job.usage);
-  j["checkpoint"] = r.checkpoint_step
-                        ? nlohmann::json{{"step", *r.checkpoint_step}, {"reported_at", FormatTime(r.checkpoint_at)}}
-                        : nlohmann::json();
+  j["checkpoint"] = r.checkpoint_step ? nlohmann::json{{"step", *r.checkpoint_step},
+                                                       {"reported_at", FormatTime(r.checkpoint_at)},
+                                                       {"region", r.checkpoint_region}}
+                                      : nlohmann::json();
   return j;
 }
 

@@ -44,7 +44,7 @@ TEST_F(CheckpointTest, TheReportedStepIsWhatTheJobResumesFrom) {
   EXPECT_EQ(Step(id), 100);
   EXPECT_EQ(cp_->GetJob(id)->record.checkpoint_at, clock_.Now());
   EXPECT_EQ(JobToJson(*cp_->GetJob(id))["checkpoint"],
-            (nlohmann::json{{"step", 100}, {"reported_at", "2027-01-15T08:00:05.000Z"}}));
+            (nlohmann::json{{"step", 100}, {"reported_at", "2027-01-15T08:00:05.000Z"}, {"region", ""}}));
   const int64_t version = cp_->GetJob(id)->record.version;
   Beat(first, {Running(id, 1, 100)});  // resent every beat: no write
   EXPECT_EQ(cp_->GetJob(id)->record.version, version);

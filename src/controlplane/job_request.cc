@@ -122,6 +122,27 @@ std::vector<sched::Request> AvoidingRegions(const std::vector<sched::Request>& r
   return out;
 }
 
+std::vector<sched::Request> PreferringDataRegion(const std::vector<sched::Request>& requests,
+                                                 const std::set<std::string>& known, const std::string& data_region,
+                                                 const api::RegionLatency& latency) {
+  if (data_region.empty()) return requests;
+  std::vector<sched::Request> out;
+  for (const sched::Request& r : requests) {
+    auto selected = r.node_selector.find(kRegionLabel);
+    std::vector<std::string> allowed =
+        selected != r.node_selector.end() ? selected->second : std::vector<std::string>(known.begin(), known.end());
+    if (allowed.size() > 1) {
+      for (std::string& region : api::NearestFirst(latency, data_region, std::move(allowed))) {
+        sched::Request pinned = r;
+        pinned.node_selector[std::string(kRegionLabel)] = {std::move(region)};
+        out.push_back(std::move(pinned));
+      }
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary) {
   nlohmann::json alts = nlohmann::json::array();
   for (const auto& a : plan.alternatives) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "api/job_spec.h"
+#include "api/region_latency.h"
 #include "sched/request.h"
 #include "workload/planner.h"
 
@@ -35,6 +36,16 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
 // capacity preference still comes first: [spot away, spot, on-demand away, on-demand].
 std::vector<sched::Request> AvoidingRegions(const std::vector<sched::Request>& requests,
                                             const std::set<std::string>& known, const std::set<std::string>& avoid);
+
+// `requests` with, before each one, a copy pinned to each region it allows (all of `known` when it named
+// none), the data region first and the rest nearest it first (api::NearestFirst over `latency`); the
+// request itself last (it also reaches nodes without a region). Unchanged when `data_region` is empty or
+// fewer than two regions are allowed. Applied after AvoidingRegions, so a reclaimed region is still tried
+// only after every other: [spot away in data region, spot away nearest, ..., spot away, spot in data
+// region, ..., spot, on-demand ...].
+std::vector<sched::Request> PreferringDataRegion(const std::vector<sched::Request>& requests,
+                                                 const std::set<std::string>& known, const std::string& data_region,
+                                                 const api::RegionLatency& latency);
 
 // The planner's request as stored with the job (JobRecord::plan_json) and read back.
 nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary);

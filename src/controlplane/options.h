@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/price_table.h"
+#include "api/region_latency.h"
 #include "common/clock.h"
 
 namespace gpugeek::hw {
@@ -59,6 +60,9 @@ struct ControlPlaneOptions {
   // The provider's GPU-hour prices (api/price_table.h): a node whose agent names no price
   // (--gpu-hour-price) gets the price of its GPU model and capacity type from here.
   api::PriceTable gpu_hour_prices;
+  // Round trips between regions (api/region_latency.h, --region-latency): a job whose data lives in one
+  // region (its checkpoint's, or resources.data_region) is placed there first, then nearest first.
+  api::RegionLatency region_latency;
   // Log bytes kept per job (LogStore); output past it is dropped with a marker line.
   uint64_t log_quota_bytes = uint64_t{1} << 30;
   // Logs, and the log grants of released allocations, of jobs ended longer ago than this are deleted.

@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.gpu_quarantine = options.gpu_quarantine;
   cp.reclaim_avoid = options.reclaim_avoid;
   cp.gpu_hour_prices = options.gpu_hour_prices;
+  cp.region_latency = options.region_latency;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));

@@ -87,6 +87,8 @@ struct ServerOptions {
   Duration reclaim_avoid = ControlPlaneOptions().reclaim_avoid;
   // Prices for nodes whose agents name none (ControlPlaneOptions::gpu_hour_prices; `--prices FILE`).
   api::PriceTable gpu_hour_prices;
+  // Latencies between regions, for data locality (ControlPlaneOptions::region_latency; `--region-latency`).
+  api::RegionLatency region_latency;
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;
   // it must outlive the server. nullptr: the server owns one (metrics()). The server adds its
   // families, gpugeek_build_info included, in Start: whoever shares the registry must not add that

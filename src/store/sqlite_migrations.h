@@ -150,6 +150,10 @@ ALTER TABLE jobs ADD COLUMN checkpoint_at_ns INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE jobs ADD COLUMN usage_json TEXT NOT NULL DEFAULT '';
 )sql",
+    // 11: the region of the node that reported the last checkpoint ("" = none): where it lives.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN checkpoint_region TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -156,7 +156,8 @@ class Transaction {
 
 constexpr char kJobColumns[] =
     "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
-    "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json";
+    "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json, "
+    "checkpoint_region";
 
 // The retries column: "error=1,node-failure=2" (cause=count, by cause name; "" = none).
 std::string FormatRetries(const std::map<std::string, int>& retries) {
@@ -210,10 +211,11 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   if (!s.IsNull(16)) j.checkpoint_step = s.Int(16);
   j.checkpoint_at = FromNs(s.Int(17));
   j.usage_json = s.Text(18);
+  j.checkpoint_region = s.Text(19);
   return j;
 }
 
-// Binds a job's columns 1..19 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
+// Binds a job's columns 1..20 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
 // when `sealed`, else the text.
 void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::string& spec, bool sealed) {
   s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name);
@@ -238,6 +240,7 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
   }
   s.Bind(18, ToNs(j.checkpoint_at));
   s.Bind(19, j.usage_json);
+  s.Bind(20, j.checkpoint_region);
 }
 
 absl::Status InsertEvent(StatementCache& statements, const std::string& job_id, TimePoint time, api::JobState from,
@@ -420,7 +423,7 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   stored.version = 1;
   ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
   Statement s(*statements_,
-              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
+              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) {
@@ -542,7 +545,7 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
       "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
       "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
       "= ?13, updated_at_ns = ?14, version = ?15, retries = ?16, checkpoint_step = ?17, checkpoint_at_ns = ?18, "
-      "usage_json = ?19 WHERE id = ?1");
+      "usage_json = ?19, checkpoint_region = ?20 WHERE id = ?1");
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");

@@ -45,6 +45,9 @@ struct JobRecord {
   // from, and when the report arrived (wall clock). nullopt = none reported yet.
   std::optional<int64_t> checkpoint_step;
   TimePoint checkpoint_at;
+  // The region of the node that reported it ("" = none, or a node without a region): where the
+  // checkpoint lives, so placement tries that region first (api/region_latency.h).
+  std::string checkpoint_region;
   // The usage metered so far (controlplane/usage.h's stored form); "" = none.
   std::string usage_json;
   TimePoint created_at;

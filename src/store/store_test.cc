@@ -133,11 +133,13 @@ TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   checkpointed.checkpoint_step = 1200;
   checkpointed.checkpoint_at = clock_.Now() + std::chrono::seconds(7);
   checkpointed.usage_json = R"([["spot","H100-SXM-80GB",3600000,1000000,2500000]])";
+  checkpointed.checkpoint_region = "eu-west-1";
   ASSERT_TRUE(store_->UpdateJob(checkpointed).ok());
   const JobRecord read = *store_->GetJob("j-1");
   EXPECT_EQ(read.checkpoint_step, 1200);
   EXPECT_EQ(read.checkpoint_at, clock_.Now() + std::chrono::seconds(7));
   EXPECT_EQ(read.usage_json, checkpointed.usage_json);
+  EXPECT_EQ(read.checkpoint_region, "eu-west-1");
 }
 
 TEST_F(SqliteStoreTest, ListFiltersAndPages) {

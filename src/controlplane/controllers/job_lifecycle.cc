@@ -15,7 +15,8 @@ namespace gpugeek::controlplane {
 
 using api::JobState;
 
-absl::Status JobLifecycleController::RecordCheckpoint(ControllerContext& ctx, LiveJob& live, int64_t step) {
+absl::Status JobLifecycleController::RecordCheckpoint(ControllerContext& ctx, LiveJob& live, const std::string& node,
+                                                      int64_t step) {
   const bool first = !live.checkpoint_reported;
   live.checkpoint_reported = true;
   if (live.record.checkpoint_step == step || (!first && step < live.record.checkpoint_step.value_or(-1))) {
@@ -24,6 +25,9 @@ absl::Status JobLifecycleController::RecordCheckpoint(ControllerContext& ctx, Li
   store::JobRecord next = live.record;
   next.checkpoint_step = step;
   next.checkpoint_at = ctx.clock.Now();
+  if (auto n = ctx.state.nodes.find(node); n != ctx.state.nodes.end()) {
+    next.checkpoint_region = n->second.registration.region;
+  }
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
   ctx.state.dirty = true;
   spdlog::info("control plane: job {} (epoch {}) has a complete checkpoint at step {}", live.record.id,
@@ -42,7 +46,7 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
     return absl::InvalidArgumentError(
         fmt::format("rank {} of {} is not on node {}", report.node_rank, report.job_id, node));
   }
-  if (report.checkpoint_step) RETURN_IF_ERROR(RecordCheckpoint(ctx, live, *report.checkpoint_step));
+  if (report.checkpoint_step) RETURN_IF_ERROR(RecordCheckpoint(ctx, live, node, *report.checkpoint_step));
   MemberStatus& member = live.members[report.node_rank];
   if (member.exited) return absl::OkStatus();  // already final (reported before, or presumed)
   const bool fenced = report.phase == api::WorkloadPhase::kExited && report.message.starts_with(api::kFencedPrefix);

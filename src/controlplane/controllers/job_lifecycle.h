@@ -26,9 +26,10 @@ class JobLifecycleController {
   void Reconcile(ControllerContext& ctx, MonoTime now);
 
  private:
-  // Stores `step` as the job's checkpoint: the first report of a placement as it is, later ones only
-  // when they move forward (the members of a gang may report one after another).
-  absl::Status RecordCheckpoint(ControllerContext& ctx, LiveJob& live, int64_t step);
+  // Stores `step` as the job's checkpoint, with the region of `node` (the reporter's) as where it lives:
+  // the first report of a placement as it is, later ones only when they move forward (the members of a
+  // gang may report one after another).
+  absl::Status RecordCheckpoint(ControllerContext& ctx, LiveJob& live, const std::string& node, int64_t step);
 };
 
 }  // namespace gpugeek::controlplane

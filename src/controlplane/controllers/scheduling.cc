@@ -350,7 +350,13 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
   std::string over_quota;  // the quota's reason for each request it admitted none of
   bool attempted = false;
   // Regions reclaimed lately are tried last (ControlPlane::Reclaim).
-  for (const sched::Request& request : AvoidingRegions(*job.requests, known_regions_, avoid_regions_)) {
+  // Where its data lives (its last checkpoint's region, else resources.data_region) is tried first.
+  const std::string data_region = !job.record.checkpoint_region.empty() ? job.record.checkpoint_region
+                                  : job.spec.ok()                       ? job.spec->resources.data_region
+                                                                        : "";
+  for (const sched::Request& request :
+       PreferringDataRegion(AvoidingRegions(*job.requests, known_regions_, avoid_regions_), known_regions_, data_region,
+                            ctx.options.region_latency)) {
     StoreBinder binder(ctx, sched_nodes_, job.record);
     auto attempt =
         sched::ScheduleWithinQuota(queue_.ledger(), job_id, job.record.tenant, request, *framework_, binder, now);
@@ -411,6 +417,11 @@ void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
   if (ctx.state.capacity_generation != seen_generation_) {
     seen_generation_ = ctx.state.capacity_generation;
     queue_.CapacityChanged();
+    // A node's region changes only when it registers, which changes the capacity.
+    known_regions_.clear();
+    for (const auto& [name, node] : ctx.state.nodes) {
+      if (!node.registration.region.empty()) known_regions_.insert(node.registration.region);
+    }
   }
   if (ctx.state.cluster_dirty || (workload_changed_ && (!last_rebuild_ || now - *last_rebuild_ >= kTypicalRefresh))) {
     Rebuild(ctx);
@@ -420,14 +431,8 @@ void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
   }
   if (!framework_) return;
   avoid_regions_.clear();
-  known_regions_.clear();
   for (const auto& [region, at] : ctx.state.reclaimed_regions) {
     if (now - at < ctx.options.reclaim_avoid) avoid_regions_.insert(region);
-  }
-  if (!avoid_regions_.empty()) {
-    for (const auto& [name, node] : ctx.state.nodes) {
-      if (!node.registration.region.empty()) known_regions_.insert(node.registration.region);
-    }
   }
   const MonoTime start = ctx.clock.Monotonic();
   auto stats = queue_.RunCycle(

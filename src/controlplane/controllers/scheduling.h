@@ -102,8 +102,8 @@ class SchedulingController {
   std::vector<sched::Placement> held_unhealthy_;
   std::optional<MonoTime> last_rebuild_;
   bool workload_changed_ = false;  // jobs arrived since the typical pods were computed
-  // This cycle's regions reclaimed within options.reclaim_avoid (tried last, ControlPlane::Reclaim) and,
-  // when there are any, every region of the pool; set by Reconcile before its cycle.
+  // This cycle's regions reclaimed within options.reclaim_avoid (tried last, ControlPlane::Reclaim), and
+  // every region of the pool; set by Reconcile before its cycle.
   std::set<std::string> avoid_regions_, known_regions_;
 };
 

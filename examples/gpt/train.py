@@ -143,6 +143,9 @@ def resume(args, env, model, optimizer):
     if state is not None and env.rank == 0:
         print(f"resumed step={progress['step']} epoch={progress['epoch']} "
               f"position={progress['position']} restart={env.restart_count}", flush=True)
+        # What this run resumes from is a complete checkpoint too: the report of the run that wrote it
+        # may never have reached the server (its node lost contact right after), so say it again.
+        gpugeek_checkpoint.report(progress["step"])
     return progress
 
 

@@ -58,19 +58,19 @@
 //     after the lease had run out even from its own send time does not); the reply is reconciled as
 //     usual: the server has by then moved or requeued what it lost, and its list decides.
 //   The server counts its lease from its RECEIPT of the last heartbeat, which is never before the
-//   agent sent it, so the agent's deadline always comes first. Timeline with the defaults
-//   (RegistrationReply: heartbeats every 1 s, lease_ms 3000, fence_grace_ms 2000), t = send time of
-//   the last answered heartbeat:
+//   agent sent it, so the agent's deadline always comes first. Timeline with the server's defaults
+//   (heartbeats every 1 s, lease 2 s, fence grace 0.5 s, margin 0.5 s), t = send time of the last
+//   answered heartbeat:
 //     t             the last answered heartbeat is sent; the server receives it at t + d (d >= 0)
-//     t + 3 s       the agent fences: SIGTERM to every workload it holds, nothing new starts
-//     t + d + 3 s   the server's lease (counted from receipt) runs out; it waits out grace and margin
-//     t + 5 s       SIGKILL to whatever is left: every workload is gone (bar one executor poll, ~100 ms)
-//     t + d + 6 s   the server declares the node down, presumes its members stopped, and may re-place
-//                   them (lease 3 s + fence grace 2 s + a 1 s margin)
+//     t + 2 s       the agent fences: SIGTERM to every workload it holds, nothing new starts
+//     t + d + 2 s   the server's lease (counted from receipt) runs out; it waits out grace and margin
+//     t + 2.5 s     SIGKILL to whatever is left: every workload is gone (bar one executor poll, ~100 ms)
+//     t + d + 3 s   the server declares the node down, presumes its members stopped, and may re-place
+//                   them (lease 2 s + fence grace 0.5 s + a 0.5 s margin)
 //   so a member is never running in two places. Fencing is checked at each Tick and, in Run, by a
 //   watchdog thread every 100 ms (which also polls the executor), so a heartbeat blocked in its HTTP
 //   request (up to request_timeout) delays neither the fence nor its SIGKILL. Reachable in time, the
-//   agent never fences: a 1 s heartbeat has three tries per lease.
+//   agent never fences: a 1 s heartbeat has two tries per lease.
 //
 // The shims' lease. Self-fencing needs the agent to run. An agent that is frozen (SIGSTOP, a long stall,
 // stuck in the kernel) keeps its workloads' lifelines open, so their shims never see the EOF that an
@@ -82,13 +82,13 @@
 // SIGTERM the workload tree (not the group again if it already had one, from the agent's own fence or a
 // cancel), and SIGKILL what is left after min(grace_ms, fence_grace_ms), the shim's grace. With a frozen
 // agent and the defaults:
-//     t + 3.2 s     each shim SIGTERMs its workload tree
-//     t + 5.2 s     each shim SIGKILLs what is left (plus its wake-up latency, well under 100 ms)
-//     t + d + 6 s   the server may re-place them: 0.8 s later at least
-//   The bound: the shim's SIGKILL comes by t + lease + 200 ms + min(grace, fence grace) <= receipt + 5.2 s,
+//     t + 2.2 s     each shim SIGTERMs its workload tree
+//     t + 2.7 s     each shim SIGKILLs what is left (plus its wake-up latency, well under 100 ms)
+//     t + d + 3 s   the server may re-place them: 0.3 s later at least
+//   The bound: the shim's SIGKILL comes by t + lease + 200 ms + min(grace, fence grace) <= receipt + 2.7 s,
 //   whatever the round trip. Why the deadline is written, not a byte per answer: a byte renews when the
 //   answer ARRIVES, after the server received the heartbeat, so the SIGKILL would come by receipt + rtt +
-//   lease + grace: past receipt + 6 s for any answer slower than 1 s (a slow server, a long GC, a
+//   lease + grace: past receipt + 3 s for any answer slower than 0.5 s (a slow server, a long GC, a
 //   retransmit). The deadline is counted from the SEND time like the agent's own, and is absolute, so a
 //   renewal the shim reads late (descheduled, throttled by its CPU quota) means the same. Why the 200 ms:
 //   a live agent fences first (its watchdog checks every 100 ms) and SIGTERMs the group, so its shims

@@ -46,7 +46,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string fair_share_half_life = "7d";
     std::string gpu_quarantine = "10m";
     std::string reclaim_avoid = "10m";
-    std::string heartbeat_interval = "1s", lease = "3s", fence_grace = "2s", fence_margin = "1s";
+    std::string heartbeat_interval = "1s", lease = "2s", fence_grace = "500ms", fence_margin = "500ms";
     std::string prices;
     std::string region_latency;
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
@@ -113,7 +113,8 @@ void RegisterServerCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--fence-margin", o->fence_margin,
                   "Slack for clock rates and delays: a silent node is down (its jobs requeued) after lease + "
-                  "fence grace + this (--lease 2s --fence-grace 500ms --fence-margin 500ms: down at 3 s)")
+                  "fence grace + this (the defaults: down at 3 s; --lease 3s --fence-grace 2s --fence-margin 1s: "
+                  "down at 6 s, 2 s for a silent node's members to checkpoint)")
       ->capture_default_str();
   sub->add_option("--max-archive-bytes", o->max_archive_bytes,
                   "Largest workdir archive a tenant may upload, in bytes (default 1 GiB); larger uploads get 413")

@@ -27,11 +27,11 @@
 //
 // Fencing timeline (defaults; the agent gets lease and fence_grace at registration):
 //   t = 0      the server receives the node's last heartbeat (the agent sent it at t <= 0).
-//   t = 3 s    lease: the node is suspect (no new placements). The agent, 3 s after SENDING its last
-//              answered heartbeat, fences itself: SIGTERM to every member (its per-member shims do the
-//              same if the agent itself is dead or frozen).
-//   t = 5 s    lease + fence_grace: the agent's SIGKILL.
-//   t = 6 s    lease + fence_grace + fence_margin: the node is down; its members are presumed stopped,
+//   t = 2 s    lease: the node is suspect (no new placements): two 1 s beats missed. The agent, 2 s
+//              after SENDING its last answered heartbeat, fences itself: SIGTERM to every member (its
+//              per-member shims do the same if the agent itself is dead or frozen).
+//   t = 2.5 s  lease + fence_grace: the agent's SIGKILL.
+//   t = 3 s    lease + fence_grace + fence_margin: the node is down; its members are presumed stopped,
 //              their GPUs released, and the jobs requeued. Only now may they run elsewhere.
 // GPUs held by a member are released only when its agent confirms the exit, or at that deadline. A
 // requeued gang is placed again only after every surviving member has stopped, so no member ever

@@ -20,6 +20,7 @@ namespace gpugeek::controlplane {
 namespace {
 
 using api::JobState;
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -170,45 +171,45 @@ TEST_F(ControlPlaneMetricsTest, RecoveryIsTimedFromTheNodesLastHeartbeatToRunnin
   Beat(first, {{id, 1, api::WorkloadPhase::kRunning}});
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kRunning);
 
-  // `first` falls silent; past the 6 s fencing deadline it is down, the job is requeued (its only
+  // `first` falls silent; past the 3 s fencing deadline it is down, the job is requeued (its only
   // member presumed stopped) and placed on `other`.
-  clock_.Advance(seconds(4));
+  clock_.Advance(milliseconds(2500));
   Beat(other);
-  // Suspect (silent past the 3 s lease): still up, not lost.
+  // Suspect (silent past the 2 s lease): still up, not lost.
   ASSERT_EQ(cp_->Node(first)->state, "suspect");
   std::string text = Render();
   EXPECT_THAT(text,
               HasSubstr(fmt::format(
                   "\ngpugeek_node_up{{node=\"{}\",capacity_type=\"on-demand\",region=\"cn-east-1\"}} 1\n", first)));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_nodes_lost_total 0\n"));
-  clock_.Advance(seconds(3));
+  clock_.Advance(seconds(1));
   Beat(other);
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kScheduled);
   ASSERT_EQ(NodeOf(id), other);
-  clock_.Advance(seconds(2));
+  clock_.Advance(seconds(1));
   Beat(other, {{id, 2, api::WorkloadPhase::kRunning}});
   ASSERT_EQ(cp_->GetJob(id)->record.state, JobState::kRunning);
 
-  // Failed at t = 0 (its last heartbeat), detected (down, requeued) and placed at 7 s, running at 9 s.
+  // Failed at t = 0 (its last heartbeat), detected (down, requeued) and placed at 3.5 s, running at 4.5 s.
   EXPECT_EQ(cp_->GetJob(id)->record.reason,
-            "all 1 members started; recovered in 9.0 s: detected 7.0 s after the failure, stopped +0.0 s, placed "
-            "+0.0 s, running +2.0 s");
+            "all 1 members started; recovered in 4.5 s: detected 3.5 s after the failure, stopped +0.0 s, placed "
+            "+0.0 s, running +1.0 s");
   text = Render();
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"7.5\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"10\"} 1\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_sum 9\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"4\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_bucket{le=\"5\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_sum 4.5\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_duration_seconds_count 1\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"detect\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"detect\"} 3.5\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"stop\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"place\"} 0\n"));
-  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"start\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_job_recovery_phase_seconds_sum{phase=\"start\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_transitions_total{from=\"RUNNING\",to=\"PENDING\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_transitions_total{from=\"PENDING\",to=\"SCHEDULED\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_job_transitions_total{from=\"SCHEDULED\",to=\"RUNNING\"} 2\n"));
   EXPECT_THAT(text,
               HasSubstr(fmt::format(
                   "\ngpugeek_node_up{{node=\"{}\",capacity_type=\"on-demand\",region=\"cn-east-1\"}} 0\n", first)));
-  EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_node_heartbeat_age_seconds{{node=\"{}\"}} 9\n", first)));
+  EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_node_heartbeat_age_seconds{{node=\"{}\"}} 4.5\n", first)));
   EXPECT_THAT(text, HasSubstr("\ngpugeek_nodes_lost_total 1\n"));
   EXPECT_THAT(text, HasSubstr(fmt::format("\ngpugeek_node_heartbeat_age_seconds{{node=\"{}\"}} 0\n", other)));
 }

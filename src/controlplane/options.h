@@ -41,9 +41,11 @@ struct ControlPlaneOptions {
   // The fencing timeline (control_plane.h): a node whose lease is not renewed for `lease` is suspect;
   // its agent then stops its members within `fence_grace`; after lease + fence_grace + fence_margin
   // the node is down and its members presumed stopped. Requires lease > heartbeat_interval.
-  Duration lease = std::chrono::seconds(3);
-  Duration fence_grace = std::chrono::seconds(2);
-  Duration fence_margin = std::chrono::seconds(1);
+  // Defaults: suspect after two missed 1 s beats, down at 3 s; a silent node's members get 0.5 s from
+  // SIGTERM to SIGKILL (a planned stop still gets the job's checkpoint grace).
+  Duration lease = std::chrono::seconds(2);
+  Duration fence_grace = std::chrono::milliseconds(500);
+  Duration fence_margin = std::chrono::milliseconds(500);
   // A GPU that raised a hardware XID (controllers/gpu_health.h) is not placed on for this long after the
   // last one; conditions its samples keep showing (lost, uncorrectable ECC, a pending page retirement)
   // hold it for as long as they last.

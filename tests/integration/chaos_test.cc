@@ -6,9 +6,8 @@
 // once. Half-way the server is SIGKILLed and restarted on its ports and data. Six jobs are submitted
 // before the faults begin and six during them (retried while the server is down).
 //
-// The server runs the fast failure-detection profile: heartbeats every 1 s, suspect after 2 s (two missed
-// beats), its agent's members SIGKILLed 0.5 s later, down at 3 s (--lease 2s --fence-grace 500ms
-// --fence-margin 500ms).
+// The server runs the default failure-detection timeline: heartbeats every 1 s, suspect after 2 s (two
+// missed beats), its agent's members SIGKILLed 0.5 s later, down at 3 s.
 //
 // Checked when every fault is healed:
 //   - every accepted submission is there, and every job SUCCEEDED with its last checkpoint at its last
@@ -155,8 +154,7 @@ class Chaos : public ::testing::Test {
     const std::string agent_listen = agent_port_ == 0 ? "127.0.0.1:0" : fmt::format("127.0.0.1:{}", agent_port_);
     server_ = std::make_unique<Process>(
         std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", listen, "--agent-listen", agent_listen,
-                                 "--data-dir", (dir_ / "server").string(), "--lease", "2s", "--fence-grace", "500ms",
-                                 "--fence-margin", "500ms"},
+                                 "--data-dir", (dir_ / "server").string()},
         dir_ / fmt::format("server.{}.log", server_starts_++));
     const std::regex listening(
         R"(listening on (https://127\.0\.0\.1:([0-9]+)), agents on (https://127\.0\.0\.1:([0-9]+)))");

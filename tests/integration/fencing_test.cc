@@ -12,8 +12,8 @@
 //     an event says why).
 //   - a 2-node gang loses a node: its survivor stops before the gang runs again, and a job waiting for
 //     GPUs never overlaps the survivor's.
-// Timeline (control_plane.h): lease 3 s, fence grace 2 s, margin 1 s: a node is down 6 s after the
-// server last heard from it.
+// Timeline (control_plane.h, the defaults): lease 2 s, fence grace 0.5 s, margin 0.5 s: a node is down
+// 3 s after the server last heard from it.
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Single-process checks of the pieces: sharding, layout variables, atomic checkpoints, the model."""
 
+import http.server
 import json
 import os
 import signal
 import subprocess
 import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -110,6 +112,41 @@ class SigtermTest(unittest.TestCase):
             self.assertIn(f"checkpoint step={step} ", "\n".join(run.lines) + " ")
             self.assertEqual(checkpoint.load(out)["step"], step)
             self.assertFalse(os.path.exists(os.path.join(out, "summary.json")))
+
+
+class ResumeReportTest(unittest.TestCase):
+    def test_a_run_reports_the_checkpoint_it_resumes_from(self):
+        """The steps reported to a stand-in agent endpoint: the first run's checkpoints (2, 4), then the
+        second run's resume point (4), although it trains no step and writes no checkpoint."""
+        reports = []
+
+        class Endpoint(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                reports.append((self.path, self.headers["Authorization"], json.loads(body)["step"]))
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Endpoint)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            env = dict(os.environ, OMP_NUM_THREADS="1", GPUGEEK_MEMBER_TOKEN="t" * 32,
+                       GPUGEEK_AGENT_URL=f"http://127.0.0.1:{server.server_address[1]}")
+            with tempfile.TemporaryDirectory() as out:
+                argv = [harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out, "--steps", "4",
+                        "--batch-size", "2", "--seq-len", "16", "--ckpt-every", "2", "--eval-windows", "2"]
+                for _ in range(2):
+                    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("resumed step=4 ", r.stdout)
+        finally:
+            server.shutdown()
+        self.assertEqual(reports, [("/v1/checkpoint", "Bearer " + "t" * 32, s) for s in (2, 4, 4)])
 
 
 class ContractHelperTest(unittest.TestCase):

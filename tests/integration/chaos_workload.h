@@ -5,7 +5,8 @@
 //
 // It runs STEPS steps of STEP_SECONDS each. Rank 0 writes the step to $GPUGEEK_CHECKPOINT_DIR/step every
 // CKPT_EVERY steps and on SIGTERM (write, fsync, rename: durable before reported), then reports it to
-// its agent (gpugeek_checkpoint.report). Every rank starts from the step in that file (0 without one).
+// its agent (gpugeek_checkpoint.report). Every rank starts from the step in that file (0 without one);
+// rank 0 reports that step again (docs/checkpointing.md: the report of the run that wrote it may be lost).
 // On SIGTERM it checkpoints (rank 0) and exits 0 within the grace, as examples/gpt/train.py does.
 //
 // Two files get one line per event (one O_APPEND write each, so concurrent writers never interleave):
@@ -51,6 +52,8 @@ try:
 except FileNotFoundError:
     step = 0
 note("resume", step)
+if rank == "0" and step > 0:
+    gpugeek_checkpoint.report(step)  # what it resumes from is complete: its writer's report may be lost
 steps = int(os.environ["STEPS"])
 slices = max(1, round(float(os.environ["STEP_SECONDS"]) / 0.1))
 every = int(os.environ["CKPT_EVERY"])

@@ -39,6 +39,7 @@ void RegisterServerCommand(CLI::App& app) {
     int log_retention_days = 7;
     int event_retention_days = 30;
     int audit_retention_days = 365;
+    int block_after_losses = controlplane::ControlPlaneOptions().block_after_losses;
     std::string tls_cert;
     std::string tls_key;
     std::string tls_ca;
@@ -90,6 +91,10 @@ void RegisterServerCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--gpu-quarantine", o->gpu_quarantine,
                   "How long a GPU that raised a hardware XID (48, 79, 94, ...) is not placed on: 10m, 90s, 1h")
+      ->capture_default_str();
+  sub->add_option("--block-after-losses", o->block_after_losses,
+                  "A node lost (down) this many times within an hour takes no new work for 30 min; 0 never blocks")
+      ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   sub->add_option("--reclaim-avoid", o->reclaim_avoid,
                   "After a reclaim notice, place jobs outside the node's region for this long when they fit "
@@ -175,6 +180,7 @@ void RegisterServerCommand(CLI::App& app) {
                        o->gpu_quarantine),
            kExitUsage);
     }
+    options.block_after_losses = o->block_after_losses;
     if (std::optional<int64_t> a = ParseDurationSeconds(o->reclaim_avoid); a && *a >= 0) {
       options.reclaim_avoid = std::chrono::seconds(*a);
     } else {

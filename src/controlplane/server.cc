@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.audit_retention = options.audit_retention;
   cp.fair_share_half_life = options.fair_share_half_life;
   cp.gpu_quarantine = options.gpu_quarantine;
+  cp.block_after_losses = options.block_after_losses;
   cp.reclaim_avoid = options.reclaim_avoid;
   cp.gpu_hour_prices = options.gpu_hour_prices;
   cp.region_latency = options.region_latency;

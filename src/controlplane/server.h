@@ -83,6 +83,8 @@ struct ServerOptions {
   Duration fair_share_half_life = ControlPlaneOptions().fair_share_half_life;
   // How long a GPU that raised a hardware XID is not placed on (ControlPlaneOptions::gpu_quarantine).
   Duration gpu_quarantine = ControlPlaneOptions().gpu_quarantine;
+  // Losses within an hour that block a node for a while (ControlPlaneOptions::block_after_losses; 0 = never).
+  int block_after_losses = ControlPlaneOptions().block_after_losses;
   // How long placement keeps out of a region after a reclaim notice (ControlPlaneOptions::reclaim_avoid).
   Duration reclaim_avoid = ControlPlaneOptions().reclaim_avoid;
   // Prices for nodes whose agents name none (ControlPlaneOptions::gpu_hour_prices; `--prices FILE`).

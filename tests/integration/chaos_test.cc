@@ -492,7 +492,10 @@ TEST_F(Chaos, EveryJobCompletesFromItsCheckpointsThroughKillsFreezesAndAServerCr
   std::vector<std::string> slow;  // the timelines of recoveries over 5 s
   for (const Fault& k : faults) {
     if (!k.kill) continue;
-    for (const auto& [id, history] : seen_) {
+    for (const auto& entry : seen_) {
+      // (Not a structured binding: the lambda below captures `history`, which clang 14 refuses for one.)
+      const std::string& id = entry.first;
+      const std::vector<Seen>& history = entry.second;
       const Seen* before = nullptr;
       for (const Seen& s : history) {
         if (s.ns <= k.ns) before = &s;

@@ -1,10 +1,5 @@
 #include "api/csv_lines.h"
 
-#include <fstream>
-#include <sstream>
-
-#include <fmt/format.h>
-
 namespace gpugeek::api {
 namespace {
 
@@ -38,14 +33,6 @@ absl::Status ForEachCsvRecord(std::string_view text, std::string_view header,
     if (absl::Status st = record(line_no, fields); !st.ok()) return st;
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(fmt::format("cannot read '{}'", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace gpugeek::api

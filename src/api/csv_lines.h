@@ -3,13 +3,13 @@
 // fields split at ',' and trimmed; blank lines, '#' comments and a header line are skipped. No quoting:
 // no field of these files holds a comma.
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 
 namespace gpugeek::api {
 
@@ -19,7 +19,7 @@ namespace gpugeek::api {
 absl::Status ForEachCsvRecord(std::string_view text, std::string_view header,
                               const std::function<absl::Status(int, const std::vector<std::string>&)>& record);
 
-// The whole of the file at `path`. Errors: NotFound when it cannot be read.
-absl::StatusOr<std::string> ReadTextFile(const std::string& path);
+// The largest such file read (common/file.h ReadFileBounded): far above any real price or latency list.
+inline constexpr uint64_t kMaxCsvFileBytes = uint64_t{16} << 20;
 
 }  // namespace gpugeek::api

@@ -4,6 +4,7 @@
 
 #include "api/csv_lines.h"
 #include "api/quantity.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 
 namespace gpugeek::api {
@@ -36,7 +37,7 @@ absl::StatusOr<PriceTable> ParsePriceTable(std::string_view text, std::string_vi
 }
 
 absl::StatusOr<PriceTable> ReadPriceTable(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(path, kMaxCsvFileBytes, "price list"));
   return ParsePriceTable(text, path);
 }
 

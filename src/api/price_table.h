@@ -25,7 +25,8 @@ using PriceTable = std::map<std::pair<std::string, std::string>, int64_t>;
 // Errors: InvalidArgument "FILE:LINE: ..." naming the field and the fix (wrong field count, empty model,
 // unknown capacity, a price that is not money, a pair given twice), or for a file without any price.
 absl::StatusOr<PriceTable> ParsePriceTable(std::string_view text, std::string_view file_name);
-// Reads and parses `path`. Errors: NotFound when it cannot be read; ParsePriceTable's.
+// Reads and parses `path`. Errors: ReadFileBounded's (NotFound, PermissionDenied, InvalidArgument over
+// kMaxCsvFileBytes); ParsePriceTable's.
 absl::StatusOr<PriceTable> ReadPriceTable(const std::string& path);
 
 }  // namespace gpugeek::api

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "api/csv_lines.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 
 namespace gpugeek::api {
@@ -44,7 +45,7 @@ absl::StatusOr<RegionLatency> ParseRegionLatency(std::string_view text, std::str
 }
 
 absl::StatusOr<RegionLatency> ReadRegionLatency(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(path, kMaxCsvFileBytes, "region latency file"));
   return ParseRegionLatency(text, path);
 }
 

@@ -27,7 +27,8 @@ using RegionLatency = std::map<std::pair<std::string, std::string>, int64_t>;
 // repeated region, a latency that is not an integer 0..60000, a pair given twice in either order), or
 // for a file without any pair.
 absl::StatusOr<RegionLatency> ParseRegionLatency(std::string_view text, std::string_view file_name);
-// Reads and parses `path`. Errors: NotFound when it cannot be read; ParseRegionLatency's.
+// Reads and parses `path`. Errors: ReadFileBounded's (NotFound, PermissionDenied, InvalidArgument over
+// kMaxCsvFileBytes); ParseRegionLatency's.
 absl::StatusOr<RegionLatency> ReadRegionLatency(const std::string& path);
 
 // `regions` ordered nearest `from` first: `from` itself (0 ms), then by latency, then the regions the

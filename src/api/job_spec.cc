@@ -312,7 +312,7 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   RETURN_IF_ERROR(CheckKeys(
       doc, "", {"name",  "model",        "task",           "resources", "num_nodes",      "priority", "checkpoint",
                 "env",   "workdir",      "workdir_digest", "files",     "file_archives",  "setup",    "run",
-                "retry", "max_duration", "idle_timeout",   "launcher",  "procs_per_node", "image"}));
+                "retry", "max_duration", "idle_timeout",   "launcher",  "procs_per_node", "image",    "elastic"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -454,6 +454,20 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
     }
   }
   const bool planned = !spec.model.empty() && spec.task.has_value();
+  if (const YAML::Node elastic = doc["elastic"]) {
+    if (!elastic.IsMap()) return FieldError("elastic", "must be a mapping: elastic: {min_nodes: N}");
+    RETURN_IF_ERROR(CheckKeys(elastic, "elastic", {"min_nodes"}));
+    if (!elastic["min_nodes"]) return FieldError("elastic.min_nodes", "is required: the fewest nodes the job runs on");
+    ASSIGN_OR_RETURN(int64_t min_nodes, Integer(elastic["min_nodes"], "elastic.min_nodes", 1, kMaxNodes));
+    // A planned job's gang size comes from the plan: min_nodes is checked against it when nodes are lost.
+    if (!planned && spec.num_nodes < 2) {
+      return FieldError("elastic", "needs num_nodes >= 2: a one-node job has no survivors to keep");
+    }
+    if (!planned && min_nodes > spec.num_nodes) {
+      return FieldError("elastic.min_nodes", fmt::format("must be at most num_nodes ({})", spec.num_nodes));
+    }
+    spec.elastic = ElasticSpec{.min_nodes = static_cast<int>(min_nodes)};
+  }
   if (spec.resources.any_of.empty() && !planned) {
     return FieldError("resources.accelerators",
                       "is required unless both model and task are given (then the planner chooses the GPUs)");
@@ -938,6 +952,10 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::EndSeq << YAML::Key << "limit" << YAML::Value << spec.retry->limit << YAML::Key << "backoff"
         << YAML::Value << FormatDuration(spec.retry->backoff_min) + ".." + FormatDuration(spec.retry->backoff_max)
         << YAML::EndMap;
+  }
+  if (spec.elastic) {
+    out << YAML::Key << "elastic" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "min_nodes"
+        << YAML::Value << spec.elastic->min_nodes << YAML::EndMap;
   }
   if (spec.max_duration) out << YAML::Key << "max_duration" << YAML::Value << FormatDuration(*spec.max_duration);
   if (spec.idle_timeout) out << YAML::Key << "idle_timeout" << YAML::Value << FormatDuration(*spec.idle_timeout);

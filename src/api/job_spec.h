@@ -114,13 +114,26 @@ struct FileArchive {
 };
 inline constexpr size_t kMaxFiles = 64;
 
+// `elastic: {min_nodes: N}` of a multi-node job: what a lost node costs the gang (ARCHITECTURE.md,
+// "Elastic gangs"; torchrun's --nnodes=MIN:MAX in spirit). Only the lost nodes' members are replaced,
+// beside the survivors (same GPU model and count, off their nodes, in their region unless span_regions);
+// the survivors keep their GPUs and every member restarts in the next epoch, resuming from the last
+// checkpoint. When no replacement fits, the gang goes on with its survivors if there are at least
+// min_nodes of them (ranks renumbered from 0, WORLD_SIZE smaller); with fewer it is requeued whole.
+struct ElasticSpec {
+  int min_nodes = 1;  // 1..num_nodes
+  bool operator==(const ElasticSpec&) const = default;
+};
+
 struct JobSpec {
   std::string name;   // DNS label: [a-z0-9-], 1..63 characters, starts and ends alphanumeric
   std::string model;  // path of a Hugging Face config.json; empty = none
   std::optional<TaskSpec> task;
   Resources resources;
   int num_nodes = 1;  // gang size: all nodes start together or none does
-  int priority = 0;   // higher runs first; -1000..1000
+  // Unset: a lost node requeues the whole gang (stopped everywhere, placed again).
+  std::optional<ElasticSpec> elastic;
+  int priority = 0;  // higher runs first; -1000..1000
   CheckpointSpec checkpoint;
   std::map<std::string, std::string> env;  // literal values
   // Variables whose value is a secret of the job's tenant (`env: {HF_TOKEN: {secret: hf}}`): variable ->

@@ -326,7 +326,7 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image");
+            "procs_per_node, image, elastic");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -362,7 +362,7 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image");
+            "procs_per_node, image, elastic");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -523,6 +523,8 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   spec->image = "localhost/pytorch:bookworm";
   spec->resources.span_regions = true;
   spec->resources.data_region = "us-east-1";
+  spec->num_nodes = 3;
+  spec->elastic = ElasticSpec{.min_nodes = 2};
   const std::string yaml = JobSpecToYaml(*spec);
   auto again = ParseJobSpec(yaml);
   ASSERT_TRUE(again.ok()) << again.status() << "\n" << yaml;
@@ -541,6 +543,27 @@ TEST(JobSpecToYaml, RoundTripsToAnEqualSpec) {
   EXPECT_EQ(again->image, "localhost/pytorch:bookworm");
   EXPECT_TRUE(again->resources.span_regions);
   EXPECT_EQ(again->resources.data_region, "us-east-1");
+  EXPECT_EQ(again->elastic, (ElasticSpec{.min_nodes = 2}));
+}
+
+TEST(ParseJobSpec, ElasticGangs) {
+  auto spec = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nnum_nodes: 4\nelastic: {min_nodes: 2}\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->elastic, (ElasticSpec{.min_nodes = 2}));
+  spec = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nnum_nodes: 4\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->elastic.has_value());
+  for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
+           {"num_nodes: 4\nelastic: 2", "elastic: must be a mapping: elastic: {min_nodes: N}"},
+           {"num_nodes: 4\nelastic: {}", "elastic.min_nodes: is required"},
+           {"num_nodes: 4\nelastic: {min: 2}", "elastic.min: unknown field; allowed here: min_nodes"},
+           {"num_nodes: 4\nelastic: {min_nodes: 0}", "elastic.min_nodes"},
+           {"num_nodes: 4\nelastic: {min_nodes: 5}", "elastic.min_nodes: must be at most num_nodes (4)"},
+           {"elastic: {min_nodes: 1}", "elastic: needs num_nodes >= 2: a one-node job has no survivors to keep"}}) {
+    auto bad = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\n" + yaml + "\nrun: x\n");
+    ASSERT_FALSE(bad.ok()) << yaml;
+    EXPECT_TRUE(absl::StartsWith(bad.status().message(), message)) << yaml << " -> " << bad.status();
+  }
 }
 
 TEST(ParseJobSpec, ImageIsKeptInCanonicalForm) {

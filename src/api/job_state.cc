@@ -47,7 +47,8 @@ bool CanTransition(JobState from, JobState to) {
     case JobState::kScheduled:
       return to == JobState::kRunning || to == JobState::kPending || to == JobState::kFailed;
     case JobState::kRunning:
-      return to == JobState::kSucceeded || to == JobState::kFailed || to == JobState::kPending;
+      return to == JobState::kSucceeded || to == JobState::kFailed || to == JobState::kPending ||
+             to == JobState::kScheduled;
     default:
       return false;
   }

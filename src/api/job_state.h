@@ -4,7 +4,8 @@
 //   PENDING -> SCHEDULED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
 //
 // plus the edges recovery needs: SCHEDULED or RUNNING -> PENDING (requeue after a node failure or a
-// spot reclaim, from the last checkpoint), and CANCELLED from any non-terminal state. Terminal
+// spot reclaim, from the last checkpoint), RUNNING -> SCHEDULED (an elastic gang re-formed around its
+// survivors: every member restarts at the next epoch), and CANCELLED from any non-terminal state. Terminal
 // states never change again.
 
 #include <optional>

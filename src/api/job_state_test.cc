@@ -15,6 +15,7 @@ TEST(JobState, HappyPathAndRecoveryEdges) {
   EXPECT_TRUE(CanTransition(JobState::kRunning, JobState::kFailed));
   EXPECT_TRUE(CanTransition(JobState::kRunning, JobState::kPending));    // requeue after node loss
   EXPECT_TRUE(CanTransition(JobState::kScheduled, JobState::kPending));  // node lost before start
+  EXPECT_TRUE(CanTransition(JobState::kRunning, JobState::kScheduled));  // an elastic gang re-formed
   EXPECT_FALSE(CanTransition(JobState::kPending, JobState::kRunning));   // must be placed first
   EXPECT_FALSE(CanTransition(JobState::kPending, JobState::kSucceeded));
 }
@@ -29,8 +30,8 @@ TEST(JobState, TerminalStatesNeverChange) {
       allowed += CanTransition(from, to);
     }
   }
-  // PENDING: 2 (SCHEDULED, CANCELLED); SCHEDULED: 4; RUNNING: 4.
-  EXPECT_EQ(allowed, 10);
+  // PENDING: 2 (SCHEDULED, CANCELLED); SCHEDULED: 4; RUNNING: 5.
+  EXPECT_EQ(allowed, 11);
 }
 
 TEST(JobState, NamesRoundTrip) {

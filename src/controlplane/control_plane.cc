@@ -329,7 +329,7 @@ void ControlPlane::PublishLocked() {
     for (const AllocationMember& m : live.allocation.members) {
       auto it = snap->nodes.find(m.node);
       if (it == snap->nodes.end()) continue;
-      if (!live.members[m.rank].exited) {
+      if (live.Holds(m.rank)) {
         it->second.gpu_milli_allocated += static_cast<int64_t>(m.gpus.size()) * m.gpu_milli;
       }
       if (here.insert(m.node).second) {

@@ -97,6 +97,32 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
   return out;
 }
 
+std::vector<sched::Request> ReplacementRequests(const std::string& job_id, const std::string& tenant,
+                                                const api::JobSpec& spec, const std::string& gpu_model,
+                                                const sched::ResourceShape& like, int count) {
+  const api::Resources& r = spec.resources;
+  std::vector<std::optional<sched::CapacityType>> capacities;
+  for (api::CapacityType c : r.capacity) capacities.push_back(ToSched(c));
+  if (capacities.empty()) capacities.push_back(std::nullopt);
+  std::vector<sched::Request> out;
+  for (const std::optional<sched::CapacityType>& capacity : capacities) {
+    sched::Request req;
+    req.id = job_id;
+    req.alternatives = {like};
+    req.alternatives.front().allowed_models = {gpu_model};
+    req.gang_size = count;
+    req.distinct_nodes = true;
+    if (!r.span_regions) req.gang_label = kRegionLabel;
+    req.priority = spec.priority;
+    req.capacity_type = capacity;
+    if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
+    req.image = spec.image;
+    req.tenant = tenant;
+    out.push_back(std::move(req));
+  }
+  return out;
+}
+
 std::vector<sched::Request> AvoidingRegions(const std::vector<sched::Request>& requests,
                                             const std::set<std::string>& known, const std::set<std::string>& avoid) {
   if (avoid.empty()) return requests;

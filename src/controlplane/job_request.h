@@ -30,6 +30,15 @@ namespace gpugeek::controlplane {
 absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job_id, const api::JobSpec& spec,
                                                           const workload::ResourceRequest* plan);
 
+// The requests that replace `count` lost members of an elastic gang (api::ElasticSpec) beside its
+// survivors, in the order to try: one per capacity type the spec accepts (its preference order), each a
+// gang of `count` members of `like`'s shape (its GPU count, milli-GPU, CPU and memory) on `gpu_model`,
+// on distinct nodes, in the spec's regions and, unless span_regions, the survivors' region (the caller
+// sets sched::Request::placed to the survivors' placements).
+std::vector<sched::Request> ReplacementRequests(const std::string& job_id, const std::string& tenant,
+                                                const api::JobSpec& spec, const std::string& gpu_model,
+                                                const sched::ResourceShape& like, int count);
+
 // `requests` with, before each one, a copy that also keeps out of the regions in `avoid` (reclaimed lately,
 // ControlPlane::Reclaim): its region selector becomes the regions it allowed (all of `known` when it named
 // none) minus `avoid`. No copy when that leaves no region or changes nothing. Order kept otherwise, so a

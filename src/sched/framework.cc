@@ -127,20 +127,30 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
   // The explanation of the attempt that placed the most members (the others' say less).
   std::vector<NodeReason> best_reasons;
   int32_t best_placed = -1;
+  // Members placed before this request (an elastic gang's survivors) pin the gang's label value.
+  std::optional<std::string> placed_pin;
+  if (!request.gang_label.empty() && !request.placed.empty()) {
+    placed_pin = std::string(LabelValue(request.placed.front().node, request.gang_label));
+  }
+  std::vector<Placement> exclude;  // distinct_nodes: the nodes of the members placed so far
   while (true) {
     d->placements.clear();
-    GangDomain domain{.label = pinned ? &request.gang_label : nullptr, .tried = &tried};
+    GangDomain domain{
+        .label = pinned || placed_pin ? &request.gang_label : nullptr, .pin = placed_pin, .tried = &tried};
     bool all = true;
     for (int32_t member = 0; member < request.gang_size; ++member) {
       Placement p;
-      const std::span<const Placement> exclude =
-          request.distinct_nodes ? std::span<const Placement>(d->placements) : std::span<const Placement>();
+      exclude.clear();
+      if (request.distinct_nodes) {
+        exclude.insert(exclude.end(), request.placed.begin(), request.placed.end());
+        exclude.insert(exclude.end(), d->placements.begin(), d->placements.end());
+      }
       if (!PlaceOne(shape, exclude, domain, &p)) {
         all = false;
         break;
       }
       d->placements.push_back(p);
-      if (pinned && member == 0)
+      if (pinned && member == 0 && !domain.pin)
         domain.pin = std::string(LabelValue(p.node, request.gang_label));  // the rest follow it
     }
     if (all) return true;
@@ -153,7 +163,8 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
     }
     Release(d->placements);
     d->placements.clear();
-    if (!pinned || placed == 0) {  // with gang_label: no first member fits in any value left either
+    // With gang_label: no first member fits in any value left either; beside placed members, no other value.
+    if (!pinned || placed == 0 || placed_pin) {
       d->reasons = std::move(best_reasons);
       d->members_placed = best_placed;
       return false;

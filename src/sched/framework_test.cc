@@ -384,5 +384,49 @@ TEST(FrameworkTest, InvariantsHoldUnderRandomLoad) {
   }
 }
 
+// Request::placed (an elastic gang's survivors): the replacement lands off the survivors' nodes and in
+// their region. The survivor holds 4 of us-2's 8 GPUs; us-3 is the only other node in us-east; eu-1, in
+// another region, would fit as well.
+TEST(FrameworkTest, AReplacementLandsBesideThePlacedMembersOffTheirNodesInTheirRegion) {
+  std::vector<NodeSpec> nodes;
+  for (const auto& [name, gpus, region] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"us-2", 8, "us-east"}, {"us-3", 4, "us-east"}, {"eu-1", 8, "eu-west"}}) {
+    NodeSpec n = Node(name, 64000, gpus, "H100");
+    n.labels = {{"region", region}};
+    nodes.push_back(n);
+  }
+  auto c = Cluster::Create(nodes);
+  ASSERT_TRUE(c.ok());
+  auto fw = Make(&*c, "BestFit");
+  AcceptAllBinder binder;
+  Placement survivor;
+  survivor.node = 0;
+  survivor.num_gpus = 4;
+  survivor.gpu_milli = 1000;
+  survivor.cpu_milli = 1000;
+  for (int i = 0; i < 4; ++i) survivor.gpus[i] = static_cast<uint8_t>(i);
+  c->Bind(survivor);
+
+  Request r = Req("ranks", Shape(1000, 4, 1000), 1);
+  r.distinct_nodes = true;
+  r.gang_label = "region";
+  r.placed = {survivor};
+  auto d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d->scheduled);
+  EXPECT_EQ(d->placements[0].node, 1);  // us-3: not us-2 (the survivor's node), not eu-1 (another region)
+  // With us-3 full, nothing fits: eu-1 is in another region, us-2 holds the survivor.
+  Request again = r;
+  again.id = "again";
+  d = fw->Schedule(again, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  // Without distinct_nodes the survivor's node takes it.
+  again.distinct_nodes = false;
+  d = fw->Schedule(again, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ(d->placements[0].node, 0);
+}
+
 }  // namespace
 }  // namespace gpugeek::sched

@@ -47,6 +47,10 @@ struct Request {
   // A container image every member runs in ("localhost/busybox:latest"; "" = none): only nodes whose
   // NodeSpec::images hold it qualify (ImageFit).
   std::string image;
+  // Members of this gang placed already, in this cluster (an elastic gang's survivors, whose lost members
+  // this request replaces): the new members land beside them, off their nodes when distinct_nodes and in
+  // their gang_label value when one is set. Empty for a whole gang.
+  std::vector<Placement> placed;
 };
 
 // The node label that reserves a node to some tenants: a comma-separated list of tenant names, e.g.

@@ -247,11 +247,13 @@ class FencingWithRealAgents : public ::testing::Test {
   }
 
   // A probe job: `gpus` A100-SXM-80GB per node on `nodes` nodes.
-  std::string Submit(const std::string& name, int nodes = 1, int priority = 0, int gpus = 2) {
+  // `extra`: more spec lines (each ending in a newline).
+  std::string Submit(const std::string& name, int nodes = 1, int priority = 0, int gpus = 2,
+                     const std::string& extra = "") {
     const std::string spec = fmt::format(
         "name: {}\nresources: {{accelerators: A100-SXM-80GB:{}}}\nnum_nodes: {}\npriority: {}\n"
-        "checkpoint: {{grace: 2s}}\nenv: {{PROBE_FILE: \"{}\"}}\nrun: exec /usr/bin/python3 {}\n",
-        name, gpus, nodes, priority, probe_file_.string(), probe_script_.string());
+        "checkpoint: {{grace: 2s}}\nenv: {{PROBE_FILE: \"{}\"}}\n{}run: exec /usr/bin/python3 {}\n",
+        name, gpus, nodes, priority, probe_file_.string(), extra, probe_script_.string());
     auto job = client_->Post("/v1/jobs", {{"spec_yaml", spec}});
     EXPECT_TRUE(job.ok()) << job.status();
     return job.ok() ? (*job)["id"].get<std::string>() : "";
@@ -582,6 +584,53 @@ TEST_F(FencingWithRealAgents, GangLosingANodeStopsItsSurvivorBeforeRunningAgain)
                  : std::string("waiter never placed meanwhile, "),
              (next_start - killed_ns) / 1e9);
   ExpectFencingHeld();
+}
+
+// (f) An elastic gang (`elastic: {min_nodes: 1}`) of two nodes on three: SIGKILL rank 1's agent. Rank 1 is
+// replaced on the spare node; rank 0 keeps its node and GPUs, is stopped (SIGTERM: its checkpoint moment)
+// and runs again there at the next restart count; nothing ran twice at once. Prints the recovery time.
+TEST_F(FencingWithRealAgents, AnElasticGangReplacesOnlyTheKilledMember) {
+  ASSERT_NO_FATAL_FAILURE(StartCluster(3));
+  const std::string job = Submit("elastic", 2, 0, 2, "elastic: {min_nodes: 1}\n");
+  const nlohmann::json before = WaitState(job, "RUNNING", seconds(20));
+  const std::vector<std::string> nodes = Nodes(before);
+  ASSERT_EQ(nodes.size(), 2u) << before.dump();
+  const std::string survivor = nodes[0], victim = nodes[1];
+  const auto survivor_run = WaitStarted(job, 0, 0);
+  ASSERT_TRUE(survivor_run.has_value());
+  ASSERT_TRUE(WaitStarted(job, 1, 0).has_value());
+  const int64_t killed_ns = MonoNs();
+  ASSERT_NO_FATAL_FAILURE(KillAgent(AgentNamed(victim)));
+  nlohmann::json last;
+  auto after = PollJob(
+      job, [](const nlohmann::json& j) { return j["state"] == "RUNNING" && j["restarts"] == 1; }, seconds(30), &last);
+  const int64_t running_ns = MonoNs();
+  ASSERT_TRUE(after.has_value()) << "not RUNNING again: " << last.dump();
+  // The re-forming is an event of its own (the RUNNING that followed has its own reason).
+  auto events = client_->Get("/v1/events?job=" + job + "&limit=100");
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_NE(events->dump().find("re-formed (elastic): rank 1 on"), std::string::npos) << events->dump();
+  const std::vector<std::string> now = Nodes(*after);
+  ASSERT_EQ(now.size(), 2u);
+  EXPECT_EQ(now[0], survivor) << "the survivor keeps its node";
+  EXPECT_NE(now[1], victim);
+  EXPECT_NE(now[1], survivor);
+  EXPECT_EQ((*after)["allocation"]["members"][0]["gpu_uuids"], before["allocation"]["members"][0]["gpu_uuids"])
+      << "and its GPUs";
+  // The survivor's first run was stopped by its agent (SIGTERM), its second runs on the same node and GPUs.
+  const std::vector<ProbeInterval> first = Runs(job, 0, 0);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].stopped) << first[0].Describe();
+  const auto again = WaitStarted(job, 0, 1);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->node, survivor);
+  EXPECT_EQ(again->gpus, survivor_run->gpus);
+  const auto replaced = WaitStarted(job, 1, 1);
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_EQ(replaced->node, now[1]);
+  ExpectFencingHeld();
+  fmt::print("elastic gang: kill -> RUNNING again with the survivor kept {:.2f} s (replacement started {:.2f} s)\n",
+             (running_ns - killed_ns) / 1e9, (replaced->start_ns - killed_ns) / 1e9);
 }
 
 }  // namespace

@@ -73,12 +73,19 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
   const bool all_exited =
       std::all_of(live.members.begin(), live.members.end(), [](const MemberStatus& m) { return m.exited; });
   const JobState state = live.record.state;
-  if (!api::IsTerminal(state) && !live.draining) {
+  if (!api::IsTerminal(state) && !live.draining && !live.reform) {
     if (member.exited && member.failed && fenced) {
       // Not the job's error: its node lost the server for a while (a freeze, a partition) and came back
       // before it was declared down. Retried as a node failure (the default: at once, without limit).
-      return RetryOrFail(ctx, report.job_id, api::RetryCause::kNodeFailure,
-                         fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail));
+      return NodeFailure(ctx, report.job_id, fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail),
+                         ctx.clock.Monotonic());
+    }
+    if (member.exited && member.failed && live.spec.elastic && AnyMemberNodeLost(ctx, live)) {
+      // An elastic gang's survivor that failed with a peer's node silent (its collectives broke): held,
+      // GPUs and all, until that node is declared down (the gang re-forms) or is back (Reconcile).
+      spdlog::info("control plane: {} rank {} on {} exited ({}) while a node of its gang is silent; held",
+                   report.job_id, report.node_rank, node, member.detail);
+      return absl::OkStatus();
     }
     if (member.exited && member.failed) {
       // The job's own error: retried as its policy says (the default: FAILED).
@@ -127,12 +134,13 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   std::vector<std::string> lost;
   std::vector<std::string> overtime;
   std::vector<std::string> idle;
+  std::vector<std::pair<std::string, int>> held_failures;  // job, rank
   for (auto& [id, live] : ctx.state.live) {
     if (live.drain_deadline && now >= *live.drain_deadline) {
       expired.push_back(id);
       continue;
     }
-    if (api::IsTerminal(live.record.state) || live.draining) continue;
+    if (api::IsTerminal(live.record.state) || live.draining || live.reform) continue;
     if (live.spec.max_duration && now - live.placed_at >= *live.spec.max_duration) {
       overtime.push_back(id);
       continue;
@@ -149,6 +157,16 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
       lost.push_back(id);
       continue;
     }
+    // An elastic gang's member held after it failed beside a silent node (Apply) whose nodes are all back:
+    // it failed on its own account after all.
+    if (live.spec.elastic && !AnyMemberNodeLost(ctx, live)) {
+      for (size_t rank = 0; rank < live.members.size(); ++rank) {
+        if (live.members[rank].exited && live.members[rank].failed) {
+          held_failures.emplace_back(id, static_cast<int>(rank));
+          break;
+        }
+      }
+    }
     // Idle is judged only on live nodes' samples: a lost node's last ones say nothing of now.
     if (live.spec.idle_timeout) {
       if (!live.busy_at || live.record.state != JobState::kRunning || AnyGpuBusy(ctx, live)) live.busy_at = now;
@@ -162,9 +180,16 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   }
   // A requeue a store error interrupted (node_lifecycle marked the node down first).
   for (const std::string& id : lost) {
-    if (absl::Status st = RetryOrFail(ctx, id, api::RetryCause::kNodeFailure, "a node of its allocation is down");
-        !st.ok()) {
+    if (absl::Status st = NodeFailure(ctx, id, "a node of its allocation is down", now); !st.ok()) {
       spdlog::error("control plane: requeueing {}: {}", id, st);
+    }
+  }
+  for (const auto& [id, rank] : held_failures) {
+    const LiveJob& live = ctx.state.live.at(id);
+    const std::string what =
+        fmt::format("rank {} on {}: {}", rank, live.allocation.members[rank].node, live.members[rank].detail);
+    if (absl::Status st = RetryOrFail(ctx, id, api::RetryCause::kError, what); !st.ok()) {
+      spdlog::error("control plane: retrying {}: {}", id, st);
     }
   }
   // Ran out of time: ended like a cancel (its members are told to stop), not retried.

@@ -71,15 +71,11 @@ void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& no
       status.failed = true;
       status.detail = fmt::format("node {} lost", node);
     }
-    absl::Status st =
-        api::IsTerminal(live.record.state)
-            ? ReleaseIfDone(ctx, id)
-            : RetryOrFail(ctx, id, api::RetryCause::kNodeFailure, fmt::format("node {} stopped heartbeating", node));
-    if (!st.ok()) spdlog::error("control plane: job {} on lost node {}: {}", id, node, st);
     // It failed when its node fell silent, not when that was noticed.
-    if (auto r = ctx.state.recovery.find(id); r != ctx.state.recovery.end()) {
-      r->second.failed_at = std::min(r->second.failed_at, now - silent);
-    }
+    absl::Status st = api::IsTerminal(live.record.state)
+                          ? ReleaseIfDone(ctx, id)
+                          : NodeFailure(ctx, id, fmt::format("node {} stopped heartbeating", node), now - silent);
+    if (!st.ok()) spdlog::error("control plane: job {} on lost node {}: {}", id, node, st);
   }
 }
 

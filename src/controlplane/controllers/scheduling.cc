@@ -40,35 +40,12 @@ class StoreBinder final : public sched::Binder {
     placements_.assign(placements.begin(), placements.end());
     Allocation a;
     for (size_t rank = 0; rank < placements.size(); ++rank) {
-      const sched::Placement& p = placements[rank];
-      const SchedNode& sn = *sched_nodes_[p.node];
-      const api::Registration& reg = ctx_.state.nodes.at(sn.node).registration;
-      AllocationMember m;
-      m.rank = static_cast<int>(rank);
-      m.node = sn.node;
-      m.sched_node = sn.spec.name;
-      for (int i = 0; i < p.num_gpus; ++i) {
-        const int device = sn.device_index[p.gpus[i]];
-        m.gpus.push_back(device);
-        m.gpu_uuids.push_back(reg.inventory.gpus.at(device).uuid);
-      }
-      m.gpu_milli = p.num_gpus > 0 ? p.gpu_milli : 0;
-      m.cpu_milli = p.cpu_milli;
-      m.memory_bytes = p.memory_bytes;
-      a.members.push_back(std::move(m));
-      if (rank == 0) {
-        a.gpu_model = sn.spec.gpu_model;
-        a.master_addr = !reg.address.empty() ? reg.address : sn.node;
-      }
+      const SchedNode& sn = *sched_nodes_[placements[rank].node];
+      a.members.push_back(ToMember(ctx_.state, sn, placements[rank], static_cast<int>(rank)));
+      if (rank == 0) a.gpu_model = sn.spec.gpu_model;
     }
-    // A rendezvous port of rank 0's node, free among the allocations live there.
-    const std::set<int>& used = ctx_.state.ports[a.members.front().node];
-    for (int port = kFirstRendezvousPort; port < kFirstRendezvousPort + kRendezvousPorts; ++port) {
-      if (!used.contains(port)) {
-        a.master_port = port;
-        break;
-      }
-    }
+    a.master_addr = MasterAddress(ctx_.state, a.members.front().node);
+    a.master_port = FreeRendezvousPort(ctx_.state, a.members.front().node);
     if (a.master_port == 0) {
       return absl::ResourceExhaustedError(
           fmt::format("node {} has all {} rendezvous ports in use", a.members.front().node, kRendezvousPorts));
@@ -98,6 +75,36 @@ class StoreBinder final : public sched::Binder {
 };
 
 }  // namespace
+
+AllocationMember ToMember(const State& state, const SchedNode& sn, const sched::Placement& p, int rank) {
+  const api::Registration& reg = state.nodes.at(sn.node).registration;
+  AllocationMember m;
+  m.rank = rank;
+  m.node = sn.node;
+  m.sched_node = sn.spec.name;
+  for (int i = 0; i < p.num_gpus; ++i) {
+    const int device = sn.device_index[p.gpus[i]];
+    m.gpus.push_back(device);
+    m.gpu_uuids.push_back(reg.inventory.gpus.at(device).uuid);
+  }
+  m.gpu_milli = p.num_gpus > 0 ? p.gpu_milli : 0;
+  m.cpu_milli = p.cpu_milli;
+  m.memory_bytes = p.memory_bytes;
+  return m;
+}
+
+std::string MasterAddress(const State& state, const std::string& node) {
+  auto it = state.nodes.find(node);
+  return it != state.nodes.end() && !it->second.registration.address.empty() ? it->second.registration.address : node;
+}
+
+int FreeRendezvousPort(const State& state, const std::string& node) {
+  auto it = state.ports.find(node);
+  for (int port = kFirstRendezvousPort; port < kFirstRendezvousPort + kRendezvousPorts; ++port) {
+    if (it == state.ports.end() || !it->second.contains(port)) return port;
+  }
+  return 0;
+}
 
 std::shared_ptr<const sched::Cluster> SchedulingController::ClusterCopy() {
   if (!cluster_) return nullptr;
@@ -275,7 +282,7 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
   std::vector<sched::ResourceShape> shapes;
   for (const auto& [id, live] : ctx.state.live) {
     for (const AllocationMember& m : live.allocation.members) {
-      if (live.members[m.rank].exited) continue;
+      if (!live.Holds(m.rank)) continue;
       auto idx = sched_index_.find(m.sched_node);
       if (idx == sched_index_.end()) continue;  // node not schedulable: nothing else lands there
       const SchedNode& sn = *sched_nodes_[idx->second];
@@ -430,6 +437,7 @@ void SchedulingController::Reconcile(ControllerContext& ctx, MonoTime now) {
     ApplyReleases(ctx);
   }
   if (!framework_) return;
+  ReformGangs(ctx, now);  // ahead of the queue: their survivors hold GPUs while they wait
   avoid_regions_.clear();
   for (const auto& [region, at] : ctx.state.reclaimed_regions) {
     if (now - at < ctx.options.reclaim_avoid) avoid_regions_.insert(region);

@@ -38,6 +38,13 @@ namespace gpugeek::controlplane {
 inline constexpr int kFirstRendezvousPort = 29500;
 inline constexpr int kRendezvousPorts = 1000;
 
+// The allocation member of rank `rank` that placement `p` on `sn` makes: its GPUs by device index and UUID.
+AllocationMember ToMember(const State& state, const SchedNode& sn, const sched::Placement& p, int rank);
+// MASTER_ADDR for a gang whose rank 0 runs on `node`: the node's registered address, else its name.
+std::string MasterAddress(const State& state, const std::string& node);
+// A rendezvous port of `node` free among the allocations live there; 0 when all kRendezvousPorts are used.
+int FreeRendezvousPort(const State& state, const std::string& node);
+
 class SchedulingController {
  public:
   // `half_life`: of the tenants' usage (fair share); 0 = no decay. InvalidArgument when negative.
@@ -83,6 +90,13 @@ class SchedulingController {
   void BindLiveHoldings(ControllerContext& ctx, MonoTime now);
   void SyncQueue(ControllerContext& ctx, MonoTime now);
   absl::StatusOr<sched::AttemptOutcome> Attempt(ControllerContext& ctx, const std::string& job_id, MonoTime now);
+  // Re-forms each elastic gang marked LiveJob::reform (controllers/elastic_reform.cc): the members on
+  // lost nodes are replaced beside the survivors (sched::Request::placed), or dropped when nothing fits
+  // and at least elastic.min_nodes survive; the survivors keep their GPUs; one store write commits the
+  // new allocation at the next epoch (every member restarts, SCHEDULED). With fewer survivors than
+  // min_nodes and no room, the gang is requeued whole.
+  void ReformGangs(ControllerContext& ctx, MonoTime now);
+  absl::Status Reform(ControllerContext& ctx, const std::string& job_id, MonoTime now);
 
   sched::SchedulingQueue queue_;
   uint64_t seen_generation_ = 0;

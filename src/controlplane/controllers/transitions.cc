@@ -172,6 +172,50 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
   return ReleaseIfDone(ctx, job_id);
 }
 
+bool AnyMemberNodeLost(const ControllerContext& ctx, const LiveJob& live) {
+  for (const AllocationMember& m : live.allocation.members) {
+    auto node = ctx.state.nodes.find(m.node);
+    if (node == ctx.state.nodes.end() || node->second.down || node->second.suspect) return true;
+  }
+  return false;
+}
+
+absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, const std::string& what,
+                         MonoTime failed_at) {
+  auto it = ctx.state.live.find(job_id);
+  if (it == ctx.state.live.end()) return absl::OkStatus();
+  LiveJob& live = it->second;
+  if (live.reform) return absl::OkStatus();
+  const bool survivor =
+      std::any_of(live.allocation.members.begin(), live.allocation.members.end(), [&](const AllocationMember& m) {
+        auto node = ctx.state.nodes.find(m.node);
+        return node != ctx.state.nodes.end() && !node->second.down;
+      });
+  if (!live.spec.elastic || !survivor || api::IsTerminal(live.record.state) || live.draining) {
+    RETURN_IF_ERROR(RetryOrFail(ctx, job_id, api::RetryCause::kNodeFailure, what));
+  } else {
+    const RetryDecision d = DecideRetry(live.spec, api::RetryCause::kNodeFailure,
+                                        RetriesUsed(live.record.retries, api::RetryCause::kNodeFailure), what);
+    if (!d.retry) return RetryOrFail(ctx, job_id, api::RetryCause::kNodeFailure, what);
+    live.reform = true;
+    // At once, whatever the policy's backoff: the survivors hold their GPUs meanwhile.
+    live.reform_reason = live.spec.retry
+                             ? fmt::format("node-failure: {}; retry {} of {}", what, d.attempt, live.spec.retry->limit)
+                             : what;
+    const MonoTime now = ctx.clock.Monotonic();
+    // The survivors are told to stop (a SIGTERM: their checkpoint moment); given up at this deadline.
+    live.drain_deadline = DrainDeadline(ctx, live, now);
+    ctx.state.recovery.try_emplace(job_id, State::Recovery{.failed_at = now, .requeued_at = now});
+    ctx.state.dirty = true;
+    spdlog::info("control plane: {} (elastic) re-forms without its lost members: {}", job_id, d.reason);
+  }
+  // It failed when its node fell silent, not when that was noticed.
+  if (auto r = ctx.state.recovery.find(job_id); r != ctx.state.recovery.end()) {
+    r->second.failed_at = std::min(r->second.failed_at, failed_at);
+  }
+  return absl::OkStatus();
+}
+
 std::map<std::string, int64_t> OnDemandPrices(const State& state) {
   std::map<std::string, int64_t> best;
   for (const auto& [name, node] : state.nodes) {

@@ -40,6 +40,18 @@ absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const st
 absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api::RetryCause cause,
                          const std::string& what, std::optional<int> exit_code = std::nullopt);
 
+// A node of `job_id`'s allocation was lost (`what`: declared down, or a member fenced by its agent): an
+// elastic gang (spec.elastic) with a member on a node not down is marked for re-forming (LiveJob::reform:
+// its survivors are told to stop, keeping their GPUs, and once they have SchedulingController replaces
+// only the lost members) when its retry policy allows one more node-failure retry; any other job goes to RetryOrFail
+// (kNodeFailure). `failed_at` (monotonic) is when the node fell silent, for the recovery's timing. No-op for a job
+// re-forming already.
+absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, const std::string& what,
+                         MonoTime failed_at);
+
+// Whether a node of `live`'s allocation is suspect or down (lost, or maybe about to be).
+bool AnyMemberNodeLost(const ControllerContext& ctx, const LiveJob& live);
+
 // Releases the allocation of `job_id` if every member has exited: its resources and rendezvous port
 // return to the pool; a draining (requeued) job enters the scheduling queue. No-op otherwise.
 absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id);

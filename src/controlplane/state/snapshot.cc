@@ -52,7 +52,7 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
           std::chrono::duration_cast<std::chrono::milliseconds>(live.stop_grace.value_or(live.spec.checkpoint.grace))
               .count();
       a.restart_count = live.record.restarts - (live.draining ? 1 : 0);
-      a.cancel = api::IsTerminal(live.record.state) || live.draining;
+      a.cancel = api::IsTerminal(live.record.state) || live.draining || live.reform;
       out[m.node].push_back(std::move(a));
     }
   }

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "api/agent_protocol.h"
 #include "api/job_spec.h"
+#include "api/job_state.h"
 #include "common/clock.h"
 #include "controlplane/allocation.h"
 #include "controlplane/node_model.h"
@@ -86,6 +87,20 @@ struct LiveJob {
   // Whether a member of this placement has reported a checkpoint yet: the first report is taken as it
   // is (a run may resume from an older one), later ones only when they move the step forward.
   bool checkpoint_reported = false;
+  // An elastic gang (spec.elastic) that lost a node and keeps its survivors: set by NodeFailure
+  // (controllers/transitions.h) with the retry it was charged. Its survivors are told to stop (their GPUs
+  // stay held) so that no run of the next epoch meets one of this epoch (a rank reaching the old
+  // rendezvous); once every one has exited (or its drain deadline passed) SchedulingController re-forms it
+  // (lost members replaced, or dropped down to elastic.min_nodes) or requeues it whole, and clears this.
+  // Memory only: after a restart a node still down marks it again.
+  bool reform = false;
+  std::string reform_reason;  // DecideRetry's text: what was lost, and the retry's number
+  // Whether member `rank` holds its GPUs: until it exits, or for as long as the job is a live elastic gang
+  // (its survivors restart where they are when it re-forms).
+  bool Holds(int rank) const {
+    return !members[static_cast<size_t>(rank)].exited ||
+           (spec.elastic.has_value() && !draining && !api::IsTerminal(record.state));
+  }
   // A stop with a deadline (a reclaim notice): the SIGTERM-to-SIGKILL time its members get instead of the
   // spec's checkpoint.grace (the shorter of the two).
   std::optional<Duration> stop_grace;

@@ -234,5 +234,31 @@ TEST_F(ElasticTest, ASurvivorThatFailedBesideASilentNodeIsHeldAndRestarted) {
   EXPECT_EQ(Assignments(survivor).at(0).epoch, 2);
 }
 
+// Asking for elasticity is asking to outlive a lost node: a gang whose retry.on lists only `error` still
+// re-forms, within retry.limit; the loss past the limit ends it FAILED as the policy says.
+TEST_F(ElasticTest, ReformingIsWithinRetryLimitWhateverRetryOnLists) {
+  for (const std::string node : {"node-a", "node-b", "node-c", "node-d"}) Register(node, "8xH100-SXM-80GB");
+  const std::string id = Submit(fmt::format(kGang, 2, 1) + "retry: {on: [error], limit: 1}\n");
+  cp_->Reconcile();
+  AllRunning(id, 1);
+  std::vector<std::string> all = {"node-a", "node-b", "node-c", "node-d"};
+  for (int loss = 1; loss <= 2; ++loss) {
+    const Allocation now = AllocationOf(id);
+    const std::string lost = now.members[1].node, survivor = now.members[0].node;
+    std::erase(all, lost);
+    Silence(all);
+    if (loss == 2) break;
+    Beat(survivor, {{.job_id = id, .epoch = loss, .phase = WorkloadPhase::kExited, .exit_code = 143, .node_rank = 0}});
+    auto job = cp_->GetJob(id);
+    ASSERT_EQ(job->record.epoch, 2);
+    EXPECT_THAT(job->record.reason,
+                HasSubstr(fmt::format("node-failure: node {} stopped heartbeating; retry 1 of 1", lost)));
+    AllRunning(id, 2);
+  }
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_THAT(job->record.reason, HasSubstr("retry.on does not list node-failure"));
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

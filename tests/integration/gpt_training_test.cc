@@ -40,7 +40,7 @@ class GptTraining : public testing::PoolFixture {
     return {{"gpt-a", {}}, {"gpt-b", {}}};
   }
   void SetUp() override {
-    const std::string agent_url = StartPool("gpt_e2e", 2);
+    const std::string agent_url = StartPool("gpt_e2e", static_cast<int>(Nodes().size()));
     ASSERT_FALSE(agent_url.empty());
     for (const auto& [node, flags] : Nodes()) {
       std::vector<std::string> argv{
@@ -49,7 +49,7 @@ class GptTraining : public testing::PoolFixture {
       argv.insert(argv.end(), flags.begin(), flags.end());
       agents_.push_back(std::make_unique<Process>(argv, dir_ / (node + ".log")));
     }
-    ASSERT_TRUE(WaitForNodes(2));
+    ASSERT_TRUE(WaitForNodes(Nodes().size()));
     // Both nodes are this machine: the checkpoint folder stands for a shared file system. The
     // members run as the tenant's own unprivileged user, so it must be writable by them.
     out_ = dir_ / "ckpt";
@@ -57,12 +57,14 @@ class GptTraining : public testing::PoolFixture {
     fs::permissions(out_, fs::perms::all);
   }
 
-  // Submits examples/gpt from its workdir: `nodes` nodes x 2 GPUs, one rank per GPU.
-  std::string Submit(int steps, int ckpt_every, int nodes = 2, const std::string& capacity = "") {
+  // Submits examples/gpt from its workdir: `nodes` nodes x 2 GPUs, one rank per GPU; `extra`: more spec
+  // lines (each ending in a newline).
+  std::string Submit(int steps, int ckpt_every, int nodes = 2, const std::string& capacity = "",
+                     const std::string& extra = "") {
     const fs::path spec = dir_ / "gpt.yaml";
     std::ofstream(spec) << "name: gpt\n"
                         << "num_nodes: " << nodes << "\n"
-                        << "resources: {accelerators: A100-SXM-80GB:2"
+                        << extra << "resources: {accelerators: A100-SXM-80GB:2"
                         << (capacity.empty() ? "" : ", capacity: " + capacity) << "}\n"
                         << "workdir: " << GPUGEEK_SOURCE_DIR << "/examples/gpt\n"
                         << "launcher: torch\n"
@@ -246,6 +248,70 @@ TEST_F(SpotGpt, AReclaimedJobCheckpointsBeforeTheDeadlineAndResumesOnDemandLosin
   std::cout << "[ spot ] just-in-time checkpoint at step " << reported << " reported "
             << std::chrono::duration_cast<std::chrono::milliseconds>(within).count() << " ms after the 10 s notice\n"
             << shown;
+}
+
+// An elastic gang of the GPT example (`elastic: {min_nodes: 1}`, 2 nodes x 2 ranks) on three nodes: the agent
+// of rank 1's node is SIGKILLed after a checkpoint. Its member is stopped by its shim; rank 0's ranks, whose
+// collectives broke, are held with their GPUs; once the node is down rank 1 is placed on the spare node and
+// all four ranks start again at epoch 2 (rank 0 on the same node and GPUs), resume from the last checkpoint
+// (never more than one interval back) and finish.
+class ElasticGpt : public GptTraining {
+ protected:
+  std::vector<std::pair<std::string, std::vector<std::string>>> Nodes() const override {
+    return {{"gpt-a", {}}, {"gpt-b", {}}, {"gpt-c", {}}};
+  }
+};
+
+TEST_F(ElasticGpt, ALostNodesRanksAreReplacedAndTheSurvivorsResumeOnTheirGpus) {
+  const std::string id = Submit(80, 10, 2, "", "elastic: {min_nodes: 1}\n");
+  ASSERT_FALSE(id.empty());
+  for (int i = 0; i < 1800 && !absl::StrContains(Log(id), "checkpoint step=20 "); ++i) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  auto before = Client().Get("/v1/jobs/" + id);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(absl::StrContains(Log(id), "checkpoint step=20 ")) << Log(id) << Diagnostics();
+  const nlohmann::json members = (*before)["allocation"]["members"];
+  const std::string survivor = members[0]["node"], lost = members[1]["node"];
+  const auto killed = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < Nodes().size(); ++i) {
+    if (Nodes()[i].first == lost) {
+      ASSERT_EQ(::kill(agents_[i]->pid(), SIGKILL), 0);
+      agents_[i]->Stop();
+    }
+  }
+  nlohmann::json job;
+  for (int i = 0; i < 600; ++i) {
+    auto j = Client().Get("/v1/jobs/" + id);
+    if (j.ok() && (*j)["epoch"] == 2 && (*j)["state"] == "RUNNING") {
+      job = *j;
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  const auto running = std::chrono::steady_clock::now();
+  ASSERT_FALSE(job.is_null()) << Log(id) << Diagnostics();
+  EXPECT_EQ(job["allocation"]["members"][0]["node"], survivor);
+  EXPECT_EQ(job["allocation"]["members"][0]["gpu_uuids"], members[0]["gpu_uuids"]);
+  EXPECT_NE(job["allocation"]["members"][1]["node"], lost);
+  EXPECT_NE(job["allocation"]["members"][1]["node"], survivor);
+  job = WaitEnded(id, std::chrono::seconds(300));
+  ASSERT_EQ(job.value("state", ""), "SUCCEEDED") << job.dump(2) << "\n" << Log(id) << Diagnostics();
+  EXPECT_EQ(job["epoch"], 2) << job.dump(2);
+  EXPECT_EQ(job["retries"], nlohmann::json({{"node-failure", 1}}));
+  const std::string log = Log(id);  // epoch 2's rank 0
+  EXPECT_TRUE(absl::StrContains(log, "world_size=4")) << log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("resumed step=([0-9]+)"))) << log;
+  const int resumed = std::stoi(m[1]);
+  EXPECT_GE(resumed, 20) << log;  // never back past the checkpoint before the kill
+  EXPECT_TRUE(absl::StrContains(log, "done steps=80")) << log;
+  auto events = Client().Get("/v1/events?job=" + id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_TRUE(absl::StrContains(events->dump(), "re-formed (elastic): rank 1 on")) << events->dump(2);
+  std::cout << "[ elastic ] kill -> RUNNING at epoch 2 in "
+            << std::chrono::duration_cast<milliseconds>(running - killed).count() << " ms; resumed at step " << resumed
+            << "\n";
 }
 
 }  // namespace

@@ -194,20 +194,24 @@ absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, cons
   if (!live.spec.elastic || !survivor || api::IsTerminal(live.record.state) || live.draining) {
     RETURN_IF_ERROR(RetryOrFail(ctx, job_id, api::RetryCause::kNodeFailure, what));
   } else {
-    const RetryDecision d = DecideRetry(live.spec, api::RetryCause::kNodeFailure,
-                                        RetriesUsed(live.record.retries, api::RetryCause::kNodeFailure), what);
-    if (!d.retry) return RetryOrFail(ctx, job_id, api::RetryCause::kNodeFailure, what);
+    // Asking for elasticity is asking to outlive a lost node: re-forming is within retry.limit even when
+    // retry.on does not list node-failure (that list governs requeues of the whole gang); unlimited
+    // without `retry:`, as node failures are.
+    const int used = RetriesUsed(live.record.retries, api::RetryCause::kNodeFailure);
+    if (live.spec.retry && used >= live.spec.retry->limit) {
+      return RetryOrFail(ctx, job_id, api::RetryCause::kNodeFailure, what);
+    }
     live.reform = true;
     // At once, whatever the policy's backoff: the survivors hold their GPUs meanwhile.
     live.reform_reason = live.spec.retry
-                             ? fmt::format("node-failure: {}; retry {} of {}", what, d.attempt, live.spec.retry->limit)
+                             ? fmt::format("node-failure: {}; retry {} of {}", what, used + 1, live.spec.retry->limit)
                              : what;
     const MonoTime now = ctx.clock.Monotonic();
     // The survivors are told to stop (a SIGTERM: their checkpoint moment); given up at this deadline.
     live.drain_deadline = DrainDeadline(ctx, live, now);
     ctx.state.recovery.try_emplace(job_id, State::Recovery{.failed_at = now, .requeued_at = now});
     ctx.state.dirty = true;
-    spdlog::info("control plane: {} (elastic) re-forms without its lost members: {}", job_id, d.reason);
+    spdlog::info("control plane: {} (elastic) re-forms without its lost members: {}", job_id, live.reform_reason);
   }
   // It failed when its node fell silent, not when that was noticed.
   if (auto r = ctx.state.recovery.find(job_id); r != ctx.state.recovery.end()) {

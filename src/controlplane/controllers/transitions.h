@@ -43,7 +43,8 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
 // A node of `job_id`'s allocation was lost (`what`: declared down, or a member fenced by its agent): an
 // elastic gang (spec.elastic) with a member on a node not down is marked for re-forming (LiveJob::reform:
 // its survivors are told to stop, keeping their GPUs, and once they have SchedulingController replaces
-// only the lost members) when its retry policy allows one more node-failure retry; any other job goes to RetryOrFail
+// only the lost members) while its node-failure retries are within retry.limit (whatever retry.on lists;
+// always without `retry:`); any other job goes to RetryOrFail
 // (kNodeFailure). `failed_at` (monotonic) is when the node fell silent, for the recovery's timing. No-op for a job
 // re-forming already.
 absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, const std::string& what,

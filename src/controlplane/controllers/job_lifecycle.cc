@@ -80,7 +80,7 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
       return NodeFailure(ctx, report.job_id, fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail),
                          ctx.clock.Monotonic());
     }
-    if (member.exited && member.failed && live.spec.elastic && AnyMemberNodeLost(ctx, live)) {
+    if (member.exited && member.failed && live.spec.elastic && AnyMemberNodeSilent(ctx, live)) {
       // An elastic gang's survivor that failed with a peer's node silent (its collectives broke): held,
       // GPUs and all, until that node is declared down (the gang re-forms) or is back (Reconcile).
       spdlog::info("control plane: {} rank {} on {} exited ({}) while a node of its gang is silent; held",
@@ -159,7 +159,7 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
     }
     // An elastic gang's member held after it failed beside a silent node (Apply) whose nodes are all back:
     // it failed on its own account after all.
-    if (live.spec.elastic && !AnyMemberNodeLost(ctx, live)) {
+    if (live.spec.elastic && !AnyMemberNodeSilent(ctx, live)) {
       for (size_t rank = 0; rank < live.members.size(); ++rank) {
         if (live.members[rank].exited && live.members[rank].failed) {
           held_failures.emplace_back(id, static_cast<int>(rank));

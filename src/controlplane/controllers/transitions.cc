@@ -172,7 +172,7 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
   return ReleaseIfDone(ctx, job_id);
 }
 
-bool AnyMemberNodeLost(const ControllerContext& ctx, const LiveJob& live) {
+bool AnyMemberNodeSilent(const ControllerContext& ctx, const LiveJob& live) {
   for (const AllocationMember& m : live.allocation.members) {
     auto node = ctx.state.nodes.find(m.node);
     if (node == ctx.state.nodes.end() || node->second.down || node->second.suspect) return true;

@@ -50,8 +50,8 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
 absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, const std::string& what,
                          MonoTime failed_at);
 
-// Whether a node of `live`'s allocation is suspect or down (lost, or maybe about to be).
-bool AnyMemberNodeLost(const ControllerContext& ctx, const LiveJob& live);
+// Whether a node of `live`'s allocation is silent: suspect or down (lost, or maybe about to be).
+bool AnyMemberNodeSilent(const ControllerContext& ctx, const LiveJob& live);
 
 // Releases the allocation of `job_id` if every member has exited: its resources and rendezvous port
 // return to the pool; a draining (requeued) job enters the scheduling queue. No-op otherwise.

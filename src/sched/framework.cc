@@ -140,12 +140,15 @@ bool Framework::PlaceGang(const Request& request, const ResourceShape& alternati
     bool all = true;
     for (int32_t member = 0; member < request.gang_size; ++member) {
       Placement p;
-      exclude.clear();
-      if (request.distinct_nodes) {
-        exclude.insert(exclude.end(), request.placed.begin(), request.placed.end());
+      std::span<const Placement> off;  // no copy unless members were placed before this request
+      if (request.distinct_nodes && request.placed.empty()) {
+        off = d->placements;
+      } else if (request.distinct_nodes) {
+        exclude.assign(request.placed.begin(), request.placed.end());
         exclude.insert(exclude.end(), d->placements.begin(), d->placements.end());
+        off = exclude;
       }
-      if (!PlaceOne(shape, exclude, domain, &p)) {
+      if (!PlaceOne(shape, off, domain, &p)) {
         all = false;
         break;
       }

@@ -20,23 +20,21 @@ nlohmann::json ToJson(const Allocation& a) {
                        {"cpu_milli", m.cpu_milli},
                        {"memory_bytes", m.memory_bytes}});
   }
-  return {{"members", members},
-          {"gpu_model", a.gpu_model},
-          {"master_addr", a.master_addr},
-          {"master_port", a.master_port},
-          {"released", a.released}};
+  return {{"members", members},           {"gpu_model", a.gpu_model}, {"master_addr", a.master_addr},
+          {"master_port", a.master_port}, {"released", a.released},   {"reforming", a.reforming}};
 }
 
 absl::StatusOr<Allocation> ParseAllocation(const std::string& json_text) {
   nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   api::JsonReader r(j, "allocation");
-  RETURN_IF_ERROR(r.CheckObject({"members", "gpu_model", "master_addr", "master_port", "released"}));
+  RETURN_IF_ERROR(r.CheckObject({"members", "gpu_model", "master_addr", "master_port", "released", "reforming"}));
   Allocation a;
   ASSIGN_OR_RETURN(a.gpu_model, r.String("gpu_model", std::string()));
   ASSIGN_OR_RETURN(a.master_addr, r.String("master_addr", std::string()));
   ASSIGN_OR_RETURN(int64_t port, r.Int("master_port", 0, 0, 65535));
   a.master_port = static_cast<int>(port);
   ASSIGN_OR_RETURN(a.released, r.Bool("released", false));
+  ASSIGN_OR_RETURN(a.reforming, r.Bool("reforming", false));  // absent in allocations stored before it
   ASSIGN_OR_RETURN(auto members, r.Objects("members"));
   for (const api::JsonReader& m : members) {
     RETURN_IF_ERROR(

@@ -32,6 +32,9 @@ struct Allocation {
   std::string master_addr;                // rank 0's node address
   int master_port = 0;
   bool released = false;
+  // An elastic gang stopping its survivors before it re-forms (LiveJob::reform): stored, so that a server
+  // restart in between still takes their exits for the stop it asked for, not for the job's error.
+  bool reforming = false;
 };
 
 nlohmann::json ToJson(const Allocation& a);

@@ -191,7 +191,12 @@ absl::Status ControlPlane::Load() {
     SetLayout(live);
     // Requeued or ended with members still stopping: they have until the drain deadline.
     live.draining = j.state == JobState::kPending;
-    if (live.draining || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);
+    // An elastic gang stopping its survivors: it goes on re-forming (controllers/elastic_reform.cc).
+    live.reform = allocation->reforming && !live.draining && !api::IsTerminal(j.state);
+    if (live.reform) {
+      live.reform_reason = j.reason.starts_with(kReformingPrefix) ? j.reason.substr(kReformingPrefix.size()) : j.reason;
+    }
+    if (live.draining || live.reform || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);
     if (!allocation->members.empty()) state_.ports[allocation->members.front().node].insert(allocation->master_port);
     log_grants_.Place(j.id, j.tenant, j.epoch, MemberNodes(*allocation));
     state_.live.emplace(j.id, std::move(live));

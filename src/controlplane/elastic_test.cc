@@ -260,5 +260,42 @@ TEST_F(ElasticTest, ReformingIsWithinRetryLimitWhateverRetryOnLists) {
   EXPECT_THAT(job->record.reason, HasSubstr("retry.on does not list node-failure"));
 }
 
+// The server restarts while the gang stops its survivors: the re-forming is stored with the allocation, so
+// the survivor's exit is still taken for the stop that was asked (not the job's error) and the gang re-forms
+// once the lost node is declared down again, as the restarted server sees it.
+TEST_F(ElasticTest, ARestartWhileTheSurvivorsStopGoesOnReforming) {
+  for (const std::string node : {"node-a", "node-b", "node-c"}) Register(node, "8xH100-SXM-80GB");
+  const std::string id = Submit(fmt::format(kGang, 2, 1));
+  cp_->Reconcile();
+  AllRunning(id, 1);
+  const Allocation before = AllocationOf(id);
+  const std::string lost = before.members[1].node, survivor = before.members[0].node;
+  std::vector<std::string> alive;
+  for (const std::string node : {"node-a", "node-b", "node-c"}) {
+    if (node != lost) alive.push_back(node);
+  }
+  Silence(alive);
+  EXPECT_THAT(
+      cp_->GetJob(id)->record.reason,
+      HasSubstr(fmt::format("re-forming (elastic): stopping the survivors; node {} stopped heartbeating", lost)));
+  ASSERT_NO_FATAL_FAILURE(Restart());
+  cp_->Reconcile();
+  EXPECT_TRUE(Assignments(survivor).at(0).cancel) << "still told to stop after the restart";
+  // The survivor's SIGTERMed run exits 143 while the restarted server still counts the lost node as alive.
+  Beat(survivor, {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 143, .node_rank = 0}});
+  EXPECT_EQ(State(id), JobState::kRunning) << "not the job's error";
+  Silence(alive);
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kScheduled);
+  EXPECT_EQ(job->record.epoch, 2);
+  EXPECT_EQ(job->record.retries.at("node-failure"), 1) << "one loss, one retry";
+  EXPECT_EQ(job->record.retries.count("error"), 0u);
+  const Allocation after = AllocationOf(id);
+  EXPECT_FALSE(after.reforming);
+  EXPECT_EQ(after.members[0].node, survivor);
+  EXPECT_EQ(after.members[0].gpu_uuids, before.members[0].gpu_uuids);
+  EXPECT_NE(after.members[1].node, lost);
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

@@ -105,6 +105,7 @@ absl::Status SchedulingController::Reform(ControllerContext& ctx, const std::str
   // The next allocation: survivors keep their rank and GPUs, replacements take the lost ranks; with no
   // replacement the survivors alone, ranked 0.. in their old order.
   Allocation next = live.allocation;
+  next.reforming = false;
   std::string change;
   if (!added.empty()) {
     std::vector<std::string> where;

@@ -201,11 +201,20 @@ absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, cons
     if (live.spec.retry && used >= live.spec.retry->limit) {
       return RetryOrFail(ctx, job_id, api::RetryCause::kNodeFailure, what);
     }
-    live.reform = true;
     // At once, whatever the policy's backoff: the survivors hold their GPUs meanwhile.
-    live.reform_reason = live.spec.retry
-                             ? fmt::format("node-failure: {}; retry {} of {}", what, used + 1, live.spec.retry->limit)
-                             : what;
+    const std::string reason =
+        live.spec.retry ? fmt::format("node-failure: {}; retry {} of {}", what, used + 1, live.spec.retry->limit)
+                        : what;
+    store::JobRecord next = live.record;
+    Allocation allocation = live.allocation;
+    allocation.reforming = true;
+    next.allocation_json = ToJson(allocation).dump();
+    next.reason = std::string(kReformingPrefix) + reason;
+    next.updated_at = ctx.clock.Now();
+    ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+    live.allocation = std::move(allocation);
+    live.reform = true;
+    live.reform_reason = reason;
     const MonoTime now = ctx.clock.Monotonic();
     // The survivors are told to stop (a SIGTERM: their checkpoint moment); given up at this deadline.
     live.drain_deadline = DrainDeadline(ctx, live, now);

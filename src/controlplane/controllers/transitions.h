@@ -47,6 +47,8 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
 // always without `retry:`); any other job goes to RetryOrFail
 // (kNodeFailure). `failed_at` (monotonic) is when the node fell silent, for the recovery's timing. No-op for a job
 // re-forming already.
+// The reason NodeFailure stores while an elastic gang stops its survivors, before what was lost.
+inline constexpr std::string_view kReformingPrefix = "re-forming (elastic): stopping the survivors; ";
 absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, const std::string& what,
                          MonoTime failed_at);
 

@@ -92,7 +92,7 @@ struct LiveJob {
   // stay held) so that no run of the next epoch meets one of this epoch (a rank reaching the old
   // rendezvous); once every one has exited (or its drain deadline passed) SchedulingController re-forms it
   // (lost members replaced, or dropped down to elastic.min_nodes) or requeues it whole, and clears this.
-  // Memory only: after a restart a node still down marks it again.
+  // Stored with the allocation (Allocation::reforming): a restart goes on where it was.
   bool reform = false;
   std::string reform_reason;  // DecideRetry's text: what was lost, and the retry's number
   // Whether member `rank` holds its GPUs: until it exits, or for as long as the job is a live elastic gang

@@ -40,6 +40,9 @@ absl::Status Requeue(ControllerContext& ctx, const std::string& job_id, const st
 absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api::RetryCause cause,
                          const std::string& what, std::optional<int> exit_code = std::nullopt);
 
+// The reason NodeFailure stores while an elastic gang stops its survivors, before what was lost.
+inline constexpr std::string_view kReformingPrefix = "re-forming (elastic): stopping the survivors; ";
+
 // A node of `job_id`'s allocation was lost (`what`: declared down, or a member fenced by its agent): an
 // elastic gang (spec.elastic) with a member on a node not down is marked for re-forming (LiveJob::reform:
 // its survivors are told to stop, keeping their GPUs, and once they have SchedulingController replaces
@@ -47,8 +50,6 @@ absl::Status RetryOrFail(ControllerContext& ctx, const std::string& job_id, api:
 // always without `retry:`); any other job goes to RetryOrFail
 // (kNodeFailure). `failed_at` (monotonic) is when the node fell silent, for the recovery's timing. No-op for a job
 // re-forming already.
-// The reason NodeFailure stores while an elastic gang stops its survivors, before what was lost.
-inline constexpr std::string_view kReformingPrefix = "re-forming (elastic): stopping the survivors; ";
 absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, const std::string& what,
                          MonoTime failed_at);
 

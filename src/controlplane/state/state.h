@@ -94,7 +94,7 @@ struct LiveJob {
   // (lost members replaced, or dropped down to elastic.min_nodes) or requeues it whole, and clears this.
   // Stored with the allocation (Allocation::reforming): a restart goes on where it was.
   bool reform = false;
-  std::string reform_reason;  // DecideRetry's text: what was lost, and the retry's number
+  std::string reform_reason;  // what was lost, and the retry's number when a retry policy counts them
   // Whether member `rank` holds its GPUs: until it exits, or for as long as the job is a live elastic gang
   // (its survivors restart where they are when it re-forms).
   bool Holds(int rank) const {

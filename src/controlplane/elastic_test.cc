@@ -30,6 +30,14 @@ class ElasticTest : public testing::ControlPlaneFixture {
       Beat(m.node, {{.job_id = id, .epoch = epoch, .phase = WorkloadPhase::kRunning, .node_rank = m.rank}});
     }
   }
+  // node-a, node-b and node-c but `lost`.
+  static std::vector<std::string> AllBut(const std::string& lost) {
+    std::vector<std::string> alive;
+    for (const std::string node : {"node-a", "node-b", "node-c"}) {
+      if (node != lost) alive.push_back(node);
+    }
+    return alive;
+  }
   // `dead` falls silent for just over the 3 s to down while `alive` beat every 500 ms; `each` runs after
   // every step (the survivors' GPUs checked throughout).
   void Silence(
@@ -180,10 +188,7 @@ TEST_F(ElasticTest, ASurvivorThatNeverConfirmsIsPresumedStoppedAtItsDrainDeadlin
   AllRunning(id, 1);
   const Allocation before = AllocationOf(id);
   const std::string survivor = before.members[1].node;
-  std::vector<std::string> alive;
-  for (const std::string node : {"node-a", "node-b", "node-c"}) {
-    if (node != before.members[0].node) alive.push_back(node);
-  }
+  const std::vector<std::string> alive = AllBut(before.members[0].node);
   Silence(alive);
   for (int step = 0; step < 9; ++step) {  // 4.5 s: still within 2 s + 3 s
     clock_.Advance(milliseconds(500));
@@ -211,10 +216,7 @@ TEST_F(ElasticTest, ASurvivorThatFailedBesideASilentNodeIsHeldAndRestarted) {
   const Allocation before = AllocationOf(id);
   const std::string lost = before.members[1].node, survivor = before.members[0].node;
   bool reported = false;
-  std::vector<std::string> alive;
-  for (const std::string node : {"node-a", "node-b", "node-c"}) {
-    if (node != lost) alive.push_back(node);
-  }
+  const std::vector<std::string> alive = AllBut(lost);
   Silence(alive, [&] {
     if (reported || NodeState(lost) != "suspect") return;
     Beat(survivor, {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 1, .node_rank = 0}});
@@ -270,10 +272,7 @@ TEST_F(ElasticTest, ARestartWhileTheSurvivorsStopGoesOnReforming) {
   AllRunning(id, 1);
   const Allocation before = AllocationOf(id);
   const std::string lost = before.members[1].node, survivor = before.members[0].node;
-  std::vector<std::string> alive;
-  for (const std::string node : {"node-a", "node-b", "node-c"}) {
-    if (node != lost) alive.push_back(node);
-  }
+  const std::vector<std::string> alive = AllBut(lost);
   Silence(alive);
   EXPECT_THAT(
       cp_->GetJob(id)->record.reason,

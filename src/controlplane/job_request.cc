@@ -21,6 +21,14 @@ sched::CapacityType ToSched(api::CapacityType c) {
   return sched::CapacityType::kOnDemand;
 }
 
+// The capacity types a job accepts, in its preference order; one nullopt (any type) when it names none.
+std::vector<std::optional<sched::CapacityType>> Capacities(const api::Resources& r) {
+  std::vector<std::optional<sched::CapacityType>> out;
+  for (api::CapacityType c : r.capacity) out.push_back(ToSched(c));
+  if (out.empty()) out.push_back(std::nullopt);
+  return out;
+}
+
 struct Group {
   int gang = 1;
   std::vector<sched::ResourceShape> shapes;
@@ -73,9 +81,7 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
   // Capacity types are constraints, as the job spec documents: a job that asked for spot (to be cheap) or
   // for on-demand (not to be reclaimed) waits rather than run on another type; a preference list
   // ([spot, on-demand]) is tried in its order, each type over every group, so spot anywhere comes first.
-  std::vector<std::optional<sched::CapacityType>> capacities;
-  for (api::CapacityType c : r.capacity) capacities.push_back(ToSched(c));
-  if (capacities.empty()) capacities.push_back(std::nullopt);
+  const std::vector<std::optional<sched::CapacityType>> capacities = Capacities(r);
   std::vector<sched::Request> out;
   for (const std::optional<sched::CapacityType>& capacity : capacities) {
     for (const Group& g : groups) {
@@ -101,9 +107,7 @@ std::vector<sched::Request> ReplacementRequests(const std::string& job_id, const
                                                 const api::JobSpec& spec, const std::string& gpu_model,
                                                 const sched::ResourceShape& like, int count) {
   const api::Resources& r = spec.resources;
-  std::vector<std::optional<sched::CapacityType>> capacities;
-  for (api::CapacityType c : r.capacity) capacities.push_back(ToSched(c));
-  if (capacities.empty()) capacities.push_back(std::nullopt);
+  const std::vector<std::optional<sched::CapacityType>> capacities = Capacities(r);
   std::vector<sched::Request> out;
   for (const std::optional<sched::CapacityType>& capacity : capacities) {
     sched::Request req;

@@ -41,4 +41,9 @@ void RegisterQuotaCommands(CLI::App& app);
 // Secrets and master keys: secret set/delete, secrets, keys init/rotate (secret_commands.cc).
 void RegisterSecretCommands(CLI::App& app);
 
+// `gpugeek quantize`: INT8 / INT4 weights of a safetensors model, with a report (quantize_command.cc).
+void RegisterQuantizeCommand(CLI::App& app);
+// `gpugeek model sign` / `gpugeek model verify`: signed manifests of a model's files (model_commands.cc).
+void RegisterModelCommands(CLI::App& app);
+
 }  // namespace gpugeek::cli

@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterAccountCommands(app);
   gpugeek::cli::RegisterSecretCommands(app);
   gpugeek::cli::RegisterQuotaCommands(app);
+  gpugeek::cli::RegisterQuantizeCommand(app);
+  gpugeek::cli::RegisterModelCommands(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

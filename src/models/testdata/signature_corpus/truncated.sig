@@ -1,0 +1,3 @@
+{
+  "dsseEnvelope": {
+    "payload": "eyJfdHlwZSI6Imh0dHBzOi8vaW4tdG90by5pby9TdGF0ZW1lbnQvdjEiLCJwcmVkaWNhdGUiOnsicmVzb3VyY2VzIjpbeyJhbGdvcml0aG0iOiJzaGEyNTYiLCJkaWdlc3QiOiIyY2YyNGRiYTVmYjBhMzBlMjZlODNiMmFjNWI5ZTI5ZTFiMTYxZTVjMWZhNzQyNWU3MzA0MzM2MjkzOGI5ODI0IiwibmFtZSI6ImNvbmZpZy5qc29uIn0seyJhbGdvcm

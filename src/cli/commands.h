@@ -45,5 +45,7 @@ void RegisterSecretCommands(CLI::App& app);
 void RegisterQuantizeCommand(CLI::App& app);
 // `gpugeek model sign` / `gpugeek model verify`: signed manifests of a model's files (model_commands.cc).
 void RegisterModelCommands(CLI::App& app);
+// `gpugeek model watermark embed/detect` (watermark_command.cc); after RegisterModelCommands.
+void RegisterWatermarkCommands(CLI::App& app);
 
 }  // namespace gpugeek::cli

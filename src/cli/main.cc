@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterQuotaCommands(app);
   gpugeek::cli::RegisterQuantizeCommand(app);
   gpugeek::cli::RegisterModelCommands(app);
+  gpugeek::cli::RegisterWatermarkCommands(app);
 
   CLI11_PARSE(app, argc, argv);
   return 0;

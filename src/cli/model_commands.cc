@@ -63,17 +63,22 @@ void RegisterKeygen(CLI::App* model) {
   });
 }
 
-// An --ignore given as an absolute path (shell completion) becomes relative to the model folder.
+// An --ignore given from the current folder (DIR/sub, or absolute, as shell completion writes it) becomes
+// relative to the model folder; anything else is taken as relative to it already.
 std::vector<std::string> RelativeIgnores(const std::string& dir, const std::vector<std::string>& ignores) {
   std::vector<std::string> out;
+  std::string prefix = fs::path(dir).lexically_normal().generic_string();
+  if (!prefix.ends_with('/')) prefix += '/';
   for (const std::string& p : ignores) {
-    if (!fs::path(p).is_absolute()) {
+    if (p.starts_with(prefix) && prefix != "./") {
+      out.push_back(p.substr(prefix.size()));
+    } else if (fs::path(p).is_absolute()) {
+      std::error_code ec;
+      const fs::path rel = fs::weakly_canonical(p, ec).lexically_relative(fs::weakly_canonical(dir, ec));
+      out.push_back(ec ? p : rel.generic_string());
+    } else {
       out.push_back(p);
-      continue;
     }
-    std::error_code ec;
-    const fs::path rel = fs::weakly_canonical(p, ec).lexically_relative(fs::weakly_canonical(dir, ec));
-    out.push_back(ec ? p : rel.generic_string());
   }
   return out;
 }

@@ -54,20 +54,6 @@ bool IsEmbedding(std::string_view name) {
   return false;
 }
 
-std::vector<float> ToFloats(const TensorInfo& t, const std::string& bytes) {
-  std::vector<float> w(t.Elements());
-  for (size_t i = 0; i < w.size(); ++i) {
-    if (t.dtype == Dtype::kF32) {
-      std::memcpy(&w[i], bytes.data() + 4 * i, 4);
-    } else {
-      uint16_t b = 0;
-      std::memcpy(&b, bytes.data() + 2 * i, 2);
-      w[i] = t.dtype == Dtype::kF16 ? HalfToFloat(b) : BFloat16ToFloat(b);
-    }
-  }
-  return w;
-}
-
 // Why tensor `t` stays as it is, or nullopt when it is quantised.
 std::optional<std::string> KeepReason(const TensorInfo& t, const QuantizeOptions& options) {
   if (t.dtype != Dtype::kF32 && t.dtype != Dtype::kF16 && t.dtype != Dtype::kBF16) {
@@ -146,6 +132,40 @@ float HalfToFloat(uint16_t bits) {
   }
   uint32_t f = exp == 31 ? (sign | 0x7f800000 | (mant << 13)) : (sign | ((exp - 15 + 127) << 23) | (mant << 13));
   return std::bit_cast<float>(f);
+}
+
+std::vector<float> TensorToFloats(Dtype dtype, std::string_view bytes) {
+  std::vector<float> w;
+  if (dtype == Dtype::kF32) {
+    w.resize(bytes.size() / 4);
+    std::memcpy(w.data(), bytes.data(), 4 * w.size());
+  } else if (dtype == Dtype::kF16 || dtype == Dtype::kBF16) {
+    w.resize(bytes.size() / 2);
+    for (size_t i = 0; i < w.size(); ++i) {
+      uint16_t b = 0;
+      std::memcpy(&b, bytes.data() + 2 * i, 2);
+      w[i] = dtype == Dtype::kF16 ? HalfToFloat(b) : BFloat16ToFloat(b);
+    }
+  }
+  return w;
+}
+
+std::string FloatsToTensor(Dtype dtype, std::span<const float> values) {
+  std::string out;
+  if (dtype == Dtype::kF32) return std::string(reinterpret_cast<const char*>(values.data()), 4 * values.size());
+  if (dtype != Dtype::kF16 && dtype != Dtype::kBF16) return out;
+  out.resize(2 * values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t f = std::bit_cast<uint32_t>(values[i]);
+    uint16_t h = 0;
+    if (dtype == Dtype::kBF16) {
+      h = static_cast<uint16_t>((f + 0x7fff + ((f >> 16) & 1)) >> 16);  // round to nearest even
+    } else {
+      h = static_cast<uint16_t>(HalfNearest(std::fabs(values[i])) | ((f >> 16) & 0x8000));
+    }
+    std::memcpy(out.data() + 2 * i, &h, 2);
+  }
+  return out;
 }
 
 float BFloat16ToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
@@ -319,7 +339,7 @@ absl::StatusOr<QuantizeReport> QuantizeSafetensors(const std::string& in, const 
       r.bytes_after = bytes.size();
       RETURN_IF_ERROR(writer.Append(bytes));
     } else {
-      std::vector<float> w = ToFloats(t, bytes);
+      std::vector<float> w = TensorToFloats(t.dtype, bytes);
       absl::StatusOr<QuantizedMatrix> m = QuantizeMatrix(w, t.shape[0], t.shape[1], options.scheme);
       if (!m.ok())
         return absl::InvalidArgumentError(
@@ -338,6 +358,44 @@ absl::StatusOr<QuantizeReport> QuantizeSafetensors(const std::string& in, const 
   }
   RETURN_IF_ERROR(writer.Finish());
   return report;
+}
+
+absl::StatusOr<std::vector<float>> ReadFloats(const SafetensorsFile& file, std::string_view name) {
+  const TensorInfo* t = file.header().Find(name);
+  if (t == nullptr) return absl::NotFoundError(fmt::format("{}: no tensor named {}", file.path(), name));
+  ASSIGN_OR_RETURN(std::string bytes, file.Read(name));
+  auto meta = file.header().metadata.find(std::string(kQuantMetadataKey));
+  std::optional<QuantScheme> scheme;
+  if (meta != file.header().metadata.end()) {
+    absl::StatusOr<nlohmann::json> doc = ParseJsonBounded(meta->second);
+    if (doc.ok() && doc->is_object() && (*doc)["tensors"].is_object() &&
+        (*doc)["tensors"].contains(std::string(name)) && (*doc)["tensors"][std::string(name)]["scheme"].is_string()) {
+      scheme = ParseScheme((*doc)["tensors"][std::string(name)]["scheme"].get<std::string>());
+    }
+  }
+  if (!scheme) {
+    if (t->dtype != Dtype::kF32 && t->dtype != Dtype::kF16 && t->dtype != Dtype::kBF16) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: tensor {} is {}, not a float or quantised tensor", file.path(), name, DtypeName(t->dtype)));
+    }
+    return TensorToFloats(t->dtype, bytes);
+  }
+  std::string scale_name = std::string(name) + std::string(kScaleSuffix);
+  const TensorInfo* st = file.header().Find(scale_name);
+  if (t->shape.size() != 2 || st == nullptr) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: quantised tensor {} has no {} or is not 2-D", file.path(), name, scale_name));
+  }
+  int64_t cols = *scheme == QuantScheme::kInt4Block32 ? 2 * t->shape[1] : t->shape[1];
+  QuantizedMatrix want = Shapes(t->shape[0], cols, *scheme);
+  if (t->dtype != want.q.dtype || st->dtype != want.scales.dtype || st->shape != want.scales.shape) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: {} and {} do not have the layout of {}", file.path(), name, scale_name, SchemeName(*scheme)));
+  }
+  QuantizedMatrix m = want;
+  m.q_bytes = std::move(bytes);
+  ASSIGN_OR_RETURN(m.scale_bytes, file.Read(scale_name));
+  return DequantizeMatrix(m, *scheme);
 }
 
 absl::StatusOr<QuantizeReport> QuantizeShardedSafetensors(const std::string& in, const std::string& out_dir,

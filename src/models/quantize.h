@@ -38,6 +38,11 @@ float HalfToFloat(uint16_t bits);
 float BFloat16ToFloat(uint16_t bits);
 std::optional<uint16_t> HalfAtLeast(float x);
 
+// A float tensor's raw little-endian bytes (F32, F16 or BF16) as floats, and back (F16 and BF16 rounded to
+// nearest even; values past the dtype's range become infinities). Other dtypes: empty.
+std::vector<float> TensorToFloats(Dtype dtype, std::string_view bytes);
+std::string FloatsToTensor(Dtype dtype, std::span<const float> values);
+
 // A quantised matrix as the file stores it: `q` and `scales` are raw little-endian tensor bytes.
 struct QuantizedMatrix {
   TensorSpec q;  // I8 [rows, cols] or U8 [rows, cols/2]; name left empty
@@ -97,6 +102,10 @@ inline constexpr std::string_view kScaleSuffix = ".qscale";
 // non-finite weight (naming the tensor, row and column); the write of `out`.
 absl::StatusOr<QuantizeReport> QuantizeSafetensors(const std::string& in, const std::string& out,
                                                    const QuantizeOptions& options);
+
+// Tensor `name` of a file as floats: a float tensor as it is, a tensor `QuantizeSafetensors` quantised
+// dequantised (q * s). NotFound for no such tensor; InvalidArgument for another dtype or a malformed scale.
+absl::StatusOr<std::vector<float>> ReadFloats(const SafetensorsFile& file, std::string_view name);
 
 // The same for a sharded checkpoint (`in`: a model.safetensors.index.json or its folder): each shard into
 // the folder `out_dir` (created) under its own name, a new index there (weight map with the scales,

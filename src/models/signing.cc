@@ -324,9 +324,12 @@ absl::StatusOr<std::vector<std::string>> SignIgnorePaths(const std::string& dir,
     }
     ignore.insert(p);
   }
-  const std::string sig =
-      options.signature_path.empty() ? (fs::path(dir) / kSignatureFileName).string() : options.signature_path;
-  if (std::optional<std::string> rel = PathInside(dir, sig)) ignore.insert(*rel);
+  // DIR/model.sig is left out even when this signature goes elsewhere: an older signature there must not be
+  // signed as part of the model (model-transparency ignores its signature path the same way).
+  ignore.insert(kSignatureFileName);
+  if (!options.signature_path.empty()) {
+    if (std::optional<std::string> rel = PathInside(dir, options.signature_path)) ignore.insert(*rel);
+  }
   return std::vector<std::string>(ignore.begin(), ignore.end());
 }
 

@@ -136,7 +136,7 @@ struct ManifestOptions {
   // Paths to leave out besides DefaultIgnorePaths(), relative to the folder (e.g. "checkpoints/old").
   std::vector<std::string> ignore_paths;
   // The signature file (default DIR/model.sig), so it does not sign itself: left out and recorded when it lies
-  // inside the folder.
+  // inside the folder. DIR/model.sig is always left out.
   std::string signature_path;
   int threads = 0;  // files hashed at once; 0 = std::thread::hardware_concurrency()
 };

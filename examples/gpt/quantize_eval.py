@@ -15,10 +15,8 @@ quantised engine this torch has (onednn is oneDNN, qnnpack is PyTorch's own kern
 Prints a table and writes DIR/quantize_eval.json and DIR/quantize_eval.svg (or to --out).
 """
 
-import argparse
 import io
 import json
-import math
 import os
 import subprocess
 import sys
@@ -27,23 +25,11 @@ import time
 import torch
 import torch.nn as nn
 
-import checkpoint
 import data
+import eval_common
 import safetensors_io as st
-from model import build_model
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMES = ("int8", "int8-block32", "int4-block32")
-
-
-def perplexity(model, val, seq_len=64):
-    """Per-byte perplexity of `model` on every validation window."""
-    n = data.num_windows(val, seq_len)
-    model.eval()
-    with torch.no_grad():
-        x, y = data.windows(val, list(range(n)), seq_len)
-        loss = model(x, y)[1].item()
-    return math.exp(loss)
 
 
 def state_bytes(model):
@@ -104,35 +90,22 @@ def svg(rows, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help="train.py --out folder holding checkpoint.pt")
-    p.add_argument("--gpugeek", default=os.path.join(HERE, "..", "..", "build", "gpugeek"), help="gpugeek binary")
-    p.add_argument("--out", help="where to write the results (default: --checkpoint)")
-    args = p.parse_args(argv)
-    out_dir = args.out or args.checkpoint
-    os.makedirs(out_dir, exist_ok=True)
-    state = checkpoint.load(args.checkpoint)
-    if state is None:
-        sys.exit(f"quantize_eval.py: --checkpoint {args.checkpoint}: no checkpoint.pt; run train.py --out there first")
-    config = os.path.join(HERE, "config.json")
-    model = build_model(config, seed=0)
-    model.load_state_dict(state["model"])
+    args = eval_common.parser(__doc__).parse_args(argv)
+    model, out_dir = eval_common.trained_model(args, "quantize_eval.py")
     _, val = data.split_corpus(data.load_corpus())
 
     src = os.path.join(out_dir, "model.safetensors")
-    st.save_file(model.state_dict(), src, {"format": "pt", "step": str(state.get("step", ""))})
-    base = perplexity(model, val)
+    st.save_file(model.state_dict(), src, {"format": "pt"})
+    base = eval_common.perplexity(model, val)
     rows = [{"variant": "fp32", "bytes": os.path.getsize(src), "ppl": base}]
     for scheme in SCHEMES:
         path, report = quantize(args.gpugeek, src, scheme, out_dir)
-        tensors, metadata = st.load_file(path)
-        q = build_model(config, seed=0)
-        q.load_state_dict(st.dequantize(tensors, metadata))
-        rows.append({"variant": f"gpugeek {scheme}", "bytes": os.path.getsize(path), "ppl": perplexity(q, val),
+        q = eval_common.load_model(path)
+        rows.append({"variant": f"gpugeek {scheme}", "bytes": os.path.getsize(path), "ppl": eval_common.perplexity(q, val),
                      "quantised_reduction": 1 - report["quantised_bytes_after"] / report["quantised_bytes_before"]})
     torch.backends.quantized.engine = "qnnpack"
     dyn = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-    rows.append({"variant": "torch quantize_dynamic", "bytes": state_bytes(dyn), "ppl": perplexity(dyn, val)})
+    rows.append({"variant": "torch quantize_dynamic", "bytes": state_bytes(dyn), "ppl": eval_common.perplexity(dyn, val)})
     rows[0]["bytes_torch_save"] = state_bytes(model)
     for r in rows:
         r["ppl_change_pct"] = 100 * (r["ppl"] / base - 1)

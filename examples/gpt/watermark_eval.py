@@ -15,21 +15,16 @@ its peak (2e-3). An unmarked model and a wrong key show what no mark reads like.
 Prints a table and writes watermark_eval.json in --out (default: --checkpoint).
 """
 
-import argparse
 import json
-import math
 import os
 import subprocess
 import sys
 
 import torch
 
-import checkpoint
 import data
+import eval_common
 import safetensors_io as st
-from model import build_model
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run(binary, *args):
@@ -37,21 +32,6 @@ def run(binary, *args):
     if r.returncode != 0:
         sys.exit(f"watermark_eval.py: gpugeek {' '.join(args)} failed: {r.stderr.strip()}")
     return json.loads(r.stdout)
-
-
-def perplexity(model, val, seq_len=64):
-    n = data.num_windows(val, seq_len)
-    model.eval()
-    with torch.no_grad():
-        x, y = data.windows(val, list(range(n)), seq_len)
-        return math.exp(model(x, y)[1].item())
-
-
-def load(config, path):
-    tensors, metadata = st.load_file(path)
-    m = build_model(config, seed=0)
-    m.load_state_dict(st.dequantize(tensors, metadata))
-    return m
 
 
 def fine_tune(model, train, steps, lr, seed=7):
@@ -70,20 +50,10 @@ def fine_tune(model, train, steps, lr, seed=7):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--checkpoint", required=True, help="train.py --out folder holding checkpoint.pt")
-    p.add_argument("--gpugeek", default=os.path.join(HERE, "..", "..", "build", "gpugeek"), help="gpugeek binary")
-    p.add_argument("--out", help="where to write the results (default: --checkpoint)")
+    p = eval_common.parser(__doc__)
     p.add_argument("--steps", type=int, default=200, help="fine-tuning steps of the fine-tuning attack")
     args = p.parse_args(argv)
-    out = args.out or args.checkpoint
-    os.makedirs(out, exist_ok=True)
-    state = checkpoint.load(args.checkpoint)
-    if state is None:
-        sys.exit(f"watermark_eval.py: --checkpoint {args.checkpoint}: no checkpoint.pt; run train.py --out there first")
-    config = os.path.join(HERE, "config.json")
-    model = build_model(config, seed=0)
-    model.load_state_dict(state["model"])
+    model, out = eval_common.trained_model(args, "watermark_eval.py")
     train, val = data.split_corpus(data.load_corpus())
 
     key = os.path.join(out, "mark.key")
@@ -106,24 +76,24 @@ def main(argv=None):
     def add(variant, path, model_for_ppl, key_file=key):
         r = detect(path, key_file)
         rows.append({"variant": variant, "ber": r["ber"], "errors": r["errors"], "false_match": r["false_match"],
-                     "ppl": perplexity(model_for_ppl, val)})
+                     "ppl": eval_common.perplexity(model_for_ppl, val)})
 
     add("unmarked", plain, model)
-    add("marked", marked, load(config, marked))
-    add("marked, wrong key", marked, load(config, marked), other_key)
+    add("marked", marked, eval_common.load_model(marked))
+    add("marked, wrong key", marked, eval_common.load_model(marked), other_key)
     for scheme in ("int8", "int4-block32"):
         q = os.path.join(out, f"model.marked.{scheme}.safetensors")
         run(args.gpugeek, "quantize", marked, "--to", scheme, "--skip", "embeddings", "--out", q)
-        add(f"marked + {scheme}", q, load(config, q))
+        add(f"marked + {scheme}", q, eval_common.load_model(q))
     tensors, metadata = st.load_file(marked)
     w = tensors[tensor].clone()
     w[w.abs() < w.abs().flatten().kthvalue(w.numel() // 2).values] = 0
     tensors[tensor] = w
     pruned = os.path.join(out, "model.marked.pruned.safetensors")
     st.save_file(tensors, pruned, metadata)
-    add("marked + 50% pruning", pruned, load(config, pruned))
+    add("marked + 50% pruning", pruned, eval_common.load_model(pruned))
     for lr in (2e-4, 2e-3):
-        tuned = fine_tune(load(config, marked), train, args.steps, lr)
+        tuned = fine_tune(eval_common.load_model(marked), train, args.steps, lr)
         path = os.path.join(out, f"model.marked.tuned-{lr:g}.safetensors")
         st.save_file(tuned.state_dict(), path, {"format": "pt"})
         add(f"marked + {args.steps} steps at lr {lr:g}", path, tuned)

@@ -10,11 +10,15 @@ error rate (BER), the probability that an unmarked model reads as well (false ma
 perplexity on the held-out validation text (data.py). Attacks: `gpugeek quantize` to int8 and int4-block32;
 50 % magnitude pruning of the marked matrix (its smallest half set to zero); --steps steps of continued
 training (AdamW on the training text, batch 8 x 64 bytes) at train.py's final learning rate (2e-4) and at
-its peak (2e-3). An unmarked model and a wrong key show what no mark reads like.
+its peak (2e-3), and at the peak with Uchida et al.'s regulariser (lambda 0.01: binary cross-entropy of
+sigmoid(X w) against the message, X and the message recomputed here from the key as watermark.h defines them,
+which also checks gpugeek's key stream from a second implementation). An unmarked model and a wrong key
+show what no mark reads like.
 
 Prints a table and writes watermark_eval.json in --out (default: --checkpoint).
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -34,8 +38,31 @@ def run(binary, *args):
     return json.loads(r.stdout)
 
 
-def fine_tune(model, train, steps, lr, seed=7):
-    """`steps` AdamW steps on random training windows; returns the model."""
+def key_stream(key, label, row, blocks):
+    """The bits gpugeek draws from a key (src/models/watermark.h): SHA-256(key || "gpugeek-watermark/v1/" ||
+    label || be64(row) || be64(block)) for each block, bits least significant first, as a uint8 tensor."""
+    raw = b"".join(hashlib.sha256(key + b"gpugeek-watermark/v1/" + label + row.to_bytes(8, "big") +
+                                  b.to_bytes(8, "big")).digest() for b in range(blocks))
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)[:, None].bitwise_right_shift(torch.arange(8)).bitwise_and(1).flatten()
+
+
+def mark_projection(key, n, bits=256):
+    """(X, b): the +-1 projection [bits, n] and the message [bits] of watermark.h, for the first n <= 2^21
+    values of a tensor."""
+    blocks = (n + 255) // 256
+    x = torch.stack([key_stream(key, b"x", j, blocks)[:n] for j in range(bits)]).float() * 2 - 1
+    return x, key_stream(key, b"b", 0, (bits + 255) // 256)[:bits].float()
+
+
+def uchida_loss(model, tensor, x, b):
+    """Uchida et al.'s embedding regulariser: binary cross-entropy of sigmoid(X w) against the message."""
+    w = dict(model.named_parameters())[tensor].flatten()[: x.shape[1]]
+    return torch.nn.functional.binary_cross_entropy_with_logits(x @ w, b, reduction="sum")
+
+
+def fine_tune(model, train, steps, lr, seed=7, regulariser=None):
+    """`steps` AdamW steps on random training windows, plus lambda x regulariser(model) when given as
+    (lambda, function); returns the model."""
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
     n = data.num_windows(train, 64)
@@ -43,6 +70,8 @@ def fine_tune(model, train, steps, lr, seed=7):
     for _ in range(steps):
         x, y = data.windows(train, torch.randint(0, n, (8,)).tolist(), 64)
         loss = model(x, y)[1]
+        if regulariser is not None:
+            loss = loss + regulariser[0] * regulariser[1](model)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -92,17 +121,27 @@ def main(argv=None):
     pruned = os.path.join(out, "model.marked.pruned.safetensors")
     st.save_file(tensors, pruned, metadata)
     add("marked + 50% pruning", pruned, eval_common.load_model(pruned))
+    with open(key, "rb") as f:
+        x, b = mark_projection(f.read(), min(tensors[tensor].numel(), 1 << 21))
+    marked_w = st.load_file(marked)[0][tensor].flatten()[: x.shape[1]].float()
+    if int(((x @ marked_w > 0).float() != b).sum()) != rows[1]["errors"]:
+        sys.exit("watermark_eval.py: the key stream recomputed here disagrees with gpugeek's reading")
     for lr in (2e-4, 2e-3):
         tuned = fine_tune(eval_common.load_model(marked), train, args.steps, lr)
         path = os.path.join(out, f"model.marked.tuned-{lr:g}.safetensors")
         st.save_file(tuned.state_dict(), path, {"format": "pt"})
         add(f"marked + {args.steps} steps at lr {lr:g}", path, tuned)
+    tuned = fine_tune(eval_common.load_model(marked), train, args.steps, 2e-3,
+                      regulariser=(0.01, lambda m: uchida_loss(m, tensor, x, b)))
+    path = os.path.join(out, "model.marked.tuned-regularised.safetensors")
+    st.save_file(tuned.state_dict(), path, {"format": "pt"})
+    add(f"marked + {args.steps} steps at lr 0.002, Uchida regulariser", path, tuned)
 
     base = rows[0]["ppl"]
     print(f"mark: 256 bits in {tensor}, {100 * embed['relative_change']:.2f}% relative change (L2)")
-    print(f"{'variant':<34} {'BER':>7} {'false match':>12} {'perplexity':>11} {'vs unmarked':>12}")
+    print(f"{'variant':<52} {'BER':>7} {'false match':>12} {'perplexity':>11} {'vs unmarked':>12}")
     for r in rows:
-        print(f"{r['variant']:<34} {r['ber']:>7.4f} {r['false_match']:>12.3g} {r['ppl']:>11.4f} "
+        print(f"{r['variant']:<52} {r['ber']:>7.4f} {r['false_match']:>12.3g} {r['ppl']:>11.4f} "
               f"{100 * (r['ppl'] / base - 1):>+11.2f}%")
     with open(os.path.join(out, "watermark_eval.json"), "w") as f:
         json.dump({"tensor": tensor, "relative_change": embed["relative_change"], "rows": rows}, f, indent=2)

@@ -1,13 +1,12 @@
 #include "models/quantize.h"
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <utility>
@@ -229,6 +228,22 @@ absl::StatusOr<QuantizedMatrix> QuantizeMatrix(std::span<const float> w, int64_t
   return m;
 }
 
+namespace {
+
+// Scale number `g` of `m` (F32, or F16 widened exactly).
+float ScaleAt(const QuantizedMatrix& m, size_t g) {
+  if (m.scales.dtype == Dtype::kF32) {
+    float s = 0;
+    std::memcpy(&s, m.scale_bytes.data() + 4 * g, 4);
+    return s;
+  }
+  uint16_t h = 0;
+  std::memcpy(&h, m.scale_bytes.data() + 2 * g, 2);
+  return HalfToFloat(h);
+}
+
+}  // namespace
+
 std::vector<float> DequantizeMatrix(const QuantizedMatrix& m, QuantScheme scheme) {
   const int64_t rows = m.q.shape.at(0);
   const int64_t cols = scheme == QuantScheme::kInt4Block32 ? 2 * m.q.shape.at(1) : m.q.shape.at(1);
@@ -242,16 +257,7 @@ std::vector<float> DequantizeMatrix(const QuantizedMatrix& m, QuantScheme scheme
     } else {
       q = static_cast<int8_t>(m.q_bytes[i]);
     }
-    size_t g = i / static_cast<size_t>(group);
-    float s = 0;
-    if (scheme == QuantScheme::kInt8Row) {
-      std::memcpy(&s, m.scale_bytes.data() + 4 * g, 4);
-    } else {
-      uint16_t h = 0;
-      std::memcpy(&h, m.scale_bytes.data() + 2 * g, 2);
-      s = HalfToFloat(h);
-    }
-    w[i] = static_cast<float>(q) * s;
+    w[i] = static_cast<float>(q) * ScaleAt(m, i / static_cast<size_t>(group));
   }
   return w;
 }
@@ -274,17 +280,7 @@ void Measure(const std::vector<float>& w, const QuantizedMatrix& m, QuantScheme 
   }
   r.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(signal / noise);
   size_t scales = m.scale_bytes.size() / DtypeBytes(m.scales.dtype);
-  for (size_t g = 0; g < scales; ++g) {
-    float s = 0;
-    if (m.scales.dtype == Dtype::kF32) {
-      std::memcpy(&s, m.scale_bytes.data() + 4 * g, 4);
-    } else {
-      uint16_t h = 0;
-      std::memcpy(&h, m.scale_bytes.data() + 2 * g, 2);
-      s = HalfToFloat(h);
-    }
-    r.max_scale = std::max(r.max_scale, static_cast<double>(s));
-  }
+  for (size_t g = 0; g < scales; ++g) r.max_scale = std::max(r.max_scale, static_cast<double>(ScaleAt(m, g)));
 }
 
 struct Plan {

@@ -10,14 +10,38 @@ endif()
 if(GPUGEEK_WERROR)
   list(APPEND GPUGEEK_WARNINGS -Werror)
 endif()
-if(GPUGEEK_FUZZ)
-  # Coverage feedback from every library a fuzz target reaches, not only from its entry file.
-  add_compile_options(-fsanitize=fuzzer-no-link)
-endif()
 if(GPUGEEK_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)
 endif()
+
+# Precompiled headers: the standard library, fmt, nlohmann::json and absl::Status parsed once per target
+# instead of once per source file, which is most of a file's compile time at -O0 (a control-plane
+# controller with clang under ASan: 15.9 s, 9.4 s with them). Headers of other projects only: ours change
+# too often. On by default with clang only: gcc's precompiled header is 136 MB per target and saves little
+# at -O2, where optimising, not parsing, takes the time. The gcc build, without them, is where a file that
+# leans on them for a missing #include still fails.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  set(GPUGEEK_PCH_DEFAULT ON)
+else()
+  set(GPUGEEK_PCH_DEFAULT OFF)
+endif()
+option(GPUGEEK_PCH "Precompile the common third-party headers of each target" ${GPUGEEK_PCH_DEFAULT})
+set(GPUGEEK_PCH_HEADERS <algorithm> <chrono> <cstdint> <filesystem> <fstream> <functional> <map> <memory>
+  <mutex> <optional> <set> <sstream> <string> <string_view> <thread> <utility> <vector>
+  <fmt/format.h> <nlohmann/json.hpp> <absl/status/status.h> <absl/status/statusor.h>)
+
+# gpugeek_precompile(TARGET [TEST]): GPUGEEK_PCH_HEADERS (and GoogleTest's with TEST) precompiled for TARGET.
+function(gpugeek_precompile target)
+  if(NOT GPUGEEK_PCH)
+    return()
+  endif()
+  set(headers ${GPUGEEK_PCH_HEADERS})
+  if("TEST" IN_LIST ARGN)
+    list(APPEND headers <gmock/gmock.h> <gtest/gtest.h>)
+  endif()
+  target_precompile_headers(${target} PRIVATE ${headers})
+endfunction()
 
 # gpugeek_library(NAME SOURCES ... DEPS ...): the component library gpugeek::NAME.
 function(gpugeek_library name)
@@ -26,7 +50,16 @@ function(gpugeek_library name)
   add_library(gpugeek::${name} ALIAS gpugeek_${name})
   target_include_directories(gpugeek_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(gpugeek_${name} PRIVATE ${GPUGEEK_WARNINGS})
+  if(GPUGEEK_FUZZ)
+    # Coverage feedback from every library a fuzz target reaches, not only from its entry file. Test
+    # binaries are not instrumented: no fuzz target links them, and coverage would double their build.
+    target_compile_options(gpugeek_${name} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
   target_link_libraries(gpugeek_${name} PUBLIC ${ARG_DEPS})
+  list(LENGTH ARG_SOURCES count)
+  if(count GREATER 1)
+    gpugeek_precompile(gpugeek_${name})
+  endif()
 endfunction()
 
 # gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL]): a GoogleTest binary registered with CTest;
@@ -39,6 +72,10 @@ function(gpugeek_test name)
     GPUGEEK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     GPUGEEK_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  list(LENGTH ARG_SOURCES count)
+  if(count GREATER 1)
+    gpugeek_precompile(${name} TEST)
+  endif()
   # PROPERTIES is one flat key/value list that GoogleTest.cmake re-splits, so a label list cannot pass as
   # one value (CMake issue 17812); LABELS given once per label adds each.
   set(labels LABELS unit)

@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+scripts/build.sh gpugeek   # the CLI, server and agent (and gpugeek-shim); not the tests
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
 step build/gpugeek devices                    # real GPUs via NVML / ROCm SMI, if any

@@ -171,8 +171,20 @@ TEST(ContainerCommand, InitExitsWithTheRunsStatusAfterASigterm) {
     // Into the `sleep 1` at a different point each trial.
     usleep(static_cast<useconds_t>(15000 * trial));
     ASSERT_EQ(kill(init, SIGTERM), 0);
+    // Bounded: a lost SIGTERM fails this trial (and kills the namespace) instead of hanging the suite.
     int status = 0;
-    ASSERT_EQ(waitpid(middle, &status, 0), middle);
+    pid_t reaped = 0;
+    for (int waited_ms = 0; waited_ms < 30000 && reaped == 0; waited_ms += 10) {
+      reaped = waitpid(middle, &status, WNOHANG);
+      if (reaped == 0) usleep(10000);
+    }
+    if (reaped == 0) {
+      kill(init, SIGKILL);  // PID 1 of the namespace: every process in it goes with it
+      waitpid(middle, &status, 0);
+      close(out[0]);
+      FAIL() << "trial " << trial << " with " << shell << ": INIT did not exit within 30 s of a SIGTERM";
+    }
+    ASSERT_EQ(reaped, middle);
     close(out[0]);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "trial " << trial << " with " << shell;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <condition_variable>
 #include <deque>
 #include <future>
@@ -728,8 +729,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (ec == bhttp::error::body_limit) {
       // With a Content-Length the parser refuses at the end of the head; a chunked body as it passes the limit.
-      const auto length = parser_->content_length();
-      WriteBodyTooLarge(length ? std::optional<uint64_t>(*length) : std::nullopt);
+      // Either way the head does not count as done, and the parser's content_length() asserts that it is
+      // (a debug build of Boost aborts): the field the parser stored is read instead.
+      const auto field = parser_->get()[bhttp::field::content_length];
+      uint64_t length = 0;
+      const char* end = field.data() + field.size();
+      const auto [parsed_to, error] = std::from_chars(field.data(), end, length);
+      const bool known = !field.empty() && error == std::errc() && parsed_to == end;
+      WriteBodyTooLarge(known ? std::optional<uint64_t>(length) : std::nullopt);
       return;
     }
     if (ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&

@@ -197,7 +197,7 @@ absl::Status ControlPlane::Load() {
       live.reform_reason = j.reason.starts_with(kReformingPrefix) ? j.reason.substr(kReformingPrefix.size()) : j.reason;
     }
     if (live.draining || live.reform || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);
-    if (!allocation->members.empty()) state_.ports[allocation->members.front().node].insert(allocation->master_port);
+    if (!allocation->members.empty()) state_.ports[allocation->master_addr].insert(allocation->master_port);
     log_grants_.Place(j.id, j.tenant, j.epoch, MemberNodes(*allocation));
     state_.live.emplace(j.id, std::move(live));
   }
@@ -1022,7 +1022,6 @@ absl::StatusOr<NodeView> ControlPlane::RemoveNode(const std::string& name) {
   if (absl::Status st = store_.DeleteNode(name); !st.ok() && !absl::IsNotFound(st)) return st;
   state_.nodes.erase(it);
   leases_.Remove(name);
-  state_.ports.erase(name);
   state_.CapacityChanged();
   PublishLocked();
   spdlog::info("control plane: node {} removed ({})", name, removed.state);

@@ -463,9 +463,9 @@ TEST_F(FencingTest, AReorderedRegistrationKeepsTheAllocationOnTheSameGpuUuids) {
   EXPECT_EQ(State(waits), JobState::kPending);
 }
 
-// Rendezvous ports: two jobs whose rank 0 is on one node never share one; another node has its own
-// range; a port comes back when its allocation is released, and a restarted control plane knows which
-// are in use.
+// Rendezvous ports: two jobs whose rank 0 is on one address never share one; another node has its own
+// range unless it shares the address; a port comes back when its allocation is released, and a restarted
+// control plane knows which are in use.
 TEST_F(FencingTest, RendezvousPortsArePerNodeAndReleasedWithTheAllocation) {
   Register("node-a", "8xH100-SXM-80GB");
   const std::string first = Submit(Spec("first", 1));
@@ -500,6 +500,15 @@ TEST_F(FencingTest, RendezvousPortsArePerNodeAndReleasedWithTheAllocation) {
   cp_->Reconcile();
   ASSERT_EQ(NodeOf(after), "node-a");
   EXPECT_EQ(cp_->GetJob(after)->allocation->master_port, kFirstRendezvousPort + 2);
+
+  // A node at node-a's address (10.0.0.1: two agents behind one host) shares its range, not just its name's.
+  Register("host2-a", "8xH100-SXM-80GB");
+  ASSERT_TRUE(cp_->SetCordoned("node-a", true).ok());
+  const std::string shared = Submit(Spec("shared", 1));
+  cp_->Reconcile();
+  ASSERT_EQ(NodeOf(shared), "host2-a");
+  EXPECT_EQ(cp_->GetJob(shared)->allocation->master_addr, "10.0.0.1");
+  EXPECT_EQ(cp_->GetJob(shared)->allocation->master_port, kFirstRendezvousPort + 3);
 }
 
 // Only the node that runs a member, at that member's epoch, may write its log; the bytes travel

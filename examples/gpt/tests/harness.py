@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -22,14 +23,24 @@ def launcher_command(out, nnodes, nproc_per_node, max_restarts, train_args):
             PYTHON, os.path.join(GPT_DIR, "train.py"), "--out", out, *map(str, train_args)]
 
 
+def solo_env(**extra):
+    """os.environ plus `extra` and a rendezvous of its own for a train.py run alone: MASTER_ADDR=127.0.0.1 and a
+    MASTER_PORT the kernel just handed out. Alone, train.py's rendezvous defaults to torch's 29500, which another
+    test, or a job the control plane placed on this machine, may hold at the same moment (EADDRINUSE)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **extra)
+
+
 class LaunchedRun:
     """A launcher process whose stdout and stderr lines are collected, in order, as they come."""
 
-    def __init__(self, argv):
+    def __init__(self, argv, env=None):
         self.lines = []
         self._cv = threading.Condition()
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, env=env)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

@@ -6,7 +6,6 @@ The binary is $GPUGEEK_BINARY (CTest sets it) or build/gpugeek."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,12 +23,7 @@ class ModelArtifactsTest(unittest.TestCase):
         if not os.path.exists(cls.binary):
             raise unittest.SkipTest(f"no gpugeek binary at {cls.binary}; build it or set GPUGEEK_BINARY")
         cls.dir = tempfile.TemporaryDirectory()
-        # A port of its own: alone, train.py's rendezvous defaults to 29500, which another test (or a job
-        # the control plane placed there) may hold at the same moment.
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env = harness.solo_env()
         subprocess.run([sys.executable, os.path.join(harness.GPT_DIR, "train.py"), "--out", cls.dir.name,
                         "--steps", "40", "--log-every", "20"], check=True, capture_output=True, timeout=300, env=env)
 

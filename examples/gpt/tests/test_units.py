@@ -74,7 +74,7 @@ class DistEnvTest(unittest.TestCase):
     def test_train_refuses_tensor_parallel_with_status_2(self):
         with tempfile.TemporaryDirectory() as out:
             r = subprocess.run([harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out],
-                               env=dict(os.environ, GPUGEEK_TP="2"), capture_output=True, text=True, timeout=60)
+                               env=harness.solo_env(GPUGEEK_TP="2"), capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("data parallelism only", r.stderr)
 
@@ -84,7 +84,7 @@ class MaxMinutesTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             argv = [harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out, "--steps", "100000",
                     "--batch-size", "2", "--seq-len", "16", "--max-minutes", "0.02"]  # 1.2 s
-            r = subprocess.run(argv, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+            r = subprocess.run(argv, env=harness.solo_env(OMP_NUM_THREADS="1"), capture_output=True, text=True,
                                timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
             summary = harness.read_summary(out)
@@ -101,7 +101,7 @@ class SigtermTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             argv = [harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out, "--steps", "100000",
                     "--batch-size", "2", "--seq-len", "16", "--log-every", "1", "--ckpt-every", "100000"]
-            run = harness.LaunchedRun(argv)
+            run = harness.LaunchedRun(argv, env=harness.solo_env())
             self.assertTrue(run.wait_for(lambda lines: any(l.startswith("step=3 ") for l in lines), 60), run.lines)
             os.kill(run.proc.pid, signal.SIGTERM)
             self.assertEqual(run.finish(60), 0, run.lines)
@@ -135,7 +135,7 @@ class ResumeReportTest(unittest.TestCase):
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
-            env = dict(os.environ, OMP_NUM_THREADS="1", GPUGEEK_MEMBER_TOKEN="t" * 32,
+            env = harness.solo_env(OMP_NUM_THREADS="1", GPUGEEK_MEMBER_TOKEN="t" * 32,
                        GPUGEEK_AGENT_URL=f"http://127.0.0.1:{server.server_address[1]}")
             with tempfile.TemporaryDirectory() as out:
                 argv = [harness.PYTHON, os.path.join(harness.GPT_DIR, "train.py"), "--out", out, "--steps", "4",

@@ -129,7 +129,7 @@ absl::Status SchedulingController::Reform(ControllerContext& ctx, const std::str
   const std::string master = next.members.front().node;
   if (master != old_master) {
     next.master_addr = MasterAddress(ctx.state, master);
-    next.master_port = FreeRendezvousPort(ctx.state, master);
+    next.master_port = FreeRendezvousPort(ctx.state, next.master_addr);
     if (next.master_port == 0) {
       framework_->Release(added);
       return requeue(fmt::format("node {} has all {} rendezvous ports in use", master, kRendezvousPorts));
@@ -163,8 +163,8 @@ absl::Status SchedulingController::Reform(ControllerContext& ctx, const std::str
   spdlog::info("control plane: {} {}", job_id, stored->reason);
 
   if (master != old_master) {
-    ctx.state.ports[old_master].erase(live.allocation.master_port);
-    ctx.state.ports[master].insert(next.master_port);
+    ctx.state.ports[live.allocation.master_addr].erase(live.allocation.master_port);
+    ctx.state.ports[next.master_addr].insert(next.master_port);
   }
   live.record = *std::move(stored);
   live.allocation = next;

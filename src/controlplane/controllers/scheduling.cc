@@ -45,7 +45,7 @@ class StoreBinder final : public sched::Binder {
       if (rank == 0) a.gpu_model = sn.spec.gpu_model;
     }
     a.master_addr = MasterAddress(ctx_.state, a.members.front().node);
-    a.master_port = FreeRendezvousPort(ctx_.state, a.members.front().node);
+    a.master_port = FreeRendezvousPort(ctx_.state, a.master_addr);
     if (a.master_port == 0) {
       return absl::ResourceExhaustedError(
           fmt::format("node {} has all {} rendezvous ports in use", a.members.front().node, kRendezvousPorts));
@@ -98,8 +98,8 @@ std::string MasterAddress(const State& state, const std::string& node) {
   return it != state.nodes.end() && !it->second.registration.address.empty() ? it->second.registration.address : node;
 }
 
-int FreeRendezvousPort(const State& state, const std::string& node) {
-  auto it = state.ports.find(node);
+int FreeRendezvousPort(const State& state, const std::string& master_addr) {
+  auto it = state.ports.find(master_addr);
   for (int port = kFirstRendezvousPort; port < kFirstRendezvousPort + kRendezvousPorts; ++port) {
     if (it == state.ports.end() || !it->second.contains(port)) return port;
   }
@@ -387,7 +387,7 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
       if (auto r = ctx.state.recovery.find(job_id); r != ctx.state.recovery.end()) r->second.placed_at = now;
       SetLayout(live);
       spdlog::info("control plane: {} ({}) {}", job_id, job.record.name, binder.stored().reason);
-      ctx.state.ports[a.members.front().node].insert(a.master_port);
+      ctx.state.ports[a.master_addr].insert(a.master_port);
       ctx.log_grants.Place(job_id, live.record.tenant, live.record.epoch, MemberNodes(a));
       bound_[job_id] = binder.placements();
       ctx.state.live.insert_or_assign(job_id, std::move(live));

@@ -42,8 +42,9 @@ inline constexpr int kRendezvousPorts = 1000;
 AllocationMember ToMember(const State& state, const SchedNode& sn, const sched::Placement& p, int rank);
 // MASTER_ADDR for a gang whose rank 0 runs on `node`: the node's registered address, else its name.
 std::string MasterAddress(const State& state, const std::string& node);
-// A rendezvous port of `node` free among the allocations live there; 0 when all kRendezvousPorts are used.
-int FreeRendezvousPort(const State& state, const std::string& node);
+// A rendezvous port on `master_addr` (MasterAddress) free among the allocations live there; 0 when all
+// kRendezvousPorts are used.
+int FreeRendezvousPort(const State& state, const std::string& master_addr);
 
 class SchedulingController {
  public:

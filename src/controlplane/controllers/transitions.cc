@@ -144,7 +144,7 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id) {
   const store::JobRecord record = live.record;
   const std::optional<MonoTime> retry_at = live.retry_at;
   if (!live.allocation.members.empty()) {
-    auto ports = ctx.state.ports.find(live.allocation.members.front().node);
+    auto ports = ctx.state.ports.find(live.allocation.master_addr);
     if (ports != ctx.state.ports.end()) ports->second.erase(live.allocation.master_port);
   }
   ctx.log_grants.Release(job_id, ctx.clock.Monotonic());

@@ -122,7 +122,8 @@ struct State {
   std::map<std::string, LiveJob> live;                // by job id
   std::map<std::string, PendingJob> pending;          // by job id
   std::map<std::string, std::string> pending_reason;  // by job id
-  // Rendezvous ports in use, by node (rank 0's node of each live allocation).
+  // Rendezvous ports in use, by master address (rank 0's node's address of each live allocation): keyed by
+  // address, not node name, so that nodes sharing one address (agents behind one host) never share a port.
   std::map<std::string, std::set<int>> ports;
   // Bumped whenever capacity may have come back (a node up or uncordoned, an allocation released).
   uint64_t capacity_generation = 0;

@@ -1,14 +1,18 @@
 #include "agent/container_command.h"
 
-#include <gtest/gtest.h>
-
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
 
 namespace gpugeek::agent {
 namespace {
@@ -122,6 +126,47 @@ TEST(ContainerCommand, ExecArgv) {
             (std::vector<std::string>{"podman", "exec", "--workdir", "/w", "c"}));
 }
 
+// Bounded waits for the test below: a step that hangs fails with where it hung instead of stalling the suite.
+// Reads `fd` into `got` until it holds `needle` and at least `min_bytes`; false after `timeout_ms` or at end
+// of file.
+bool ReadUntil(int fd, const std::string& needle, int timeout_ms, std::string& got, size_t min_bytes = 0) {
+  char buf[64];
+  for (int waited = 0; got.size() < min_bytes || got.find(needle) == std::string::npos; waited += 10) {
+    pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+    const int ready = poll(&p, 1, 10);
+    if (ready == 0) {
+      if (waited >= timeout_ms) return false;
+      continue;
+    }
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// waitpid(pid) for at most `timeout_ms`: the reaped pid, or 0 when it is still running.
+pid_t WaitFor(pid_t pid, int timeout_ms, int& status) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    const pid_t reaped = waitpid(pid, &status, WNOHANG);
+    if (reaped != 0) return reaped;
+    usleep(10000);
+  }
+  return waitpid(pid, &status, WNOHANG);
+}
+
+// The state line of /proc/PID/stat and its wchan (where a stuck process sleeps in the kernel).
+std::string ProcessState(pid_t pid) {
+  std::string out;
+  for (const char* file : {"stat", "wchan"}) {
+    std::ifstream in(fmt::format("/proc/{}/{}", pid, file));
+    std::string line;
+    std::getline(in, line);
+    out += fmt::format(" {}: {}", file, in ? line : "(gone)");
+  }
+  return out;
+}
+
 }  // namespace
 // INIT as a container runs it: PID 1 of a PID namespace of its own, RUN trapping SIGTERM and exiting 0.
 // SIGTERM to INIT (what `podman run` proxies on a cancel) ends it with RUN's 0, never with the 143 of
@@ -134,14 +179,19 @@ TEST(ContainerCommand, InitExitsWithTheRunsStatusAfterASigterm) {
     if (std::filesystem::exists(b)) shell = b;
   }
   const std::string run = "trap 'echo got; exit 0' TERM; echo started; while :; do sleep 1; done";
+  constexpr int kTimeoutMs = 30000;
   for (int trial = 0; trial < 20; ++trial) {
-    int out[2];
-    ASSERT_EQ(pipe(out), 0);
     // The test forks a middle process that enters a new PID namespace and forks INIT (PID 1 there); the
-    // middle one writes INIT's pid (as this namespace sees it) first and exits with INIT's status.
+    // middle one sends INIT's pid (as this namespace sees it) down a pipe of its own (on INIT's stdout it
+    // could come after RUN's `started`) and exits with INIT's status.
+    int out[2];
+    int pid_pipe[2];
+    ASSERT_EQ(pipe(out), 0);
+    ASSERT_EQ(pipe(pid_pipe), 0);
     const pid_t middle = fork();
     ASSERT_GE(middle, 0);
     if (middle == 0) {
+      close(pid_pipe[0]);
       if (unshare(CLONE_NEWPID) != 0) _exit(90);
       const pid_t init = fork();
       if (init < 0) _exit(91);
@@ -149,42 +199,44 @@ TEST(ContainerCommand, InitExitsWithTheRunsStatusAfterASigterm) {
         dup2(out[1], 1);
         close(out[0]);
         close(out[1]);
+        close(pid_pipe[1]);
         // argv[0] "sh": busybox runs the applet its name says.
         execl(shell.c_str(), "sh", "-c", ContainerInitScript(), "gpugeek-init", run.c_str(), nullptr);
         _exit(92);
       }
-      if (write(out[1], &init, sizeof init) != sizeof init) _exit(93);
+      if (write(pid_pipe[1], &init, sizeof init) != sizeof init) _exit(93);
       int status = 0;
       if (waitpid(init, &status, 0) != init) _exit(94);
       _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     }
     close(out[1]);
+    close(pid_pipe[1]);
     pid_t init = 0;
-    ASSERT_EQ(read(out[0], &init, sizeof init), static_cast<ssize_t>(sizeof init));
     std::string got;
-    char buf[64];
-    while (got.find("started\n") == std::string::npos) {
-      const ssize_t n = read(out[0], buf, sizeof buf);
-      ASSERT_GT(n, 0) << got;
-      got.append(buf, static_cast<size_t>(n));
-    }
+    int status = 0;
+    // Any step that hangs: kill the namespace (its PID 1 takes every process in it along) and the middle one.
+    auto give_up = [&](const std::string& step) {
+      const std::string states = fmt::format("middle {}:{}; INIT {}:{}", middle, ProcessState(middle), init,
+                                             init > 0 ? ProcessState(init) : " (unknown)");
+      if (init > 0) kill(init, SIGKILL);
+      kill(middle, SIGKILL);
+      WaitFor(middle, kTimeoutMs, status);
+      close(out[0]);
+      close(pid_pipe[0]);
+      return fmt::format("trial {} with {}: {} within {} ms; output {:?}; {}", trial, shell, step, kTimeoutMs, got,
+                         states);
+    };
+    std::string pid_bytes;
+    ASSERT_TRUE(ReadUntil(pid_pipe[0], "", kTimeoutMs, pid_bytes, sizeof init)) << give_up("no pid of INIT");
+    std::memcpy(&init, pid_bytes.data(), sizeof init);
+    close(pid_pipe[0]);
+    pid_pipe[0] = -1;
+    ASSERT_TRUE(ReadUntil(out[0], "started\n", kTimeoutMs, got)) << give_up("no `started`");
     // Into the `sleep 1` at a different point each trial.
     usleep(static_cast<useconds_t>(15000 * trial));
-    ASSERT_EQ(kill(init, SIGTERM), 0);
-    // Bounded: a lost SIGTERM fails this trial (and kills the namespace) instead of hanging the suite.
-    int status = 0;
-    pid_t reaped = 0;
-    for (int waited_ms = 0; waited_ms < 30000 && reaped == 0; waited_ms += 10) {
-      reaped = waitpid(middle, &status, WNOHANG);
-      if (reaped == 0) usleep(10000);
-    }
-    if (reaped == 0) {
-      kill(init, SIGKILL);  // PID 1 of the namespace: every process in it goes with it
-      waitpid(middle, &status, 0);
-      close(out[0]);
-      FAIL() << "trial " << trial << " with " << shell << ": INIT did not exit within 30 s of a SIGTERM";
-    }
-    ASSERT_EQ(reaped, middle);
+    ASSERT_EQ(kill(init, SIGTERM), 0) << give_up("kill(INIT, SIGTERM) failed");
+    const pid_t reaped = WaitFor(middle, kTimeoutMs, status);
+    ASSERT_EQ(reaped, middle) << give_up("INIT did not exit after a SIGTERM");
     close(out[0]);
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_EQ(WEXITSTATUS(status), 0) << "trial " << trial << " with " << shell;

@@ -64,9 +64,19 @@ endfunction()
 
 # gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL]): a GoogleTest binary registered with CTest;
 # SERIAL: each of its tests runs alone (RUN_SERIAL), for tests that need the machine's cores or fixed ports.
+# gpugeek_optimised_tests(TARGET...): targets the tests labelled python, soak or heavy need. They run on the
+# optimised build only (scripts/test.sh), which then builds just the target `optimised_tests` (CMakeLists.txt)
+# and not every test that the sanitizer build runs.
+function(gpugeek_optimised_tests)
+  set_property(GLOBAL APPEND PROPERTY GPUGEEK_OPTIMISED_TESTS ${ARGN})
+endfunction()
+
 function(gpugeek_test name)
   cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
+  if(ARG_LABELS MATCHES "(^|;)(python|soak|heavy)(;|$)")
+    gpugeek_optimised_tests(${name})
+  endif()
   target_compile_options(${name} PRIVATE ${GPUGEEK_WARNINGS})
   target_compile_definitions(${name} PRIVATE
     GPUGEEK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
@@ -118,4 +128,5 @@ function(gpugeek_bench name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${GPUGEEK_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+  gpugeek_optimised_tests(${name})  # not run by CTest, but built with -Werror where the optimised tests are
 endfunction()

@@ -3,13 +3,15 @@
 #   1. install dependencies (Debian 12 packages; no-op when present);
 #   2. formatting check (clang-format, .clang-format); the Prometheus configuration, alert rules and their
 #      unit tests (promtool), and the Grafana dashboards' JSON;
-#   3. gcc build (-O2) with warnings as errors; the OpenAPI document (`gpugeek openapi`) linted by Redocly
-#      CLI's recommended rules (tools/openapi, pinned; an error fails the run); the tests that run
-#      PyTorch, the soak, and the CPU-heavy ones (labels python, soak, heavy);
+#   3. gcc build (-O2) with warnings as errors of the binaries, the benchmarks and the tests that run
+#      PyTorch, the soak and the CPU-heavy ones (labels python, soak, heavy; target optimised_tests); the
+#      OpenAPI document (`gpugeek openapi`) linted by Redocly CLI's recommended rules (tools/openapi,
+#      pinned; an error fails the run); those tests run;
 #   4. clang build (-O0) with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer: every other
 #      unit and integration test, then each fuzz target briefly over its seed corpus;
 #   5. clang build with ThreadSanitizer of the store, HTTP and control-plane tests, run (scripts/tsan.sh).
-# Every test runs once. Usage: scripts/test.sh [--quick]   (--quick: steps 1-3, with every test in step 3)
+# Every test runs once. Usage: scripts/test.sh [--quick]   (--quick: steps 1-3, with every test built and
+# run in step 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -51,7 +53,11 @@ done
 
 echo "== build (gcc, -Werror)"
 cmake -S . -B build -G Ninja -DGPUGEEK_WERROR=ON >/dev/null
-ninja -C build -j"$jobs"
+if [ "$quick" -eq 1 ]; then
+  ninja -C build -j"$jobs"
+else
+  ninja -C build -j"$jobs" optimised_tests
+fi
 echo "== OpenAPI lint (Redocly)"
 # npm ci installs exactly the lock file's packages; its cache under build/ lets a rerun work offline.
 npm ci --prefix tools/openapi --cache "$PWD/build/npm-cache" --prefer-offline --ignore-scripts --no-audit \

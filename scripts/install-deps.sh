@@ -12,6 +12,8 @@ packages=(
   libncurses-dev
   # workdir archives (tar + zstd): src/archive
   libarchive-dev
+  # dataset deduplication: xxHash's XXH3 for shingles and MinHash bands (src/data)
+  libxxhash-dev
   # Boost.Beast and Boost.Asio (header-only) for the HTTP server
   libboost1.74-dev
   # tests and benchmarks

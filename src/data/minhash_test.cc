@@ -1,0 +1,64 @@
+#include "data/minhash.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "data/shingles.h"
+
+namespace gpugeek::data {
+namespace {
+
+// 1 - (1 - J^r)^b at datatrove's 14 x 8: 0.924 at J = 0.8 and 0.053 at J = 0.5 (datatrove's MinhashConfig
+// documentation); 1 at J = 1, 0 at J = 0.
+TEST(CandidateProbability, DatatroveDefaults) {
+  EXPECT_NEAR(CandidateProbability(0.8, 14, 8), 0.9236, 5e-4);
+  EXPECT_NEAR(CandidateProbability(0.5, 14, 8), 0.0533, 5e-4);
+  EXPECT_DOUBLE_EQ(CandidateProbability(1.0, 14, 8), 1.0);
+  EXPECT_DOUBLE_EQ(CandidateProbability(0.0, 14, 8), 0.0);
+}
+
+std::vector<uint64_t> Range(int from, int to) {
+  std::set<uint64_t> s;
+  for (int i = from; i < to; ++i) s.insert(Hash64(std::to_string(i)));
+  return {s.begin(), s.end()};
+}
+
+TEST(MinHasher, AgreementEstimatesJaccard) {
+  // A = 0..999, B = 500..1499: J = 500 / 1500. With 1024 functions the share of equal minima has a
+  // standard error of sqrt(J (1 - J) / 1024) = 0.015.
+  const MinHasher hasher({.bands = 64, .rows = 16, .seed = 7});
+  const std::vector<uint32_t> a = hasher.Signature(Range(0, 1000));
+  const std::vector<uint32_t> b = hasher.Signature(Range(500, 1500));
+  ASSERT_EQ(a.size(), 1024u);
+  int equal = 0;
+  for (size_t i = 0; i < a.size(); ++i) equal += a[i] == b[i];
+  EXPECT_NEAR(equal / 1024.0, 1.0 / 3.0, 0.06);
+  // The same set, the same signature; a different seed, different functions.
+  EXPECT_EQ(hasher.Signature(Range(0, 1000)), a);
+  EXPECT_NE(MinHasher({.bands = 64, .rows = 16, .seed = 8}).Signature(Range(0, 1000)), a);
+}
+
+TEST(MinHasher, EmptySetAndBandKeys) {
+  const MinHasher hasher({.bands = 3, .rows = 2, .seed = 1});
+  EXPECT_EQ(hasher.Signature({}), std::vector<uint32_t>(6, 0xFFFFFFFFu));
+  const std::vector<uint32_t> sig{1, 2, 1, 2, 9, 9};
+  const std::vector<uint64_t> keys = hasher.BandKeys(sig);
+  ASSERT_EQ(keys.size(), 3u);
+  EXPECT_NE(keys[0], keys[1]);  // equal values in different bands: different buckets
+  const std::vector<uint32_t> other{1, 2, 5, 5, 9, 9};
+  const std::vector<uint64_t> other_keys = hasher.BandKeys(other);
+  EXPECT_EQ(other_keys[0], keys[0]);
+  EXPECT_NE(other_keys[1], keys[1]);
+  EXPECT_EQ(other_keys[2], keys[2]);
+}
+
+TEST(CandidatePairs, PairsSharingAnyBandOnceEach) {
+  // Documents 0 and 2 share band 0; 1 and 2 share band 1; 3 has no keys.
+  const std::vector<std::vector<uint64_t>> keys{{10, 20}, {11, 21}, {10, 21}, {}};
+  EXPECT_EQ(CandidatePairs(keys), (std::vector<std::pair<uint32_t, uint32_t>>{{0, 2}, {1, 2}}));
+  EXPECT_TRUE(CandidatePairs({}).empty());
+}
+
+}  // namespace
+}  // namespace gpugeek::data

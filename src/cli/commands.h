@@ -47,5 +47,7 @@ void RegisterQuantizeCommand(CLI::App& app);
 void RegisterModelCommands(CLI::App& app);
 // `gpugeek model watermark embed/detect` (watermark_command.cc); after RegisterModelCommands.
 void RegisterWatermarkCommands(CLI::App& app);
+// `gpugeek data dedup`: exact and near-duplicate documents among files (data_command.cc).
+void RegisterDataCommands(CLI::App& app);
 
 }  // namespace gpugeek::cli

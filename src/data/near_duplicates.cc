@@ -59,7 +59,7 @@ std::vector<DocumentSketch> SketchDocuments(std::span<const std::string_view> do
 NearDuplicateResult FindNearDuplicates(const std::vector<DocumentSketch>& sketches, double threshold) {
   NearDuplicateResult r;
   r.verdicts.resize(sketches.size());
-  std::unordered_map<uint64_t, uint32_t> by_text;               // normalised-text hash -> first kept
+  std::unordered_map<uint64_t, uint32_t> by_text;               // normalised-text hash -> first document
   std::unordered_map<uint64_t, std::vector<uint32_t>> buckets;  // band key -> kept documents
   std::vector<uint32_t> candidates;
   for (uint32_t d = 0; d < sketches.size(); ++d) {
@@ -90,13 +90,13 @@ NearDuplicateResult FindNearDuplicates(const std::vector<DocumentSketch>& sketch
         best_doc = c;
       }
     }
+    by_text.emplace(s.text_hash, d);
     if (best >= threshold) {
       v = {Verdict::kNearDuplicate, best_doc, best};
       ++r.near_duplicates;
       continue;
     }
     ++r.kept;
-    by_text.emplace(s.text_hash, d);
     for (uint64_t key : s.band_keys) buckets[key].push_back(d);
   }
   return r;

@@ -2,7 +2,8 @@
 // Near-duplicate documents: exact copies by normalised text, then near copies by MinHash LSH candidates
 // that the exact Jaccard index of their shingle sets confirms.
 //
-// Documents are taken in order, and one is removed only as a duplicate of an earlier document that is
+// Documents are taken in order. An exact copy is removed as a copy of the first document with its
+// normalised text; any other document is removed only as a near duplicate of an earlier document that is
 // kept: LSH buckets hold kept documents only, and a candidate counts only when its exact Jaccard index
 // reaches the threshold. So every removed document is within the threshold of a kept one, and neither an
 // LSH collision nor a chain of pairwise-similar documents (A~B, B~C, A and C unlike) can remove a document
@@ -54,8 +55,10 @@ enum class Verdict { kKept, kExactDuplicate, kNearDuplicate };
 
 struct DocumentVerdict {
   Verdict verdict = Verdict::kKept;
-  uint32_t duplicate_of = 0;  // index of the kept document it copies (duplicates only)
-  double jaccard = 1.0;       // exact Jaccard index with that document (duplicates only)
+  // The earlier document it copies (duplicates only): for a near duplicate a kept one; for an exact
+  // duplicate the first with its normalised text, kept or itself a near duplicate.
+  uint32_t duplicate_of = 0;
+  double jaccard = 1.0;  // exact Jaccard index with that document (duplicates only)
 };
 
 struct NearDuplicateResult {
@@ -67,10 +70,10 @@ struct NearDuplicateResult {
   size_t candidates_rejected = 0;  // of those, below the threshold (LSH false positives)
 };
 
-// The verdict on each document of `sketches` at `threshold` (0, 1]: removed documents copy a kept one
-// (see the file comment). An exact duplicate has the same normalised text (64-bit hash and shingle set) as
-// an earlier kept document; a near duplicate shares an LSH band with one and has the highest exact
-// Jaccard index >= threshold among such. Ties go to the earlier document.
+// The verdict on each document of `sketches` at `threshold` (0, 1] (see the file comment). An exact
+// duplicate has the same normalised text (64-bit hash and shingle set) as an earlier document, so the
+// exact count does not depend on the threshold; a near duplicate shares an LSH band with an earlier kept
+// document and has the highest exact Jaccard index >= threshold among such. Ties go to the earlier one.
 NearDuplicateResult FindNearDuplicates(const std::vector<DocumentSketch>& sketches, double threshold);
 
 }  // namespace gpugeek::data

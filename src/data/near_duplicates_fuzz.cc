@@ -1,7 +1,7 @@
 // libFuzzer target: documents of arbitrary bytes through sketching, the finder and the evaluation. The
 // first two bytes choose the n-gram unit and size; the rest is documents separated by NUL bytes.
-// Aborts when an invariant of near_duplicates.h breaks: a removed document copies an earlier kept one,
-// near duplicates reach the threshold.
+// Aborts when an invariant of near_duplicates.h breaks: a near duplicate copies an earlier kept document
+// and reaches the threshold; an exact one copies an earlier document that is not itself an exact copy.
 
 #include <cstdint>
 #include <cstdlib>
@@ -32,7 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t d = 0; d < found.verdicts.size(); ++d) {
     const DocumentVerdict& v = found.verdicts[d];
     if (v.verdict == Verdict::kKept) continue;
-    if (v.duplicate_of >= d || found.verdicts[v.duplicate_of].verdict != Verdict::kKept) std::abort();
+    if (v.duplicate_of >= d) std::abort();
+    const Verdict of = found.verdicts[v.duplicate_of].verdict;
+    if (v.verdict == Verdict::kNearDuplicate ? of != Verdict::kKept : of == Verdict::kExactDuplicate) std::abort();
     if (v.verdict == Verdict::kNearDuplicate && v.jaccard < o.threshold) std::abort();
   }
   if (found.kept + found.exact_duplicates + found.near_duplicates != docs.size()) std::abort();

@@ -86,6 +86,16 @@ TEST(NearDuplicates, TheNearestEarlierKeptDocumentIsNamed) {
   EXPECT_DOUBLE_EQ(r.verdicts[2].jaccard, 95.0 / 97.0);
 }
 
+TEST(NearDuplicates, AnExactCopyOfANearDuplicateIsAnExactDuplicate) {
+  // The exact count does not depend on the threshold: C copies B, which is A's near copy.
+  const NearDuplicateResult r = Find({Words(0, 100), Words(10, 110), Words(10, 110)});
+  EXPECT_EQ(r.verdicts[1].verdict, Verdict::kNearDuplicate);
+  EXPECT_EQ(r.verdicts[2].verdict, Verdict::kExactDuplicate);
+  EXPECT_EQ(r.verdicts[2].duplicate_of, 1u);
+  EXPECT_EQ(r.exact_duplicates, 1u);
+  EXPECT_EQ(r.near_duplicates, 1u);
+}
+
 TEST(NearDuplicates, EmptyAndShortDocuments) {
   const NearDuplicateResult r = Find({"", "", "...", "a b", "A, b!"});
   EXPECT_EQ(r.verdicts[0].verdict, Verdict::kKept);

@@ -104,7 +104,7 @@ void WriteFileOrFail(const std::filesystem::path& path, const std::string& bytes
 double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 nlohmann::json ScoreJson(const data::Score& s) {
-  return {{"truth", s.truth},         {"found", s.found},   {"both", s.both},
+  return {{"truth", s.truth},           {"found", s.found},     {"both", s.both},
           {"precision", s.precision()}, {"recall", s.recall()}, {"f1", s.f1()}};
 }
 
@@ -147,13 +147,15 @@ void Run(const Options& o) {
     for (size_t d = 0; d < files.size(); ++d) {
       const data::DocumentVerdict& v = found.verdicts[d];
       if (v.verdict == data::Verdict::kKept) continue;
-      csv += fmt::format("{},{},{},{:.4f}\n", CsvField(files[d]), v.verdict == data::Verdict::kExactDuplicate ? "exact" : "near",
+      csv += fmt::format("{},{},{},{:.4f}\n", CsvField(files[d]),
+                         v.verdict == data::Verdict::kExactDuplicate ? "exact" : "near",
                          CsvField(files[v.duplicate_of]), v.jaccard);
     }
     WriteFileOrFail(std::filesystem::path(o.out) / "duplicates.csv", csv);
     if (eval) {
       std::string curve = "jaccard_lo,jaccard_hi,pairs,candidates,measured,theoretical\n";
-      sim::Series measured{"measured", {}}, theory{fmt::format("1-(1-J^{})^{}", o.dedup.lsh.rows, o.dedup.lsh.bands), {}};
+      sim::Series measured{"measured", {}},
+          theory{fmt::format("1-(1-J^{})^{}", o.dedup.lsh.rows, o.dedup.lsh.bands), {}};
       for (const data::JaccardBin& b : eval->s_curve) {
         curve += fmt::format("{:.2f},{:.2f},{},{},{:.6f},{:.6f}\n", b.lo, b.hi, b.pairs, b.candidates, b.measured(),
                              b.theoretical());
@@ -162,11 +164,11 @@ void Run(const Options& o) {
         theory.points.emplace_back((b.lo + b.hi) / 2, 100 * b.theoretical());
       }
       WriteFileOrFail(std::filesystem::path(o.out) / "s_curve.csv", curve);
-      WriteFileOrFail(std::filesystem::path(o.out) / "s_curve.svg",
-                      sim::LineChartSvg(fmt::format("LSH candidates by exact Jaccard index ({} bands x {} rows)",
-                                                    o.dedup.lsh.bands, o.dedup.lsh.rows),
-                                        "exact Jaccard index", "pairs that became candidates, %", {measured, theory},
-                                        0, 1));
+      WriteFileOrFail(
+          std::filesystem::path(o.out) / "s_curve.svg",
+          sim::LineChartSvg(fmt::format("LSH candidates by exact Jaccard index ({} bands x {} rows)", o.dedup.lsh.bands,
+                                        o.dedup.lsh.rows),
+                            "exact Jaccard index", "pairs that became candidates, %", {measured, theory}, 0, 1));
     }
   }
 
@@ -184,12 +186,19 @@ void Run(const Options& o) {
     if (eval) {
       nlohmann::json curve = nlohmann::json::array();
       for (const data::JaccardBin& b : eval->s_curve) {
-        curve.push_back({{"lo", b.lo}, {"hi", b.hi}, {"pairs", b.pairs}, {"candidates", b.candidates},
-                         {"measured", b.measured()}, {"theoretical", b.theoretical()}});
+        curve.push_back({{"lo", b.lo},
+                         {"hi", b.hi},
+                         {"pairs", b.pairs},
+                         {"candidates", b.candidates},
+                         {"measured", b.measured()},
+                         {"theoretical", b.theoretical()}});
       }
-      j["evaluation"] = {{"documents", eval->documents},        {"pairs", eval->pairs},
-                         {"lsh_pairs", ScoreJson(eval->lsh_pairs)}, {"finder_pairs", ScoreJson(eval->finder_pairs)},
-                         {"removed", ScoreJson(eval->removed)},     {"s_curve", curve},
+      j["evaluation"] = {{"documents", eval->documents},
+                         {"pairs", eval->pairs},
+                         {"lsh_pairs", ScoreJson(eval->lsh_pairs)},
+                         {"finder_pairs", ScoreJson(eval->finder_pairs)},
+                         {"removed", ScoreJson(eval->removed)},
+                         {"s_curve", curve},
                          {"seconds", Seconds(t3 - t2)}};
     }
     std::cout << j.dump(2) << "\n";
@@ -211,7 +220,8 @@ void Run(const Options& o) {
   TextTable scores({"", "truth", "found", "both", "precision", "recall", "F1"});
   auto row = [&](const char* name, const data::Score& s) {
     scores.AddRow({name, std::to_string(s.truth), std::to_string(s.found), std::to_string(s.both),
-                   fmt::format("{:.4f}", s.precision()), fmt::format("{:.4f}", s.recall()), fmt::format("{:.4f}", s.f1())});
+                   fmt::format("{:.4f}", s.precision()), fmt::format("{:.4f}", s.recall()),
+                   fmt::format("{:.4f}", s.f1())});
   };
   row("pairs, raw LSH candidates", eval->lsh_pairs);
   row("pairs, finder (checked)", eval->finder_pairs);
@@ -236,8 +246,9 @@ void RegisterDataCommands(CLI::App& app) {
   data_cmd->require_subcommand(1);
   auto o = std::make_shared<Options>();
   CLI::App* dedup = data_cmd->add_subcommand(
-      "dedup", "Exact and near-duplicate documents among files (each file one document), by MinHash LSH checked "
-               "with the exact Jaccard index");
+      "dedup",
+      "Exact and near-duplicate documents among files (each file one document), by MinHash LSH checked "
+      "with the exact Jaccard index");
   dedup->add_option("paths", o->paths, "Files, or folders whose files (recursively) are the documents")->required();
   dedup->add_option("--threshold", o->dedup.threshold, "Exact Jaccard index that makes a near duplicate, (0, 1]")
       ->capture_default_str();

@@ -44,11 +44,11 @@ struct Score {
 };
 
 struct DedupEvaluation {
-  uint64_t documents = 0;  // distinct ones compared (not exact duplicates)
-  uint64_t pairs = 0;      // documents * (documents - 1) / 2
-  Score lsh_pairs;         // raw LSH candidates against the true pairs
-  Score finder_pairs;      // candidates that reach the threshold (the finder's checked pairs)
-  Score removed;           // documents the finder removed as near duplicates, against brute force's
+  uint64_t documents = 0;           // distinct ones compared (not exact duplicates)
+  uint64_t pairs = 0;               // documents * (documents - 1) / 2
+  Score lsh_pairs;                  // raw LSH candidates against the true pairs
+  Score finder_pairs;               // candidates that reach the threshold (the finder's checked pairs)
+  Score removed;                    // documents the finder removed as near duplicates, against brute force's
   std::vector<JaccardBin> s_curve;  // `bins` equal bins over [0, 1]
 };
 

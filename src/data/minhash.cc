@@ -10,9 +10,7 @@
 
 namespace gpugeek::data {
 
-double CandidateProbability(double j, int bands, int rows) {
-  return 1.0 - std::pow(1.0 - std::pow(j, rows), bands);
-}
+double CandidateProbability(double j, int bands, int rows) { return 1.0 - std::pow(1.0 - std::pow(j, rows), bands); }
 
 MinHasher::MinHasher(const LshOptions& options) : bands_(options.bands), rows_(options.rows) {
   const size_t k = static_cast<size_t>(std::max(1, bands_)) * static_cast<size_t>(std::max(1, rows_));

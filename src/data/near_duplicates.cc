@@ -37,22 +37,21 @@ std::vector<DocumentSketch> SketchDocuments(std::span<const std::string_view> do
   std::vector<DocumentSketch> sketches(documents.size());
   std::mutex progress_mu;
   size_t done = 0;
-  ParallelFor(documents.size(), WorkerCount(options.threads, documents.size()), 16,
-              [&](size_t begin, size_t end, int) {
-                for (size_t d = begin; d < end; ++d) {
-                  DocumentSketch& s = sketches[d];
-                  const std::string normalized = NormalizeText(documents[d]);
-                  s.bytes = documents[d].size();
-                  s.text_hash = Hash64(normalized);
-                  s.shingles = Shingles(normalized, options.shingles);
-                  if (!s.shingles.empty()) s.band_keys = hasher.BandKeys(hasher.Signature(s.shingles));
-                }
-                if (progress) {
-                  std::lock_guard lock(progress_mu);
-                  done += end - begin;
-                  progress(done, documents.size());
-                }
-              });
+  ParallelFor(documents.size(), WorkerCount(options.threads, documents.size()), 16, [&](size_t begin, size_t end, int) {
+    for (size_t d = begin; d < end; ++d) {
+      DocumentSketch& s = sketches[d];
+      const std::string normalized = NormalizeText(documents[d]);
+      s.bytes = documents[d].size();
+      s.text_hash = Hash64(normalized);
+      s.shingles = Shingles(normalized, options.shingles);
+      if (!s.shingles.empty()) s.band_keys = hasher.BandKeys(hasher.Signature(s.shingles));
+    }
+    if (progress) {
+      std::lock_guard lock(progress_mu);
+      done += end - begin;
+      progress(done, documents.size());
+    }
+  });
   return sketches;
 }
 

@@ -34,10 +34,9 @@ TEST(NearDuplicates, ExactCopiesNearCopiesAndUnrelatedText) {
   std::string edited = Words(0, 100);
   edited.replace(edited.find("w50 "), 3, "changed");
   const NearDuplicateResult r = Find({
-      Words(0, 100),
-      Words(0, 100, ",\n  ") + ".",  // the same words: an exact copy once normalised
-      edited,                        // one word of 100 changed: 5 of 96 5-grams, J = 91 / 101
-      Words(1000, 1100),             // unrelated
+      Words(0, 100), Words(0, 100, ",\n  ") + ".",  // the same words: an exact copy once normalised
+      edited,                                       // one word of 100 changed: 5 of 96 5-grams, J = 91 / 101
+      Words(1000, 1100),                            // unrelated
   });
   ASSERT_EQ(r.verdicts.size(), 4u);
   EXPECT_EQ(r.verdicts[0].verdict, Verdict::kKept);

@@ -13,7 +13,12 @@ TEST(NormalizeText, LowersAsciiAndFoldsEveryOtherRunIntoOneSpace) {
   EXPECT_EQ(NormalizeText(""), "");
   EXPECT_EQ(NormalizeText("\t\n;;"), "");
   // Bytes of UTF-8 sequences are kept as they are (no Unicode case folding): "Ünïcode—dash".
-  EXPECT_EQ(NormalizeText("\xC3\x9Cn\xC3\xAF" "code\xE2\x80\x94" "Dash!"), "\xC3\x9Cn\xC3\xAF" "code\xE2\x80\x94" "dash");
+  EXPECT_EQ(NormalizeText("\xC3\x9Cn\xC3\xAF"
+                          "code\xE2\x80\x94"
+                          "Dash!"),
+            "\xC3\x9Cn\xC3\xAF"
+            "code\xE2\x80\x94"
+            "dash");
 }
 
 std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
@@ -23,8 +28,7 @@ std::vector<uint64_t> Sorted(std::vector<uint64_t> v) {
 
 TEST(Shingles, WordNGramsAreDistinctAndSorted) {
   // "a b c a b": 2-grams "a b", "b c", "c a", "a b" -> three distinct.
-  EXPECT_EQ(Shingles("a b c a b", {ShingleUnit::kWord, 2}),
-            Sorted({Hash64("a b"), Hash64("b c"), Hash64("c a")}));
+  EXPECT_EQ(Shingles("a b c a b", {ShingleUnit::kWord, 2}), Sorted({Hash64("a b"), Hash64("b c"), Hash64("c a")}));
   EXPECT_EQ(Shingles("one two three", {ShingleUnit::kWord, 3}), std::vector<uint64_t>{Hash64("one two three")});
 }
 

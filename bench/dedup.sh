@@ -9,7 +9,8 @@
 # Usage: bench/dedup.sh [OUT] [GPUGEEK] [-- DEDUP_FLAGS...]
 #   OUT      folder for the report (duplicates.csv, s_curve.csv, s_curve.svg, report.txt); default build/dedup
 #   GPUGEEK  the gpugeek binary (default build/gpugeek)
-#   DEDUP_FLAGS  passed on (default datatrove's: --ngram 5 --bands 14 --rows 8 --threshold 0.8)
+#   DEDUP_FLAGS  passed on (default: word 5-grams, threshold 0.8, bands and rows chosen for it: 16 x 6;
+#                datatrove's are --bands 14 --rows 8)
 set -eu
 out=${1:-build/dedup}
 gpugeek=${2:-build/gpugeek}

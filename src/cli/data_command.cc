@@ -1,6 +1,7 @@
-// `gpugeek data dedup PATH... [--threshold 0.8] [--ngram 5] [--unit word|char] [--bands 14] [--rows 8]
+// `gpugeek data dedup PATH... [--threshold 0.8] [--ngram 5] [--unit word|char] [--bands B --rows R]
 // [--seed 1] [--threads 0] [--max-bytes 4Gi] [--evaluate] [--out DIR] [--json]`: exact and near-duplicate
-// documents among files (data/near_duplicates.h), each file one document; with --evaluate, the finder
+// documents among files (data/near_duplicates.h), each file one document. Without --bands and --rows they
+// are chosen for the threshold (data::ChooseLsh, at most 128 hash functions). With --evaluate, the finder
 // against brute-force exact Jaccard (data/dedup_eval.h). --out DIR writes duplicates.csv (every removed
 // file, what it copies and the Jaccard index) and, with --evaluate, s_curve.csv and s_curve.svg.
 
@@ -205,10 +206,11 @@ void Run(const Options& o) {
     return;
   }
   std::cout << fmt::format(
-      "{} documents, {}: {} kept, {} exact duplicates, {} near duplicates (Jaccard >= {} over {} {}-grams, LSH "
-      "{} bands x {} rows)\n",
+      "{} documents, {}: {} kept, {} exact duplicates, {} near duplicates (Jaccard >= {} over {} {}-grams)\n"
+      "LSH {} bands x {} rows: a pair at Jaccard {} becomes a candidate with probability {:.4f}\n",
       files.size(), FormatBytes(total), found.kept, found.exact_duplicates, found.near_duplicates, o.dedup.threshold,
-      o.unit, o.dedup.shingles.n, o.dedup.lsh.bands, o.dedup.lsh.rows);
+      o.unit, o.dedup.shingles.n, o.dedup.lsh.bands, o.dedup.lsh.rows, o.dedup.threshold,
+      data::CandidateProbability(o.dedup.threshold, o.dedup.lsh.bands, o.dedup.lsh.rows));
   std::cout << fmt::format(
       "LSH candidates checked: {} ({} below the threshold); sketching {:.2f} s, finding {:.3f} s: {:.1f} MB/s on {} "
       "threads\n",
@@ -257,8 +259,10 @@ void RegisterDataCommands(CLI::App& app) {
   dedup->add_option("--unit", o->unit, "What a shingle is made of: word or char")
       ->check(CLI::IsMember({"word", "char"}))
       ->capture_default_str();
-  dedup->add_option("--bands", o->dedup.lsh.bands, "LSH bands")->capture_default_str();
-  dedup->add_option("--rows", o->dedup.lsh.rows, "MinHash values per band")->capture_default_str();
+  o->dedup.lsh.bands = o->dedup.lsh.rows = 0;  // chosen for the threshold unless given
+  dedup->add_option("--bands", o->dedup.lsh.bands,
+                    "LSH bands (with --rows; default: chosen for the threshold, e.g. 16 x 6 at 0.8)");
+  dedup->add_option("--rows", o->dedup.lsh.rows, "MinHash values per band (with --bands)");
   dedup->add_option("--seed", o->dedup.lsh.seed, "Seed of the MinHash functions")->capture_default_str();
   dedup->add_option("--threads", o->dedup.threads, "Worker threads (0: one per core)")->capture_default_str();
   dedup->add_option("--max-bytes", o->max_bytes, "Most bytes of documents read in all")->capture_default_str();
@@ -268,7 +272,16 @@ void RegisterDataCommands(CLI::App& app) {
   dedup->add_flag("--json", o->json, "Print JSON");
   dedup->callback([o] {
     o->dedup.shingles.unit = o->unit == "char" ? data::ShingleUnit::kChar : data::ShingleUnit::kWord;
-    Run(*o);
+    Options options = *o;
+    if ((options.dedup.lsh.bands == 0) != (options.dedup.lsh.rows == 0)) {
+      Fail("--bands and --rows go together; give both, or neither to have them chosen for the threshold");
+    }
+    if (options.dedup.lsh.bands == 0 && options.dedup.threshold > 0 && options.dedup.threshold <= 1) {
+      const data::LshOptions chosen = data::ChooseLsh(options.dedup.threshold);
+      options.dedup.lsh.bands = chosen.bands;
+      options.dedup.lsh.rows = chosen.rows;
+    }
+    Run(options);
   });
 }
 

@@ -81,6 +81,18 @@ TEST_F(DataDedupTest, BadOptionsNameTheFieldAndExit2) {
   std::tie(rc, out) = Dedup({(dir_ / "missing").string()});
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("missing: not a file or folder"), std::string::npos) << out;
+  std::tie(rc, out) = Dedup({(dir_ / "corpus").string(), "--bands", "4"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("--bands and --rows go together"), std::string::npos) << out;
+}
+
+TEST_F(DataDedupTest, BandsAndRowsAreChosenForTheThreshold) {
+  Write("a.txt", Words(0, 100));
+  auto [rc, out] = Dedup({(dir_ / "corpus").string(), "--threshold", "0.7"});
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("LSH 17 bands x 4 rows: a pair at Jaccard 0.7 becomes a candidate with probability 0.99"),
+            std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -12,6 +12,37 @@ namespace gpugeek::data {
 
 double CandidateProbability(double j, int bands, int rows) { return 1.0 - std::pow(1.0 - std::pow(j, rows), bands); }
 
+LshOptions ChooseLsh(double threshold, int max_hashes, double min_candidate_probability) {
+  constexpr int kSteps = 400;  // midpoint rule over [0, threshold]
+  auto false_positive_area = [&](int bands, int rows) {
+    double sum = 0;
+    for (int i = 0; i < kSteps; ++i) sum += CandidateProbability((i + 0.5) * threshold / kSteps, bands, rows);
+    return sum * threshold / kSteps;
+  };
+  LshOptions best{.bands = 1, .rows = 1};
+  double best_area = std::numeric_limits<double>::infinity();
+  double best_at_threshold = -1;
+  for (int bands = 1; bands <= max_hashes; ++bands) {
+    for (int rows = 1; bands * rows <= max_hashes; ++rows) {
+      const double at_threshold = CandidateProbability(threshold, bands, rows);
+      if (at_threshold < min_candidate_probability) {
+        // Only while nothing reaches the target: the most likely to catch a pair at the threshold.
+        if (best_area == std::numeric_limits<double>::infinity() && at_threshold > best_at_threshold) {
+          best = {.bands = bands, .rows = rows};
+          best_at_threshold = at_threshold;
+        }
+        continue;
+      }
+      const double area = false_positive_area(bands, rows);
+      if (area < best_area) {
+        best = {.bands = bands, .rows = rows};
+        best_area = area;
+      }
+    }
+  }
+  return best;
+}
+
 MinHasher::MinHasher(const LshOptions& options) : bands_(options.bands), rows_(options.rows) {
   const size_t k = static_cast<size_t>(std::max(1, bands_)) * static_cast<size_t>(std::max(1, rows_));
   Rng rng(options.seed);

@@ -27,6 +27,15 @@ struct LshOptions {
 // 1 - (1 - j^rows)^bands: the probability that a pair at Jaccard index `j` (0..1) becomes a candidate.
 double CandidateProbability(double j, int bands, int rows);
 
+// The bands x rows (at most `max_hashes` hash functions) for a near-duplicate threshold: among those under
+// which a pair at J = `threshold` becomes a candidate with probability >= `min_candidate_probability`, the
+// one with the least false-positive area, the integral of 1 - (1 - s^rows)^bands over s in [0, threshold]
+// (datasketch's MinHashLSH chooses by the same areas, weighting false negatives alike; every candidate
+// is checked exactly here, so a false positive costs one Jaccard index and a false negative a missed
+// duplicate). When none reaches it, the one most likely to catch a pair at the threshold. Examples at 128:
+// 0.8 -> 16 x 6 (0.992 at 0.8), 0.7 -> 17 x 4, 0.5 -> 35 x 3. `threshold` in (0, 1], max_hashes >= 1.
+LshOptions ChooseLsh(double threshold, int max_hashes = 128, double min_candidate_probability = 0.99);
+
 // K = bands x rows hash functions, fixed by the seed. Immutable; safe to share between threads.
 class MinHasher {
  public:

@@ -21,6 +21,25 @@ TEST(CandidateProbability, DatatroveDefaults) {
   EXPECT_DOUBLE_EQ(CandidateProbability(0.0, 14, 8), 0.0);
 }
 
+// The choices the header names, and the target met.
+TEST(ChooseLsh, LeastFalsePositiveAreaThatCatchesPairsAtTheThreshold) {
+  auto pick = [](double t) {
+    const LshOptions o = ChooseLsh(t);
+    return std::pair(o.bands, o.rows);
+  };
+  EXPECT_EQ(pick(0.8), std::pair(16, 6));
+  EXPECT_EQ(pick(0.7), std::pair(17, 4));
+  EXPECT_EQ(pick(0.5), std::pair(35, 3));
+  for (double t : {0.3, 0.5, 0.7, 0.8, 0.9, 0.95}) {
+    const LshOptions o = ChooseLsh(t);
+    EXPECT_LE(o.bands * o.rows, 128) << t;
+    EXPECT_GE(CandidateProbability(t, o.bands, o.rows), 0.99) << t;
+  }
+  // Out of reach with 4 functions at 0.99 for J = 0.5: the best try, 4 bands of 1 (1 - 0.5^4 = 0.9375).
+  EXPECT_EQ(ChooseLsh(0.5, 4).bands, 4);
+  EXPECT_EQ(ChooseLsh(0.5, 4).rows, 1);
+}
+
 std::vector<uint64_t> Range(int from, int to) {
   std::set<uint64_t> s;
   for (int i = from; i < to; ++i) s.insert(Hash64(std::to_string(i)));

@@ -11,6 +11,10 @@
 namespace gpugeek::data {
 
 absl::Status ValidateNearDuplicateOptions(const NearDuplicateOptions& o) {
+  if (!(o.threshold > 0.0 && o.threshold <= 1.0)) {
+    return absl::InvalidArgumentError(
+        fmt::format("threshold: {} is outside (0, 1]; it is a Jaccard index, 0.8 is usual", o.threshold));
+  }
   if (o.shingles.n < 1 || o.shingles.n > 64) {
     return absl::InvalidArgumentError(
         fmt::format("ngram: {} is outside 1..64; 5 words (or 5 to 9 characters) is usual", o.shingles.n));
@@ -20,10 +24,6 @@ absl::Status ValidateNearDuplicateOptions(const NearDuplicateOptions& o) {
   }
   if (o.lsh.rows < 1 || o.lsh.rows > 64) {
     return absl::InvalidArgumentError(fmt::format("rows: {} is outside 1..64; 8 is usual", o.lsh.rows));
-  }
-  if (!(o.threshold > 0.0 && o.threshold <= 1.0)) {
-    return absl::InvalidArgumentError(
-        fmt::format("threshold: {} is outside (0, 1]; it is a Jaccard index, 0.8 is usual", o.threshold));
   }
   if (o.threads < 0 || o.threads > 1024) {
     return absl::InvalidArgumentError(fmt::format("threads: {} is outside 0..1024 (0: one per core)", o.threads));

@@ -62,8 +62,6 @@ function(gpugeek_library name)
   endif()
 endfunction()
 
-# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL]): a GoogleTest binary registered with CTest;
-# SERIAL: each of its tests runs alone (RUN_SERIAL), for tests that need the machine's cores or fixed ports.
 # gpugeek_optimised_tests(TARGET...): targets the tests labelled python, soak or heavy need. They run on the
 # optimised build only (scripts/test.sh), which then builds just the target `optimised_tests` (CMakeLists.txt)
 # and not every test that the sanitizer build runs.
@@ -71,6 +69,8 @@ function(gpugeek_optimised_tests)
   set_property(GLOBAL APPEND PROPERTY GPUGEEK_OPTIMISED_TESTS ${ARGN})
 endfunction()
 
+# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL]): a GoogleTest binary registered with CTest;
+# SERIAL: each of its tests runs alone (RUN_SERIAL), for tests that need the machine's cores or fixed ports.
 function(gpugeek_test name)
   cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})

@@ -33,7 +33,7 @@
 
 namespace gpugeek::controlplane {
 
-// Rendezvous ports (MASTER_PORT) are allocated per node from [kFirstRendezvousPort,
+// Rendezvous ports (MASTER_PORT) are allocated per master address from [kFirstRendezvousPort,
 // kFirstRendezvousPort + kRendezvousPorts): 29500 is torchrun's default.
 inline constexpr int kFirstRendezvousPort = 29500;
 inline constexpr int kRendezvousPorts = 1000;

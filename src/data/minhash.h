@@ -5,8 +5,8 @@
 // shingles; two documents agree on one position with probability equal to their Jaccard index J (Broder
 // 1997). h_k is multiply-shift on the shingle hash's low 32 bits, h_k(x) = (a_k x + b_k mod 2^64) >> 32
 // with a_k, b_k drawn from a seeded generator (Dietzfelbinger et al., "A reliable randomized algorithm for
-// the closest-pair problem", 1997: strongly universal), so a signature is 32-bit values and the loop
-// vectorises. Cut into `bands` bands of `rows` values, two documents become candidates when any band
+// the closest-pair problem", 1997: strongly universal): one multiply and one shift a value, 32-bit
+// signatures. Cut into `bands` bands of `rows` values, two documents become candidates when any band
 // agrees whole: probability 1 - (1 - J^rows)^bands (Leskovec, Rajaraman, Ullman, "Mining of Massive
 // Datasets", ch. 3.4). datatrove's default, 14 bands x 8 rows, catches pairs at J = 0.8 with probability
 // 0.924 and pairs at J = 0.5 with 0.053.

@@ -41,7 +41,6 @@ std::vector<DocumentSketch> SketchDocuments(std::span<const std::string_view> do
     for (size_t d = begin; d < end; ++d) {
       DocumentSketch& s = sketches[d];
       const std::string normalized = NormalizeText(documents[d]);
-      s.bytes = documents[d].size();
       s.text_hash = Hash64(normalized);
       s.shingles = Shingles(normalized, options.shingles);
       if (!s.shingles.empty()) s.band_keys = hasher.BandKeys(hasher.Signature(s.shingles));

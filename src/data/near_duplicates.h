@@ -41,7 +41,6 @@ struct DocumentSketch {
   uint64_t text_hash = 0;           // Hash64 of the normalised text
   std::vector<uint64_t> shingles;   // sorted, distinct (Shingles)
   std::vector<uint64_t> band_keys;  // MinHasher::BandKeys; empty when the document has no shingle
-  uint64_t bytes = 0;               // size of the document as given
 };
 
 // Called with (documents done, documents in all), from any one thread at a time.

@@ -1,0 +1,631 @@
+#include "data/version_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "archive/digest.h"
+#include "common/file.h"
+#include "common/status_macros.h"
+#include "crypto/durable_file.h"
+#include "data/parallel.h"
+
+namespace gpugeek::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A folder being pushed: its files (indices into the push's file list) and sub-folders, by name.
+struct DirNode {
+  std::map<std::string, size_t> files;
+  std::map<std::string, DirNode> dirs;
+};
+
+struct SourceFile {
+  std::string path;  // absolute, for reading
+  std::string rel;   // relative, for messages
+  uint64_t stat_bytes = 0;
+  bool executable = false;
+  TreeEntry entry;  // filled by hashing
+};
+
+absl::Status WalkDir(const fs::path& dir, const std::string& rel, DirNode& node, std::vector<SourceFile>& files) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return crypto::ErrnoStatus(ec.value(), "list", dir.string());
+  for (fs::directory_iterator end; it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string child_rel = rel.empty() ? name : rel + "/" + name;
+    if (!IsValidEntryName(name)) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: file names must be UTF-8 and at most 255 bytes; rename it", it->path().string()));
+    }
+    const fs::file_status st = it->symlink_status(ec);
+    if (ec) return crypto::ErrnoStatus(ec.value(), "stat", it->path().string());
+    if (fs::is_directory(st)) {
+      RETURN_IF_ERROR(WalkDir(it->path(), child_rel, node.dirs[name], files));
+    } else if (fs::is_regular_file(st)) {
+      SourceFile f;
+      f.path = it->path().string();
+      f.rel = child_rel;
+      f.stat_bytes = it->file_size(ec);
+      if (ec) return crypto::ErrnoStatus(ec.value(), "stat", f.path);
+      f.executable = (st.permissions() & fs::perms::owner_exec) != fs::perms::none;
+      node.files[name] = files.size();
+      files.push_back(std::move(f));
+    } else {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: datasets hold regular files and folders only, and this is a {}; copy the file it stands for "
+                      "(cp -L) or move it out of the folder",
+                      it->path().string(), fs::is_symlink(st) ? "symbolic link" : "special file"));
+    }
+  }
+  if (ec) return crypto::ErrnoStatus(ec.value(), "list", dir.string());
+  return absl::OkStatus();
+}
+
+struct Counters {
+  std::atomic<uint64_t> chunks{0}, new_objects{0}, new_bytes{0}, done_bytes{0};
+};
+
+absl::Status Store(ObjectStore& objects, std::string_view bytes, Counters& counters, std::string* digest) {
+  ASSIGN_OR_RETURN(ObjectStore::PutResult put, objects.Put(bytes));
+  if (put.stored_new) {
+    counters.new_objects += 1;
+    counters.new_bytes += bytes.size();
+  }
+  *digest = std::move(put.digest);
+  return absl::OkStatus();
+}
+
+// Reads the file, cuts it into chunks and stores them; fills f.entry's chunks and size.
+absl::Status HashFile(SourceFile& f, ObjectStore& objects, const ChunkerOptions& chunking, Counters& counters) {
+  const int fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return crypto::ErrnoStatus(errno, "open", f.path);
+  // The buffer holds [begin, end) of unchunked bytes; it is refilled when fewer than max_bytes remain.
+  // Sized for the file when it is small (most files in a dataset are): one read, no 8 MiB per file.
+  const uint64_t full = std::max<size_t>(chunking.max_bytes * 2, size_t{8} << 20);
+  std::string buf(static_cast<size_t>(std::min<uint64_t>(full, f.stat_bytes + 1)), '\0');
+  size_t begin = 0, end = 0;
+  bool eof = false;
+  uint64_t total = 0;
+  absl::Status status;
+  while (status.ok()) {
+    if (!eof && end - begin < chunking.max_bytes) {
+      std::memmove(buf.data(), buf.data() + begin, end - begin);
+      end -= begin;
+      begin = 0;
+      while (!eof && end < buf.size()) {
+        const ssize_t n = ::read(fd, buf.data() + end, buf.size() - end);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+          status = crypto::ErrnoStatus(errno, "read", f.path);
+          break;
+        }
+        if (n == 0) eof = true;
+        end += static_cast<size_t>(n);
+      }
+      if (!status.ok()) break;
+    }
+    if (begin == end) break;
+    const std::string_view rest(buf.data() + begin, end - begin);
+    const size_t len = NextChunkLength(rest, chunking);
+    ChunkRef chunk{"", len};
+    status = Store(objects, rest.substr(0, len), counters, &chunk.digest);
+    f.entry.chunks.push_back(std::move(chunk));
+    counters.chunks += 1;
+    begin += len;
+    total += len;
+  }
+  ::close(fd);
+  RETURN_IF_ERROR(status);
+  if (total != f.stat_bytes) {
+    return absl::AbortedError(
+        fmt::format("{} changed while it was read ({} bytes, then {}); push again once it is written", f.path,
+                    f.stat_bytes, total));
+  }
+  f.entry.bytes = total;
+  f.entry.executable = f.executable;
+  counters.done_bytes += total;
+  return absl::OkStatus();
+}
+
+// Stores the trees of `node` and below; returns the entry naming the folder's tree.
+absl::StatusOr<TreeEntry> StoreTree(const DirNode& node, std::vector<SourceFile>& files, ObjectStore& objects,
+                                    Counters& counters) {
+  Tree tree;
+  TreeEntry dir;
+  dir.is_dir = true;
+  // Files and folders merged in byte order of their names (a name is one or the other).
+  auto f = node.files.begin();
+  auto d = node.dirs.begin();
+  while (f != node.files.end() || d != node.dirs.end()) {
+    if (d == node.dirs.end() || (f != node.files.end() && f->first < d->first)) {
+      TreeEntry e = files[f->second].entry;
+      e.name = f->first;
+      dir.bytes += e.bytes;
+      dir.files += 1;
+      tree.entries.push_back(std::move(e));
+      ++f;
+    } else {
+      ASSIGN_OR_RETURN(TreeEntry e, StoreTree(d->second, files, objects, counters));
+      e.name = d->first;
+      dir.bytes += e.bytes;
+      dir.files += e.files;
+      tree.entries.push_back(std::move(e));
+      ++d;
+    }
+  }
+  RETURN_IF_ERROR(Store(objects, EncodeTree(tree), counters, &dir.tree));
+  return dir;
+}
+
+std::string_view KindDir(Ref::Kind kind) { return kind == Ref::Kind::kBranch ? "branches" : "tags"; }
+
+bool IsHexPrefix(std::string_view s) {
+  return s.size() >= 6 && s.size() <= 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// A file to write: where, and its entry as trees[tree].entries[entry] (indices: `trees` grows meanwhile).
+struct CheckoutFile {
+  std::string path;
+  size_t tree = 0;
+  size_t entry = 0;
+};
+
+absl::Status CollectCheckout(const VersionStore& store, const std::string& tree_digest, const fs::path& dir,
+                             std::vector<Tree>& trees, std::vector<CheckoutFile>& files) {
+  ASSIGN_OR_RETURN(Tree tree, store.ReadTree(tree_digest));
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  if (ec) return crypto::ErrnoStatus(ec.value(), "create", dir.string());
+  trees.push_back(std::move(tree));
+  const size_t index = trees.size() - 1;
+  for (size_t i = 0; i < trees[index].entries.size(); ++i) {
+    const TreeEntry& e = trees[index].entries[i];
+    if (e.is_dir) {
+      // `trees` may grow: copy what is needed before recursing.
+      const std::string sub = e.tree;
+      const fs::path child = dir / e.name;
+      RETURN_IF_ERROR(CollectCheckout(store, sub, child, trees, files));
+    } else {
+      files.push_back({(dir / e.name).string(), index, i});
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteCheckoutFile(const ObjectStore& objects, const std::string& path, const TreeEntry& e) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, e.executable ? 0755 : 0644);
+  if (fd < 0) return crypto::ErrnoStatus(errno, "create", path);
+  absl::Status status;
+  if (::fchmod(fd, e.executable ? 0755 : 0644) != 0) status = crypto::ErrnoStatus(errno, "chmod", path);
+  for (const ChunkRef& c : e.chunks) {
+    if (!status.ok()) break;
+    absl::StatusOr<std::string> bytes = objects.Get(c.digest, c.bytes);
+    if (!bytes.ok()) {
+      status = bytes.status();
+      break;
+    }
+    size_t done = 0;
+    while (done < bytes->size() && status.ok()) {
+      const ssize_t n = ::write(fd, bytes->data() + done, bytes->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) status = crypto::ErrnoStatus(errno, "write", path);
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+  }
+  if (::close(fd) != 0 && status.ok()) status = crypto::ErrnoStatus(errno, "close", path);
+  return status;
+}
+
+// Appends every file under tree entry `e` (a file or a folder) at `path` as added or removed.
+void DiffFilesUnder(const VersionStore& store, const TreeEntry& e, const std::string& path, bool added,
+                    std::vector<DiffEntry>& out, absl::Status& status) {
+  if (!status.ok()) return;
+  if (!e.is_dir) {
+    DiffEntry d{path, added ? DiffEntry::Change::kAdded : DiffEntry::Change::kRemoved, added ? 0 : e.bytes,
+                added ? e.bytes : 0};
+    out.push_back(std::move(d));
+    return;
+  }
+  absl::StatusOr<Tree> tree = store.ReadTree(e.tree);
+  if (!tree.ok()) {
+    status = tree.status();
+    return;
+  }
+  for (const TreeEntry& child : tree->entries)
+    DiffFilesUnder(store, child, path + "/" + child.name, added, out, status);
+}
+
+absl::Status DiffTrees(const VersionStore& store, const std::string& a, const std::string& b, const std::string& prefix,
+                       std::vector<DiffEntry>& out) {
+  if (a == b) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Tree ta, store.ReadTree(a));
+  ASSIGN_OR_RETURN(Tree tb, store.ReadTree(b));
+  absl::Status status;
+  auto ia = ta.entries.begin();
+  auto ib = tb.entries.begin();
+  auto join = [&](const std::string& name) { return prefix.empty() ? name : prefix + "/" + name; };
+  while (status.ok() && (ia != ta.entries.end() || ib != tb.entries.end())) {
+    if (ib == tb.entries.end() || (ia != ta.entries.end() && ia->name < ib->name)) {
+      DiffFilesUnder(store, *ia, join(ia->name), /*added=*/false, out, status);
+      ++ia;
+    } else if (ia == ta.entries.end() || ib->name < ia->name) {
+      DiffFilesUnder(store, *ib, join(ib->name), /*added=*/true, out, status);
+      ++ib;
+    } else {
+      const std::string path = join(ia->name);
+      if (ia->is_dir && ib->is_dir) {
+        status = DiffTrees(store, ia->tree, ib->tree, path, out);
+      } else if (ia->is_dir != ib->is_dir) {
+        DiffFilesUnder(store, *ia, path, /*added=*/false, out, status);
+        DiffFilesUnder(store, *ib, path, /*added=*/true, out, status);
+      } else if (ia->chunks != ib->chunks || ia->executable != ib->executable) {
+        out.push_back({path, DiffEntry::Change::kModified, ia->bytes, ib->bytes});
+      }
+      ++ia;
+      ++ib;
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StoreLock>> StoreLock::Acquire(const std::string& path, Mode mode) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return crypto::ErrnoStatus(errno, "open", path);
+  int rc;
+  do {
+    rc = ::flock(fd, mode == Mode::kShared ? LOCK_SH : LOCK_EX);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    return crypto::ErrnoStatus(err, "lock", path);
+  }
+  return std::unique_ptr<StoreLock>(new StoreLock(fd));
+}
+
+StoreLock::~StoreLock() { ::close(fd_); }
+
+absl::StatusOr<std::unique_ptr<VersionStore>> VersionStore::Open(const std::string& root, const Clock& clock) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ObjectStore> objects, ObjectStore::Open(root));
+  std::error_code ec;
+  fs::create_directories(fs::path(root) / "refs", ec);
+  if (ec) return crypto::ErrnoStatus(ec.value(), "create", root + "/refs");
+  return std::unique_ptr<VersionStore>(new VersionStore(root, std::move(objects), clock));
+}
+
+std::string VersionStore::RefPath(const std::string& dataset, Ref::Kind kind, const std::string& name) const {
+  return fmt::format("{}/refs/{}/{}/{}", root_, dataset, KindDir(kind), name);
+}
+
+absl::StatusOr<std::string> VersionStore::ReadRef(const std::string& dataset, Ref::Kind kind,
+                                                  const std::string& name) const {
+  absl::StatusOr<std::string> text = ReadFileBounded(RefPath(dataset, kind, name), 1024, "ref");
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) {
+      return absl::NotFoundError(
+          fmt::format("dataset {:?} has no {} {:?}", dataset, kind == Ref::Kind::kBranch ? "branch" : "tag", name));
+    }
+    return text.status();
+  }
+  std::string digest = text->substr(0, text->find('\n'));
+  if (!archive::IsSha256Hex(digest)) {
+    return absl::DataLossError(fmt::format("{} does not hold a commit digest", RefPath(dataset, kind, name)));
+  }
+  return digest;
+}
+
+absl::Status VersionStore::WriteRef(const std::string& dataset, Ref::Kind kind, const std::string& name,
+                                    const std::string& commit, bool must_not_exist) {
+  const std::string path = RefPath(dataset, kind, name);
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  if (ec) return crypto::ErrnoStatus(ec.value(), "create", fs::path(path).parent_path().string());
+  if (must_not_exist) return crypto::CreateFileDurably(path, commit + "\n", 0644);
+  return crypto::WriteFileDurably(path, commit + "\n", 0644);
+}
+
+absl::StatusOr<Commit> VersionStore::ReadCommit(const std::string& digest) const {
+  ASSIGN_OR_RETURN(std::string bytes, objects_->Get(digest, kMaxCommitBytes));
+  absl::StatusOr<Commit> commit = DecodeCommit(bytes);
+  if (!commit.ok()) {
+    return absl::InvalidArgumentError(
+        fmt::format("object {} is not a commit: {}", digest, std::string(commit.status().message())));
+  }
+  return commit;
+}
+
+absl::StatusOr<Tree> VersionStore::ReadTree(const std::string& digest) const {
+  ASSIGN_OR_RETURN(std::string bytes, objects_->Get(digest, kMaxTreeBytes));
+  absl::StatusOr<Tree> tree = DecodeTree(bytes);
+  if (!tree.ok()) {
+    return absl::DataLossError(
+        fmt::format("object {} is not a tree: {}", digest, std::string(tree.status().message())));
+  }
+  return tree;
+}
+
+absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const PushOptions& options) {
+  RETURN_IF_ERROR(ValidateRefName(options.dataset, "dataset"));
+  RETURN_IF_ERROR(ValidateRefName(options.branch, "branch"));
+  RETURN_IF_ERROR(ValidateChunkerOptions(options.chunking));
+  if (options.message.size() > (size_t{1} << 20)) {
+    return absl::InvalidArgumentError("commit message is over 1 MiB; shorten it");
+  }
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return absl::NotFoundError(fmt::format("{}: not a folder", dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+
+  DirNode top;
+  std::vector<SourceFile> files;
+  RETURN_IF_ERROR(WalkDir(dir, "", top, files));
+  uint64_t total = 0;
+  for (const SourceFile& f : files) total += f.stat_bytes;
+
+  Counters counters;
+  std::mutex mu;  // guards first_error and serialises progress calls
+  absl::Status first_error;
+  const int workers = WorkerCount(options.threads, files.size());
+  ParallelFor(files.size(), workers, 1, [&](size_t begin, size_t end, int) {
+    for (size_t i = begin; i < end; ++i) {
+      absl::Status s = HashFile(files[i], *objects_, options.chunking, counters);
+      std::lock_guard<std::mutex> guard(mu);
+      if (!s.ok() && first_error.ok()) first_error = s;
+      if (options.progress) options.progress(counters.done_bytes.load(), total);
+    }
+  });
+  RETURN_IF_ERROR(first_error);
+  ASSIGN_OR_RETURN(TreeEntry root_entry, StoreTree(top, files, *objects_, counters));
+  RETURN_IF_ERROR(objects_->Sync());
+
+  PushResult result;
+  result.files = root_entry.files;
+  result.bytes = root_entry.bytes;
+  result.chunks = counters.chunks;
+  {
+    // Compare-and-swap of the branch: its head is read and replaced under refs.lock.
+    ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> refs_lock,
+                     StoreLock::Acquire(root_ + "/refs.lock", StoreLock::Mode::kExclusive));
+    absl::StatusOr<std::string> head = ReadRef(options.dataset, Ref::Kind::kBranch, options.branch);
+    if (!head.ok() && !absl::IsNotFound(head.status())) return head.status();
+    if (head.ok()) {
+      ASSIGN_OR_RETURN(Commit parent, ReadCommit(*head));
+      if (parent.tree == root_entry.tree) {
+        result.commit = *head;
+        result.unchanged = true;
+      }
+    }
+    if (!result.unchanged) {
+      Commit commit;
+      commit.tree = root_entry.tree;
+      if (head.ok()) commit.parents.push_back(*head);
+      commit.dataset = options.dataset;
+      commit.message = options.message;
+      commit.author = options.author;
+      commit.time_unix_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+      commit.files = root_entry.files;
+      commit.bytes = root_entry.bytes;
+      RETURN_IF_ERROR(Store(*objects_, EncodeCommit(commit), counters, &result.commit));
+      RETURN_IF_ERROR(objects_->Sync());
+      RETURN_IF_ERROR(WriteRef(options.dataset, Ref::Kind::kBranch, options.branch, result.commit, false));
+    }
+  }
+  result.new_objects = counters.new_objects;
+  result.new_bytes = counters.new_bytes;
+  return result;
+}
+
+absl::StatusOr<std::string> VersionStore::Resolve(const std::string& dataset, const std::string& rev) const {
+  RETURN_IF_ERROR(ValidateRefName(dataset, "dataset"));
+  std::string base = rev;
+  uint64_t back = 0;
+  if (const size_t tilde = rev.find('~'); tilde != std::string::npos) {
+    base = rev.substr(0, tilde);
+    const std::string n = rev.substr(tilde + 1);
+    if (n.empty() || n.size() > 6 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return absl::InvalidArgumentError(fmt::format("revision {:?}: after ~ comes a count of commits, as main~2", rev));
+    }
+    back = std::stoull(n);
+  }
+  std::string digest;
+  if (ValidateRefName(base, "branch").ok()) {
+    for (Ref::Kind kind : {Ref::Kind::kBranch, Ref::Kind::kTag}) {
+      absl::StatusOr<std::string> ref = ReadRef(dataset, kind, base);
+      if (ref.ok()) {
+        digest = *ref;
+        break;
+      }
+      if (!absl::IsNotFound(ref.status())) return ref.status();
+    }
+  }
+  if (digest.empty() && IsHexPrefix(base)) {
+    // A digest or a prefix of one: the commits of this dataset among the objects whose names start so.
+    std::vector<std::string> matches;
+    std::error_code ec;
+    const fs::path folder = fs::path(objects_->root()) / "objects" / base.substr(0, 2);
+    for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string candidate = base.substr(0, 2) + it->path().filename().string();
+      if (candidate.size() != 64 || candidate.compare(0, base.size(), base) != 0) continue;
+      absl::StatusOr<std::string> bytes = objects_->Get(candidate, kMaxCommitBytes);
+      if (!bytes.ok()) continue;  // a chunk or tree larger than any commit, or damaged
+      absl::StatusOr<Commit> commit = DecodeCommit(*bytes);
+      if (commit.ok() && commit->dataset == dataset) matches.push_back(candidate);
+    }
+    if (matches.size() > 1) {
+      return absl::InvalidArgumentError(
+          fmt::format("revision {:?} is ambiguous: {} commits start with it; give more digits", base, matches.size()));
+    }
+    if (matches.size() == 1) digest = matches[0];
+  }
+  if (digest.empty()) {
+    return absl::NotFoundError(
+        fmt::format("dataset {:?} has no branch, tag or commit {:?} (see `gpugeek data branch --dataset {}`)", dataset,
+                    base, dataset));
+  }
+  for (uint64_t i = 0; i < back; ++i) {
+    ASSIGN_OR_RETURN(Commit c, ReadCommit(digest));
+    if (c.parents.empty()) {
+      return absl::InvalidArgumentError(
+          fmt::format("revision {:?} goes back past the dataset's first commit ({} back)", rev, i));
+    }
+    digest = c.parents[0];
+  }
+  ASSIGN_OR_RETURN(Commit c, ReadCommit(digest));
+  if (c.dataset != dataset) {
+    return absl::NotFoundError(fmt::format("commit {} is in dataset {:?}, not {:?}", digest, c.dataset, dataset));
+  }
+  return digest;
+}
+
+absl::StatusOr<std::vector<LogEntry>> VersionStore::Log(const std::string& dataset, const std::string& rev,
+                                                        size_t limit) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  ASSIGN_OR_RETURN(std::string digest, Resolve(dataset, rev));
+  std::vector<LogEntry> log;
+  while (log.size() < limit) {
+    ASSIGN_OR_RETURN(Commit c, ReadCommit(digest));
+    const bool more = !c.parents.empty();
+    const std::string parent = more ? c.parents[0] : "";
+    log.push_back({digest, std::move(c)});
+    if (!more) break;
+    digest = parent;
+  }
+  return log;
+}
+
+absl::StatusOr<std::vector<DiffEntry>> VersionStore::Diff(const std::string& dataset, const std::string& from,
+                                                          const std::string& to) const {
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  ASSIGN_OR_RETURN(std::string a, Resolve(dataset, from));
+  ASSIGN_OR_RETURN(std::string b, Resolve(dataset, to));
+  ASSIGN_OR_RETURN(Commit ca, ReadCommit(a));
+  ASSIGN_OR_RETURN(Commit cb, ReadCommit(b));
+  std::vector<DiffEntry> out;
+  RETURN_IF_ERROR(DiffTrees(*this, ca.tree, cb.tree, "", out));
+  std::stable_sort(out.begin(), out.end(), [](const DiffEntry& x, const DiffEntry& y) { return x.path < y.path; });
+  return out;
+}
+
+absl::StatusOr<CheckoutResult> VersionStore::Checkout(const std::string& dataset, const std::string& rev,
+                                                      const std::string& dir, int threads) const {
+  std::error_code ec;
+  const fs::path target = fs::absolute(dir, ec);
+  if (fs::exists(target, ec)) {
+    if (!fs::is_directory(target, ec) || !fs::is_empty(target, ec)) {
+      return absl::FailedPreconditionError(
+          fmt::format("{} exists and is not an empty folder; check out into a new folder", dir));
+    }
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  ASSIGN_OR_RETURN(std::string digest, Resolve(dataset, rev));
+  ASSIGN_OR_RETURN(Commit commit, ReadCommit(digest));
+  const fs::path partial = target.parent_path() / fmt::format(".{}.partial-{}", target.filename().string(), ::getpid());
+  fs::remove_all(partial, ec);
+  std::vector<Tree> trees;
+  std::vector<CheckoutFile> files;
+  absl::Status status = CollectCheckout(*this, commit.tree, partial, trees, files);
+  if (status.ok()) {
+    std::mutex mu;
+    ParallelFor(files.size(), WorkerCount(threads, files.size()), 1, [&](size_t begin, size_t end, int) {
+      for (size_t i = begin; i < end; ++i) {
+        absl::Status s = WriteCheckoutFile(*objects_, files[i].path, trees[files[i].tree].entries[files[i].entry]);
+        std::lock_guard<std::mutex> guard(mu);
+        if (!s.ok() && status.ok()) status = s;
+      }
+    });
+  }
+  if (status.ok()) {
+    fs::remove(target, ec);  // the empty folder, if any
+    if (::rename(partial.c_str(), target.c_str()) != 0) status = crypto::ErrnoStatus(errno, "rename into", dir);
+  }
+  if (!status.ok()) {
+    fs::remove_all(partial, ec);
+    return status;
+  }
+  return CheckoutResult{digest, commit.files, commit.bytes};
+}
+
+absl::Status VersionStore::CreateBranch(const std::string& dataset, const std::string& name,
+                                        const std::string& from_rev) {
+  RETURN_IF_ERROR(ValidateRefName(name, "branch"));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  ASSIGN_OR_RETURN(std::string digest, Resolve(dataset, from_rev));
+  absl::Status s = WriteRef(dataset, Ref::Kind::kBranch, name, digest, /*must_not_exist=*/true);
+  if (absl::IsAlreadyExists(s)) {
+    return absl::AlreadyExistsError(fmt::format("dataset {:?} already has a branch {:?}", dataset, name));
+  }
+  return s;
+}
+
+absl::Status VersionStore::CreateTag(const std::string& dataset, const std::string& name, const std::string& rev) {
+  RETURN_IF_ERROR(ValidateRefName(name, "tag"));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  ASSIGN_OR_RETURN(std::string digest, Resolve(dataset, rev));
+  absl::Status s = WriteRef(dataset, Ref::Kind::kTag, name, digest, /*must_not_exist=*/true);
+  if (absl::IsAlreadyExists(s)) {
+    return absl::AlreadyExistsError(
+        fmt::format("dataset {:?} already has a tag {:?}; tags never move (delete it first)", dataset, name));
+  }
+  return s;
+}
+
+absl::Status VersionStore::DeleteRef(const std::string& dataset, Ref::Kind kind, const std::string& name) {
+  RETURN_IF_ERROR(ValidateRefName(dataset, "dataset"));
+  RETURN_IF_ERROR(ValidateRefName(name, kind == Ref::Kind::kBranch ? "branch" : "tag"));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock,
+                   StoreLock::Acquire(root_ + "/refs.lock", StoreLock::Mode::kExclusive));
+  RETURN_IF_ERROR(ReadRef(dataset, kind, name).status());
+  const std::string path = RefPath(dataset, kind, name);
+  if (::unlink(path.c_str()) != 0) return crypto::ErrnoStatus(errno, "remove", path);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Ref>> VersionStore::ListRefs(const std::string& dataset) const {
+  RETURN_IF_ERROR(ValidateRefName(dataset, "dataset"));
+  std::vector<Ref> refs;
+  for (Ref::Kind kind : {Ref::Kind::kBranch, Ref::Kind::kTag}) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (fs::directory_iterator it(fmt::format("{}/refs/{}/{}", root_, dataset, KindDir(kind)), ec), end;
+         !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (ValidateRefName(name, "ref").ok()) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      absl::StatusOr<std::string> commit = ReadRef(dataset, kind, name);
+      if (commit.ok()) refs.push_back({kind, name, *commit});
+    }
+  }
+  return refs;
+}
+
+std::vector<std::string> VersionStore::ListDatasets() const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(root_ + "/refs", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!ValidateRefName(name, "dataset").ok()) continue;
+    absl::StatusOr<std::vector<Ref>> refs = ListRefs(name);
+    if (refs.ok() && !refs->empty()) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace gpugeek::data

@@ -1,0 +1,378 @@
+// Dataset versions from the command line (data/version_store.h): `gpugeek data push DIR --dataset NAME`,
+// `data log`, `data diff`, `data checkout`, `data branch`, `data tag`, `data gc`, `data fsck`. The store
+// is a folder: --store, else $GPUGEEK_DATA_STORE, else $XDG_DATA_HOME/gpugeek/datasets, else
+// ~/.local/share/gpugeek/datasets. Every command prints a table, or JSON with --json; errors go to stderr
+// with exit status 2 (1 when fsck finds damage).
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/table.h"
+#include "common/units.h"
+#include "data/version_gc.h"
+#include "data/version_store.h"
+
+namespace gpugeek::cli {
+namespace {
+
+struct Common {
+  std::string store;
+  std::string dataset;
+  bool json = false;
+};
+
+[[noreturn]] void Fail(const std::string& command, const std::string& message) {
+  std::cerr << "gpugeek data " << command << ": " << message << "\n";
+  throw CLI::RuntimeError(2);
+}
+
+std::string DefaultStore() {
+  if (const char* s = std::getenv("GPUGEEK_DATA_STORE"); s != nullptr && *s != '\0') return s;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x != nullptr && *x != '\0') {
+    return std::string(x) + "/gpugeek/datasets";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.local/share/gpugeek/datasets";
+}
+
+std::unique_ptr<data::VersionStore> OpenStore(const std::string& command, const Common& c) {
+  absl::StatusOr<std::unique_ptr<data::VersionStore>> store =
+      data::VersionStore::Open(c.store.empty() ? DefaultStore() : c.store, RealClock());
+  if (!store.ok()) Fail(command, std::string(store.status().message()));
+  return *std::move(store);
+}
+
+template <typename T>
+T OrFail(const std::string& command, absl::StatusOr<T> v) {
+  if (!v.ok()) Fail(command, std::string(v.status().message()));
+  return *std::move(v);
+}
+
+void OrFail(const std::string& command, const absl::Status& s) {
+  if (!s.ok()) Fail(command, std::string(s.message()));
+}
+
+void AddCommon(CLI::App* cmd, Common& c, bool dataset) {
+  cmd->add_option("--store", c.store, "Store folder (default $GPUGEEK_DATA_STORE or ~/.local/share/gpugeek/datasets)");
+  if (dataset) cmd->add_option("--dataset,-d", c.dataset, "Dataset name")->required();
+  cmd->add_flag("--json", c.json, "Print JSON");
+}
+
+std::string ShortDigest(const std::string& d) { return d.substr(0, 12); }
+
+std::string Time(int64_t unix_s) {
+  const std::time_t t = unix_s;
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+// Hashing progress on a terminal (stderr), redrawn at most every 100 ms.
+class Progress {
+ public:
+  explicit Progress(const char* label) : label_(label), on_(::isatty(STDERR_FILENO) == 1) {}
+  void operator()(uint64_t done, uint64_t total) {
+    if (!on_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    constexpr uint64_t kWidth = 30;
+    const uint64_t filled = total ? kWidth * done / total : kWidth;
+    std::fprintf(stderr, "\r%s [%s%s] %s / %s", label_, std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), FormatBytes(done).c_str(), FormatBytes(total).c_str());
+    if (done == total) std::fprintf(stderr, "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  const char* label_;
+  bool on_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+void RegisterPush(CLI::App* data_cmd) {
+  struct Options : Common {
+    std::string dir, branch = "main", message, author;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = data_cmd->add_subcommand(
+      "push", "Snapshot a folder as a new version (commit) of a dataset; only changed chunks are stored");
+  cmd->add_option("dir", o->dir, "Folder to snapshot")->required();
+  AddCommon(cmd, *o, true);
+  cmd->add_option("--branch,-b", o->branch, "Branch to commit on (created when missing)")->capture_default_str();
+  cmd->add_option("--message,-m", o->message, "Commit message");
+  cmd->add_option("--author", o->author, "Author (default $USER)");
+  cmd->add_option("--threads", o->threads, "Hashing threads (0: one per core)")->capture_default_str();
+  cmd->callback([o] {
+    auto store = OpenStore("push", *o);
+    data::PushOptions p{.dataset = o->dataset, .branch = o->branch, .message = o->message, .author = o->author};
+    if (p.author.empty()) {
+      const char* user = std::getenv("USER");
+      p.author = user != nullptr ? user : "";
+    }
+    p.threads = o->threads;
+    auto progress = std::make_shared<Progress>("hashing");
+    p.progress = [progress](uint64_t done, uint64_t total) { (*progress)(done, total); };
+    const auto start = std::chrono::steady_clock::now();
+    const data::PushResult r = OrFail("push", store->Push(o->dir, p));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double mb_per_s = seconds > 0 ? static_cast<double>(r.bytes) / 1e6 / seconds : 0;
+    if (o->json) {
+      std::cout << nlohmann::json{{"commit", r.commit},       {"unchanged", r.unchanged},
+                                  {"files", r.files},         {"bytes", r.bytes},
+                                  {"chunks", r.chunks},       {"new_objects", r.new_objects},
+                                  {"new_bytes", r.new_bytes}, {"seconds", seconds},
+                                  {"mb_per_s", mb_per_s}}
+                       .dump(2)
+                << "\n";
+      return;
+    }
+    if (r.unchanged) {
+      std::cout << fmt::format("{}@{} is already {}: nothing changed, no commit made\n", o->dataset, o->branch,
+                               ShortDigest(r.commit));
+    } else {
+      std::cout << fmt::format("{}@{} -> {}\n", o->dataset, o->branch, ShortDigest(r.commit));
+    }
+    std::cout << fmt::format("{} files, {} in {} chunks; {} new ({} objects); {:.1f} MB/s\n", r.files,
+                             FormatBytes(r.bytes), r.chunks, FormatBytes(r.new_bytes), r.new_objects, mb_per_s);
+  });
+}
+
+void RegisterLog(CLI::App* data_cmd) {
+  struct Options : Common {
+    std::string rev = "main";
+    size_t limit = 20;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = data_cmd->add_subcommand("log", "A dataset's versions, newest first, along first parents");
+  cmd->add_option("rev", o->rev, "Branch, tag or commit to start from")->capture_default_str();
+  AddCommon(cmd, *o, true);
+  cmd->add_option("--limit,-n", o->limit, "Most versions to show (1..10000)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  cmd->callback([o] {
+    auto store = OpenStore("log", *o);
+    const std::vector<data::LogEntry> log = OrFail("log", store->Log(o->dataset, o->rev, o->limit));
+    if (o->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const data::LogEntry& e : log) {
+        j.push_back({{"commit", e.digest},
+                     {"parents", e.commit.parents},
+                     {"tree", e.commit.tree},
+                     {"time", e.commit.time_unix_s},
+                     {"author", e.commit.author},
+                     {"message", e.commit.message},
+                     {"files", e.commit.files},
+                     {"bytes", e.commit.bytes}});
+      }
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    TextTable table({"COMMIT", "TIME", "AUTHOR", "FILES", "SIZE", "MESSAGE"});
+    for (const data::LogEntry& e : log) {
+      table.AddRow({ShortDigest(e.digest), Time(e.commit.time_unix_s), e.commit.author, std::to_string(e.commit.files),
+                    FormatBytes(e.commit.bytes), e.commit.message.substr(0, e.commit.message.find('\n'))});
+    }
+    table.AlignRight(3);
+    table.AlignRight(4);
+    std::cout << table.Render();
+  });
+}
+
+void RegisterDiff(CLI::App* data_cmd) {
+  struct Options : Common {
+    std::string from, to = "main";
+    size_t limit = 1000;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = data_cmd->add_subcommand("diff", "Files added, removed and modified between two versions");
+  cmd->add_option("from", o->from, "Older version (branch, tag, commit, main~1, ...)")->required();
+  cmd->add_option("to", o->to, "Newer version")->capture_default_str();
+  AddCommon(cmd, *o, true);
+  cmd->add_option("--limit", o->limit, "Most files to list; the totals count all")->capture_default_str();
+  cmd->callback([o] {
+    auto store = OpenStore("diff", *o);
+    const std::vector<data::DiffEntry> diff = OrFail("diff", store->Diff(o->dataset, o->from, o->to));
+    uint64_t added = 0, removed = 0, modified = 0;
+    for (const data::DiffEntry& d : diff) {
+      (d.change == data::DiffEntry::Change::kAdded     ? added
+       : d.change == data::DiffEntry::Change::kRemoved ? removed
+                                                       : modified) += 1;
+    }
+    auto change = [](data::DiffEntry::Change c) {
+      return c == data::DiffEntry::Change::kAdded     ? "added"
+             : c == data::DiffEntry::Change::kRemoved ? "removed"
+                                                      : "modified";
+    };
+    if (o->json) {
+      nlohmann::json files = nlohmann::json::array();
+      for (size_t i = 0; i < diff.size() && i < o->limit; ++i) {
+        files.push_back({{"path", diff[i].path},
+                         {"change", change(diff[i].change)},
+                         {"bytes_before", diff[i].bytes_before},
+                         {"bytes_after", diff[i].bytes_after}});
+      }
+      std::cout << nlohmann::json{{"added", added},
+                                  {"removed", removed},
+                                  {"modified", modified},
+                                  {"files", files},
+                                  {"truncated", diff.size() > o->limit}}
+                       .dump(2)
+                << "\n";
+      return;
+    }
+    for (size_t i = 0; i < diff.size() && i < o->limit; ++i) {
+      const data::DiffEntry& d = diff[i];
+      const char mark = d.change == data::DiffEntry::Change::kAdded     ? 'A'
+                        : d.change == data::DiffEntry::Change::kRemoved ? 'D'
+                                                                        : 'M';
+      std::cout << fmt::format("{} {}  ({} -> {})\n", mark, d.path, FormatBytes(d.bytes_before),
+                               FormatBytes(d.bytes_after));
+    }
+    if (diff.size() > o->limit) std::cout << fmt::format("... and {} more (--limit)\n", diff.size() - o->limit);
+    std::cout << fmt::format("{} added, {} removed, {} modified\n", added, removed, modified);
+  });
+}
+
+void RegisterCheckout(CLI::App* data_cmd) {
+  struct Options : Common {
+    std::string rev, dir;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd =
+      data_cmd->add_subcommand("checkout", "Write a version into a new folder, every byte checked against its digest");
+  cmd->add_option("rev", o->rev, "Branch, tag or commit")->required();
+  cmd->add_option("dir", o->dir, "Folder to create (absent or empty)")->required();
+  AddCommon(cmd, *o, true);
+  cmd->add_option("--threads", o->threads, "Writer threads (0: one per core)")->capture_default_str();
+  cmd->callback([o] {
+    auto store = OpenStore("checkout", *o);
+    const data::CheckoutResult r = OrFail("checkout", store->Checkout(o->dataset, o->rev, o->dir, o->threads));
+    if (o->json) {
+      std::cout << nlohmann::json{{"commit", r.commit}, {"files", r.files}, {"bytes", r.bytes}}.dump(2) << "\n";
+      return;
+    }
+    std::cout << fmt::format("{}@{} ({}) -> {}: {} files, {}\n", o->dataset, o->rev, ShortDigest(r.commit), o->dir,
+                             r.files, FormatBytes(r.bytes));
+  });
+}
+
+void RegisterRefCommand(CLI::App* data_cmd, data::Ref::Kind kind) {
+  struct Options : Common {
+    std::string name, from = "main", remove;
+  };
+  const bool branch = kind == data::Ref::Kind::kBranch;
+  const std::string command = branch ? "branch" : "tag";
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = data_cmd->add_subcommand(
+      command, branch ? "List a dataset's branches and tags, or create a branch (NAME [FROM])"
+                      : "List a dataset's branches and tags, or tag a version (NAME [REV]); tags never move");
+  cmd->add_option("name", o->name, branch ? "New branch" : "New tag");
+  cmd->add_option("from", o->from, branch ? "Version it starts at" : "Version it names")->capture_default_str();
+  cmd->add_option("--delete", o->remove, branch ? "Delete this branch" : "Delete this tag");
+  AddCommon(cmd, *o, true);
+  cmd->callback([o, kind, command] {
+    auto store = OpenStore(command, *o);
+    if (!o->remove.empty()) {
+      OrFail(command, store->DeleteRef(o->dataset, kind, o->remove));
+      if (!o->json) std::cout << fmt::format("deleted {} {}\n", command, o->remove);
+      return;
+    }
+    if (!o->name.empty()) {
+      OrFail(command, kind == data::Ref::Kind::kBranch ? store->CreateBranch(o->dataset, o->name, o->from)
+                                                       : store->CreateTag(o->dataset, o->name, o->from));
+    }
+    const std::vector<data::Ref> refs = OrFail(command, store->ListRefs(o->dataset));
+    if (o->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const data::Ref& r : refs) {
+        j.push_back(
+            {{"kind", r.kind == data::Ref::Kind::kBranch ? "branch" : "tag"}, {"name", r.name}, {"commit", r.commit}});
+      }
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
+    TextTable table({"KIND", "NAME", "COMMIT"});
+    for (const data::Ref& r : refs) {
+      table.AddRow({r.kind == data::Ref::Kind::kBranch ? "branch" : "tag", r.name, ShortDigest(r.commit)});
+    }
+    std::cout << table.Render();
+  });
+}
+
+void RegisterMaintenance(CLI::App* data_cmd) {
+  auto gc = std::make_shared<Common>();
+  CLI::App* gc_cmd = data_cmd->add_subcommand(
+      "gc", "Delete objects no branch or tag reaches, and what killed pushes left (waits for running pushes)");
+  AddCommon(gc_cmd, *gc, false);
+  gc_cmd->callback([gc] {
+    auto store = OpenStore("gc", *gc);
+    const data::GcResult r = OrFail("gc", data::GarbageCollect(*store));
+    if (gc->json) {
+      std::cout << nlohmann::json{{"kept_objects", r.kept_objects},
+                                  {"kept_bytes", r.kept_bytes},
+                                  {"removed_objects", r.removed_objects},
+                                  {"removed_bytes", r.removed_bytes},
+                                  {"temp_files_removed", r.temp_files_removed}}
+                       .dump(2)
+                << "\n";
+      return;
+    }
+    std::cout << fmt::format("removed {} objects ({}) and {} temporary files; kept {} objects ({})\n",
+                             r.removed_objects, FormatBytes(r.removed_bytes), r.temp_files_removed, r.kept_objects,
+                             FormatBytes(r.kept_bytes));
+  });
+
+  auto fsck = std::make_shared<Common>();
+  CLI::App* fsck_cmd = data_cmd->add_subcommand(
+      "fsck", "Check every object against its digest and every ref's history; exit 1 when damaged");
+  AddCommon(fsck_cmd, *fsck, false);
+  fsck_cmd->callback([fsck] {
+    auto store = OpenStore("fsck", *fsck);
+    const data::FsckReport r = OrFail("fsck", data::Fsck(*store));
+    if (fsck->json) {
+      std::cout << nlohmann::json{{"objects", r.objects},
+                                  {"bytes", r.bytes},
+                                  {"unreferenced_objects", r.unreferenced_objects},
+                                  {"damaged", r.damaged},
+                                  {"missing", r.missing},
+                                  {"ok", r.ok()}}
+                       .dump(2)
+                << "\n";
+    } else {
+      std::cout << fmt::format("{} objects ({}), {} unreferenced; {} damaged, {} missing\n", r.objects,
+                               FormatBytes(r.bytes), r.unreferenced_objects, r.damaged.size(), r.missing.size());
+      for (const std::string& d : r.damaged) std::cout << "damaged: " << d << "\n";
+      for (const std::string& m : r.missing) std::cout << "missing: " << m << "\n";
+    }
+    if (!r.ok()) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace
+
+void RegisterDataVersionCommands(CLI::App* data_cmd) {
+  RegisterPush(data_cmd);
+  RegisterLog(data_cmd);
+  RegisterDiff(data_cmd);
+  RegisterCheckout(data_cmd);
+  RegisterRefCommand(data_cmd, data::Ref::Kind::kBranch);
+  RegisterRefCommand(data_cmd, data::Ref::Kind::kTag);
+  RegisterMaintenance(data_cmd);
+}
+
+}  // namespace gpugeek::cli

@@ -367,6 +367,9 @@ absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const Push
   if (options.message.size() > (size_t{1} << 20)) {
     return absl::InvalidArgumentError("commit message is over 1 MiB; shorten it");
   }
+  if (!IsUtf8(options.message) || !IsUtf8(options.author) || options.author.size() > 1024) {
+    return absl::InvalidArgumentError("commit message and author must be UTF-8 text (author at most 1 KiB)");
+  }
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return absl::NotFoundError(fmt::format("{}: not a folder", dir));
   ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));

@@ -247,6 +247,13 @@ TEST_F(VersionStoreTest, BadInputIsRefusedNamingTheProblem) {
                 "/link: datasets hold regular files and folders only, and this is a symbolic link; copy the file "
                 "it stands for (cp -L) or move it out of the folder");
   fs::remove(src_ + "/link");
+  WriteFile(src_ + "/\xc0\xaf", "overlong '/' in a name");
+  EXPECT_EQ(store_->Push(src_, o).status().message(),
+            src_ + "/\xc0\xaf: file names must be UTF-8 and at most 255 bytes; rename it");
+  fs::remove(src_ + "/\xc0\xaf");
+  o.message = "\xff";
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->Push(src_, o).status()));
+  o.message = "";
   o.dataset = "no/slash";
   EXPECT_EQ(store_->Push(src_, o).status().message(),
             "dataset name \"no/slash\" is not valid: use 1 to 64 of A-Z a-z 0-9 . _ -, not starting with . or -");

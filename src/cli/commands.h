@@ -49,5 +49,8 @@ void RegisterModelCommands(CLI::App& app);
 void RegisterWatermarkCommands(CLI::App& app);
 // `gpugeek data dedup`: exact and near-duplicate documents among files (data_command.cc).
 void RegisterDataCommands(CLI::App& app);
+// `gpugeek data shard` / `gpugeek data order`: sharded dataset files and a rank's samples
+// (data_shard_commands.cc); called by RegisterDataCommands on the `data` subcommand.
+void RegisterDataShardCommands(CLI::App* data_cmd);
 
 }  // namespace gpugeek::cli

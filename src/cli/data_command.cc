@@ -246,6 +246,7 @@ void Run(const Options& o) {
 void RegisterDataCommands(CLI::App& app) {
   CLI::App* data_cmd = app.add_subcommand("data", "Datasets: find duplicate documents");
   data_cmd->require_subcommand(1);
+  RegisterDataShardCommands(data_cmd);
   auto o = std::make_shared<Options>();
   CLI::App* dedup = data_cmd->add_subcommand(
       "dedup",

@@ -32,7 +32,7 @@ for f in /usr/share/doc/*/copyright; do
   pkg=$(basename "$(dirname "$f")")
   cp "$f" "$src/docs/$pkg.copyright"
 done
-cp -rL /usr/share/common-licenses "$src/licenses"
+cp -r /usr/share/common-licenses "$src/licenses"
 # Bulk: random files of 1..8 MiB (sizes cycle) until BULK_MIB MiB.
 i=0
 left=$bulk_mib
@@ -56,8 +56,8 @@ t0=$(now)
 find "$src" -type f -print0 | xargs -0 sha256sum >/dev/null
 sha_s=$(since "$t0")
 
-"$gpugeek" data push "$src" --store "$store.1" --dataset corpus --threads 1 --json >"$out/push1.json"
-"$gpugeek" data push "$src" --store "$store" --dataset corpus -m "v1" --json >"$out/pushN.json"
+"$gpugeek" data push -L "$src" --store "$store.1" --dataset corpus --threads 1 --json >"$out/push1.json"
+"$gpugeek" data push -L "$src" --store "$store" --dataset corpus -m "v1" --json >"$out/pushN.json"
 one_s=$(field "$out/push1.json" seconds)
 all_s=$(field "$out/pushN.json" seconds)
 rm -rf "$store.1"
@@ -73,7 +73,7 @@ while IFS= read -r f; do
 done <"$out/changed.txt"
 changed_files=$(wc -l <"$out/changed.txt")
 "$gpugeek" data branch --store "$store" --dataset corpus v2 >/dev/null
-"$gpugeek" data push "$src" --store "$store" --dataset corpus --branch v2 -m "1% rewritten" --json >"$out/push2.json"
+"$gpugeek" data push -L "$src" --store "$store" --dataset corpus --branch v2 -m "1% rewritten" --json >"$out/push2.json"
 cp -r "$src" "$out/v2"
 
 # 3. 64 KiB inserted in the middle of one 8 MiB file.
@@ -81,7 +81,7 @@ big="$src/bulk/part0007.bin"
 if [ -f "$big" ]; then
   half=$(( $(wc -c <"$big") / 2 ))
   { head -c "$half" "$big"; head -c 65536 /dev/urandom; tail -c +$((half + 1)) "$big"; } >"$big.new" && mv "$big.new" "$big"
-  "$gpugeek" data push "$src" --store "$store" --dataset corpus --branch v2 -m "insert" --json >"$out/push3.json"
+  "$gpugeek" data push -L "$src" --store "$store" --dataset corpus --branch v2 -m "insert" --json >"$out/push3.json"
 fi
 
 # 4. Checkouts compared byte for byte, fsck, gc.

@@ -24,10 +24,17 @@ LICENCE_FILES = ("Apache-2.0", "Artistic", "BSD", "GFDL-1.2", "GFDL-1.3", "GPL-1
 VALIDATION_FRACTION = 0.05
 
 
-def load_corpus(directory=LICENCE_DIR, names=LICENCE_FILES):
-    """The concatenated files as a 1-D uint8 tensor of bytes (one token per byte)."""
+def load_corpus(directory=LICENCE_DIR, names=LICENCE_FILES, version=None):
+    """The concatenated files as a 1-D uint8 tensor of bytes (one token per byte): read from `directory`,
+    or, given `version` (a dataset_version.DatasetVersion), from that dataset version in a gpugeek store
+    (every byte checked against its digest)."""
     parts = []
     for name in sorted(names):
+        if version is not None:
+            if name not in version.files:
+                raise ValueError(f"dataset {version.dataset} at {version.commit[:12]} has no file {name}")
+            parts.append(version.read(name))
+            continue
         with open(os.path.join(directory, name), "rb") as f:
             parts.append(f.read())
     return torch.frombuffer(bytearray(b"".join(parts)), dtype=torch.uint8)

@@ -32,6 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import checkpoint
 import data
+import dataset_version
 import dist_env
 import gpugeek_checkpoint
 from model import build_model, count_parameters
@@ -60,7 +61,23 @@ def parse_args(argv):
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop (checkpoint, summary, exit 0) after this much wall time; 0: no limit")
     p.add_argument("--eval-windows", type=int, default=64, help="validation windows at the end")
+    p.add_argument("--dataset", default=None,
+                   help="NAME@REV: read the licence texts from this dataset version in a gpugeek store "
+                        "(`gpugeek data push`; REV a branch, tag or commit digest) instead of "
+                        "/usr/share/common-licenses")
+    p.add_argument("--data-store", default=os.environ.get("GPUGEEK_DATA_STORE"),
+                   help="the store folder for --dataset (default $GPUGEEK_DATA_STORE)")
     args = p.parse_args(argv)
+    if args.dataset is not None:
+        name, _, rev = args.dataset.partition("@")
+        if not args.data_store:
+            p.error("--dataset needs --data-store (or $GPUGEEK_DATA_STORE)")
+        try:
+            args.version = dataset_version.DatasetVersion(args.data_store, name, rev or "main")
+        except dataset_version.DatasetVersionError as e:
+            p.error(f"--dataset {args.dataset}: {e}")
+    else:
+        args.version = None
     if not args.out:
         p.error("--out is required (or set GPUGEEK_CHECKPOINT_DIR)")
     for name in ("steps", "batch_size", "seq_len", "ckpt_every", "log_every"):
@@ -177,7 +194,7 @@ def train(args, env, stop_request):
         usage_error(f"--seq-len {args.seq_len} exceeds n_positions {model.cfg.n_positions}")
     model = DistributedDataParallel(model)
     optimizer = make_optimizer(model, args)
-    train_tokens, val_tokens = data.split_corpus(data.load_corpus())
+    train_tokens, val_tokens = data.split_corpus(data.load_corpus(version=args.version))
     sampler = data.ShardedSampler(data.num_windows(train_tokens, args.seq_len), args.batch_size,
                                   env.world_size, env.rank, args.seed)
     progress = resume(args, env, model, optimizer)
@@ -185,6 +202,8 @@ def train(args, env, stop_request):
         print(f"params={n_params} world_size={env.world_size} train_bytes={len(train_tokens)} "
               f"val_bytes={len(val_tokens)} windows={sampler.n} steps_per_epoch={sampler.steps_per_epoch()}",
               flush=True)
+        if args.version is not None:
+            print(f"dataset={args.version.dataset} commit={args.version.commit}", flush=True)
     # One write(2) per line on an O_APPEND descriptor: a rank killed mid-run leaves whole lines only.
     samples_fd = os.open(os.path.join(args.out, f"samples-rank{env.rank}.txt"),
                          os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -236,6 +255,7 @@ def train(args, env, stop_request):
         summary = {"first_loss": progress["first_loss"], "last_loss": progress["last_loss"], "val_loss": val_loss,
                    "steps": progress["step"], "world_size": env.world_size, "parameters": n_params,
                    "tokens_seen": progress["tokens_seen"],
+                   "dataset_commit": args.version.commit if args.version is not None else None,
                    "wall_seconds_this_attempt": round(time.monotonic() - start, 1)}
         with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2)

@@ -49,6 +49,9 @@ void RegisterModelCommands(CLI::App& app);
 void RegisterWatermarkCommands(CLI::App& app);
 // `gpugeek data dedup`: exact and near-duplicate documents among files (data_command.cc).
 void RegisterDataCommands(CLI::App& app);
+// `gpugeek data push/log/diff/checkout/branch/tag/gc/fsck`: dataset versions (data_version_commands.cc);
+// called by RegisterDataCommands on the `data` subcommand.
+void RegisterDataVersionCommands(CLI::App* data_cmd);
 // `gpugeek data shard` / `gpugeek data order`: sharded dataset files and a rank's samples
 // (data_shard_commands.cc); called by RegisterDataCommands on the `data` subcommand.
 void RegisterDataShardCommands(CLI::App* data_cmd);

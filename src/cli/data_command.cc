@@ -244,9 +244,11 @@ void Run(const Options& o) {
 }  // namespace
 
 void RegisterDataCommands(CLI::App& app) {
-  CLI::App* data_cmd = app.add_subcommand("data", "Datasets: find duplicate documents");
+  CLI::App* data_cmd =
+      app.add_subcommand("data", "Datasets: versions (push, log, diff, checkout, branch, tag), shards, duplicates");
   data_cmd->require_subcommand(1);
   RegisterDataShardCommands(data_cmd);
+  RegisterDataVersionCommands(data_cmd);
   auto o = std::make_shared<Options>();
   CLI::App* dedup = data_cmd->add_subcommand(
       "dedup",

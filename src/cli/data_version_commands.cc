@@ -106,6 +106,7 @@ void RegisterPush(CLI::App* data_cmd) {
   struct Options : Common {
     std::string dir, branch = "main", message, author;
     int threads = 0;
+    bool follow_links = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = data_cmd->add_subcommand(
@@ -116,6 +117,7 @@ void RegisterPush(CLI::App* data_cmd) {
   cmd->add_option("--message,-m", o->message, "Commit message");
   cmd->add_option("--author", o->author, "Author (default $USER)");
   cmd->add_option("--threads", o->threads, "Hashing threads (0: one per core)")->capture_default_str();
+  cmd->add_flag("--follow-links,-L", o->follow_links, "Store the file a symbolic link leads to (else refused)");
   cmd->callback([o] {
     auto store = OpenStore("push", *o);
     data::PushOptions p{.dataset = o->dataset, .branch = o->branch, .message = o->message, .author = o->author};
@@ -124,6 +126,7 @@ void RegisterPush(CLI::App* data_cmd) {
       p.author = user != nullptr ? user : "";
     }
     p.threads = o->threads;
+    p.follow_links = o->follow_links;
     auto progress = std::make_shared<Progress>("hashing");
     p.progress = [progress](uint64_t done, uint64_t total) { (*progress)(done, total); };
     const auto start = std::chrono::steady_clock::now();

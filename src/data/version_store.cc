@@ -39,7 +39,8 @@ struct SourceFile {
   TreeEntry entry;  // filled by hashing
 };
 
-absl::Status WalkDir(const fs::path& dir, const std::string& rel, DirNode& node, std::vector<SourceFile>& files) {
+absl::Status WalkDir(const fs::path& dir, const std::string& rel, bool follow_links, DirNode& node,
+                     std::vector<SourceFile>& files) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) return crypto::ErrnoStatus(ec.value(), "list", dir.string());
@@ -50,15 +51,19 @@ absl::Status WalkDir(const fs::path& dir, const std::string& rel, DirNode& node,
       return absl::InvalidArgumentError(
           fmt::format("{}: file names must be UTF-8 and at most 255 bytes; rename it", it->path().string()));
     }
-    const fs::file_status st = it->symlink_status(ec);
+    fs::file_status st = it->symlink_status(ec);
     if (ec) return crypto::ErrnoStatus(ec.value(), "stat", it->path().string());
+    if (follow_links && fs::is_symlink(st)) {
+      const fs::file_status target = it->status(ec);
+      if (!ec && fs::is_regular_file(target)) st = target;
+    }
     if (fs::is_directory(st)) {
-      RETURN_IF_ERROR(WalkDir(it->path(), child_rel, node.dirs[name], files));
+      RETURN_IF_ERROR(WalkDir(it->path(), child_rel, follow_links, node.dirs[name], files));
     } else if (fs::is_regular_file(st)) {
       SourceFile f;
       f.path = it->path().string();
       f.rel = child_rel;
-      f.stat_bytes = it->file_size(ec);
+      f.stat_bytes = fs::file_size(it->path(), ec);  // of the target, for a followed link
       if (ec) return crypto::ErrnoStatus(ec.value(), "stat", f.path);
       f.executable = (st.permissions() & fs::perms::owner_exec) != fs::perms::none;
       node.files[name] = files.size();
@@ -376,7 +381,7 @@ absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const Push
 
   DirNode top;
   std::vector<SourceFile> files;
-  RETURN_IF_ERROR(WalkDir(dir, "", top, files));
+  RETURN_IF_ERROR(WalkDir(dir, "", options.follow_links, top, files));
   uint64_t total = 0;
   for (const SourceFile& f : files) total += f.stat_bytes;
 

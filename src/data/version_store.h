@@ -42,6 +42,8 @@ struct PushOptions {
   std::string author;
   ChunkerOptions chunking;
   int threads = 0;  // hashing threads; 0: one per hardware thread
+  // A symbolic link to a regular file is stored as that file's bytes (as cp -L); otherwise it is refused.
+  bool follow_links = false;
   // Called (serialised) as files finish: bytes hashed so far and in all.
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;
 };
@@ -87,12 +89,12 @@ class VersionStore {
   // Opens (creating when missing) the store at `root`. `clock` stamps commits with wall time.
   static absl::StatusOr<std::unique_ptr<VersionStore>> Open(const std::string& root, const Clock& clock);
 
-  // Snapshots folder `dir` (regular files and folders; a symbolic link, device or socket is an
-  // InvalidArgument naming it) as a commit on options.branch of options.dataset, whose head becomes its
-  // parent (created when the branch does not exist). Errors: InvalidArgument for bad names (dataset,
-  // branch, a file name that is not UTF-8 or longer than 255 bytes) or options; NotFound for `dir`;
-  // Aborted when a file changes size while read; the errno text of I/O failures. Nothing is visible
-  // until the ref moves, so a failed push changes no version.
+  // Snapshots folder `dir` (regular files and folders; a device, socket, or symbolic link (unless
+  // follow_links and it leads to a regular file) is an InvalidArgument naming it) as a commit on options.branch of
+  // options.dataset, whose head becomes its parent (created when the branch does not exist). Errors: InvalidArgument
+  // for bad names (dataset, branch, a file name that is not UTF-8 or longer than 255 bytes) or options; NotFound for
+  // `dir`; Aborted when a file changes size while read; the errno text of I/O failures. Nothing is visible until the
+  // ref moves, so a failed push changes no version.
   absl::StatusOr<PushResult> Push(const std::string& dir, const PushOptions& options);
 
   // The commit digest `rev` names in `dataset`. NotFound naming the revision; InvalidArgument when a

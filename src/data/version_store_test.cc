@@ -263,7 +263,7 @@ TEST_F(VersionStoreTest, BadInputIsRefusedNamingTheProblem) {
   WriteFile(tmp_.Path("busy/file"), "x");
   EXPECT_TRUE(absl::IsFailedPrecondition(store_->Checkout("corpus", "main", tmp_.Path("busy")).status()));
   EXPECT_EQ(ReadRaw(tmp_.Path("busy/file")), "x");
-  EXPECT_TRUE(store_->ListDatasets() == std::vector<std::string>{"corpus"});
+  EXPECT_EQ(store_->ListDatasets(), std::vector<std::string>{"corpus"});
 }
 
 }  // namespace

@@ -43,9 +43,9 @@ while [ "$left" -gt 0 ]; do
   left=$((left - size))
   i=$((i + 1))
 done
-files=$(find "$src" -type f | wc -l)
-bytes=$(find "$src" -type f -exec cat {} + | wc -c)
-find "$src" -type f -exec cat {} + >/dev/null  # warm the page cache
+files=$(find -L "$src" -type f | wc -l)
+bytes=$(find -L "$src" -type f -exec cat {} + | wc -c)
+find -L "$src" -type f -exec cat {} + >/dev/null  # warm the page cache
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print b - a }'; }
@@ -53,7 +53,7 @@ mbps() { awk -v b="$bytes" -v t="$1" 'BEGIN { printf "%.1f", b / t / 1e6 }'; }
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 
 t0=$(now)
-find "$src" -type f -print0 | xargs -0 sha256sum >/dev/null
+find -L "$src" -type f -print0 | xargs -0 sha256sum >/dev/null
 sha_s=$(since "$t0")
 
 "$gpugeek" data push -L "$src" --store "$store.1" --dataset corpus --threads 1 --json >"$out/push1.json"

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -73,11 +74,15 @@ TEST(PushCrash, KillDuringPushLeavesTheStoreConsistent) {
   Rng rng(42);
   int next_round = 1;
   int kills = 0;
-  for (int attempt = 0; attempt < 12; ++attempt) {
+  // Kills land at random moments within a window that doubles (up to 4 s) after a kill that found no new
+  // commit, so a slow machine (a sanitizer build, a loaded disk making syncfs slow) still sees pushes
+  // complete between kills.
+  int window_ms = 200;
+  for (int attempt = 0; attempt < 60 && (kills < 12 || next_round <= 4); ++attempt) {
     const pid_t pid = ::fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) PushForever(store_dir, src, next_round);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng.Uniform(200)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng.Uniform(static_cast<uint64_t>(window_ms))));
     ::kill(pid, SIGKILL);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
@@ -89,11 +94,14 @@ TEST(PushCrash, KillDuringPushLeavesTheStoreConsistent) {
     ASSERT_TRUE(fsck.ok()) << "damaged " << fsck.damaged.size() << ", missing "
                            << (fsck.missing.empty() ? "" : fsck.missing.front());
     absl::StatusOr<std::vector<LogEntry>> log = store->Log("crash", "main", 1);
-    if (!log.ok()) {
+    int round = 0;
+    if (log.ok()) {
+      round = std::stoi(log->front().commit.message);
+    } else {
       ASSERT_TRUE(absl::IsNotFound(log.status())) << log.status();  // killed before the first commit
-      continue;
     }
-    const int round = std::stoi(log->front().commit.message);
+    window_ms = round >= next_round ? 200 : std::min(window_ms * 2, 4000);
+    if (round == 0) continue;
     const std::string out = tmp.Path(absl::StrCat("out", attempt));
     ASSERT_TRUE(store->Checkout("crash", "main", out).ok());
     for (int f = 0; f < kFiles; ++f) {
@@ -103,8 +111,8 @@ TEST(PushCrash, KillDuringPushLeavesTheStoreConsistent) {
     fs::remove_all(out);
     next_round = round + 1;
   }
-  EXPECT_EQ(kills, 12);
-  EXPECT_GT(next_round, 3) << "too few pushes completed to test anything";
+  EXPECT_GE(kills, 12);
+  EXPECT_GT(next_round, 4) << "too few pushes completed to test anything";
 
   auto store = VersionStore::Open(store_dir, RealClock()).value();
   const GcResult gc = GarbageCollect(*store).value();

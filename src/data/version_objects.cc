@@ -55,26 +55,29 @@ absl::Status Bad(std::string_view where, std::string_view what) {
 template <typename T>
 absl::StatusOr<T> Field(const json& j, const char* key, std::string_view where) {
   auto it = j.find(key);
-  if (it == j.end()) return Bad(where, fmt::format("missing field {:?}", key));
+  if (it == j.end()) return Bad(where, fmt::format("missing field {:?}", std::string_view(key)));
   if constexpr (std::is_same_v<T, std::string>) {
-    if (!it->is_string()) return Bad(where, fmt::format("field {:?} is not a string", key));
+    if (!it->is_string()) return Bad(where, fmt::format("field {:?} is not a string", std::string_view(key)));
     return it->get<std::string>();
   } else if constexpr (std::is_same_v<T, bool>) {
-    if (!it->is_boolean()) return Bad(where, fmt::format("field {:?} is not true or false", key));
+    if (!it->is_boolean()) return Bad(where, fmt::format("field {:?} is not true or false", std::string_view(key)));
     return it->get<bool>();
   } else if constexpr (std::is_same_v<T, uint64_t>) {
-    if (!it->is_number_unsigned()) return Bad(where, fmt::format("field {:?} is not a whole number >= 0", key));
+    if (!it->is_number_unsigned())
+      return Bad(where, fmt::format("field {:?} is not a whole number >= 0", std::string_view(key)));
     return it->get<uint64_t>();
   } else {
     static_assert(std::is_same_v<T, int64_t>);
-    if (!it->is_number_integer()) return Bad(where, fmt::format("field {:?} is not a whole number", key));
+    if (!it->is_number_integer())
+      return Bad(where, fmt::format("field {:?} is not a whole number", std::string_view(key)));
     return it->get<int64_t>();
   }
 }
 
 absl::StatusOr<std::string> DigestField(const json& j, const char* key, std::string_view where) {
   absl::StatusOr<std::string> d = Field<std::string>(j, key, where);
-  if (d.ok() && !archive::IsSha256Hex(*d)) return Bad(where, fmt::format("field {:?} is not a SHA-256 digest", key));
+  if (d.ok() && !archive::IsSha256Hex(*d))
+    return Bad(where, fmt::format("field {:?} is not a SHA-256 digest", std::string_view(key)));
   return d;
 }
 

@@ -5,11 +5,8 @@
 // against brute-force exact Jaccard (data/dedup_eval.h). --out DIR writes duplicates.csv (every removed
 // file, what it copies and the Jaccard index) and, with --evaluate, s_curve.csv and s_curve.svg.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +18,7 @@
 
 #include "api/quantity.h"
 #include "cli/commands.h"
+#include "cli/data_inputs.h"
 #include "common/file.h"
 #include "common/table.h"
 #include "common/units.h"
@@ -46,47 +44,6 @@ struct Options {
   std::cerr << "gpugeek data dedup: " << message << "\n";
   throw CLI::RuntimeError(2);
 }
-
-// The regular files under `paths` (a file itself, or every file below a folder), sorted, each once.
-std::vector<std::string> ListFiles(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::filesystem::recursive_directory_iterator it(p, std::filesystem::directory_options::skip_permission_denied,
-                                                       ec);
-      if (ec) Fail(fmt::format("{}: {}", p, ec.message()));
-      for (const auto& entry : it) {
-        if (entry.is_regular_file(ec)) files.push_back(entry.path().string());
-      }
-    } else if (std::filesystem::is_regular_file(p, ec)) {
-      files.push_back(p);
-    } else {
-      Fail(fmt::format("{}: not a file or folder", p));
-    }
-  }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  return files;
-}
-
-class ProgressBar {
- public:
-  explicit ProgressBar(const char* label) : label_(label), on_(::isatty(STDERR_FILENO) == 1) {}
-  void operator()(size_t done, size_t total) const {
-    if (!on_) return;
-    constexpr size_t kWidth = 30;
-    const size_t filled = total ? kWidth * done / total : kWidth;
-    std::fprintf(stderr, "\r%s [%s%s] %zu/%zu documents", label_, std::string(filled, '#').c_str(),
-                 std::string(kWidth - filled, ' ').c_str(), done, total);
-    if (done == total) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  const char* label_;
-  bool on_;
-};
 
 std::string CsvField(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
@@ -114,7 +71,9 @@ void Run(const Options& o) {
   absl::StatusOr<uint64_t> max_bytes = api::ParseBytes(o.max_bytes);
   if (!max_bytes.ok()) Fail(fmt::format("--max-bytes: {}", std::string(max_bytes.status().message())));
 
-  const std::vector<std::string> files = ListFiles(o.paths);
+  absl::StatusOr<std::vector<std::string>> listed = ListInputFiles(o.paths);
+  if (!listed.ok()) Fail(std::string(listed.status().message()));
+  const std::vector<std::string>& files = *listed;
   std::vector<std::string> texts;
   texts.reserve(files.size());
   uint64_t total = 0;
@@ -130,7 +89,8 @@ void Run(const Options& o) {
   std::vector<std::string_view> views(texts.begin(), texts.end());
 
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<data::DocumentSketch> sketches = data::SketchDocuments(views, o.dedup, ProgressBar("sketching"));
+  const std::vector<data::DocumentSketch> sketches =
+      data::SketchDocuments(views, o.dedup, ProgressBar("sketching", ProgressBar::Unit::kCount, "documents"));
   const auto t1 = std::chrono::steady_clock::now();
   const data::NearDuplicateResult found = data::FindNearDuplicates(sketches, o.dedup.threshold);
   const auto t2 = std::chrono::steady_clock::now();

@@ -4,11 +4,8 @@
 // [--window-shards 4] [--json]`: the samples rank R reads in that epoch from that position
 // (data/sampler.h), the list examples/gpt/gpugeek_data.py computes too.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -20,6 +17,7 @@
 
 #include "api/quantity.h"
 #include "cli/commands.h"
+#include "cli/data_inputs.h"
 #include "common/file.h"
 #include "common/units.h"
 #include "data/sampler.h"
@@ -34,30 +32,6 @@ namespace {
   throw CLI::RuntimeError(2);
 }
 
-// The regular files under `paths` (a file itself, or every file below a folder), sorted, each once: the
-// order of `gpugeek data dedup`, so the record numbers follow the sorted paths.
-std::vector<std::string> ListFiles(const std::vector<std::string>& paths) {
-  std::vector<std::string> files;
-  for (const std::string& p : paths) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec)) {
-      std::filesystem::recursive_directory_iterator it(p, std::filesystem::directory_options::skip_permission_denied,
-                                                       ec);
-      if (ec) Fail("shard", fmt::format("{}: {}", p, ec.message()));
-      for (const auto& entry : it) {
-        if (entry.is_regular_file(ec)) files.push_back(entry.path().string());
-      }
-    } else if (std::filesystem::is_regular_file(p, ec)) {
-      files.push_back(p);
-    } else {
-      Fail("shard", fmt::format("{}: not a file or folder", p));
-    }
-  }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  return files;
-}
-
 struct ShardOptions {
   std::vector<std::string> paths;
   std::string out;
@@ -69,10 +43,12 @@ struct ShardOptions {
 void RunShard(const ShardOptions& o) {
   absl::StatusOr<uint64_t> shard_bytes = api::ParseBytes(o.shard_size);
   if (!shard_bytes.ok()) Fail("shard", fmt::format("--shard-size: {}", std::string(shard_bytes.status().message())));
-  const std::vector<std::string> files = ListFiles(o.paths);
+  absl::StatusOr<std::vector<std::string>> listed = ListInputFiles(o.paths);
+  if (!listed.ok()) Fail("shard", std::string(listed.status().message()));
+  const std::vector<std::string>& files = *listed;
   auto writer = data::ShardWriter::Create({.dir = o.out, .shard_bytes = *shard_bytes});
   if (!writer.ok()) Fail("shard", fmt::format("--out: {}", std::string(writer.status().message())));
-  const bool bar = ::isatty(STDERR_FILENO) == 1;
+  const ProgressBar bar("sharding", ProgressBar::Unit::kCount, "files");
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t input_bytes = 0;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -92,14 +68,7 @@ void RunShard(const ShardOptions& o) {
       }
     }
     if (!st.ok()) Fail("shard", std::string(st.message()));
-    if (bar) {
-      constexpr size_t kWidth = 30;
-      const size_t filled = kWidth * (i + 1) / files.size();
-      std::fprintf(stderr, "\rsharding [%s%s] %zu/%zu files", std::string(filled, '#').c_str(),
-                   std::string(kWidth - filled, ' ').c_str(), i + 1, files.size());
-      if (i + 1 == files.size()) std::fprintf(stderr, "\n");
-      std::fflush(stderr);
-    }
+    bar(i + 1, files.size());
   }
   absl::StatusOr<data::ShardIndex> index = (*writer)->Finish();
   if (!index.ok()) Fail("shard", std::string(index.status().message()));

@@ -4,10 +4,7 @@
 // ~/.local/share/gpugeek/datasets. Every command prints a table, or JSON with --json; errors go to stderr
 // with exit status 2 (1 when fsck finds damage).
 
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -17,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/data_inputs.h"
 #include "common/table.h"
 #include "common/units.h"
 #include "data/version_gc.h"
@@ -79,29 +77,6 @@ std::string Time(int64_t unix_s) {
   return buf;
 }
 
-// Hashing progress on a terminal (stderr), redrawn at most every 100 ms.
-class Progress {
- public:
-  explicit Progress(const char* label) : label_(label), on_(::isatty(STDERR_FILENO) == 1) {}
-  void operator()(uint64_t done, uint64_t total) {
-    if (!on_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    constexpr uint64_t kWidth = 30;
-    const uint64_t filled = total ? kWidth * done / total : kWidth;
-    std::fprintf(stderr, "\r%s [%s%s] %s / %s", label_, std::string(filled, '#').c_str(),
-                 std::string(kWidth - filled, ' ').c_str(), FormatBytes(done).c_str(), FormatBytes(total).c_str());
-    if (done == total) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  const char* label_;
-  bool on_;
-  std::chrono::steady_clock::time_point last_{};
-};
-
 void RegisterPush(CLI::App* data_cmd) {
   struct Options : Common {
     std::string dir, branch = "main", message, author;
@@ -127,8 +102,7 @@ void RegisterPush(CLI::App* data_cmd) {
     }
     p.threads = o->threads;
     p.follow_links = o->follow_links;
-    auto progress = std::make_shared<Progress>("hashing");
-    p.progress = [progress](uint64_t done, uint64_t total) { (*progress)(done, total); };
+    p.progress = ProgressBar("hashing", ProgressBar::Unit::kBytes);
     const auto start = std::chrono::steady_clock::now();
     const data::PushResult r = OrFail("push", store->Push(o->dir, p));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,0 +1,37 @@
+#pragma once
+// What the `gpugeek data` commands share: the input files named on the command line, and a progress bar.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace gpugeek::cli {
+
+// The regular files under `paths` (a file itself, or every file below a folder, recursively), sorted by
+// path, each once: the order in which `data dedup` numbers documents and `data shard` records.
+// InvalidArgument naming a path that is neither a file nor a folder, or a folder that cannot be listed.
+absl::StatusOr<std::vector<std::string>> ListInputFiles(const std::vector<std::string>& paths);
+
+// A one-line bar on stderr while it is a terminal (nothing otherwise):
+//   "hashing [#########                     ] 120 MiB / 400 MiB"   (kBytes)
+//   "sketching [####                        ] 12/1030 documents"  (kCount, noun "documents")
+// redrawn at most every 100 ms and once at the end (done == total), which ends the line. Copyable; call
+// from one thread at a time.
+class ProgressBar {
+ public:
+  enum class Unit { kCount, kBytes };
+  ProgressBar(std::string label, Unit unit, std::string noun = "");
+  void operator()(uint64_t done, uint64_t total) const;
+
+ private:
+  std::string label_;
+  Unit unit_;
+  std::string noun_;
+  bool on_;
+  mutable std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace gpugeek::cli

@@ -6,6 +6,8 @@
 #      core and on one thread, beside coreutils' sha256sum over the same files (all warm in the page cache),
 #      with the ratio to sha256sum; DVC's published rate for the same ratio: 21 GB in "almost 7 minutes"
 #      where md5sum took 40 s (iterative/dvc issue 10251), i.e. 0.095x md5sum;
+#      and of `gpugeek data shard` (each file one record, 64 MiB shards, each shard's SHA-256) on the same
+#      files;
 #   2. storage growth: 1% of the files rewritten (random new bytes), pushed again: new bytes stored over
 #      the version's bytes, and over the bytes that changed;
 #   3. an edit inside a large file (64 KiB inserted in the middle of one bulk file): new bytes stored;
@@ -58,6 +60,9 @@ sha_s=$(since "$t0")
 
 "$gpugeek" data push -L "$src" --store "$store.1" --dataset corpus --threads 1 --json >"$out/push1.json"
 "$gpugeek" data push -L "$src" --store "$store" --dataset corpus -m "v1" --json >"$out/pushN.json"
+"$gpugeek" data shard "$src" --out "$out/shards" --json >"$out/shard.json"
+shard_s=$(field "$out/shard.json" seconds)
+rm -rf "$out/shards"
 one_s=$(field "$out/push1.json" seconds)
 all_s=$(field "$out/pushN.json" seconds)
 rm -rf "$store.1"
@@ -94,10 +99,11 @@ diff -r "$out/v2" "$out/co2" && same2=identical || same2=DIFFERENT
 "$gpugeek" data gc --store "$store" --json >"$out/gc.json"
 "$gpugeek" data fsck --store "$store" --json >"$out/fsck2.json"
 
-python3 - "$out" "$bytes" "$files" "$sha_s" "$one_s" "$all_s" "$changed_files" "$changed_bytes" "$same1" "$same2" <<'PY' | tee "$report"
+python3 - "$out" "$bytes" "$files" "$sha_s" "$one_s" "$all_s" "$shard_s" "$changed_files" "$changed_bytes" "$same1" "$same2" <<'PY' | tee "$report"
 import json, os, sys
-out, nbytes, files, sha_s, one_s, all_s, cf, cb, same1, same2 = sys.argv[1:]
-nbytes, files, sha_s, one_s, all_s, cf, cb = int(nbytes), int(files), float(sha_s), float(one_s), float(all_s), int(cf), int(cb)
+out, nbytes, files, sha_s, one_s, all_s, shard_s, cf, cb, same1, same2 = sys.argv[1:]
+nbytes, files, cf, cb = int(nbytes), int(files), int(cf), int(cb)
+sha_s, one_s, all_s, shard_s = float(sha_s), float(one_s), float(all_s), float(shard_s)
 j = lambda name: json.load(open(os.path.join(out, name)))
 mb = lambda s: nbytes / s / 1e6
 print(f"corpus: {files} files, {nbytes} bytes ({nbytes / 2**20:.0f} MiB); {os.cpu_count()} cores")
@@ -107,6 +113,7 @@ print(f"{'':28}{'seconds':>9}{'MB/s':>9}{'x sha256sum':>13}")
 print(f"{'sha256sum (coreutils)':28}{sha_s:9.2f}{mb(sha_s):9.1f}{1:13.2f}")
 print(f"{'gpugeek data push, 1 thread':28}{one_s:9.2f}{mb(one_s):9.1f}{sha_s / one_s:13.2f}")
 print(f"{'gpugeek data push, all cores':28}{all_s:9.2f}{mb(all_s):9.1f}{sha_s / all_s:13.2f}")
+print(f"{'gpugeek data shard (64 MiB)':28}{shard_s:9.2f}{mb(shard_s):9.1f}{sha_s / shard_s:13.2f}")
 print(f"{'DVC (dvc#10251, published)':28}{'':9}{21e9 / 420 / 1e6:9.1f}{40 / 420:13.3f}   (x md5sum, their machine)")
 print()
 p2 = j("push2.json")

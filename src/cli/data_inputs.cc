@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -32,6 +33,15 @@ absl::StatusOr<std::vector<std::string>> ListInputFiles(const std::vector<std::s
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
   return files;
+}
+
+std::string DefaultDataStore() {
+  if (const char* s = std::getenv("GPUGEEK_DATA_STORE"); s != nullptr && *s != '\0') return s;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x != nullptr && *x != '\0') {
+    return std::string(x) + "/gpugeek/datasets";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : ".") + "/.local/share/gpugeek/datasets";
 }
 
 ProgressBar::ProgressBar(std::string label, Unit unit, std::string noun)

@@ -8,7 +8,19 @@
 
 #include "absl/status/statusor.h"
 
+namespace CLI {
+class App;
+}
+
 namespace gpugeek::cli {
+
+// `gpugeek data clean` (data_clean_command.cc); registered on the `data` subcommand by
+// RegisterDataVersionCommands.
+void RegisterDataCleanCommand(CLI::App* data_cmd);
+
+// The version store's folder: $GPUGEEK_DATA_STORE, else $XDG_DATA_HOME/gpugeek/datasets, else
+// ~/.local/share/gpugeek/datasets.
+std::string DefaultDataStore();
 
 // The regular files under `paths` (a file itself, or every file below a folder, recursively), sorted by
 // path, each once: the order in which `data dedup` numbers documents and `data shard` records.

@@ -34,18 +34,9 @@ struct Common {
   throw CLI::RuntimeError(2);
 }
 
-std::string DefaultStore() {
-  if (const char* s = std::getenv("GPUGEEK_DATA_STORE"); s != nullptr && *s != '\0') return s;
-  if (const char* x = std::getenv("XDG_DATA_HOME"); x != nullptr && *x != '\0') {
-    return std::string(x) + "/gpugeek/datasets";
-  }
-  const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : ".") + "/.local/share/gpugeek/datasets";
-}
-
 std::unique_ptr<data::VersionStore> OpenStore(const std::string& command, const Common& c) {
   absl::StatusOr<std::unique_ptr<data::VersionStore>> store =
-      data::VersionStore::Open(c.store.empty() ? DefaultStore() : c.store, RealClock());
+      data::VersionStore::Open(c.store.empty() ? DefaultDataStore() : c.store, RealClock());
   if (!store.ok()) Fail(command, std::string(store.status().message()));
   return *std::move(store);
 }
@@ -350,6 +341,7 @@ void RegisterDataVersionCommands(CLI::App* data_cmd) {
   RegisterRefCommand(data_cmd, data::Ref::Kind::kBranch);
   RegisterRefCommand(data_cmd, data::Ref::Kind::kTag);
   RegisterMaintenance(data_cmd);
+  RegisterDataCleanCommand(data_cmd);
 }
 
 }  // namespace gpugeek::cli

@@ -125,5 +125,36 @@ TEST_F(DataVersionTest, DamageAndBadInputExitNonZeroNamingTheProblem) {
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
+TEST_F(DataVersionTest, CleanCommitsTheKeptRecordsAndAReport) {
+  Write("a.jsonl", "{\"text\":\"the same words\",\"n\":1}\n{\"text\":\"the same words\",\"n\":2}\nbroken\n");
+  Write("sub/b.csv", "id,text\n1,something else entirely\n");
+  const std::string src = (dir_ / "src").string();
+  const nlohmann::json v1 = Json({"push", src, "--dataset", "docs"});
+  const nlohmann::json clean = Json({"clean", "--dataset", "docs", "main"});
+  EXPECT_EQ(clean["records"], 3);
+  EXPECT_EQ(clean["kept"], 2);
+  EXPECT_EQ(clean["removed_by_reason"]["exact_duplicate"], 1);
+  EXPECT_EQ(clean["unparsable_rows"], 1);
+  EXPECT_EQ(clean["branch"], "cleaned");
+  // The cleaned version's parent is the version cleaned; it holds the kept records and the report.
+  const nlohmann::json log = Json({"log", "--dataset", "docs", "cleaned"});
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0]["commit"], clean["commit"]);
+  EXPECT_EQ(log[1]["commit"], v1["commit"]);
+  Json({"checkout", "--dataset", "docs", "cleaned", (dir_ / "clean").string()});
+  EXPECT_EQ(subprocess::ReadFile(dir_ / "clean" / "a.jsonl"),
+            "{\"fields\":{\"n\":1,\"text\":\"the same words\"},\"line\":1,\"source\":\"a.jsonl\",\"text\":"
+            "\"the same words\"}\n");
+  EXPECT_TRUE(fs::exists(dir_ / "clean" / "sub" / "b.csv.jsonl"));
+  const nlohmann::json report = nlohmann::json::parse(subprocess::ReadFile(dir_ / "clean" / "cleaning-report.json"));
+  EXPECT_EQ(report["source_commit"], v1["commit"]);
+  EXPECT_EQ(report["removed"][0]["line"], 2);
+  EXPECT_EQ(report["removed"][0]["duplicate_of"]["line"], 1);
+  EXPECT_EQ(report["errors"][0]["line"], 3);
+  auto [rc, out] = Data({"clean", "--dataset", "docs", "--drop", "colour"});
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("--drop \"colour\": not an anomaly kind"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace gpugeek::cli

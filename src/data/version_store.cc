@@ -500,6 +500,43 @@ absl::StatusOr<std::string> VersionStore::Resolve(const std::string& dataset, co
   return digest;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, TreeEntry>>> VersionStore::ListFiles(
+    const std::string& commit) const {
+  ASSIGN_OR_RETURN(Commit c, ReadCommit(commit));
+  std::vector<std::pair<std::string, TreeEntry>> files;
+  // (tree digest, path prefix) still to list; depth-first, entries in name order.
+  std::vector<std::pair<std::string, std::string>> todo{{c.tree, ""}};
+  while (!todo.empty()) {
+    auto [digest, prefix] = std::move(todo.back());
+    todo.pop_back();
+    ASSIGN_OR_RETURN(Tree tree, ReadTree(digest));
+    for (TreeEntry& e : tree.entries) {
+      std::string path = prefix + e.name;
+      if (e.is_dir) {
+        todo.emplace_back(e.tree, path + "/");
+      } else {
+        files.emplace_back(std::move(path), std::move(e));
+      }
+    }
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return files;
+}
+
+absl::StatusOr<std::string> VersionStore::ReadFile(const TreeEntry& file, uint64_t max_bytes) const {
+  if (file.bytes > max_bytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("{:?} holds {} bytes, over the limit of {}", file.name, file.bytes, max_bytes));
+  }
+  std::string bytes;
+  bytes.reserve(file.bytes);
+  for (const ChunkRef& c : file.chunks) {
+    ASSIGN_OR_RETURN(std::string chunk, objects_->Get(c.digest, c.bytes));
+    bytes += chunk;
+  }
+  return bytes;
+}
+
 absl::StatusOr<std::vector<LogEntry>> VersionStore::Log(const std::string& dataset, const std::string& rev,
                                                         size_t limit) const {
   ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));

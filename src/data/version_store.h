@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -102,6 +103,12 @@ class VersionStore {
   absl::StatusOr<std::string> Resolve(const std::string& dataset, const std::string& rev) const;
   absl::StatusOr<Commit> ReadCommit(const std::string& digest) const;
   absl::StatusOr<Tree> ReadTree(const std::string& digest) const;
+
+  // Every file of commit `commit` as (path, entry), '/'-separated paths sorted in byte order.
+  absl::StatusOr<std::vector<std::pair<std::string, TreeEntry>>> ListFiles(const std::string& commit) const;
+  // A file's bytes (an entry ListFiles gave), every chunk checked against its digest. InvalidArgument
+  // naming the size when the file is larger than `max_bytes`; DataLoss for a damaged chunk.
+  absl::StatusOr<std::string> ReadFile(const TreeEntry& file, uint64_t max_bytes) const;
 
   // Up to `limit` commits from `rev` back along first parents, newest first.
   absl::StatusOr<std::vector<LogEntry>> Log(const std::string& dataset, const std::string& rev, size_t limit) const;

@@ -1,0 +1,162 @@
+// `gpugeek data clean --dataset NAME [REV] [--to-branch cleaned] ...`: a cleaning run over a dataset
+// version (data/cleaning.h) committed as a new version: the kept records as canonical JSON Lines and
+// cleaning-report.json (what was removed and why, every anomaly and unparsable row). The branch is made
+// at REV when it does not exist, so the cleaned commit's parent is the version it cleaned.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "api/quantity.h"
+#include "cli/data_inputs.h"
+#include "common/clock.h"
+#include "common/table.h"
+#include "data/cleaning.h"
+#include "data/minhash.h"
+#include "data/version_store.h"
+
+namespace gpugeek::cli {
+namespace {
+
+struct Options {
+  std::string store, dataset, rev = "main", branch = "cleaned", format = "auto", field = "text", unit = "word";
+  std::string max_bytes = "4Gi";
+  std::vector<std::string> drop;
+  data::NearDuplicateOptions dedup;
+  bool json = false;
+};
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::cerr << "gpugeek data clean: " << message << "\n";
+  throw CLI::RuntimeError(2);
+}
+
+template <typename T>
+T OrFail(absl::StatusOr<T> v) {
+  if (!v.ok()) Fail(std::string(v.status().message()));
+  return *std::move(v);
+}
+
+void Run(Options o) {
+  absl::StatusOr<uint64_t> max_bytes = api::ParseBytes(o.max_bytes);
+  if (!max_bytes.ok()) Fail(fmt::format("--max-bytes: {}", std::string(max_bytes.status().message())));
+  auto store = OrFail(data::VersionStore::Open(o.store.empty() ? DefaultDataStore() : o.store, RealClock()));
+  const std::string source = OrFail(store->Resolve(o.dataset, o.rev));
+  const auto files = OrFail(store->ListFiles(source));
+  std::vector<data::CleanInput> inputs;
+  uint64_t total = 0;
+  const ProgressBar bar("reading", ProgressBar::Unit::kCount, "files");
+  for (const auto& [path, entry] : files) {
+    if (path == "cleaning-report.json") continue;  // the report of an earlier run is not data
+    if (entry.bytes > *max_bytes - total) {
+      Fail(fmt::format("the version holds more than --max-bytes {} ({} at {})", o.max_bytes, path, total));
+    }
+    total += entry.bytes;
+    inputs.push_back({path, OrFail(store->ReadFile(entry, entry.bytes))});
+    bar(inputs.size(), files.size());
+  }
+  data::CleanOptions c;
+  c.format = o.format;
+  c.records.text_field = o.field;
+  c.dedup = o.dedup;
+  c.dedup.shingles.unit = o.unit == "char" ? data::ShingleUnit::kChar : data::ShingleUnit::kWord;
+  if ((c.dedup.lsh.bands == 0) != (c.dedup.lsh.rows == 0)) Fail("--bands and --rows go together");
+  if (c.dedup.lsh.bands == 0 && c.dedup.threshold > 0 && c.dedup.threshold <= 1) {
+    const data::LshOptions chosen = data::ChooseLsh(c.dedup.threshold);
+    c.dedup.lsh.bands = chosen.bands;
+    c.dedup.lsh.rows = chosen.rows;
+  }
+  c.drop.insert(o.drop.begin(), o.drop.end());
+  const data::CleanResult result = OrFail(data::CleanRecords(inputs, c));
+  const nlohmann::json report = data::CleaningReport(result, c, source);
+
+  // The cleaned version: written to a scratch folder beside the store, pushed, removed.
+  namespace fs = std::filesystem;
+  const fs::path scratch = fs::path(store->root()) / fmt::format("clean-{}", ::getpid());
+  fs::remove_all(scratch);
+  for (const auto& [path, lines] : result.files) {
+    fs::create_directories((scratch / path).parent_path());
+    std::ofstream(scratch / path, std::ios::binary) << lines;
+  }
+  fs::create_directories(scratch);
+  std::ofstream(scratch / "cleaning-report.json", std::ios::binary) << report.dump(2) << "\n";
+  if (absl::StatusOr<std::string> head = store->Resolve(o.dataset, o.branch); !head.ok()) {
+    if (absl::Status s = store->CreateBranch(o.dataset, o.branch, source); !s.ok()) {
+      fs::remove_all(scratch);
+      Fail(std::string(s.message()));
+    }
+  }
+  const size_t kept = report["kept"].get<size_t>();
+  data::PushOptions push{.dataset = o.dataset,
+                         .branch = o.branch,
+                         .message = fmt::format("clean {}@{} ({}): kept {} of {} records", o.dataset, o.rev,
+                                                source.substr(0, 12), kept, result.parsed.records.size())};
+  if (const char* user = std::getenv("USER"); user != nullptr) push.author = user;
+  absl::StatusOr<data::PushResult> pushed = store->Push(scratch.string(), push);
+  fs::remove_all(scratch);
+  const data::PushResult commit = OrFail(std::move(pushed));
+
+  if (o.json) {
+    nlohmann::json j = report;
+    j.erase("removed");
+    j.erase("anomalies");
+    j.erase("errors");
+    j["anomalies"] = result.anomalies.size();
+    j["commit"] = commit.commit;
+    j["branch"] = o.branch;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("{}@{} -> {}@{} {}: kept {} of {} records\n", o.dataset, o.rev, o.dataset, o.branch,
+                           commit.commit.substr(0, 12), kept, result.parsed.records.size());
+  TextTable table({"REMOVED FOR", "RECORDS"});
+  for (const auto& [reason, n] : report["removed_by_reason"].items()) table.AddRow({reason, n.dump()});
+  table.AlignRight(1);
+  std::cout << table.Render();
+  std::cout << fmt::format("{} anomalies reported, {} rows could not be parsed; see cleaning-report.json in {}@{}\n",
+                           result.anomalies.size(), result.parsed.errors.size(), o.dataset, o.branch);
+}
+
+}  // namespace
+
+void RegisterDataCleanCommand(CLI::App* data_cmd) {
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = data_cmd->add_subcommand(
+      "clean",
+      "Clean a dataset version into a new one: records from JSON Lines / CSV / text, exact and near duplicates "
+      "removed, anomalies reported (and removed with --drop), a report of what went and why");
+  cmd->add_option("rev", o->rev, "Version to clean (branch, tag or commit)")->capture_default_str();
+  cmd->add_option("--store", o->store, "Store folder (default $GPUGEEK_DATA_STORE or ~/.local/share/gpugeek/datasets)");
+  cmd->add_option("--dataset,-d", o->dataset, "Dataset name")->required();
+  cmd->add_option("--to-branch", o->branch, "Branch the cleaned version is committed on (made at REV if missing)")
+      ->capture_default_str();
+  cmd->add_option("--format", o->format, "Record format of every file: auto (by extension), text, jsonl, csv")
+      ->capture_default_str();
+  cmd->add_option("--field", o->field, "JSON field or CSV column holding the text")->capture_default_str();
+  cmd->add_option("--threshold", o->dedup.threshold, "Exact Jaccard index that makes a near duplicate, (0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--ngram", o->dedup.shingles.n, "Words (or bytes, with --unit char) per shingle")
+      ->capture_default_str();
+  cmd->add_option("--unit", o->unit, "What a shingle is made of: word or char")
+      ->check(CLI::IsMember({"word", "char"}))
+      ->capture_default_str();
+  o->dedup.lsh.bands = o->dedup.lsh.rows = 0;
+  cmd->add_option("--bands", o->dedup.lsh.bands, "LSH bands (with --rows; default: chosen for the threshold)");
+  cmd->add_option("--rows", o->dedup.lsh.rows, "MinHash values per band (with --bands)");
+  cmd->add_option("--seed", o->dedup.lsh.seed, "Seed of the MinHash functions")->capture_default_str();
+  cmd->add_option("--drop", o->drop, "Anomaly kinds to remove: length, charset, repeated_lines, numeric:FIELD")
+      ->delimiter(',');
+  cmd->add_option("--max-bytes", o->max_bytes, "Most bytes of the version read in all")->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o] { Run(*o); });
+}
+
+}  // namespace gpugeek::cli

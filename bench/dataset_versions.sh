@@ -11,6 +11,8 @@
 #   2. storage growth: 1% of the files rewritten (random new bytes), pushed again: new bytes stored over
 #      the version's bytes, and over the bytes that changed;
 #   3. an edit inside a large file (64 KiB inserted in the middle of one bulk file): new bytes stored;
+#   5. a cleaning run (`gpugeek data clean`) of the copyright corpus: records kept, removed as exact and
+#      near duplicates, anomalies reported;
 #   4. checkout of both versions compared byte for byte with the folders pushed (diff -r), fsck, and
 #      garbage collection after the second version's branch is deleted (what it removes).
 #
@@ -89,9 +91,13 @@ if [ -f "$big" ]; then
   "$gpugeek" data push -L "$src" --store "$store" --dataset corpus --branch v2 -m "insert" --json >"$out/push3.json"
 fi
 
+# 5. A cleaning run over the copyright corpus alone (each file one text record) as its own dataset.
+"$gpugeek" data push -L "$src/docs" --store "$store" --dataset copyright --json >/dev/null
+"$gpugeek" data clean --store "$store" --dataset copyright --json >"$out/clean.json"
+
 # 4. Checkouts compared byte for byte, fsck, gc.
 "$gpugeek" data checkout --store "$store" --dataset corpus main "$out/co1" >/dev/null
-"$gpugeek" data checkout --store "$store" --dataset corpus v2~1 "$out/co2" >/dev/null
+"$gpugeek" data checkout --store "$store" --dataset corpus "$(field "$out/push2.json" commit)" "$out/co2" >/dev/null
 diff -r "$out/v1" "$out/co1" && same1=identical || same1=DIFFERENT
 diff -r "$out/v2" "$out/co2" && same2=identical || same2=DIFFERENT
 "$gpugeek" data fsck --store "$store" --json >"$out/fsck.json"
@@ -126,6 +132,9 @@ if os.path.exists(os.path.join(out, "push3.json")):
 print()
 print(f"checkout v1 vs pushed folder: {same1}; checkout v2 vs pushed folder: {same2}")
 f1, gc, f2 = j("fsck.json"), j("gc.json"), j("fsck2.json")
+cl = j("clean.json")
+print(f"cleaning the copyright corpus: kept {cl['kept']} of {cl['records']} records; removed "
+      f"{cl['removed_by_reason']}; {cl['anomalies']} anomalies reported")
 print(f"fsck: {f1['objects']} objects, {f1['bytes']} bytes, ok={f1['ok']}")
 print(f"gc after deleting branch v2: removed {gc['removed_objects']} objects ({gc['removed_bytes']} bytes), "
       f"kept {gc['kept_objects']}; fsck after: ok={f2['ok']}, unreferenced={f2['unreferenced_objects']}")

@@ -12,8 +12,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (auto format : {gpugeek::data::RecordFormat::kJsonLines, gpugeek::data::RecordFormat::kCsv}) {
     gpugeek::data::ParsedRecords out;
     gpugeek::data::ParseRecords(bytes, "fuzz", format, {.max_record_bytes = 4096}, out);
+    // Line breaks: LF, CRLF, and a lone CR (which CSV also ends a row at).
     uint64_t lines = 1;
-    for (char c : bytes) lines += c == '\n';
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      lines += bytes[i] == '\n' || (bytes[i] == '\r' && (i + 1 == bytes.size() || bytes[i + 1] != '\n'));
+    }
     for (const auto& r : out.records) {
       if (r.line < 1 || r.line > lines || r.text.size() > bytes.size()) std::abort();
       (void)gpugeek::data::CanonicalRecordLine(r);

@@ -6,7 +6,7 @@ tree of the top folder; a tree lists a folder's entries, each a file (its chunks
 file order) or a sub-folder (its tree's digest). Every object read here is checked against its name, so
 a damaged store raises DatasetVersionError instead of training on wrong bytes. Standard library only.
 
-    version = DatasetVersion(store, "licences", "v1")   # a branch, a tag or a full commit digest
+    version = DatasetVersion(store, "licences", "v1")   # a full commit digest, a branch or a tag
     version.commit, version.paths()                      # '/'-separated paths, sorted
     version.read("GPL-3")                                # the file's bytes
 """
@@ -37,6 +37,9 @@ class DatasetVersion:
         self._walk(commit["tree"], "")
 
     def _resolve(self, rev):
+        # As gpugeek resolves: a full digest first (branch and tag names are never 6-64 hex digits).
+        if _HEX64.fullmatch(rev) and os.path.exists(os.path.join(self.store, "objects", rev[:2], rev[2:])):
+            return rev
         if _NAME.fullmatch(rev):
             for kind in ("branches", "tags"):
                 path = os.path.join(self.store, "refs", self.dataset, kind, rev)
@@ -46,8 +49,6 @@ class DatasetVersion:
                     if not _HEX64.fullmatch(digest):
                         raise DatasetVersionError(f"{path} does not hold a commit digest")
                     return digest
-        if _HEX64.fullmatch(rev):
-            return rev
         raise DatasetVersionError(f"dataset {self.dataset!r} has no branch, tag or commit {rev!r}")
 
     def _object(self, digest, max_bytes=1 << 30):

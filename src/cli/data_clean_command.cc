@@ -48,7 +48,7 @@ T OrFail(absl::StatusOr<T> v) {
 void Run(Options o) {
   absl::StatusOr<uint64_t> max_bytes = api::ParseBytes(o.max_bytes);
   if (!max_bytes.ok()) Fail(fmt::format("--max-bytes: {}", std::string(max_bytes.status().message())));
-  auto store = OrFail(data::VersionStore::Open(o.store.empty() ? DefaultDataStore() : o.store, RealClock()));
+  auto store = OrFail(OpenDataStore(o.store, /*create=*/false));
   const std::string source = OrFail(store->Resolve(o.dataset, o.rev));
   const auto files = OrFail(store->ListFiles(source));
   std::vector<data::CleanInput> inputs;
@@ -78,21 +78,37 @@ void Run(Options o) {
   const data::CleanResult result = OrFail(data::CleanRecords(inputs, c));
   const nlohmann::json report = data::CleaningReport(result, c, source);
 
-  // The cleaned version: written to a scratch folder beside the store, pushed, removed.
+  // The cleaned version: written to a scratch folder beside the store, pushed, removed (also on failure).
   namespace fs = std::filesystem;
-  const fs::path scratch = fs::path(store->root()) / fmt::format("clean-{}", ::getpid());
-  fs::remove_all(scratch);
-  for (const auto& [path, lines] : result.files) {
-    fs::create_directories((scratch / path).parent_path());
-    std::ofstream(scratch / path, std::ios::binary) << lines;
-  }
-  fs::create_directories(scratch);
-  std::ofstream(scratch / "cleaning-report.json", std::ios::binary) << report.dump(2) << "\n";
-  if (absl::StatusOr<std::string> head = store->Resolve(o.dataset, o.branch); !head.ok()) {
-    if (absl::Status s = store->CreateBranch(o.dataset, o.branch, source); !s.ok()) {
-      fs::remove_all(scratch);
-      Fail(std::string(s.message()));
+  struct Scratch {
+    fs::path path;
+    ~Scratch() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
     }
+  } scratch{fs::path(store->root()) / fmt::format(".clean-{}", ::getpid())};
+  auto write = [&](const fs::path& path, const std::string& bytes) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << bytes;
+    f.close();
+    if (ec || !f) Fail(fmt::format("cannot write {}: {}", path.string(), ec ? ec.message() : "write failed"));
+  };
+  std::error_code ec;
+  fs::remove_all(scratch.path, ec);
+  fs::create_directories(scratch.path, ec);
+  if (ec) Fail(fmt::format("cannot create {}: {}", scratch.path.string(), ec.message()));
+  for (const auto& [path, lines] : result.files) write(scratch.path / path, lines);
+  write(scratch.path / "cleaning-report.json", report.dump(2) + "\n");
+  // The branch is made at the version cleaned (its parent) unless it exists; it is never that version's.
+  const std::vector<data::Ref> refs = OrFail(store->ListRefs(o.dataset));
+  bool exists = false;
+  for (const data::Ref& r : refs) exists = exists || (r.kind == data::Ref::Kind::kBranch && r.name == o.branch);
+  if (o.branch == o.rev)
+    Fail(fmt::format("--to-branch {} is the version being cleaned; commit it on another branch", o.branch));
+  if (!exists) {
+    if (absl::Status s = store->CreateBranch(o.dataset, o.branch, source); !s.ok()) Fail(std::string(s.message()));
   }
   const size_t kept = report["kept"].get<size_t>();
   data::PushOptions push{.dataset = o.dataset,
@@ -100,9 +116,7 @@ void Run(Options o) {
                          .message = fmt::format("clean {}@{} ({}): kept {} of {} records", o.dataset, o.rev,
                                                 source.substr(0, 12), kept, result.parsed.records.size())};
   if (const char* user = std::getenv("USER"); user != nullptr) push.author = user;
-  absl::StatusOr<data::PushResult> pushed = store->Push(scratch.string(), push);
-  fs::remove_all(scratch);
-  const data::PushResult commit = OrFail(std::move(pushed));
+  const data::PushResult commit = OrFail(store->Push(scratch.path.string(), push));
 
   if (o.json) {
     nlohmann::json j = report;

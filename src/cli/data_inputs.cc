@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/clock.h"
 #include "common/units.h"
 
 namespace gpugeek::cli {
@@ -42,6 +43,16 @@ std::string DefaultDataStore() {
   }
   const char* home = std::getenv("HOME");
   return std::string(home != nullptr ? home : ".") + "/.local/share/gpugeek/datasets";
+}
+
+absl::StatusOr<std::unique_ptr<data::VersionStore>> OpenDataStore(const std::string& store, bool create) {
+  const std::string root = store.empty() ? DefaultDataStore() : store;
+  std::error_code ec;
+  if (!create && !std::filesystem::is_directory(std::filesystem::path(root) / "refs", ec)) {
+    return absl::NotFoundError(
+        fmt::format("no dataset store at {}: push a folder first (gpugeek data push), or give --store", root));
+  }
+  return data::VersionStore::Open(root, RealClock());
 }
 
 ProgressBar::ProgressBar(std::string label, Unit unit, std::string noun)

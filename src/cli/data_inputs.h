@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/version_store.h"
 
 namespace CLI {
 class App;
@@ -21,6 +23,11 @@ void RegisterDataCleanCommand(CLI::App* data_cmd);
 // The version store's folder: $GPUGEEK_DATA_STORE, else $XDG_DATA_HOME/gpugeek/datasets, else
 // ~/.local/share/gpugeek/datasets.
 std::string DefaultDataStore();
+
+// The version store at `store` (DefaultDataStore() when empty). Only `push` creates one (create=true);
+// for every other command a folder that is not a store is NotFound naming it, so a mistyped --store is
+// not taken for an empty store.
+absl::StatusOr<std::unique_ptr<data::VersionStore>> OpenDataStore(const std::string& store, bool create);
 
 // The regular files under `paths` (a file itself, or every file below a folder, recursively), sorted by
 // path, each once: the order in which `data dedup` numbers documents and `data shard` records.

@@ -34,9 +34,8 @@ struct Common {
   throw CLI::RuntimeError(2);
 }
 
-std::unique_ptr<data::VersionStore> OpenStore(const std::string& command, const Common& c) {
-  absl::StatusOr<std::unique_ptr<data::VersionStore>> store =
-      data::VersionStore::Open(c.store.empty() ? DefaultDataStore() : c.store, RealClock());
+std::unique_ptr<data::VersionStore> OpenStore(const std::string& command, const Common& c, bool create = false) {
+  absl::StatusOr<std::unique_ptr<data::VersionStore>> store = OpenDataStore(c.store, create);
   if (!store.ok()) Fail(command, std::string(store.status().message()));
   return *std::move(store);
 }
@@ -85,7 +84,7 @@ void RegisterPush(CLI::App* data_cmd) {
   cmd->add_option("--threads", o->threads, "Hashing threads (0: one per core)")->capture_default_str();
   cmd->add_flag("--follow-links,-L", o->follow_links, "Store the file a symbolic link leads to (else refused)");
   cmd->callback([o] {
-    auto store = OpenStore("push", *o);
+    auto store = OpenStore("push", *o, /*create=*/true);
     data::PushOptions p{.dataset = o->dataset, .branch = o->branch, .message = o->message, .author = o->author};
     if (p.author.empty()) {
       const char* user = std::getenv("USER");
@@ -276,7 +275,8 @@ void RegisterRefCommand(CLI::App* data_cmd, data::Ref::Kind kind) {
     }
     TextTable table({"KIND", "NAME", "COMMIT"});
     for (const data::Ref& r : refs) {
-      table.AddRow({r.kind == data::Ref::Kind::kBranch ? "branch" : "tag", r.name, ShortDigest(r.commit)});
+      table.AddRow({r.kind == data::Ref::Kind::kBranch ? "branch" : "tag", r.name,
+                    r.error.empty() ? ShortDigest(r.commit) : "DAMAGED: " + r.error});
     }
     std::cout << table.Render();
   });

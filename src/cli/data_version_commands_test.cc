@@ -108,6 +108,12 @@ TEST_F(DataVersionTest, DamageAndBadInputExitNonZeroNamingTheProblem) {
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("dataset \"docs\" has no branch, tag or commit \"main\""), std::string::npos) << out;
 
+  // A mistyped --store is not taken for an empty store.
+  std::tie(rc, out) = subprocess::RunCli({"data", "fsck", "--store", (dir_ / "typo").string()}, dir_ / "cli.log");
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("no dataset store at " + (dir_ / "typo").string()), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir_ / "typo"));
+
   const nlohmann::json v1 = Json({"push", src, "--dataset", "docs"});
   // Flip a byte of a.txt's chunk (the only 6-byte object).
   for (const auto& e : fs::recursive_directory_iterator(dir_ / "store" / "objects")) {

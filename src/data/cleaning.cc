@@ -24,10 +24,36 @@ absl::StatusOr<CleanResult> CleanRecords(std::span<const CleanInput> inputs, con
           fmt::format("--drop {:?}: not an anomaly kind (length, charset, repeated_lines, numeric:<field>)", kind));
     }
   }
+  // Output names must not collide: "a" and "a.jsonl" both become a.jsonl; "d" -> d.jsonl cannot be a
+  // file when "d.jsonl/x" needs it as a folder; cleaning-report.json is the report's.
+  std::set<std::string> outputs;
+  for (const CleanInput& in : inputs) {
+    if (!outputs.insert(OutputPath(in.path)).second) {
+      return absl::InvalidArgumentError(
+          fmt::format("{:?} and another file both become {:?}; rename one of them", in.path, OutputPath(in.path)));
+    }
+  }
+  for (const std::string& out : outputs) {
+    auto next = outputs.upper_bound(out + "/");
+    if ((next != outputs.end() && next->starts_with(out + "/")) || out.starts_with("cleaning-report.json/")) {
+      return absl::InvalidArgumentError(fmt::format(
+          "the cleaned file {:?} would also be a folder of other cleaned files (or of the report); rename the folder",
+          out));
+    }
+  }
   CleanResult result;
   for (const CleanInput& in : inputs) {
     ASSIGN_OR_RETURN(const RecordFormat format, ChooseRecordFormat(options.format, in.path));
+    const size_t records_before = result.parsed.records.size();
+    const size_t errors_before = result.parsed.errors.size();
     ParseRecords(in.bytes, in.path, format, options.records, result.parsed);
+    // A file of rows none of which has the text field is a wrong --field, not a file of bad rows.
+    if (format != RecordFormat::kText && result.parsed.records.size() == records_before &&
+        result.parsed.errors.size() > errors_before) {
+      return absl::InvalidArgumentError(fmt::format("{}: no row was read ({}); is --field {:?} right?", in.path,
+                                                    result.parsed.errors[errors_before].message,
+                                                    options.records.text_field));
+    }
   }
   const std::vector<Record>& records = result.parsed.records;
   std::vector<std::string_view> texts;

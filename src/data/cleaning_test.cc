@@ -128,6 +128,15 @@ TEST(Cleaning, RemovesDuplicatesAndAskedForAnomaliesAndReportsWhy) {
   EXPECT_EQ(report["removed_by_reason"]["exact_duplicate"], 1);
   EXPECT_EQ(report["removed"][2]["duplicate_of"]["source"], "a.jsonl");
   EXPECT_EQ(report["removed"][2]["source"], "b.csv");
+  std::vector<CleanInput> clash = {{"a", "x"}, {"a.jsonl", "{\"text\":\"y\"}"}};
+  EXPECT_EQ(CleanRecords(clash, options).status().message(),
+            "\"a.jsonl\" and another file both become \"a.jsonl\"; rename one of them");
+  clash = {{"d", "x"}, {"d.jsonl/x.jsonl", "{\"text\":\"y\"}"}};
+  EXPECT_TRUE(absl::IsInvalidArgument(CleanRecords(clash, options).status()));
+  CleanOptions typo = options;
+  typo.records.text_field = "body";
+  EXPECT_EQ(CleanRecords(inputs, typo).status().message(),
+            "a.jsonl: no row was read (no string field \"body\" (--field names it)); is --field \"body\" right?");
   options.drop = {"colour"};
   EXPECT_EQ(CleanRecords(inputs, options).status().message(),
             "--drop \"colour\": not an anomaly kind (length, charset, repeated_lines, numeric:<field>)");

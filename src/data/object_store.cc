@@ -62,7 +62,11 @@ absl::StatusOr<ObjectStore::PutResult> ObjectStore::Put(std::string_view bytes) 
 }
 
 absl::StatusOr<ObjectStore::PutResult> ObjectStore::PutWithDigest(const std::string& digest, std::string_view bytes) {
-  if (Has(digest)) return PutResult{digest, false};
+  // A present object of the wrong size is damaged (truncated, overwritten): it is replaced by the good
+  // bytes at hand. A same-size corruption is found by Get and Fsck.
+  if (absl::StatusOr<uint64_t> size = Size(digest); size.ok() && *size == bytes.size()) {
+    return PutResult{digest, false};
+  }
   static std::atomic<uint64_t> counter{0};
   std::string tmp;
   int fd = -1;

@@ -32,7 +32,8 @@ class ObjectStore {
     std::string digest;       // 64 lower-case hex digits
     bool stored_new = false;  // false: the store already held these bytes
   };
-  // Stores `bytes` unless present. Errors: Internal (disk full, I/O) naming the file.
+  // Stores `bytes` unless present (an object of another size under that name is damaged and replaced).
+  // Errors: Internal (disk full, I/O) naming the file.
   absl::StatusOr<PutResult> Put(std::string_view bytes);
   // As Put, with the digest computed by the caller (it must be the SHA-256 of `bytes`).
   absl::StatusOr<PutResult> PutWithDigest(const std::string& digest, std::string_view bytes);

@@ -1,6 +1,6 @@
 #include "data/version_gc.h"
 
-#include <unordered_set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -23,33 +23,54 @@ class Marker {
       if (!refs.ok()) continue;
       for (const Ref& ref : *refs) {
         where_ = fmt::format("{} {}", dataset, ref.name);
+        if (!ref.error.empty()) {
+          missing->push_back(
+              fmt::format("{}: unreadable ref ({}); fix or delete the file under refs/{}", where_, ref.error, dataset));
+          continue;
+        }
+        if (absl::StatusOr<Commit> head = store_.ReadCommit(ref.commit); head.ok() && head->dataset != dataset) {
+          missing->push_back(fmt::format("{}: names commit {} of dataset {:?}", where_, ref.commit, head->dataset));
+        }
         MarkCommit(ref.commit, missing);
       }
     }
   }
-  const std::unordered_set<std::string>& marked() const { return marked_; }
+  const std::unordered_map<std::string, char>& marked() const { return marked_; }
 
  private:
-  bool Mark(const std::string& digest) { return marked_.insert(digest).second; }
+  // Whether `digest` is new; an object reached once as one kind and once as another is reported.
+  bool Mark(const std::string& digest, char kind, std::vector<std::string>* missing) {
+    auto [it, inserted] = marked_.emplace(digest, kind);
+    if (!inserted && it->second != kind) {
+      missing->push_back(fmt::format("{}: object {} is reached as a {} and as a {}", where_, digest, KindName(kind),
+                                     KindName(it->second)));
+    }
+    return inserted;
+  }
+  static const char* KindName(char kind) { return kind == 'c' ? "commit" : kind == 't' ? "tree" : "chunk"; }
 
   void MarkCommit(std::string digest, std::vector<std::string>* missing) {
     std::vector<std::string> todo{std::move(digest)};
     while (!todo.empty()) {
       const std::string d = std::move(todo.back());
       todo.pop_back();
-      if (!Mark(d)) continue;
+      if (!Mark(d, 'c', missing)) continue;
       absl::StatusOr<Commit> c = store_.ReadCommit(d);
       if (!c.ok()) {
         missing->push_back(fmt::format("{}: commit {} ({})", where_, d, std::string(c.status().message())));
         continue;
       }
-      MarkTree(c->tree, missing);
+      MarkTree(c->tree, 0, missing);
       for (const std::string& p : c->parents) todo.push_back(p);
     }
   }
 
-  void MarkTree(const std::string& digest, std::vector<std::string>* missing) {
-    if (!Mark(digest)) return;
+  void MarkTree(const std::string& digest, int depth, std::vector<std::string>* missing) {
+    if (!Mark(digest, 't', missing)) return;
+    if (depth > kMaxTreeDepth) {
+      missing->push_back(fmt::format("{}: tree {} is nested deeper than {} folders", where_, digest, kMaxTreeDepth));
+      return;
+    }
     absl::StatusOr<Tree> tree = store_.ReadTree(digest);
     if (!tree.ok()) {
       missing->push_back(fmt::format("{}: tree {} ({})", where_, digest, std::string(tree.status().message())));
@@ -57,11 +78,11 @@ class Marker {
     }
     for (const TreeEntry& e : tree->entries) {
       if (e.is_dir) {
-        MarkTree(e.tree, missing);
+        MarkTree(e.tree, depth + 1, missing);
         continue;
       }
       for (const ChunkRef& c : e.chunks) {
-        if (Mark(c.digest) && !store_.objects().Has(c.digest)) {
+        if (Mark(c.digest, 'k', missing) && !store_.objects().Has(c.digest)) {
           missing->push_back(fmt::format("{}: chunk {}", where_, c.digest));
         }
       }
@@ -69,7 +90,7 @@ class Marker {
   }
 
   const VersionStore& store_;
-  std::unordered_set<std::string> marked_;
+  std::unordered_map<std::string, char> marked_;  // digest -> 'c' commit, 't' tree, 'k' chunk
   std::string where_;
 };
 

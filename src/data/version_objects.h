@@ -61,6 +61,9 @@ struct Commit {
 // Largest tree and commit objects Decode accepts (a folder of ~1 million files; a 1 MiB message).
 inline constexpr uint64_t kMaxTreeBytes = uint64_t{256} << 20;
 inline constexpr uint64_t kMaxCommitBytes = uint64_t{2} << 20;
+// Deepest folder nesting a version may have: a Linux path holds at most 4096 bytes, so at most 2048
+// components. Walks of deeper trees (only a hand-made store has them) stop with DataLoss.
+inline constexpr int kMaxTreeDepth = 2048;
 
 std::string EncodeTree(const Tree& tree);
 std::string EncodeCommit(const Commit& commit);

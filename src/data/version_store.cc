@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 
@@ -175,6 +176,27 @@ absl::StatusOr<TreeEntry> StoreTree(const DirNode& node, std::vector<SourceFile>
   return dir;
 }
 
+// A new branch or tag name: valid, not hex-like (it would shadow commit digests), not taken by either kind.
+absl::Status CheckNewRefName(const std::string& dataset, const std::string& name, Ref::Kind kind,
+                             const std::function<bool(Ref::Kind)>& exists) {
+  const char* what = kind == Ref::Kind::kBranch ? "branch" : "tag";
+  RETURN_IF_ERROR(ValidateRefName(name, what));
+  if (name.size() >= 6 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+      })) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} name {:?} is all hex digits and would read as a commit digest; choose another name", what, name));
+  }
+  for (Ref::Kind k : {Ref::Kind::kBranch, Ref::Kind::kTag}) {
+    if (exists(k)) {
+      return absl::AlreadyExistsError(
+          fmt::format("dataset {:?} already has a {} {:?}{}", dataset, k == Ref::Kind::kBranch ? "branch" : "tag", name,
+                      k == Ref::Kind::kTag && kind == Ref::Kind::kTag ? "; tags never move (delete it first)" : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string_view KindDir(Ref::Kind kind) { return kind == Ref::Kind::kBranch ? "branches" : "tags"; }
 
 bool IsHexPrefix(std::string_view s) {
@@ -189,8 +211,14 @@ struct CheckoutFile {
   size_t entry = 0;
 };
 
-absl::Status CollectCheckout(const VersionStore& store, const std::string& tree_digest, const fs::path& dir,
+absl::Status TooDeep(const std::string& tree) {
+  return absl::DataLossError(fmt::format(
+      "tree {} is nested deeper than {} folders: the store is damaged (run `gpugeek data fsck`)", tree, kMaxTreeDepth));
+}
+
+absl::Status CollectCheckout(const VersionStore& store, const std::string& tree_digest, const fs::path& dir, int depth,
                              std::vector<Tree>& trees, std::vector<CheckoutFile>& files) {
+  if (depth > kMaxTreeDepth) return TooDeep(tree_digest);
   ASSIGN_OR_RETURN(Tree tree, store.ReadTree(tree_digest));
   std::error_code ec;
   fs::create_directory(dir, ec);
@@ -203,7 +231,7 @@ absl::Status CollectCheckout(const VersionStore& store, const std::string& tree_
       // `trees` may grow: copy what is needed before recursing.
       const std::string sub = e.tree;
       const fs::path child = dir / e.name;
-      RETURN_IF_ERROR(CollectCheckout(store, sub, child, trees, files));
+      RETURN_IF_ERROR(CollectCheckout(store, sub, child, depth + 1, trees, files));
     } else {
       files.push_back({(dir / e.name).string(), index, i});
     }
@@ -236,9 +264,13 @@ absl::Status WriteCheckoutFile(const ObjectStore& objects, const std::string& pa
 }
 
 // Appends every file under tree entry `e` (a file or a folder) at `path` as added or removed.
-void DiffFilesUnder(const VersionStore& store, const TreeEntry& e, const std::string& path, bool added,
+void DiffFilesUnder(const VersionStore& store, const TreeEntry& e, const std::string& path, bool added, int depth,
                     std::vector<DiffEntry>& out, absl::Status& status) {
   if (!status.ok()) return;
+  if (depth > kMaxTreeDepth) {
+    status = TooDeep(e.tree);
+    return;
+  }
   if (!e.is_dir) {
     DiffEntry d{path, added ? DiffEntry::Change::kAdded : DiffEntry::Change::kRemoved, added ? 0 : e.bytes,
                 added ? e.bytes : 0};
@@ -251,12 +283,13 @@ void DiffFilesUnder(const VersionStore& store, const TreeEntry& e, const std::st
     return;
   }
   for (const TreeEntry& child : tree->entries)
-    DiffFilesUnder(store, child, path + "/" + child.name, added, out, status);
+    DiffFilesUnder(store, child, path + "/" + child.name, added, depth + 1, out, status);
 }
 
 absl::Status DiffTrees(const VersionStore& store, const std::string& a, const std::string& b, const std::string& prefix,
-                       std::vector<DiffEntry>& out) {
+                       int depth, std::vector<DiffEntry>& out) {
   if (a == b) return absl::OkStatus();
+  if (depth > kMaxTreeDepth) return TooDeep(b);
   ASSIGN_OR_RETURN(Tree ta, store.ReadTree(a));
   ASSIGN_OR_RETURN(Tree tb, store.ReadTree(b));
   absl::Status status;
@@ -265,18 +298,18 @@ absl::Status DiffTrees(const VersionStore& store, const std::string& a, const st
   auto join = [&](const std::string& name) { return prefix.empty() ? name : prefix + "/" + name; };
   while (status.ok() && (ia != ta.entries.end() || ib != tb.entries.end())) {
     if (ib == tb.entries.end() || (ia != ta.entries.end() && ia->name < ib->name)) {
-      DiffFilesUnder(store, *ia, join(ia->name), /*added=*/false, out, status);
+      DiffFilesUnder(store, *ia, join(ia->name), /*added=*/false, depth + 1, out, status);
       ++ia;
     } else if (ia == ta.entries.end() || ib->name < ia->name) {
-      DiffFilesUnder(store, *ib, join(ib->name), /*added=*/true, out, status);
+      DiffFilesUnder(store, *ib, join(ib->name), /*added=*/true, depth + 1, out, status);
       ++ib;
     } else {
       const std::string path = join(ia->name);
       if (ia->is_dir && ib->is_dir) {
-        status = DiffTrees(store, ia->tree, ib->tree, path, out);
+        status = DiffTrees(store, ia->tree, ib->tree, path, depth + 1, out);
       } else if (ia->is_dir != ib->is_dir) {
-        DiffFilesUnder(store, *ia, path, /*added=*/false, out, status);
-        DiffFilesUnder(store, *ib, path, /*added=*/true, out, status);
+        DiffFilesUnder(store, *ia, path, /*added=*/false, depth + 1, out, status);
+        DiffFilesUnder(store, *ib, path, /*added=*/true, depth + 1, out, status);
       } else if (ia->chunks != ib->chunks || ia->executable != ib->executable) {
         out.push_back({path, DiffEntry::Change::kModified, ia->bytes, ib->bytes});
       }
@@ -411,6 +444,12 @@ absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const Push
                      StoreLock::Acquire(root_ + "/refs.lock", StoreLock::Mode::kExclusive));
     absl::StatusOr<std::string> head = ReadRef(options.dataset, Ref::Kind::kBranch, options.branch);
     if (!head.ok() && !absl::IsNotFound(head.status())) return head.status();
+    if (!head.ok()) {
+      RETURN_IF_ERROR(CheckNewRefName(options.dataset, options.branch, Ref::Kind::kBranch, [&](Ref::Kind k) {
+        struct stat st {};
+        return ::stat(RefPath(options.dataset, k, options.branch).c_str(), &st) == 0;
+      }));
+    }
     if (head.ok()) {
       ASSIGN_OR_RETURN(Commit parent, ReadCommit(*head));
       if (parent.tree == root_entry.tree) {
@@ -451,7 +490,8 @@ absl::StatusOr<std::string> VersionStore::Resolve(const std::string& dataset, co
     back = std::stoull(n);
   }
   std::string digest;
-  if (ValidateRefName(base, "branch").ok()) {
+  if (archive::IsSha256Hex(base) && objects_->Has(base)) digest = base;
+  if (digest.empty() && ValidateRefName(base, "branch").ok()) {
     for (Ref::Kind kind : {Ref::Kind::kBranch, Ref::Kind::kTag}) {
       absl::StatusOr<std::string> ref = ReadRef(dataset, kind, base);
       if (ref.ok()) {
@@ -509,6 +549,7 @@ absl::StatusOr<std::vector<std::pair<std::string, TreeEntry>>> VersionStore::Lis
   while (!todo.empty()) {
     auto [digest, prefix] = std::move(todo.back());
     todo.pop_back();
+    if (std::count(prefix.begin(), prefix.end(), '/') > kMaxTreeDepth) return TooDeep(digest);
     ASSIGN_OR_RETURN(Tree tree, ReadTree(digest));
     for (TreeEntry& e : tree.entries) {
       std::string path = prefix + e.name;
@@ -561,7 +602,7 @@ absl::StatusOr<std::vector<DiffEntry>> VersionStore::Diff(const std::string& dat
   ASSIGN_OR_RETURN(Commit ca, ReadCommit(a));
   ASSIGN_OR_RETURN(Commit cb, ReadCommit(b));
   std::vector<DiffEntry> out;
-  RETURN_IF_ERROR(DiffTrees(*this, ca.tree, cb.tree, "", out));
+  RETURN_IF_ERROR(DiffTrees(*this, ca.tree, cb.tree, "", 0, out));
   std::stable_sort(out.begin(), out.end(), [](const DiffEntry& x, const DiffEntry& y) { return x.path < y.path; });
   return out;
 }
@@ -569,7 +610,9 @@ absl::StatusOr<std::vector<DiffEntry>> VersionStore::Diff(const std::string& dat
 absl::StatusOr<CheckoutResult> VersionStore::Checkout(const std::string& dataset, const std::string& rev,
                                                       const std::string& dir, int threads) const {
   std::error_code ec;
-  const fs::path target = fs::absolute(dir, ec);
+  // "out/", "./out" and "out" name one folder; the partial folder goes beside it.
+  fs::path target = fs::absolute(dir, ec).lexically_normal();
+  if (!target.has_filename()) target = target.parent_path();
   if (fs::exists(target, ec)) {
     if (!fs::is_directory(target, ec) || !fs::is_empty(target, ec)) {
       return absl::FailedPreconditionError(
@@ -583,7 +626,7 @@ absl::StatusOr<CheckoutResult> VersionStore::Checkout(const std::string& dataset
   fs::remove_all(partial, ec);
   std::vector<Tree> trees;
   std::vector<CheckoutFile> files;
-  absl::Status status = CollectCheckout(*this, commit.tree, partial, trees, files);
+  absl::Status status = CollectCheckout(*this, commit.tree, partial, 0, trees, files);
   if (status.ok()) {
     std::mutex mu;
     ParallelFor(files.size(), WorkerCount(threads, files.size()), 1, [&](size_t begin, size_t end, int) {
@@ -607,26 +650,24 @@ absl::StatusOr<CheckoutResult> VersionStore::Checkout(const std::string& dataset
 
 absl::Status VersionStore::CreateBranch(const std::string& dataset, const std::string& name,
                                         const std::string& from_rev) {
-  RETURN_IF_ERROR(ValidateRefName(name, "branch"));
-  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
-  ASSIGN_OR_RETURN(std::string digest, Resolve(dataset, from_rev));
-  absl::Status s = WriteRef(dataset, Ref::Kind::kBranch, name, digest, /*must_not_exist=*/true);
-  if (absl::IsAlreadyExists(s)) {
-    return absl::AlreadyExistsError(fmt::format("dataset {:?} already has a branch {:?}", dataset, name));
-  }
-  return s;
+  return CreateRef(dataset, Ref::Kind::kBranch, name, from_rev);
 }
 
 absl::Status VersionStore::CreateTag(const std::string& dataset, const std::string& name, const std::string& rev) {
-  RETURN_IF_ERROR(ValidateRefName(name, "tag"));
+  return CreateRef(dataset, Ref::Kind::kTag, name, rev);
+}
+
+absl::Status VersionStore::CreateRef(const std::string& dataset, Ref::Kind kind, const std::string& name,
+                                     const std::string& rev) {
   ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
   ASSIGN_OR_RETURN(std::string digest, Resolve(dataset, rev));
-  absl::Status s = WriteRef(dataset, Ref::Kind::kTag, name, digest, /*must_not_exist=*/true);
-  if (absl::IsAlreadyExists(s)) {
-    return absl::AlreadyExistsError(
-        fmt::format("dataset {:?} already has a tag {:?}; tags never move (delete it first)", dataset, name));
-  }
-  return s;
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> refs_lock,
+                   StoreLock::Acquire(root_ + "/refs.lock", StoreLock::Mode::kExclusive));
+  RETURN_IF_ERROR(CheckNewRefName(dataset, name, kind, [&](Ref::Kind k) {
+    struct stat st {};
+    return ::stat(RefPath(dataset, k, name).c_str(), &st) == 0;
+  }));
+  return WriteRef(dataset, kind, name, digest, /*must_not_exist=*/true);
 }
 
 absl::Status VersionStore::DeleteRef(const std::string& dataset, Ref::Kind kind, const std::string& name) {
@@ -648,13 +689,19 @@ absl::StatusOr<std::vector<Ref>> VersionStore::ListRefs(const std::string& datas
     std::error_code ec;
     for (fs::directory_iterator it(fmt::format("{}/refs/{}/{}", root_, dataset, KindDir(kind)), ec), end;
          !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (ValidateRefName(name, "ref").ok()) names.push_back(name);
+      names.push_back(it->path().filename().string());
     }
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {
-      absl::StatusOr<std::string> commit = ReadRef(dataset, kind, name);
-      if (commit.ok()) refs.push_back({kind, name, *commit});
+      Ref ref{kind, name, "", ""};
+      if (!ValidateRefName(name, "ref").ok()) {
+        ref.error = "the ref file's name is not a valid branch or tag name";
+      } else if (absl::StatusOr<std::string> commit = ReadRef(dataset, kind, name); commit.ok()) {
+        ref.commit = *commit;
+      } else {
+        ref.error = std::string(commit.status().message());
+      }
+      refs.push_back(std::move(ref));
     }
   }
   return refs;

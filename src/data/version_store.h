@@ -15,8 +15,10 @@
 // names the old commit or the new one, and every object it reaches is whole; what a killed push wrote is
 // unreferenced and garbage collection removes it. Locks are released by the kernel when a process dies.
 //
-// Revisions (`rev` below): a branch, a tag, or a commit digest or a unique prefix of it (at least 6 hex
-// digits), each optionally followed by ~N for the Nth first-parent ancestor ("main~2").
+// Revisions (`rev` below): a full commit digest (64 hex digits), a branch, a tag, or a unique prefix of a
+// commit digest (at least 6 hex digits), tried in that order, each optionally followed by ~N for the Nth
+// first-parent ancestor ("main~2"). Branch and tag names of 6-64 hex digits are refused, and a name is
+// never both a branch and a tag, so a revision means one thing.
 //
 // Thread-safety: a VersionStore may be used from many threads and processes at once.
 
@@ -76,7 +78,8 @@ struct Ref {
   enum class Kind { kBranch, kTag };
   Kind kind = Kind::kBranch;
   std::string name;
-  std::string commit;
+  std::string commit;  // empty when the ref file is damaged
+  std::string error;   // why the ref cannot be read (a damaged or misnamed ref file); empty when fine
 };
 
 struct CheckoutResult {
@@ -123,12 +126,14 @@ class VersionStore {
   absl::StatusOr<CheckoutResult> Checkout(const std::string& dataset, const std::string& rev, const std::string& dir,
                                           int threads = 0) const;
 
-  // Branches and tags. AlreadyExists when the name is taken (tags never move: delete and re-create).
+  // Branches and tags. AlreadyExists when the name is taken by a branch or a tag (tags never move: delete
+  // and re-create); InvalidArgument for a name of 6 to 64 hex digits, which would read as a commit.
   absl::Status CreateBranch(const std::string& dataset, const std::string& name, const std::string& from_rev);
   absl::Status CreateTag(const std::string& dataset, const std::string& name, const std::string& rev);
   // NotFound when absent. Deleting a dataset's last ref makes its versions garbage.
   absl::Status DeleteRef(const std::string& dataset, Ref::Kind kind, const std::string& name);
-  // The dataset's branches then tags, each sorted by name.
+  // The dataset's branches then tags, each sorted by name, damaged ones included (with `error` set) so
+  // that fsck reports and garbage collection refuses them rather than dropping what they reach.
   absl::StatusOr<std::vector<Ref>> ListRefs(const std::string& dataset) const;
   // Every dataset with at least one ref, sorted.
   std::vector<std::string> ListDatasets() const;
@@ -143,6 +148,7 @@ class VersionStore {
       : root_(std::move(root)), objects_(std::move(objects)), clock_(clock) {}
   std::string RefPath(const std::string& dataset, Ref::Kind kind, const std::string& name) const;
   absl::StatusOr<std::string> ReadRef(const std::string& dataset, Ref::Kind kind, const std::string& name) const;
+  absl::Status CreateRef(const std::string& dataset, Ref::Kind kind, const std::string& name, const std::string& rev);
   absl::Status WriteRef(const std::string& dataset, Ref::Kind kind, const std::string& name, const std::string& commit,
                         bool must_not_exist);
 

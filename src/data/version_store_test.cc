@@ -11,6 +11,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "archive/digest.h"
 #include "common/fake_clock.h"
 #include "common/rng.h"
 #include "crypto/test_util.h"
@@ -183,6 +184,15 @@ TEST_F(VersionStoreTest, BranchesMoveTagsDoNot) {
             "dataset \"corpus\" already has a tag \"v1.0\"; tags never move (delete it first)");
   EXPECT_TRUE(absl::IsAlreadyExists(store_->CreateBranch("corpus", "clean", "main")));
   EXPECT_TRUE(absl::IsInvalidArgument(store_->CreateBranch("corpus", "../x", "main")));
+  // A revision means one thing: no branch named as a tag (or the reverse), no name that reads as a digest.
+  EXPECT_EQ(store_->CreateBranch("corpus", "v1.0", "main").message(), "dataset \"corpus\" already has a tag \"v1.0\"");
+  EXPECT_EQ(store_->CreateTag("corpus", "clean", "main").message(),
+            "dataset \"corpus\" already has a branch \"clean\"");
+  EXPECT_EQ(store_->CreateBranch("corpus", v1.substr(0, 8), "main").message(),
+            "branch name \"" + v1.substr(0, 8) +
+                "\" is all hex digits and would read as a commit digest; choose another name");
+  PushOptions o{.dataset = "corpus", .branch = "v1.0"};
+  EXPECT_TRUE(absl::IsAlreadyExists(store_->Push(src_, o).status()));
   const std::vector<Ref> refs = store_->ListRefs("corpus").value();
   ASSERT_EQ(refs.size(), 3u);
   EXPECT_EQ(refs[0].name, "clean");
@@ -217,6 +227,40 @@ TEST_F(VersionStoreTest, GarbageCollectionRemovesOnlyUnreferencedObjects) {
   EXPECT_EQ(fsck.objects, gc.kept_objects);
   ASSERT_TRUE(store_->Checkout("corpus", "main", tmp_.Path("out")).ok());
   EXPECT_EQ(ReadRaw(tmp_.Path("out/shared")), RandomBytes(5000, 1));
+}
+
+TEST_F(VersionStoreTest, ADamagedRefIsReportedAndStopsGarbageCollection) {
+  WriteFile(src_ + "/f", "1");
+  Push("one");
+  ASSERT_TRUE(store_->CreateBranch("corpus", "exp", "main").ok());
+  WriteFile(src_ + "/f", "2");
+  const std::string exp = Push("two", "exp").commit;
+  WriteFile(tmp_.Path("store/refs/corpus/branches/exp"), exp.substr(0, 63));  // truncated
+  const std::vector<Ref> refs = store_->ListRefs("corpus").value();
+  ASSERT_EQ(refs.size(), 2u);
+  EXPECT_EQ(refs[0].name, "exp");
+  EXPECT_FALSE(refs[0].error.empty());
+  const FsckReport fsck = Fsck(*store_).value();
+  ASSERT_EQ(fsck.missing.size(), 1u);
+  EXPECT_TRUE(fsck.missing[0].starts_with("corpus exp: unreadable ref")) << fsck.missing[0];
+  EXPECT_TRUE(absl::IsDataLoss(GarbageCollect(*store_).status()));
+  WriteFile(tmp_.Path("store/refs/corpus/branches/exp"), exp + "\n");      // repaired: nothing was lost
+  ASSERT_TRUE(store_->Checkout("corpus", "exp", tmp_.Path("out/")).ok());  // a trailing slash is fine
+  EXPECT_EQ(ReadRaw(tmp_.Path("out/f")), "2");
+}
+
+TEST_F(VersionStoreTest, PushingTheBytesAgainRepairsATruncatedObject) {
+  WriteFile(src_ + "/f", "precious data");
+  Push("one");
+  const std::string path = store_->objects().PathOf(archive::Sha256Hex("precious data"));
+  ::chmod(path.c_str(), 0644);
+  WriteFile(path, "precious");
+  EXPECT_FALSE(Fsck(*store_)->ok());
+  WriteFile(src_ + "/g", "more");
+  Push("two");
+  EXPECT_TRUE(Fsck(*store_)->ok());
+  ASSERT_TRUE(store_->Checkout("corpus", "main~1", tmp_.Path("out")).ok());
+  EXPECT_EQ(ReadRaw(tmp_.Path("out/f")), "precious data");
 }
 
 TEST_F(VersionStoreTest, DamageIsFoundAndNeverCheckedOut) {

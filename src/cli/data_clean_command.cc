@@ -20,7 +20,6 @@
 #include "common/clock.h"
 #include "common/table.h"
 #include "data/cleaning.h"
-#include "data/minhash.h"
 #include "data/version_store.h"
 
 namespace gpugeek::cli {
@@ -67,13 +66,7 @@ void Run(Options o) {
   c.format = o.format;
   c.records.text_field = o.field;
   c.dedup = o.dedup;
-  c.dedup.shingles.unit = o.unit == "char" ? data::ShingleUnit::kChar : data::ShingleUnit::kWord;
-  if ((c.dedup.lsh.bands == 0) != (c.dedup.lsh.rows == 0)) Fail("--bands and --rows go together");
-  if (c.dedup.lsh.bands == 0 && c.dedup.threshold > 0 && c.dedup.threshold <= 1) {
-    const data::LshOptions chosen = data::ChooseLsh(c.dedup.threshold);
-    c.dedup.lsh.bands = chosen.bands;
-    c.dedup.lsh.rows = chosen.rows;
-  }
+  if (absl::Status st = FinishDedupOptions(c.dedup, o.unit); !st.ok()) Fail(std::string(st.message()));
   c.drop.insert(o.drop.begin(), o.drop.end());
   const data::CleanResult result = OrFail(data::CleanRecords(inputs, c));
   const nlohmann::json report = data::CleaningReport(result, c, source);
@@ -155,17 +148,7 @@ void RegisterDataCleanCommand(CLI::App* data_cmd) {
   cmd->add_option("--format", o->format, "Record format of every file: auto (by extension), text, jsonl, csv")
       ->capture_default_str();
   cmd->add_option("--field", o->field, "JSON field or CSV column holding the text")->capture_default_str();
-  cmd->add_option("--threshold", o->dedup.threshold, "Exact Jaccard index that makes a near duplicate, (0, 1]")
-      ->capture_default_str();
-  cmd->add_option("--ngram", o->dedup.shingles.n, "Words (or bytes, with --unit char) per shingle")
-      ->capture_default_str();
-  cmd->add_option("--unit", o->unit, "What a shingle is made of: word or char")
-      ->check(CLI::IsMember({"word", "char"}))
-      ->capture_default_str();
-  o->dedup.lsh.bands = o->dedup.lsh.rows = 0;
-  cmd->add_option("--bands", o->dedup.lsh.bands, "LSH bands (with --rows; default: chosen for the threshold)");
-  cmd->add_option("--rows", o->dedup.lsh.rows, "MinHash values per band (with --bands)");
-  cmd->add_option("--seed", o->dedup.lsh.seed, "Seed of the MinHash functions")->capture_default_str();
+  AddDedupOptions(cmd, o->dedup, o->unit);
   cmd->add_option("--drop", o->drop, "Anomaly kinds to remove: length, charset, repeated_lines, numeric:FIELD")
       ->delimiter(',');
   cmd->add_option("--max-bytes", o->max_bytes, "Most bytes of the version read in all")->capture_default_str();

@@ -215,35 +215,15 @@ void RegisterDataCommands(CLI::App& app) {
       "Exact and near-duplicate documents among files (each file one document), by MinHash LSH checked "
       "with the exact Jaccard index");
   dedup->add_option("paths", o->paths, "Files, or folders whose files (recursively) are the documents")->required();
-  dedup->add_option("--threshold", o->dedup.threshold, "Exact Jaccard index that makes a near duplicate, (0, 1]")
-      ->capture_default_str();
-  dedup->add_option("--ngram", o->dedup.shingles.n, "Words (or bytes, with --unit char) per shingle")
-      ->capture_default_str();
-  dedup->add_option("--unit", o->unit, "What a shingle is made of: word or char")
-      ->check(CLI::IsMember({"word", "char"}))
-      ->capture_default_str();
-  o->dedup.lsh.bands = o->dedup.lsh.rows = 0;  // chosen for the threshold unless given
-  dedup->add_option("--bands", o->dedup.lsh.bands,
-                    "LSH bands (with --rows; default: chosen for the threshold, e.g. 16 x 6 at 0.8)");
-  dedup->add_option("--rows", o->dedup.lsh.rows, "MinHash values per band (with --bands)");
-  dedup->add_option("--seed", o->dedup.lsh.seed, "Seed of the MinHash functions")->capture_default_str();
-  dedup->add_option("--threads", o->dedup.threads, "Worker threads (0: one per core)")->capture_default_str();
+  AddDedupOptions(dedup, o->dedup, o->unit);
   dedup->add_option("--max-bytes", o->max_bytes, "Most bytes of documents read in all")->capture_default_str();
   dedup->add_flag("--evaluate", o->evaluate,
                   "Also compare every pair by exact Jaccard index (brute force, O(n^2)): precision, recall, S-curve");
   dedup->add_option("--out", o->out, "Folder for duplicates.csv (and s_curve.csv, s_curve.svg with --evaluate)");
   dedup->add_flag("--json", o->json, "Print JSON");
   dedup->callback([o] {
-    o->dedup.shingles.unit = o->unit == "char" ? data::ShingleUnit::kChar : data::ShingleUnit::kWord;
     Options options = *o;
-    if ((options.dedup.lsh.bands == 0) != (options.dedup.lsh.rows == 0)) {
-      Fail("--bands and --rows go together; give both, or neither to have them chosen for the threshold");
-    }
-    if (options.dedup.lsh.bands == 0 && options.dedup.threshold > 0 && options.dedup.threshold <= 1) {
-      const data::LshOptions chosen = data::ChooseLsh(options.dedup.threshold);
-      options.dedup.lsh.bands = chosen.bands;
-      options.dedup.lsh.rows = chosen.rows;
-    }
+    if (absl::Status st = FinishDedupOptions(options.dedup, options.unit); !st.ok()) Fail(std::string(st.message()));
     Run(options);
   });
 }

@@ -8,9 +8,11 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "common/clock.h"
 #include "common/units.h"
+#include "data/minhash.h"
 
 namespace gpugeek::cli {
 
@@ -53,6 +55,35 @@ absl::StatusOr<std::unique_ptr<data::VersionStore>> OpenDataStore(const std::str
         fmt::format("no dataset store at {}: push a folder first (gpugeek data push), or give --store", root));
   }
   return data::VersionStore::Open(root, RealClock());
+}
+
+void AddDedupOptions(CLI::App* cmd, data::NearDuplicateOptions& o, std::string& unit) {
+  cmd->add_option("--threshold", o.threshold, "Exact Jaccard index that makes a near duplicate, (0, 1]")
+      ->capture_default_str();
+  cmd->add_option("--ngram", o.shingles.n, "Words (or bytes, with --unit char) per shingle")->capture_default_str();
+  cmd->add_option("--unit", unit, "What a shingle is made of: word or char")
+      ->check(CLI::IsMember({"word", "char"}))
+      ->capture_default_str();
+  o.lsh.bands = o.lsh.rows = 0;  // chosen for the threshold unless given
+  cmd->add_option("--bands", o.lsh.bands,
+                  "LSH bands (with --rows; default: chosen for the threshold, e.g. 16 x 6 at 0.8)");
+  cmd->add_option("--rows", o.lsh.rows, "MinHash values per band (with --bands)");
+  cmd->add_option("--seed", o.lsh.seed, "Seed of the MinHash functions")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Worker threads (0: one per core)")->capture_default_str();
+}
+
+absl::Status FinishDedupOptions(data::NearDuplicateOptions& o, const std::string& unit) {
+  o.shingles.unit = unit == "char" ? data::ShingleUnit::kChar : data::ShingleUnit::kWord;
+  if ((o.lsh.bands == 0) != (o.lsh.rows == 0)) {
+    return absl::InvalidArgumentError(
+        "--bands and --rows go together; give both, or neither to have them chosen for the threshold");
+  }
+  if (o.lsh.bands == 0 && o.threshold > 0 && o.threshold <= 1) {
+    const data::LshOptions chosen = data::ChooseLsh(o.threshold);
+    o.lsh.bands = chosen.bands;
+    o.lsh.rows = chosen.rows;
+  }
+  return absl::OkStatus();
 }
 
 ProgressBar::ProgressBar(std::string label, Unit unit, std::string noun)

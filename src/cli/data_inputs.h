@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "data/near_duplicates.h"
 #include "data/version_store.h"
 
 namespace CLI {
@@ -33,6 +34,14 @@ absl::StatusOr<std::unique_ptr<data::VersionStore>> OpenDataStore(const std::str
 // path, each once: the order in which `data dedup` numbers documents and `data shard` records.
 // InvalidArgument naming a path that is neither a file nor a folder, or a folder that cannot be listed.
 absl::StatusOr<std::vector<std::string>> ListInputFiles(const std::vector<std::string>& paths);
+
+// The near-duplicate flags `data dedup` and `data clean` share: --threshold, --ngram, --unit, --bands,
+// --rows, --seed, --threads, written into `options` and `unit` ("word" or "char"). Bands and rows are 0
+// until FinishDedupOptions.
+void AddDedupOptions(CLI::App* cmd, data::NearDuplicateOptions& options, std::string& unit);
+// Applies --unit, and chooses bands and rows for the threshold (data::ChooseLsh) when neither was given.
+// InvalidArgument when only one of --bands and --rows was given.
+absl::Status FinishDedupOptions(data::NearDuplicateOptions& options, const std::string& unit);
 
 // A one-line bar on stderr while it is a terminal (nothing otherwise):
 //   "hashing [#########                     ] 120 MiB / 400 MiB"   (kBytes)

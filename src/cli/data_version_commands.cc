@@ -58,6 +58,22 @@ void AddCommon(CLI::App* cmd, Common& c, bool dataset) {
 
 std::string ShortDigest(const std::string& d) { return d.substr(0, 12); }
 
+// `text` safe to print on a terminal line: control bytes (a newline, ESC of a colour or cursor sequence,
+// a tab that would break a table) shown as \xNN, so a file name or commit message cannot forge output.
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7f) {
+      out += fmt::format("\\x{:02x}", b);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string Time(int64_t unix_s) {
   const std::time_t t = unix_s;
   std::tm tm{};
@@ -150,8 +166,9 @@ void RegisterLog(CLI::App* data_cmd) {
     }
     TextTable table({"COMMIT", "TIME", "AUTHOR", "FILES", "SIZE", "MESSAGE"});
     for (const data::LogEntry& e : log) {
-      table.AddRow({ShortDigest(e.digest), Time(e.commit.time_unix_s), e.commit.author, std::to_string(e.commit.files),
-                    FormatBytes(e.commit.bytes), e.commit.message.substr(0, e.commit.message.find('\n'))});
+      table.AddRow({ShortDigest(e.digest), Time(e.commit.time_unix_s), Printable(e.commit.author),
+                    std::to_string(e.commit.files), FormatBytes(e.commit.bytes),
+                    Printable(e.commit.message.substr(0, e.commit.message.find('\n')))});
     }
     table.AlignRight(3);
     table.AlignRight(4);
@@ -206,7 +223,7 @@ void RegisterDiff(CLI::App* data_cmd) {
       const char mark = d.change == data::DiffEntry::Change::kAdded     ? 'A'
                         : d.change == data::DiffEntry::Change::kRemoved ? 'D'
                                                                         : 'M';
-      std::cout << fmt::format("{} {}  ({} -> {})\n", mark, d.path, FormatBytes(d.bytes_before),
+      std::cout << fmt::format("{} {}  ({} -> {})\n", mark, Printable(d.path), FormatBytes(d.bytes_before),
                                FormatBytes(d.bytes_after));
     }
     if (diff.size() > o->limit) std::cout << fmt::format("... and {} more (--limit)\n", diff.size() - o->limit);

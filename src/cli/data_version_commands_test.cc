@@ -67,6 +67,14 @@ TEST_F(DataVersionTest, PushTwiceDiffCheckoutTagAndCollect) {
   EXPECT_EQ(log[1]["commit"], v1["commit"]);
   EXPECT_EQ(log[1]["author"], "ada");
 
+  // A table line per file; a name's control bytes cannot forge lines or colours.
+  Write("evil\n\x1b[31mname", "x");
+  Json({"push", src, "--dataset", "docs", "--branch", "evil-branch"});
+  auto [diff_rc, diff_out] = Data({"diff", "--dataset", "docs", "main", "evil-branch"});
+  EXPECT_EQ(diff_rc, 0) << diff_out;
+  EXPECT_NE(diff_out.find("A evil\\x0a\\x1b[31mname  (0 B -> 1 B)\n"), std::string::npos) << diff_out;
+  fs::remove(dir_ / "src" / "evil\n\x1b[31mname");
+
   const nlohmann::json diff = Json({"diff", "--dataset", "docs", "main~1"});
   EXPECT_EQ(diff["added"], 1);
   EXPECT_EQ(diff["modified"], 1);
@@ -77,7 +85,7 @@ TEST_F(DataVersionTest, PushTwiceDiffCheckoutTagAndCollect) {
   EXPECT_EQ(diff["files"][1]["path"], "c.txt");
   EXPECT_EQ(diff["files"][1]["change"], "added");
 
-  ASSERT_EQ(Json({"tag", "--dataset", "docs", "v1", "main~1"}).size(), 2u);  // main and v1
+  ASSERT_EQ(Json({"tag", "--dataset", "docs", "v1", "main~1"}).size(), 3u);  // evil-branch, main and v1
   const std::string out = (dir_ / "out").string();
   const nlohmann::json co = Json({"checkout", "--dataset", "docs", "v1", out});
   EXPECT_EQ(co["commit"], v1["commit"]);
@@ -86,7 +94,7 @@ TEST_F(DataVersionTest, PushTwiceDiffCheckoutTagAndCollect) {
   EXPECT_FALSE(fs::exists(dir_ / "out" / "c.txt"));
 
   // A branch made and deleted: its commit becomes garbage, which gc removes (commit, tree, chunk).
-  ASSERT_EQ(Json({"branch", "--dataset", "docs", "scratch"}).size(), 3u);
+  ASSERT_EQ(Json({"branch", "--dataset", "docs", "scratch"}).size(), 4u);
   Write("d.txt", "scratch only");
   EXPECT_EQ(Json({"push", src, "--dataset", "docs", "--branch", "scratch"})["new_objects"], 3);
   Json({"branch", "--dataset", "docs", "--delete", "scratch"});

@@ -71,9 +71,13 @@ absl::Status WalkDir(const fs::path& dir, const std::string& rel, bool follow_li
       files.push_back(std::move(f));
     } else {
       return absl::InvalidArgumentError(
-          fmt::format("{}: datasets hold regular files and folders only, and this is a {}; copy the file it stands for "
-                      "(cp -L) or move it out of the folder",
-                      it->path().string(), fs::is_symlink(st) ? "symbolic link" : "special file"));
+          fmt::format("{}: datasets hold regular files and folders only, and this is a {}; {}", it->path().string(),
+                      fs::is_symlink(st) ? "symbolic link" : "special file",
+                      !fs::is_symlink(st) ? "move it out of the folder"
+                      : follow_links      ? "--follow-links follows links to regular files only (not to folders, "
+                                            "dangling links or loops); replace it or move it out of the folder"
+                                          : "push with --follow-links to store the file a link leads to, or move it "
+                                            "out of the folder"));
     }
   }
   if (ec) return crypto::ErrnoStatus(ec.value(), "list", dir.string());

@@ -288,9 +288,25 @@ TEST_F(VersionStoreTest, BadInputIsRefusedNamingTheProblem) {
   PushOptions o{.dataset = "corpus"};
   EXPECT_EQ(store_->Push(src_, o).status().message(),
             src_ +
-                "/link: datasets hold regular files and folders only, and this is a symbolic link; copy the file "
-                "it stands for (cp -L) or move it out of the folder");
+                "/link: datasets hold regular files and folders only, and this is a symbolic link; push with "
+                "--follow-links to store the file a link leads to, or move it out of the folder");
+  // With follow_links a link to a file is stored as that file's bytes; a link to a folder is still refused.
   fs::remove(src_ + "/link");
+  fs::create_symlink("f", src_ + "/link");
+  o.follow_links = true;
+  ASSERT_TRUE(store_->Push(src_, o).ok());
+  ASSERT_TRUE(store_->Checkout("corpus", "main", tmp_.Path("followed")).ok());
+  EXPECT_EQ(ReadRaw(tmp_.Path("followed/link")), "x");
+  EXPECT_FALSE(fs::is_symlink(tmp_.Path("followed/link")));
+  fs::remove(src_ + "/link");
+  fs::create_directory_symlink("/etc", src_ + "/etc-link");
+  EXPECT_EQ(store_->Push(src_, o).status().message(),
+            src_ +
+                "/etc-link: datasets hold regular files and folders only, and this is a symbolic link; "
+                "--follow-links follows links to regular files only (not to folders, dangling links or loops); "
+                "replace it or move it out of the folder");
+  fs::remove(src_ + "/etc-link");
+  o.follow_links = false;
   WriteFile(src_ + "/\xc0\xaf", "overlong '/' in a name");
   EXPECT_EQ(store_->Push(src_, o).status().message(),
             src_ + "/\xc0\xaf: file names must be UTF-8 and at most 255 bytes; rename it");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/quote.h"
+#include "common/utf8.h"
 
 namespace gpugeek {
 namespace {
@@ -16,26 +17,6 @@ using nlohmann::json;
 
 // nlohmann's exception id for "number overflow parsing '1e400'" (a literal beyond the double range).
 constexpr int kNumberOverflowId = 406;
-
-// Length of the UTF-8 sequence starting at text[i] (a byte >= 0x80), or 0 when it is not well formed
-// (RFC 3629 table 3-7: no overlong forms, no surrogates, nothing above U+10FFFF).
-size_t Utf8SequenceLength(std::string_view text, size_t i) {
-  auto at = [&](size_t k) -> unsigned { return i + k < text.size() ? static_cast<unsigned char>(text[i + k]) : 0u; };
-  auto in = [](unsigned b, unsigned lo, unsigned hi) { return b >= lo && b <= hi; };
-  const unsigned b0 = at(0);
-  if (in(b0, 0xC2, 0xDF)) return in(at(1), 0x80, 0xBF) ? 2 : 0;
-  if (in(b0, 0xE0, 0xEF)) {
-    const unsigned lo = b0 == 0xE0 ? 0xA0 : 0x80;
-    const unsigned hi = b0 == 0xED ? 0x9F : 0xBF;
-    return in(at(1), lo, hi) && in(at(2), 0x80, 0xBF) ? 3 : 0;
-  }
-  if (in(b0, 0xF0, 0xF4)) {
-    const unsigned lo = b0 == 0xF0 ? 0x90 : 0x80;
-    const unsigned hi = b0 == 0xF4 ? 0x8F : 0xBF;
-    return in(at(1), lo, hi) && in(at(2), 0x80, 0xBF) && in(at(3), 0x80, 0xBF) ? 4 : 0;
-  }
-  return 0;
-}
 
 // One pass over the raw text: nesting depth (counting brackets outside strings only) and UTF-8 inside
 // strings. Syntax is left to the parser; this only guarantees that what reaches it is shallow.

@@ -5,14 +5,13 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <set>
 #include <string_view>
 #include <tuple>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
-#include "data/version_objects.h"
+#include "common/utf8.h"
 
 namespace gpugeek::data {
 namespace {

@@ -6,46 +6,12 @@
 
 #include "archive/digest.h"
 #include "common/json_parse.h"
+#include "common/utf8.h"
 
 namespace gpugeek::data {
 namespace {
 
 using nlohmann::json;
-
-}  // namespace
-
-bool IsUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t n = 0;
-    uint32_t cp = 0, min = 0;
-    if ((c >> 5) == 0x6) {
-      n = 2, cp = c & 0x1f, min = 0x80;
-    } else if ((c >> 4) == 0xe) {
-      n = 3, cp = c & 0x0f, min = 0x800;
-    } else if ((c >> 3) == 0x1e) {
-      n = 4, cp = c & 0x07, min = 0x10000;
-    } else {
-      return false;
-    }
-    if (i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n;
-  }
-  return true;
-}
-
-namespace {
 
 absl::Status Bad(std::string_view where, std::string_view what) {
   return absl::InvalidArgumentError(fmt::format("{}: {}", where, what));

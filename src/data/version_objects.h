@@ -74,8 +74,6 @@ std::string EncodeCommit(const Commit& commit);
 absl::StatusOr<Tree> DecodeTree(std::string_view bytes);
 absl::StatusOr<Commit> DecodeCommit(std::string_view bytes);
 
-// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF).
-bool IsUtf8(std::string_view s);
 // Whether `name` can be a tree entry's name (see TreeEntry::name).
 bool IsValidEntryName(std::string_view name);
 // Dataset, branch and tag names: 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'. InvalidArgument

@@ -18,6 +18,7 @@
 #include "archive/digest.h"
 #include "common/file.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "crypto/durable_file.h"
 #include "data/parallel.h"
 
@@ -33,21 +34,18 @@ struct DirNode {
 };
 
 struct SourceFile {
-  std::string path;  // absolute, for reading
-  std::string rel;   // relative, for messages
+  std::string path;  // for reading and messages
   uint64_t stat_bytes = 0;
   bool executable = false;
   TreeEntry entry;  // filled by hashing
 };
 
-absl::Status WalkDir(const fs::path& dir, const std::string& rel, bool follow_links, DirNode& node,
-                     std::vector<SourceFile>& files) {
+absl::Status WalkDir(const fs::path& dir, bool follow_links, DirNode& node, std::vector<SourceFile>& files) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) return crypto::ErrnoStatus(ec.value(), "list", dir.string());
   for (fs::directory_iterator end; it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    const std::string child_rel = rel.empty() ? name : rel + "/" + name;
     if (!IsValidEntryName(name)) {
       return absl::InvalidArgumentError(
           fmt::format("{}: file names must be UTF-8 and at most 255 bytes; rename it", it->path().string()));
@@ -59,11 +57,10 @@ absl::Status WalkDir(const fs::path& dir, const std::string& rel, bool follow_li
       if (!ec && fs::is_regular_file(target)) st = target;
     }
     if (fs::is_directory(st)) {
-      RETURN_IF_ERROR(WalkDir(it->path(), child_rel, follow_links, node.dirs[name], files));
+      RETURN_IF_ERROR(WalkDir(it->path(), follow_links, node.dirs[name], files));
     } else if (fs::is_regular_file(st)) {
       SourceFile f;
       f.path = it->path().string();
-      f.rel = child_rel;
       f.stat_bytes = fs::file_size(it->path(), ec);  // of the target, for a followed link
       if (ec) return crypto::ErrnoStatus(ec.value(), "stat", f.path);
       f.executable = (st.permissions() & fs::perms::owner_exec) != fs::perms::none;
@@ -302,7 +299,7 @@ absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const Push
 
   DirNode top;
   std::vector<SourceFile> files;
-  RETURN_IF_ERROR(WalkDir(dir, "", options.follow_links, top, files));
+  RETURN_IF_ERROR(WalkDir(dir, options.follow_links, top, files));
   uint64_t total = 0;
   for (const SourceFile& f : files) total += f.stat_bytes;
 

@@ -190,6 +190,8 @@ nlohmann::json ToJson(const Assignment& a) {
           {"setup", a.setup},
           {"workdir_digest", a.workdir_digest},
           {"file_archives", files},
+          {"dataset", a.dataset},
+          {"dataset_commit", a.dataset_commit},
           {"launcher", a.launcher},
           {"procs_per_node", a.procs_per_node},
           {"tp", a.tp},
@@ -322,12 +324,12 @@ absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json
 
 absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  RETURN_IF_ERROR(
-      r.CheckObject({"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
-                     "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
-                     "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
-                     "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp",
-                     "file_archives",  "zero_stage",   "micro_batch",    "image"}));
+  RETURN_IF_ERROR(r.CheckObject(
+      {"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
+       "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
+       "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
+       "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp",
+       "file_archives",  "zero_stage",   "micro_batch",    "image",       "dataset",   "dataset_commit"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -373,6 +375,21 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   if (!a.workdir_digest.empty() &&
       (a.workdir_digest.size() != 64 || a.workdir_digest.find_first_not_of("0123456789abcdef") != std::string::npos)) {
     return r.Error("workdir_digest", "must be a SHA-256, 64 lower-case hex digits");
+  }
+  ASSIGN_OR_RETURN(a.dataset, r.String("dataset", std::string()));
+  ASSIGN_OR_RETURN(a.dataset_commit, r.String("dataset_commit", std::string()));
+  if (a.dataset.empty() != a.dataset_commit.empty()) {
+    return r.Error("dataset_commit", "dataset and dataset_commit come together (both empty: no dataset)");
+  }
+  if (!a.dataset.empty() &&
+      (a.dataset.size() > 64 ||
+       a.dataset.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+           std::string::npos)) {
+    return r.Error("dataset", "must be a dataset name: 1-64 of A-Z a-z 0-9 . _ -");
+  }
+  if (!a.dataset_commit.empty() &&
+      (a.dataset_commit.size() != 64 || a.dataset_commit.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return r.Error("dataset_commit", "must be a SHA-256, 64 lower-case hex digits");
   }
   ASSIGN_OR_RETURN(std::vector<JsonReader> files, r.Objects("file_archives"));
   if (files.size() > kMaxFiles) return r.Error("file_archives", fmt::format("at most {} archives", kMaxFiles));

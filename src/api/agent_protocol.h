@@ -134,6 +134,13 @@ struct Assignment {
   // The job's `files:` archives (JobSpec::file_archives): each fetched like the workdir and unpacked into
   // <working folder>/path, in order, after the workdir. Optional on the wire; at most kMaxFiles.
   std::vector<FileArchive> file_archives;
+  // The job's dataset version (JobSpec::dataset, and the commit digest admission resolved its revision
+  // to, 64 hex digits; both "" = none): the agent fetches the version's objects
+  // (GET /v1/agents/{node}/datasets/{commit}/objects/{digest}), caches them by digest, checks the version
+  // out read-only once per node and sets GPUGEEK_DATASET_DIR (and GPUGEEK_DATASET=NAME@COMMIT) for the
+  // member. Optional on the wire.
+  std::string dataset;
+  std::string dataset_commit;
   // Shell commands run in the working folder before `run`, once per placement (JobSpec::setup); "" = none.
   std::string setup;
   // JobSpec::launcher: "torch" runs `run` as procs_per_node local ranks (agent/torch_launcher.h); "" once.

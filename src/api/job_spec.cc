@@ -238,6 +238,35 @@ bool IsSha256Hex(std::string_view d) {
          std::all_of(d.begin(), d.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// `dataset: NAME[@REV]` -> (NAME, REV), REV "main" when not given. The rules are data/version_store.h's:
+// names 1..64 of [A-Za-z0-9._-] not starting with '.' or '-'; a revision adds '~' (main~2).
+absl::StatusOr<std::pair<std::string, std::string>> ParseDatasetRef(const std::string& text) {
+  const size_t at = text.find('@');
+  std::string name = text.substr(0, at);
+  std::string rev = at == std::string::npos ? std::string("main") : text.substr(at + 1);
+  auto valid = [](const std::string& s, std::string_view extra) {
+    if (s.empty() || s.size() > 80 || s[0] == '.' || s[0] == '-') return false;
+    for (char c : s) {
+      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+          extra.find(c) == std::string_view::npos) {
+        return false;
+      }
+    }
+    return true;
+  };
+  if (!valid(name, "") || name.size() > 64) {
+    return FieldError("dataset", fmt::format("'{}': the dataset name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
+                                             "with '.' or '-'), as in dataset: corpus@main",
+                                             text.substr(0, 100)));
+  }
+  if (!valid(rev, "~")) {
+    return FieldError("dataset", fmt::format("'{}': after '@' comes a branch, tag or commit digest (optionally ~N), "
+                                             "as in dataset: corpus@v2",
+                                             text.substr(0, 100)));
+  }
+  return std::make_pair(std::move(name), std::move(rev));
+}
+
 absl::StatusOr<CheckpointSpec> ParseCheckpoint(const YAML::Node& n) {
   if (!n.IsMap()) return FieldError("checkpoint", "must be a mapping like {dir: /ckpt/run1, grace: 30s}");
   RETURN_IF_ERROR(CheckKeys(n, "checkpoint", {"dir", "grace"}));
@@ -309,10 +338,11 @@ absl::StatusOr<RetrySpec> ParseRetry(const YAML::Node& n) {
 
 absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
-  RETURN_IF_ERROR(CheckKeys(
-      doc, "", {"name",  "model",        "task",           "resources", "num_nodes",      "priority", "checkpoint",
-                "env",   "workdir",      "workdir_digest", "files",     "file_archives",  "setup",    "run",
-                "retry", "max_duration", "idle_timeout",   "launcher",  "procs_per_node", "image",    "elastic"}));
+  RETURN_IF_ERROR(
+      CheckKeys(doc, "", {"name",           "model", "task",    "resources",      "num_nodes",    "priority",
+                          "checkpoint",     "env",   "workdir", "workdir_digest", "files",        "file_archives",
+                          "setup",          "run",   "retry",   "max_duration",   "idle_timeout", "launcher",
+                          "procs_per_node", "image", "elastic", "dataset"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -333,6 +363,10 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
       return FieldError("workdir_digest",
                         "must be the workdir archive's SHA-256, 64 lower-case hex digits (gpugeek submit sets it)");
     }
+  }
+  if (doc["dataset"]) {
+    ASSIGN_OR_RETURN(const std::string text, Scalar(doc["dataset"], "dataset"));
+    ASSIGN_OR_RETURN(std::tie(spec.dataset, spec.dataset_rev), ParseDatasetRef(text));
   }
   if (const YAML::Node files = doc["files"]) {
     if (!files.IsMap() || files.size() == 0 || files.size() > kMaxFiles) {
@@ -928,6 +962,9 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   }
   if (!spec.workdir.empty()) out << YAML::Key << "workdir" << YAML::Value, EmitScalarOrQuoted(out, spec.workdir);
   if (!spec.workdir_digest.empty()) out << YAML::Key << "workdir_digest" << YAML::Value << spec.workdir_digest;
+  if (!spec.dataset.empty()) {
+    out << YAML::Key << "dataset" << YAML::Value, EmitScalarOrQuoted(out, spec.dataset + "@" + spec.dataset_rev);
+  }
   if (!spec.files.empty()) {
     out << YAML::Key << "files" << YAML::Value << YAML::BeginMap;
     for (const auto& [dest, src] : spec.files) {

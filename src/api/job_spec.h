@@ -154,6 +154,15 @@ struct JobSpec {
   // Uploaded archives unpacked into the working folder after the workdir and before `setup`, in order:
   // each {path, digest} goes into <working folder>/path ("" = the folder itself). At most kMaxFiles.
   std::vector<FileArchive> file_archives;
+  // `dataset: NAME@REV` (REV defaults to main): a version of one of the tenant's datasets on the server
+  // (`gpugeek data push --remote`, data/version_store.h). Each node fetches its objects once, caches them
+  // by digest, checks the version out read-only and gives every member its folder in
+  // $GPUGEEK_DATASET_DIR. At admission the server resolves REV to the commit's digest and stores the spec
+  // with that digest as REV, so every placement and retry reads the same bytes. `dataset` is 1..64 of
+  // [A-Za-z0-9._-] (not starting with '.' or '-'); `dataset_rev` a branch, tag, commit digest or prefix,
+  // optionally with ~N. Both empty = no dataset.
+  std::string dataset;
+  std::string dataset_rev;
   // Shell commands run once per node per placement, in the working folder, before `run`; a non-zero
   // exit fails the member ("setup failed (exit N)") and `run` does not start. Empty = none.
   std::string setup;

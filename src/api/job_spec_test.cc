@@ -326,7 +326,7 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic");
+            "procs_per_node, image, elastic, dataset");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -362,7 +362,7 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic");
+            "procs_per_node, image, elastic, dataset");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -586,6 +586,30 @@ TEST(ParseJobSpec, BadImageNamesTheField) {
   spec = ParseJobSpec("name: c\nimage: [a]\nrun: 'true'\n");
   ASSERT_FALSE(spec.ok());
   EXPECT_TRUE(absl::StartsWith(spec.status().message(), "image: ")) << spec.status();
+}
+
+TEST(ParseJobSpec, DatasetNamesAVersionAndRoundTrips) {
+  const std::string head = "name: w\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n";
+  auto spec = ParseJobSpec(head + "dataset: corpus\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dataset, "corpus");
+  EXPECT_EQ(spec->dataset_rev, "main");  // the default branch
+  spec = ParseJobSpec(head + "dataset: corpus.v1@cleaned~2\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->dataset, "corpus.v1");
+  EXPECT_EQ(spec->dataset_rev, "cleaned~2");
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->dataset, "corpus.v1");
+  EXPECT_EQ(again->dataset_rev, "cleaned~2");
+  EXPECT_EQ(ErrorOf(head + "dataset: ../x@main\n"),
+            "dataset: '../x@main': the dataset name must be 1-64 of A-Z a-z 0-9 . _ - (not starting with '.' or "
+            "'-'), as in dataset: corpus@main");
+  EXPECT_EQ(ErrorOf(head + "dataset: 'x@a b'\n"),
+            "dataset: 'x@a b': after '@' comes a branch, tag or commit digest (optionally ~N), as in dataset: "
+            "corpus@v2");
+  EXPECT_EQ(ErrorOf(head + "dataset: x@\n").substr(0, 13), "dataset: 'x@'");
+  EXPECT_EQ(ErrorOf(head + "dataset: [x]\n").substr(0, 8), "dataset:");
 }
 
 }  // namespace

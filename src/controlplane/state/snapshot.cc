@@ -37,6 +37,10 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       a.setup = live.spec.setup;
       a.workdir_digest = live.spec.workdir_digest;
       a.file_archives = live.spec.file_archives;
+      if (!live.spec.dataset.empty()) {
+        a.dataset = live.spec.dataset;
+        a.dataset_commit = live.spec.dataset_rev;  // admission stored the resolved digest
+      }
       a.launcher = live.spec.launcher;
       a.image = live.spec.image;
       a.procs_per_node = live.spec.procs_per_node;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -283,7 +284,9 @@ absl::StatusOr<Tree> VersionStore::ReadTree(const std::string& digest) const {
   return tree;
 }
 
-absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const PushOptions& options) {
+namespace {
+
+absl::Status ValidatePushOptions(const PushOptions& options) {
   RETURN_IF_ERROR(ValidateRefName(options.dataset, "dataset"));
   RETURN_IF_ERROR(ValidateRefName(options.branch, "branch"));
   RETURN_IF_ERROR(ValidateChunkerOptions(options.chunking));
@@ -293,31 +296,62 @@ absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const Push
   if (!IsUtf8(options.message) || !IsUtf8(options.author) || options.author.size() > 1024) {
     return absl::InvalidArgumentError("commit message and author must be UTF-8 text (author at most 1 KiB)");
   }
+  return absl::OkStatus();
+}
+
+// Cuts every file of `dir` into chunks and stores them and the folder's trees in `objects` (flushed):
+// the top folder's entry.
+absl::StatusOr<TreeEntry> HashFolder(const std::string& dir, const PushOptions& options, ObjectStore& objects,
+                                     Counters& counters) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return absl::NotFoundError(fmt::format("{}: not a folder", dir));
-  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
-
   DirNode top;
   std::vector<SourceFile> files;
   RETURN_IF_ERROR(WalkDir(dir, options.follow_links, top, files));
   uint64_t total = 0;
   for (const SourceFile& f : files) total += f.stat_bytes;
-
-  Counters counters;
   std::mutex mu;  // guards first_error and serialises progress calls
   absl::Status first_error;
   const int workers = WorkerCount(options.threads, files.size());
   ParallelFor(files.size(), workers, 1, [&](size_t begin, size_t end, int) {
     for (size_t i = begin; i < end; ++i) {
-      absl::Status s = HashFile(files[i], *objects_, options.chunking, counters);
+      absl::Status s = HashFile(files[i], objects, options.chunking, counters);
       std::lock_guard<std::mutex> guard(mu);
       if (!s.ok() && first_error.ok()) first_error = s;
       if (options.progress) options.progress(counters.done_bytes.load(), total);
     }
   });
   RETURN_IF_ERROR(first_error);
-  ASSIGN_OR_RETURN(TreeEntry root_entry, StoreTree(top, files, *objects_, counters));
-  RETURN_IF_ERROR(objects_->Sync());
+  ASSIGN_OR_RETURN(TreeEntry root_entry, StoreTree(top, files, objects, counters));
+  RETURN_IF_ERROR(objects.Sync());
+  return root_entry;
+}
+
+// Stores the commit of `root` on `parent` ("" = none), flushed: its digest.
+absl::StatusOr<std::string> StoreCommit(ObjectStore& objects, const TreeEntry& root, const std::string& parent,
+                                        const PushOptions& options, const Clock& clock, Counters& counters) {
+  Commit commit;
+  commit.tree = root.tree;
+  if (!parent.empty()) commit.parents.push_back(parent);
+  commit.dataset = options.dataset;
+  commit.message = options.message;
+  commit.author = options.author;
+  commit.time_unix_s = std::chrono::duration_cast<std::chrono::seconds>(clock.Now().time_since_epoch()).count();
+  commit.files = root.files;
+  commit.bytes = root.bytes;
+  std::string digest;
+  RETURN_IF_ERROR(Store(objects, EncodeCommit(commit), counters, &digest));
+  RETURN_IF_ERROR(objects.Sync());
+  return digest;
+}
+
+}  // namespace
+
+absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const PushOptions& options) {
+  RETURN_IF_ERROR(ValidatePushOptions(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  Counters counters;
+  ASSIGN_OR_RETURN(const TreeEntry root_entry, HashFolder(dir, options, *objects_, counters));
 
   PushResult result;
   result.files = root_entry.files;
@@ -343,23 +377,82 @@ absl::StatusOr<PushResult> VersionStore::Push(const std::string& dir, const Push
       }
     }
     if (!result.unchanged) {
-      Commit commit;
-      commit.tree = root_entry.tree;
-      if (head.ok()) commit.parents.push_back(*head);
-      commit.dataset = options.dataset;
-      commit.message = options.message;
-      commit.author = options.author;
-      commit.time_unix_s = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-      commit.files = root_entry.files;
-      commit.bytes = root_entry.bytes;
-      RETURN_IF_ERROR(Store(*objects_, EncodeCommit(commit), counters, &result.commit));
-      RETURN_IF_ERROR(objects_->Sync());
+      ASSIGN_OR_RETURN(result.commit, StoreCommit(*objects_, root_entry, head.ok() ? *head : std::string(), options,
+                                                  clock_, counters));
       RETURN_IF_ERROR(WriteRef(options.dataset, Ref::Kind::kBranch, options.branch, result.commit, false));
     }
   }
   result.new_objects = counters.new_objects;
   result.new_bytes = counters.new_bytes;
   return result;
+}
+
+absl::StatusOr<PushResult> VersionStore::Snapshot(const std::string& dir, const PushOptions& options,
+                                                  const std::string& parent) {
+  RETURN_IF_ERROR(ValidatePushOptions(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  std::optional<Commit> parent_commit;
+  if (!parent.empty()) {
+    absl::StatusOr<Commit> read = ReadCommit(parent);
+    if (!read.ok()) {
+      return absl::Status(read.status().code(),
+                          fmt::format("parent {}: {}", parent.substr(0, 80), std::string(read.status().message())));
+    }
+    if (read->dataset != options.dataset) {
+      return absl::InvalidArgumentError(fmt::format("parent {} is a commit of dataset '{}', not '{}'",
+                                                    parent.substr(0, 12), read->dataset, options.dataset));
+    }
+    parent_commit = std::move(*read);
+  }
+  Counters counters;
+  ASSIGN_OR_RETURN(const TreeEntry root_entry, HashFolder(dir, options, *objects_, counters));
+  PushResult result;
+  result.files = root_entry.files;
+  result.bytes = root_entry.bytes;
+  result.chunks = counters.chunks;
+  if (parent_commit && parent_commit->tree == root_entry.tree) {
+    result.commit = parent;
+    result.unchanged = true;
+  } else {
+    ASSIGN_OR_RETURN(result.commit, StoreCommit(*objects_, root_entry, parent, options, clock_, counters));
+  }
+  result.new_objects = counters.new_objects;
+  result.new_bytes = counters.new_bytes;
+  return result;
+}
+
+absl::Status VersionStore::SetBranch(const std::string& dataset, const std::string& name, const std::string& commit,
+                                     const std::string& expected) {
+  RETURN_IF_ERROR(ValidateRefName(dataset, "dataset"));
+  RETURN_IF_ERROR(ValidateRefName(name, "branch"));
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> lock, StoreLock::Acquire(LockPath(), StoreLock::Mode::kShared));
+  absl::StatusOr<Commit> target = ReadCommit(commit);
+  if (!target.ok()) {
+    return absl::Status(target.status().code(),
+                        fmt::format("commit {}: {}", commit.substr(0, 80), std::string(target.status().message())));
+  }
+  if (target->dataset != dataset) {
+    return absl::InvalidArgumentError(fmt::format("commit {} is a version of dataset '{}', not '{}'",
+                                                  commit.substr(0, 12), target->dataset, dataset));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<StoreLock> refs_lock,
+                   StoreLock::Acquire(root_ + "/refs.lock", StoreLock::Mode::kExclusive));
+  absl::StatusOr<std::string> head = ReadRef(dataset, Ref::Kind::kBranch, name);
+  if (!head.ok() && !absl::IsNotFound(head.status())) return head.status();
+  const std::string current = head.ok() ? *head : std::string();
+  if (current != expected) {
+    return absl::FailedPreconditionError(
+        fmt::format("branch '{}' of dataset '{}' is at {}, not {}: it moved since you read it; read it again and retry",
+                    name, dataset, current.empty() ? std::string("(none)") : current.substr(0, 12),
+                    expected.empty() ? std::string("(none)") : expected.substr(0, 12)));
+  }
+  if (current.empty()) {
+    RETURN_IF_ERROR(CheckNewRefName(dataset, name, Ref::Kind::kBranch, [&](Ref::Kind k) {
+      struct stat st {};
+      return ::stat(RefPath(dataset, k, name).c_str(), &st) == 0;
+    }));
+  }
+  return WriteRef(dataset, Ref::Kind::kBranch, name, commit, false);
 }
 
 absl::StatusOr<std::string> VersionStore::Resolve(const std::string& dataset, const std::string& rev) const {

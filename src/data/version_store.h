@@ -101,6 +101,18 @@ class VersionStore {
   // ref moves, so a failed push changes no version.
   absl::StatusOr<PushResult> Push(const std::string& dir, const PushOptions& options);
 
+  // Like Push, but moves no branch: stores `dir`'s chunks and trees and a commit on `parent` ("" = a
+  // first commit; otherwise a commit of options.dataset this store holds) and returns it (options.branch
+  // is not used). `unchanged` with commit = parent when the folder equals the parent's tree. What a
+  // client pushing to a remote store (`gpugeek data push --remote`) builds locally before uploading.
+  // Errors as Push, and NotFound / InvalidArgument for a parent that is absent or of another dataset.
+  absl::StatusOr<PushResult> Snapshot(const std::string& dir, const PushOptions& options, const std::string& parent);
+  // Compare-and-swap of branch `name`: points it at `commit` (a commit of `dataset` this store holds) if
+  // its head is `expected` now ("" = the branch must not exist; it is created). FailedPrecondition naming
+  // both digests when the head moved; NotFound for an absent commit; InvalidArgument for bad names, a
+  // commit of another dataset, or a name a tag has.
+  absl::Status SetBranch(const std::string& dataset, const std::string& name, const std::string& commit,
+                         const std::string& expected);
   // The commit digest `rev` names in `dataset`. NotFound naming the revision; InvalidArgument when a
   // digest prefix is ambiguous (naming the candidates) or ~N goes past the first commit.
   absl::StatusOr<std::string> Resolve(const std::string& dataset, const std::string& rev) const;

@@ -32,14 +32,50 @@
 #include "agent/torch_launcher.h"
 #include "api/job_spec.h"
 #include "api/names.h"
+#include "archive/digest.h"
 #include "archive/unpack.h"
 #include "common/absl_fmt.h"
 #include "common/file.h"
 #include "common/status_macros.h"
+#include "data/version_objects.h"
 #include "http/client.h"
 
 namespace gpugeek::agent {
 namespace {
+
+// Where a container member sees its dataset checkout (read-only).
+constexpr char kContainerDatasetDir[] = "/gpugeek/dataset";
+
+// "NAME@COMMIT12", how logs and errors name a member's dataset version.
+std::string DatasetLabel(const api::Assignment& a) {
+  return fmt::format("{}@{}", a.dataset, a.dataset_commit.substr(0, 12));
+}
+
+// OK when user `who` may pass through every folder from / down to `dir` by their mode bits (ACLs aside).
+// A member on the host reads its dataset by absolute path, unlike its working folder (which it starts
+// in: the executor changes into it before switching users), so an agent whose data folder lies below one
+// that others may not pass (/root/.local/share, a 0700 temporary folder) cannot serve it one.
+absl::Status CheckReachable(const std::string& dir, const Identity& who) {
+  std::string at;
+  for (size_t from = 1; from <= dir.size(); ++from) {
+    const size_t slash = std::min(dir.find('/', from), dir.size());
+    at = dir.substr(0, slash);
+    from = slash;
+    struct stat st {};
+    if (::stat(at.c_str(), &st) != 0) return absl::InternalError(fmt::format("stat {}: {}", at, std::strerror(errno)));
+    const bool in_group =
+        st.st_gid == who.gid || std::find(who.groups.begin(), who.groups.end(), st.st_gid) != who.groups.end();
+    const mode_t bit = st.st_uid == who.uid ? S_IXUSR : in_group ? S_IXGRP : S_IXOTH;
+    if ((st.st_mode & bit) == 0) {
+      return absl::FailedPreconditionError(fmt::format(
+          "the node's dataset cache {} is out of reach of the member's user (uid {}): {} (mode {:o}, owner uid {}) "
+          "does not let it pass; start the agent with a --data-dir below folders others may pass through (mode "
+          "0711 or 0755), e.g. /var/lib/gpugeek",
+          dir, who.uid, at, st.st_mode & 07777, st.st_uid));
+    }
+  }
+  return absl::OkStatus();
+}
 
 constexpr Duration kPollPeriod = std::chrono::milliseconds(100);
 // How much later than the agent's own lease each workload's shim lease runs out. A live agent fences
@@ -313,6 +349,10 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
       std::unique_ptr<Agent>(new Agent(std::move(options), std::move(client), std::move(cgroups), std::move(*executor),
                                        std::move(metrics), std::move(inventory), claim_fd, std::move(instance_id)));
   agent->images_ = std::move(images);
+  // The fetch threads may outlive the agent and so its borrowed clock, which they use only to time a log
+  // line: they get the real one.
+  ASSIGN_OR_RETURN(agent->datasets_, DatasetFetcher::Create(agent->options_.data_dir + "/datasets",
+                                                            agent->DatasetObjectGetter(), RealClock()));
   agent->shared_bearer_->value = bearer;
   agent->bearer_ = std::move(bearer);
   return agent;
@@ -352,6 +392,62 @@ Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::un
         ASSIGN_OR_RETURN(std::unique_ptr<http::Client> c, http::Client::Create(o));
         return c->GetStream(fmt::format("/v1/agents/{}/archives/{}", node, digest), sink);
       });
+}
+
+DatasetFetcher::GetObjectFn Agent::DatasetObjectGetter() const {
+  // http::Client is one thread's: each fetch thread takes an idle client presenting the current bearer
+  // (or makes one) and puts it back after a whole answer, so a version of a million chunks reuses a few
+  // connections instead of opening one per chunk.
+  struct Pool {
+    std::mutex mu;
+    std::vector<std::pair<std::string, std::unique_ptr<http::Client>>> idle;  // (bearer, client)
+  };
+  const http::ClientOptions base{.base_url = options_.server_url,
+                                 .connect_timeout = options_.connect_timeout,
+                                 .read_timeout = options_.request_timeout,
+                                 .ca_file = options_.ca_file};
+  return [base, node = node_, bearer = shared_bearer_, pool = std::make_shared<Pool>()](
+             const std::string& commit, const std::string& digest) -> absl::StatusOr<std::string> {
+    std::string token;
+    {
+      std::lock_guard<std::mutex> lock(bearer->mu);
+      token = bearer->value;
+    }
+    std::unique_ptr<http::Client> client;
+    {
+      std::lock_guard<std::mutex> lock(pool->mu);
+      while (client == nullptr && !pool->idle.empty()) {
+        auto [with, idle] = std::move(pool->idle.back());
+        pool->idle.pop_back();
+        if (with == token) client = std::move(idle);  // a client of an old credential is dropped
+      }
+    }
+    if (client == nullptr) {
+      http::ClientOptions o = base;
+      o.bearer_token = token;
+      ASSIGN_OR_RETURN(client, http::Client::Create(o));
+    }
+    std::string bytes;
+    bool too_large = false;
+    RETURN_IF_ERROR(client->GetStream(fmt::format("/v1/agents/{}/datasets/{}/objects/{}", node, commit, digest),
+                                      [&](const std::string& piece) {
+                                        // Trees are the largest objects (chunks are at most 4 MiB as
+                                        // `gpugeek data push` cuts them); a longer answer is refused.
+                                        if (bytes.size() + piece.size() > data::kMaxTreeBytes) {
+                                          too_large = true;
+                                          return false;
+                                        }
+                                        bytes += piece;
+                                        return true;
+                                      }));
+    if (too_large) {
+      return absl::ResourceExhaustedError(
+          fmt::format("the server sent more than {} bytes for object {}", data::kMaxTreeBytes, digest));
+    }
+    std::lock_guard<std::mutex> lock(pool->mu);
+    pool->idle.emplace_back(std::move(token), std::move(client));
+    return bytes;
+  };
 }
 
 Agent::~Agent() {
@@ -576,8 +672,11 @@ void Agent::AdvancePreparingLocked() {
       report_soon_ = true;
       continue;
     }
-    spdlog::info("agent {}: job {} (epoch {}): workdir and files unpacked into {}", node_, job, m.assignment.epoch,
-                 options_.data_dir + "/work/" + m.workload_id);
+    spdlog::info("agent {}: job {} (epoch {}): workdir and files unpacked into {}{}", node_, job, m.assignment.epoch,
+                 options_.data_dir + "/work/" + m.workload_id,
+                 m.assignment.dataset_commit.empty() ? ""
+                                                     : fmt::format("; dataset {} in {}", DatasetLabel(m.assignment),
+                                                                   datasets_->PathOf(m.assignment.dataset_commit)));
     LaunchLocked(m);
   }
 }
@@ -938,6 +1037,29 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   }
   req.tenant = a.tenant;
   for (auto& [k, v] : BuildWorkloadEnv(spec)) req.env[k] = std::move(v);
+  if (!a.dataset.empty() || !a.dataset_commit.empty()) {
+    // The protocol's decoder checked both; the commit becomes a path (and a podman mount), so again here.
+    if (!archive::IsSha256Hex(a.dataset_commit)) {
+      return absl::InvalidArgumentError(
+          fmt::format("dataset {}: the commit '{}' is not a SHA-256 (64 lower-case hex digits)", a.dataset,
+                      a.dataset_commit.substr(0, 80)));
+    }
+    RETURN_IF_ERROR(data::ValidateRefName(a.dataset, "dataset"));
+    req.env["GPUGEEK_DATASET"] = a.dataset + "@" + a.dataset_commit;
+    req.env["GPUGEEK_DATASET_DIR"] = datasets_->PathOf(a.dataset_commit);
+    if (a.image.empty()) {
+      // In a container podman (root) mounts the checkout; on the host the member's user must reach it.
+      ASSIGN_OR_RETURN(const Identity who, executor_->IdentityFor(a.tenant));
+      if (who.switched) {
+        absl::Status reachable =
+            CheckReachable(std::filesystem::path(datasets_->PathOf(a.dataset_commit)).parent_path().string(), who);
+        if (!reachable.ok()) {
+          return absl::Status(reachable.code(),
+                              fmt::format("dataset {}: {}", DatasetLabel(a), std::string(reachable.message())));
+        }
+      }
+    }
+  }
   if (auto m = members_.find(a.job_id);
       m != members_.end() && !m->second.member_token.empty() && !workload_url_.empty()) {
     req.env["GPUGEEK_AGENT_URL"] = workload_url_;
@@ -974,6 +1096,7 @@ absl::Status Agent::ContainerizeLocked(const api::Assignment& a, const std::stri
   ASSIGN_OR_RETURN(const Identity who, executor_->IdentityFor(a.tenant));
   EnvMap inner = req.env;
   if (who.switched) inner["HOME"] = req.working_dir;
+  if (!a.dataset_commit.empty()) inner["GPUGEEK_DATASET_DIR"] = kContainerDatasetDir;
   ASSIGN_OR_RETURN(const std::string env_text, ContainerEnvFile(inner));
   const std::string name = ContainerName(node_, req.id, a.epoch, step);
   const std::string env_file = options_.data_dir + "/containers/" + name + ".env";
@@ -995,6 +1118,9 @@ absl::Status Agent::ContainerizeLocked(const api::Assignment& a, const std::stri
                                 [](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }),
       .run = req.command,
   };
+  if (!a.dataset_commit.empty()) {
+    c.read_only_mounts.emplace_back(datasets_->PathOf(a.dataset_commit), kContainerDatasetDir);
+  }
   if (who.switched) c.user = std::pair<uint32_t, uint32_t>{who.uid, who.gid};
   req.command = ContainerShellCommand(c);
   // podman runs as root: none of the job's variables may steer it (CONTAINERS_CONF, TMPDIR, ...).
@@ -1032,9 +1158,12 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
     steps.emplace_back("files." + (f.path.empty() ? std::string(".") : f.path),
                        f.path.empty() ? dir : dir + "/" + f.path, fetcher_->Fetch(f.digest));
   }
+  // The dataset downloads meanwhile, on the fetcher's threads (at once when this node has the version).
+  std::optional<std::shared_future<absl::StatusOr<std::string>>> dataset;
+  if (!a.dataset_commit.empty()) dataset = datasets_->Fetch(a.dataset, a.dataset_commit);
   auto done = std::make_shared<std::promise<absl::Status>>();
   std::shared_future<absl::Status> future = done->get_future().share();
-  std::thread([steps = std::move(steps), done] {
+  std::thread([steps = std::move(steps), dataset, label = DatasetLabel(a), done] {
     for (const auto& [what, into, fetch] : steps) {
       const absl::StatusOr<std::string>& path = fetch.get();
       if (!path.ok()) {
@@ -1048,6 +1177,13 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
       if (!unpacked.ok()) {
         done->set_value(
             absl::Status(unpacked.status().code(), fmt::format("{}: {}", what, unpacked.status().message())));
+        return;
+      }
+    }
+    if (dataset.has_value()) {
+      if (const absl::StatusOr<std::string>& checkout = dataset->get(); !checkout.ok()) {
+        done->set_value(absl::Status(checkout.status().code(),
+                                     fmt::format("dataset {}: {}", label, std::string(checkout.status().message()))));
         return;
       }
     }
@@ -1065,7 +1201,7 @@ void Agent::StartLocked(const api::Assignment& a) {
   } else {
     spdlog::warn("agent {}: job {}: no member token: {}", node_, a.job_id, token.status());
   }
-  if (a.workdir_digest.empty() && a.file_archives.empty()) return LaunchLocked(m);
+  if (a.workdir_digest.empty() && a.file_archives.empty() && a.dataset_commit.empty()) return LaunchLocked(m);
   // A bad assignment (an unknown GPU, a bad id) fails now, before anything is fetched; this also makes
   // the working folder the archive is unpacked into.
   absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, a.run);
@@ -1073,9 +1209,10 @@ void Agent::StartLocked(const api::Assignment& a) {
   m.state = State::kPreparing;
   m.prepared = PrepareWorkdir(a, req->working_dir);
   report_soon_ = true;
-  spdlog::info("agent {}: job {} (epoch {}, rank {}): preparing workdir {} and {} files archives in {}", node_,
-               a.job_id, a.epoch, a.node_rank, a.workdir_digest.empty() ? "(none)" : a.workdir_digest.substr(0, 12),
-               a.file_archives.size(), req->working_dir);
+  spdlog::info("agent {}: job {} (epoch {}, rank {}): preparing workdir {} and {} files archives in {}; dataset {}",
+               node_, a.job_id, a.epoch, a.node_rank,
+               a.workdir_digest.empty() ? "(none)" : a.workdir_digest.substr(0, 12), a.file_archives.size(),
+               req->working_dir, a.dataset_commit.empty() ? "(none)" : DatasetLabel(a));
 }
 
 void Agent::LaunchLocked(Member& m) {

@@ -163,6 +163,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/cgroup.h"
+#include "agent/dataset_fetch.h"
 #include "agent/emulated_utilization.h"
 #include "agent/exec_runner.h"
 #include "agent/executor.h"
@@ -353,8 +354,8 @@ class Agent {
   absl::Status PollReclaimNotice();
 
  private:
-  // kPreparing: fetching and unpacking the job's workdir archive (on another thread) before the first
-  // step starts; reported to the server as running.
+  // kPreparing: fetching and unpacking the job's workdir archive, and fetching its dataset version (on
+  // other threads) before the first step starts; reported to the server as running.
   enum class State { kPreparing, kRunning, kStopping, kExited, kFailedToStart, kNotStarted };
   struct Member {
     api::Assignment assignment;  // as last listed
@@ -364,7 +365,7 @@ class Agent {
     pid_t pid = 0;
     bool fenced = false;                        // stopped because the agent fenced itself
     api::WorkloadReport report;                 // the final report once ended / failed / not started
-    std::shared_future<absl::Status> prepared;  // kPreparing: the workdir fetched and unpacked
+    std::shared_future<absl::Status> prepared;  // kPreparing: the workdir unpacked, the dataset fetched
     bool in_setup = false;                      // the running step is the assignment's `setup`, not `run`
     bool setup_done = false;                    // setup exited 0: the next start is `run`
     bool log_started = false;                   // the log source of this placement is set up
@@ -432,9 +433,12 @@ class Agent {
   // Members whose workdir is ready start; a failed preparation is a failed start. Requires mu_.
   void AdvancePreparingLocked();
   // Fetches (once per digest, WorkdirFetcher) and unpacks `a`'s workdir archive into `dir`, then each of
-  // its `files:` archives into dir/path, on another thread.
+  // its `files:` archives into dir/path, and waits for its dataset version (once per commit,
+  // DatasetFetcher), on another thread. A dataset error reads "dataset NAME@COMMIT12: ...".
   std::shared_future<absl::Status> PrepareWorkdir(const api::Assignment& a, const std::string& dir);
-  // `step` ("setup" or "run") names the container of a member with an image.
+  // `step` ("setup" or "run") names the container of a member with an image. A member with a dataset gets
+  // GPUGEEK_DATASET=NAME@COMMIT and GPUGEEK_DATASET_DIR=its checkout (on the host; /gpugeek/dataset,
+  // mounted read-only, in a container).
   absl::StatusOr<LaunchRequest> MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id,
                                                         const std::string& command,
                                                         const std::string& step = "run") const;
@@ -442,6 +446,10 @@ class Agent {
   // the member's environment, and an environment of PATH only for podman itself.
   absl::Status ContainerizeLocked(const api::Assignment& a, const std::string& step, std::optional<hw::Vendor> vendor,
                                   const std::vector<int>& gpu_indices, LaunchRequest& req) const;
+  // How the dataset cache gets one object: an authenticated GET of
+  // /v1/agents/{node}/datasets/{commit}/objects/{digest}, at most data::kMaxTreeBytes, on the calling
+  // (fetch) thread, over a pool of clients presenting the node's current credential.
+  DatasetFetcher::GetObjectFn DatasetObjectGetter() const;
   // Removes a step's container (if podman left it) and its env file, on another thread.
   void RemoveContainerLater(const std::string& name) const;
   void CancelLocked(Member& m, int64_t grace_ms, const char* why);
@@ -454,13 +462,15 @@ class Agent {
   const std::string node_;
   std::unique_ptr<http::Client> client_;  // used by the Tick thread only; replaced on joining
   std::string bearer_;                    // what client_ presents: the credential or the join token
-  // The bearer the workdir downloads present (their threads read it while the Tick thread may change it).
+  // The bearer the workdir and dataset downloads present (their threads read it while the Tick thread may
+  // change it).
   struct SharedBearer {
     std::mutex mu;
     std::string value;
   };
   const std::shared_ptr<SharedBearer> shared_bearer_ = std::make_shared<SharedBearer>();
   std::shared_ptr<WorkdirFetcher> fetcher_;       // <data_dir>/archives; set at construction
+  std::shared_ptr<DatasetFetcher> datasets_;      // <data_dir>/datasets; set by Create
   const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
   std::unique_ptr<Executor> executor_;            // set at construction; reset only by ~Agent
   const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +21,7 @@
 #include "agent/workload_listener.h"
 #include "api/agent_protocol.h"
 #include "common/fake_clock.h"
+#include "data/version_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "http/client.h"
@@ -112,6 +114,17 @@ class FakeControlPlane {
                      }
                      return http::Reply::Json(api::ToJson(reply));
                    });
+    // The node's dataset objects, from the store ServeDatasets names (404 for any object it lacks).
+    server_->Route("GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}",
+                   [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
+                     std::lock_guard<std::mutex> lock(mu_);
+                     dataset_gets_.push_back({r.param("commit"), r.param("digest"),
+                                              r.headers.count("authorization") ? r.headers.at("authorization") : ""});
+                     if (datasets_ == nullptr) return absl::NotFoundError("no datasets here");
+                     absl::StatusOr<std::string> bytes = datasets_->objects().Get(r.param("digest"));
+                     if (!bytes.ok()) return absl::NotFoundError("no object " + r.param("digest"));
+                     return http::Reply{.content_type = "application/octet-stream", .body = std::move(*bytes)};
+                   });
     server_->Route("POST", "/v1/agents/{node}/reclaim", [this](const http::Request& r) -> absl::StatusOr<http::Reply> {
       std::lock_guard<std::mutex> lock(mu_);
       reclaims_.push_back(r.param("node") + " " + r.body);
@@ -129,6 +142,19 @@ class FakeControlPlane {
   void Stop() { server_->Stop(); }
   std::string url() const { return server_->url(); }
   int port() const { return server_->port(); }
+
+  // Serves dataset objects from `store` (borrowed; must outlive the server).
+  void ServeDatasets(const data::VersionStore* store) {
+    std::lock_guard<std::mutex> lock(mu_);
+    datasets_ = store;
+  }
+  struct DatasetGet {
+    std::string commit, digest, auth;
+  };
+  std::vector<DatasetGet> dataset_gets() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return dataset_gets_;
+  }
 
   // The reclaim notices posted: "NODE BODY".
   std::vector<std::string> reclaims() const {
@@ -235,6 +261,8 @@ class FakeControlPlane {
   int fail_heartbeats_ = 0;
   std::vector<api::Registration> registrations_;
   std::vector<std::string> reclaims_;
+  const data::VersionStore* datasets_ = nullptr;
+  std::vector<DatasetGet> dataset_gets_;
   std::vector<api::Heartbeat> heartbeats_;
   std::map<std::pair<std::string, int>, std::string> logs_;
   int duplicates_ = 0;
@@ -426,6 +454,87 @@ TEST_F(AgentTest, AssignmentStartsAProcessWithItsGpusEnvAndWorkingDirectory) {
   EXPECT_TRUE(ProcessAlive(held[0].pid));
   ASSERT_TRUE(agent->Tick().ok());
   EXPECT_EQ(agent->Workloads()[0].pid, held[0].pid) << "a repeated listing does not start it twice";
+}
+
+// A member of a job with `dataset:` starts once the node has the version checked out: it sees
+// GPUGEEK_DATASET=NAME@COMMIT and GPUGEEK_DATASET_DIR, the checkout in <data_dir>/datasets/versions, whose
+// objects the agent fetched with the node's credential. A version the server does not give fails the
+// start, naming it.
+TEST_F(AgentTest, AMemberWithADatasetStartsOnItsCheckout) {
+  auto server_store = data::VersionStore::Open(dir_ / "server-datasets", RealClock());
+  ASSERT_TRUE(server_store.ok()) << server_store.status();
+  std::filesystem::create_directories(dir_ / "src/sub");
+  WriteAll(dir_ / "src/train.txt", "one\ntwo\n");
+  WriteAll(dir_ / "src/sub/x.bin", "x");
+  auto pushed = (*server_store)->Push(dir_ / "src", {.dataset = "corpus", .message = "v1"});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  const std::string commit = pushed->commit;
+  cp_->ServeDatasets(server_store->get());
+
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  if (::geteuid() == 0) {
+    // A root agent runs the member as its tenant's uid, which must pass through every folder above the
+    // cache by absolute path: the test's folder (0700) refuses it.
+    api::Assignment walled = MakeAssignment("job-w", 1, "true");
+    walled.dataset = "corpus";
+    walled.dataset_commit = commit;
+    cp_->SetAssignments({walled});
+    ASSERT_TRUE(TickUntil(*agent, [&] {
+      auto w = LastReport("job-w");
+      return w.has_value() && w->phase == api::WorkloadPhase::kFailedToStart;
+    }));
+    EXPECT_THAT(
+        LastReport("job-w")->message,
+        ::testing::AllOf(::testing::StartsWith(fmt::format("dataset corpus@{}: the node's dataset cache "
+                                                           "{}/datasets/versions is out of reach of the "
+                                                           "member's user (uid ",
+                                                           commit.substr(0, 12), dir_.path())),
+                         HasSubstr(fmt::format("): {} (mode 700, owner uid 0) does not let it pass;", dir_.path()))));
+    EXPECT_TRUE(cp_->dataset_gets().empty()) << "refused before anything was fetched";
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
+  }
+  api::Assignment a = MakeAssignment("job-d", 1,
+                                     "env > env.tmp && mv env.tmp env.txt; "
+                                     "cat \"$GPUGEEK_DATASET_DIR/train.txt\" > seen.tmp && mv seen.tmp seen.txt; "
+                                     "sleep 30");
+  a.dataset = "corpus";
+  a.dataset_commit = commit;
+  api::Assignment missing = MakeAssignment("job-e", 1, "true");
+  missing.dataset = "corpus";
+  missing.dataset_commit = std::string(64, 'f');
+  cp_->SetAssignments({a, missing});
+
+  const std::string work = WorkDir("job-d-0");
+  ASSERT_TRUE(TickUntil(*agent, [&] { return std::filesystem::exists(work + "/seen.txt"); }))
+      << ReadAll(dir_ / "logs/job-d-0.log");
+  const std::string checkout = dir_ / ("datasets/versions/" + commit);
+  const auto env = ParseEnv(ReadAll(work + "/env.txt"));
+  EXPECT_EQ(env.at("GPUGEEK_DATASET"), "corpus@" + commit);
+  EXPECT_EQ(env.at("GPUGEEK_DATASET_DIR"), checkout);
+  EXPECT_EQ(ReadAll(work + "/seen.txt"), "one\ntwo\n");
+  EXPECT_EQ(ReadAll(checkout + "/sub/x.bin"), "x");
+
+  // The commit, the two trees and the two files' chunks, each once, as the node; then job-e's commit.
+  std::set<std::string> digests;
+  for (const auto& g : cp_->dataset_gets()) {
+    EXPECT_EQ(g.auth, "Bearer " + kFakeCredential);
+    if (g.commit == commit) {
+      EXPECT_TRUE(digests.insert(g.digest).second) << "asked twice: " << g.digest;
+    } else {
+      EXPECT_EQ(g.digest, missing.dataset_commit);
+    }
+  }
+  EXPECT_EQ(digests.size(), 5u);
+  EXPECT_TRUE(digests.contains(commit));
+
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto e = LastReport("job-e");
+    return e.has_value() && e->phase == api::WorkloadPhase::kFailedToStart;
+  }));
+  EXPECT_THAT(LastReport("job-e")->message, ::testing::StartsWith("dataset corpus@ffffffffffff: downloading object " +
+                                                                  missing.dataset_commit + ": "));
+  EXPECT_EQ(LastReport("job-d")->phase, api::WorkloadPhase::kRunning);
 }
 
 // `curl -sS -o /dev/null -w '%{http_code}' ARGS...`: the HTTP status of a POST to the workload endpoint.

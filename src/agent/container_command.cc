@@ -33,6 +33,7 @@ std::vector<std::string> ContainerArgv(const ContainerCommand& c) {
   argv.insert(argv.end(), c.run_flags.begin(), c.run_flags.end());
   if (c.user) argv.insert(argv.end(), {"--user", fmt::format("{}:{}", c.user->first, c.user->second)});
   argv.insert(argv.end(), {"--env-file", c.env_file, "-v", c.working_dir + ":" + c.working_dir, "-w", c.working_dir});
+  for (const auto& [host, inside] : c.read_only_mounts) argv.insert(argv.end(), {"-v", host + ":" + inside + ":ro"});
   for (const std::string& d : c.devices) argv.insert(argv.end(), {"--device", d});
   argv.insert(argv.end(), {c.image, "/bin/sh", "-c", kInit, "gpugeek-init", c.run});
   return argv;

@@ -5,20 +5,22 @@
 // the member ends when the container does, with its exit status, and --rm removes the container then.
 //
 //   exec PODMAN... run --rm --name NAME --network=host RUN_FLAGS... --user UID:GID
-//        --env-file ENV_FILE -v WORKDIR:WORKDIR -w WORKDIR --device DEV... IMAGE
+//        --env-file ENV_FILE -v WORKDIR:WORKDIR -w WORKDIR -v HOST:PATH:ro... --device DEV... IMAGE
 //        /bin/sh -c INIT gpugeek-init RUN
 //
 // Inside, the member sees what it would see on the host: the same working folder at the same path,
 // the same environment (GPUGEEK_*, CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES as the executor computes
 // them, the job's env, HOME = the working folder when the agent switches users) and its GPUs as device
-// nodes. INIT is a small sh script that runs RUN as its child: a container's PID 1 ignores signals it
-// has no handler for, so INIT traps SIGTERM / SIGINT (which `podman run` proxies to it on a cancel or a
-// fence) and passes them to every process of the container, then exits with RUN's status.
+// nodes; the job's dataset version, if it names one, is mounted read-only at /gpugeek/dataset. INIT is a small sh
+// script that runs RUN as its child: a container's PID 1 ignores signals it has no handler for, so INIT traps SIGTERM /
+// SIGINT (which `podman run` proxies to it on a cancel or a fence) and passes them to every process of the container,
+// then exits with RUN's status.
 
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,6 +40,9 @@ struct ContainerCommand {
   std::string env_file;     // absolute path of the file ContainerEnvFile() wrote
   // The container's user: the tenant's uid:gid when the agent switches users; nullopt = the image's.
   std::optional<std::pair<uint32_t, uint32_t>> user;
+  // Folders mounted read-only, as (absolute host path, absolute path in the container): the job's
+  // dataset checkout at /gpugeek/dataset. Paths hold no ':' or ','.
+  std::vector<std::pair<std::string, std::string>> read_only_mounts;
   std::vector<std::string> devices;  // device nodes passed in (GpuDeviceNodes)
   std::string run;                   // the member's shell command (run, or setup, or the torch launcher)
 };

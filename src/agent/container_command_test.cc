@@ -87,6 +87,23 @@ TEST(ContainerCommand, WithoutUserOrDevicesOrFlags) {
                 "'gpugeek-init' 'it'\\''s'");
 }
 
+// The job's dataset checkout (dataset_fetch.h), read-only at /gpugeek/dataset, after the working folder.
+TEST(ContainerCommand, ReadOnlyMountsFollowTheWorkingFolder) {
+  ContainerCommand c = Sample();
+  c.devices.clear();
+  c.read_only_mounts = {{"/data/datasets/versions/" + std::string(64, 'a'), "/gpugeek/dataset"}};
+  const std::vector<std::string> argv = ContainerArgv(c);
+  const std::vector<std::string> expected{"-v",
+                                          "/data/work/j-00000007-1:/data/work/j-00000007-1",
+                                          "-w",
+                                          "/data/work/j-00000007-1",
+                                          "-v",
+                                          "/data/datasets/versions/" + std::string(64, 'a') + ":/gpugeek/dataset:ro",
+                                          "localhost/busybox:latest"};
+  ASSERT_EQ(argv.size(), 28u);
+  EXPECT_EQ(std::vector<std::string>(argv.begin() + 16, argv.begin() + 23), expected);
+}
+
 TEST(ContainerCommand, GpuDeviceNodesSkipMissingOnes) {
   const std::set<std::string> present = {"/dev/nvidia0",    "/dev/nvidia3", "/dev/nvidiactl",
                                          "/dev/nvidia-uvm", "/dev/kfd",     "/dev/dri/renderD128"};

@@ -72,8 +72,14 @@ struct DatasetFetcher::Tally {
   std::atomic<uint64_t> bytes{0};
 };
 
-absl::StatusOr<std::shared_ptr<DatasetFetcher>> DatasetFetcher::Create(const std::string& cache_dir, GetObjectFn get,
+absl::StatusOr<std::shared_ptr<DatasetFetcher>> DatasetFetcher::Create(const std::string& dir, GetObjectFn get,
                                                                        const Clock& clock, int threads) {
+  // Absolute: members read PathOf from any folder.
+  std::error_code ec;
+  fs::path absolute = fs::absolute(dir, ec).lexically_normal();
+  if (ec) return crypto::ErrnoStatus(ec.value(), "resolve", dir);
+  if (!absolute.has_filename()) absolute = absolute.parent_path();  // "cache/" names "cache"
+  const std::string cache_dir = absolute.string();
   RETURN_IF_ERROR(MakeReadableDir(cache_dir));
   RETURN_IF_ERROR(MakeReadableDir(cache_dir + "/versions"));
   RETURN_IF_ERROR(MakeReadableDir(cache_dir + "/staging"));

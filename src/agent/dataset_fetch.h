@@ -44,9 +44,9 @@ class DatasetFetcher : public std::enable_shared_from_this<DatasetFetcher> {
   // and are passed on (e.g. NotFound: the server would not give this node that object).
   using GetObjectFn = std::function<absl::StatusOr<std::string>(const std::string& commit, const std::string& digest)>;
 
-  // Opens (creating when missing) the cache at `cache_dir`. `clock` (borrowed; must outlive the fetcher)
-  // times fetches for the log. `threads` (>= 1; fewer become 1): how many chunks download at once.
-  // Errors: the errno text naming a folder that cannot be created.
+  // Opens (creating when missing) the cache at `cache_dir` (made absolute). `clock` (borrowed; must outlive the
+  // fetcher) times fetches for the log. `threads` (>= 1; fewer become 1): how many chunks download at once. Errors: the
+  // errno text naming a folder that cannot be created.
   static absl::StatusOr<std::shared_ptr<DatasetFetcher>> Create(const std::string& cache_dir, GetObjectFn get,
                                                                 const Clock& clock, int threads = 4);
 
@@ -63,7 +63,7 @@ class DatasetFetcher : public std::enable_shared_from_this<DatasetFetcher> {
   // of that commit starts anew (and downloads only what the failed one did not store).
   std::shared_future<absl::StatusOr<std::string>> Fetch(const std::string& dataset, const std::string& commit);
 
-  // Where commit `commit`'s checkout is (or will be): <cache_dir>/versions/<commit>.
+  // Where commit `commit`'s checkout is (or will be): <cache_dir>/versions/<commit>, an absolute path.
   std::string PathOf(const std::string& commit) const { return cache_dir_ + "/versions/" + commit; }
 
   // Objects (commits, trees, chunks) downloaded and verified since creation, and their bytes. Objects

@@ -1,8 +1,9 @@
 // Dataset versions from the command line (data/version_store.h): `gpugeek data push DIR --dataset NAME`,
 // `data log`, `data diff`, `data checkout`, `data branch`, `data tag`, `data gc`, `data fsck`. The store
 // is a folder: --store, else $GPUGEEK_DATA_STORE, else $XDG_DATA_HOME/gpugeek/datasets, else
-// ~/.local/share/gpugeek/datasets. Every command prints a table, or JSON with --json; errors go to stderr
-// with exit status 2 (1 when fsck finds damage).
+// ~/.local/share/gpugeek/datasets. With --remote, push, log, diff, checkout, branch and tag work on the
+// server's datasets of the caller's tenant (data_remote.h), the local store caching objects. Every command prints a
+// table, or JSON with --json; errors go to stderr with exit status 2 (1 when fsck finds damage).
 
 #include <chrono>
 #include <cstdlib>
@@ -13,8 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/data_inputs.h"
+#include "cli/data_remote.h"
 #include "common/table.h"
 #include "common/units.h"
 #include "data/version_gc.h"
@@ -27,33 +30,60 @@ struct Common {
   std::string store;
   std::string dataset;
   bool json = false;
+  // --remote: the server's datasets (the store is then the local cache of objects).
+  bool remote = false;
+  ClientFlags server;
 };
 
-[[noreturn]] void Fail(const std::string& command, const std::string& message) {
+[[noreturn]] void DataFail(const std::string& command, const std::string& message) {
   std::cerr << "gpugeek data " << command << ": " << message << "\n";
   throw CLI::RuntimeError(2);
 }
 
 std::unique_ptr<data::VersionStore> OpenStore(const std::string& command, const Common& c, bool create = false) {
   absl::StatusOr<std::unique_ptr<data::VersionStore>> store = OpenDataStore(c.store, create);
-  if (!store.ok()) Fail(command, std::string(store.status().message()));
+  if (!store.ok()) DataFail(command, std::string(store.status().message()));
   return *std::move(store);
 }
 
 template <typename T>
 T OrFail(const std::string& command, absl::StatusOr<T> v) {
-  if (!v.ok()) Fail(command, std::string(v.status().message()));
+  if (!v.ok()) DataFail(command, std::string(v.status().message()));
   return *std::move(v);
 }
 
 void OrFail(const std::string& command, const absl::Status& s) {
-  if (!s.ok()) Fail(command, std::string(s.message()));
+  if (!s.ok()) DataFail(command, std::string(s.message()));
 }
 
-void AddCommon(CLI::App* cmd, Common& c, bool dataset) {
-  cmd->add_option("--store", c.store, "Store folder (default $GPUGEEK_DATA_STORE or ~/.local/share/gpugeek/datasets)");
+void AddCommon(CLI::App* cmd, Common& c, bool dataset, bool remote = true) {
+  cmd->add_option("--store", c.store,
+                  "Store folder (default $GPUGEEK_DATA_STORE or ~/.local/share/gpugeek/datasets); with --remote, "
+                  "the local cache of objects");
   if (dataset) cmd->add_option("--dataset,-d", c.dataset, "Dataset name")->required();
   cmd->add_flag("--json", c.json, "Print JSON");
+  if (!remote) return;
+  cmd->add_flag("--remote", c.remote,
+                "The server's datasets of your tenant (--server / $GPUGEEK_SERVER, token as for every client "
+                "command) instead of the local store");
+  cmd->add_option("--server", c.server.server, "Server URL for --remote (default: $GPUGEEK_SERVER or the profile's)");
+  cmd->add_option("--token", c.server.token, "API token for --remote (default: $GPUGEEK_TOKEN or the profile's)");
+  cmd->add_option("--ca-file", c.server.ca_file, "CA certificate for an https server (default: $GPUGEEK_CA_FILE)");
+  cmd->add_option("--profile", c.server.profile, "Config profile for --remote");
+}
+
+// Connections to the server of --remote; the command fails on a bad endpoint.
+ClientFactory Remote(const std::string& command, const Common& c) {
+  absl::StatusOr<Endpoint> e = ResolveEndpoint(c.server);
+  if (!e.ok()) DataFail(command, std::string(e.status().message()));
+  return [e = *e]() {
+    return http::Client::Create(
+        {.base_url = e.server, .read_timeout = std::chrono::minutes(5), .ca_file = e.ca_file, .bearer_token = e.token});
+  };
+}
+
+std::unique_ptr<http::Client> Connected(const std::string& command, const ClientFactory& connect) {
+  return OrFail(command, connect());
 }
 
 std::string ShortDigest(const std::string& d) { return d.substr(0, 12); }
@@ -83,12 +113,46 @@ std::string Time(int64_t unix_s) {
   return buf;
 }
 
+struct PushFlags : Common {
+  std::string dir, branch = "main", message, author;
+  int threads = 0;
+  bool follow_links = false;
+};
+
+// `data push --remote`: snapshot into the local cache, upload what the server lacks, move its branch.
+void PushToServer(const PushFlags& o, data::VersionStore& cache, const data::PushOptions& p) {
+  const ClientFactory connect = Remote("push", o);
+  const auto start = std::chrono::steady_clock::now();
+  const RemotePushResult r = OrFail("push", PushRemote(connect, cache, o.dir, p));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (o.json) {
+    std::cout << nlohmann::json{{"commit", r.snapshot.commit},
+                                {"parent", r.parent},
+                                {"unchanged", r.snapshot.unchanged},
+                                {"files", r.snapshot.files},
+                                {"bytes", r.snapshot.bytes},
+                                {"chunks", r.snapshot.chunks},
+                                {"objects", r.objects},
+                                {"uploaded_objects", r.uploaded_objects},
+                                {"uploaded_bytes", r.uploaded_bytes},
+                                {"seconds", seconds}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  if (r.snapshot.unchanged) {
+    std::cout << fmt::format("{}@{} on the server is already {}: nothing changed, nothing sent\n", o.dataset, o.branch,
+                             ShortDigest(r.snapshot.commit));
+    return;
+  }
+  std::cout << fmt::format("{}@{} -> {} on the server\n", o.dataset, o.branch, ShortDigest(r.snapshot.commit));
+  std::cout << fmt::format("{} files, {}; sent {} of {} objects ({}) in {:.1f} s\n", r.snapshot.files,
+                           FormatBytes(r.snapshot.bytes), r.uploaded_objects, r.objects, FormatBytes(r.uploaded_bytes),
+                           seconds);
+}
+
 void RegisterPush(CLI::App* data_cmd) {
-  struct Options : Common {
-    std::string dir, branch = "main", message, author;
-    int threads = 0;
-    bool follow_links = false;
-  };
+  using Options = PushFlags;
   auto o = std::make_shared<Options>();
   CLI::App* cmd = data_cmd->add_subcommand(
       "push", "Snapshot a folder as a new version (commit) of a dataset; only changed chunks are stored");
@@ -109,6 +173,7 @@ void RegisterPush(CLI::App* data_cmd) {
     p.threads = o->threads;
     p.follow_links = o->follow_links;
     p.progress = ProgressBar("hashing", ProgressBar::Unit::kBytes);
+    if (o->remote) return PushToServer(*o, *store, p);
     const auto start = std::chrono::steady_clock::now();
     const data::PushResult r = OrFail("push", store->Push(o->dir, p));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -147,8 +212,9 @@ void RegisterLog(CLI::App* data_cmd) {
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
   cmd->callback([o] {
-    auto store = OpenStore("log", *o);
-    const std::vector<data::LogEntry> log = OrFail("log", store->Log(o->dataset, o->rev, o->limit));
+    const std::vector<data::LogEntry> log =
+        o->remote ? OrFail("log", LogRemote(*Connected("log", Remote("log", *o)), o->dataset, o->rev, o->limit))
+                  : OrFail("log", OpenStore("log", *o)->Log(o->dataset, o->rev, o->limit));
     if (o->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const data::LogEntry& e : log) {
@@ -188,8 +254,9 @@ void RegisterDiff(CLI::App* data_cmd) {
   AddCommon(cmd, *o, true);
   cmd->add_option("--limit", o->limit, "Most files to list; the totals count all")->capture_default_str();
   cmd->callback([o] {
-    auto store = OpenStore("diff", *o);
-    const std::vector<data::DiffEntry> diff = OrFail("diff", store->Diff(o->dataset, o->from, o->to));
+    const std::vector<data::DiffEntry> diff =
+        o->remote ? OrFail("diff", DiffRemote(*Connected("diff", Remote("diff", *o)), o->dataset, o->from, o->to))
+                  : OrFail("diff", OpenStore("diff", *o)->Diff(o->dataset, o->from, o->to));
     uint64_t added = 0, removed = 0, modified = 0;
     for (const data::DiffEntry& d : diff) {
       (d.change == data::DiffEntry::Change::kAdded     ? added
@@ -244,8 +311,19 @@ void RegisterCheckout(CLI::App* data_cmd) {
   AddCommon(cmd, *o, true);
   cmd->add_option("--threads", o->threads, "Writer threads (0: one per core)")->capture_default_str();
   cmd->callback([o] {
-    auto store = OpenStore("checkout", *o);
-    const data::CheckoutResult r = OrFail("checkout", store->Checkout(o->dataset, o->rev, o->dir, o->threads));
+    auto store = OpenStore("checkout", *o, /*create=*/o->remote);
+    std::string rev = o->rev;
+    if (o->remote) {
+      // The version's objects into the local cache (only those it lacks), then a checkout from it.
+      const ClientFactory connect = Remote("checkout", *o);
+      rev = OrFail("checkout", ResolveRemote(*Connected("checkout", connect), o->dataset, o->rev));
+      const FetchResult f = OrFail("checkout", FetchRemote(connect, *store, rev));
+      if (!o->json) {
+        std::cout << fmt::format("fetched {} of {} objects ({}) from the server\n", f.downloaded_objects, f.objects,
+                                 FormatBytes(f.downloaded_bytes));
+      }
+    }
+    const data::CheckoutResult r = OrFail("checkout", store->Checkout(o->dataset, rev, o->dir, o->threads));
     if (o->json) {
       std::cout << nlohmann::json{{"commit", r.commit}, {"files", r.files}, {"bytes", r.bytes}}.dump(2) << "\n";
       return;
@@ -270,17 +348,36 @@ void RegisterRefCommand(CLI::App* data_cmd, data::Ref::Kind kind) {
   cmd->add_option("--delete", o->remove, branch ? "Delete this branch" : "Delete this tag");
   AddCommon(cmd, *o, true);
   cmd->callback([o, kind, command] {
-    auto store = OpenStore(command, *o);
-    if (!o->remove.empty()) {
-      OrFail(command, store->DeleteRef(o->dataset, kind, o->remove));
-      if (!o->json) std::cout << fmt::format("deleted {} {}\n", command, o->remove);
-      return;
+    std::vector<data::Ref> refs;
+    if (o->remote) {
+      auto client = Connected(command, Remote(command, *o));
+      const std::string path = fmt::format("/v1/datasets/{}/{}/", http::UrlEncode(o->dataset),
+                                           kind == data::Ref::Kind::kBranch ? "branches" : "tags");
+      if (!o->remove.empty()) {
+        OrFail(command, client->Delete(path + http::UrlEncode(o->remove)).status());
+        if (!o->json) std::cout << fmt::format("deleted {} {} on the server\n", command, o->remove);
+        return;
+      }
+      if (!o->name.empty()) {
+        const std::string commit = OrFail(command, ResolveRemote(*client, o->dataset, o->from));
+        nlohmann::json body = {{"commit", commit}};
+        if (kind == data::Ref::Kind::kBranch) body["expected"] = "";  // a new branch: it must not exist
+        OrFail(command, client->Put(path + http::UrlEncode(o->name), body).status());
+      }
+      refs = OrFail(command, RefsRemote(*client, o->dataset));
+    } else {
+      auto store = OpenStore(command, *o);
+      if (!o->remove.empty()) {
+        OrFail(command, store->DeleteRef(o->dataset, kind, o->remove));
+        if (!o->json) std::cout << fmt::format("deleted {} {}\n", command, o->remove);
+        return;
+      }
+      if (!o->name.empty()) {
+        OrFail(command, kind == data::Ref::Kind::kBranch ? store->CreateBranch(o->dataset, o->name, o->from)
+                                                         : store->CreateTag(o->dataset, o->name, o->from));
+      }
+      refs = OrFail(command, store->ListRefs(o->dataset));
     }
-    if (!o->name.empty()) {
-      OrFail(command, kind == data::Ref::Kind::kBranch ? store->CreateBranch(o->dataset, o->name, o->from)
-                                                       : store->CreateTag(o->dataset, o->name, o->from));
-    }
-    const std::vector<data::Ref> refs = OrFail(command, store->ListRefs(o->dataset));
     if (o->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const data::Ref& r : refs) {
@@ -303,7 +400,7 @@ void RegisterMaintenance(CLI::App* data_cmd) {
   auto gc = std::make_shared<Common>();
   CLI::App* gc_cmd = data_cmd->add_subcommand(
       "gc", "Delete objects no branch or tag reaches, and what killed pushes left (waits for running pushes)");
-  AddCommon(gc_cmd, *gc, false);
+  AddCommon(gc_cmd, *gc, false, false);
   gc_cmd->callback([gc] {
     auto store = OpenStore("gc", *gc);
     const data::GcResult r = OrFail("gc", data::GarbageCollect(*store));
@@ -325,7 +422,7 @@ void RegisterMaintenance(CLI::App* data_cmd) {
   auto fsck = std::make_shared<Common>();
   CLI::App* fsck_cmd = data_cmd->add_subcommand(
       "fsck", "Check every object against its digest and every ref's history; exit 1 when damaged");
-  AddCommon(fsck_cmd, *fsck, false);
+  AddCommon(fsck_cmd, *fsck, false, false);
   fsck_cmd->callback([fsck] {
     auto store = OpenStore("fsck", *fsck);
     const data::FsckReport r = OrFail("fsck", data::Fsck(*store));

@@ -127,6 +127,10 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--max-archive-files", o->max_archive_files,
                   "Most files, folders and links in one workdir archive; more get 413")
       ->capture_default_str();
+  sub->add_option("--max-dataset-bytes", o->max_dataset_bytes,
+                  "Bytes of dataset objects one tenant may keep on this server (default 1 TiB); uploads past it get "
+                  "413")
+      ->capture_default_str();
   sub->callback([o] {
     const std::string cmd = "server";
 

@@ -19,6 +19,7 @@
 #include "controlplane/openapi.h"
 #include "controlplane/server.h"
 #include "controlplane/testing/agent_caller.h"
+#include "data/version_transfer.h"
 #include "http/client.h"
 #include "http/status_http.h"
 #include "hw/emulate_spec.h"
@@ -114,6 +115,26 @@ class AccessTest : public ::testing::Test {
     return r.body.value("id", "");
   }
 
+  // Dataset `corpus` with one version, the same commit in team-a's store and the admin's (default):
+  // its digest. Made once.
+  std::string DatasetOfA() {
+    if (!dataset_commit_.empty()) return dataset_commit_;
+    const std::string src = (dir_ / "dataset-src").string();
+    std::filesystem::create_directories(src);
+    std::ofstream(src + "/a.txt") << "a dataset file\n";
+    data::VersionStore* a = server_->datasets().For("team-a").value();
+    data::VersionStore* d = server_->datasets().For("default").value();
+    dataset_commit_ = a->Push(src, {.dataset = "corpus", .message = "m"}).value().commit;
+    absl::StatusOr<std::vector<data::VersionObject>> objects = data::ListVersionObjects(*a, dataset_commit_);
+    EXPECT_TRUE(objects.ok()) << objects.status();
+    for (const data::VersionObject& o : objects.value_or(std::vector<data::VersionObject>{})) {
+      EXPECT_TRUE(data::AcceptObject(*d, o.kind, o.digest, a->objects().Get(o.digest).value()).ok());
+    }
+    EXPECT_TRUE(d->SetBranch("corpus", "main", dataset_commit_, "").ok());
+    return dataset_commit_;
+  }
+
+  std::string dataset_commit_;
   std::filesystem::path dir_;
   std::unique_ptr<ControlPlaneServer> server_;
   std::string tokens_[kCallers];
@@ -179,10 +200,13 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const json& op = doc.body["paths"][pattern][lower];
     const std::string access_name = op["x-gpugeek-access"];
-    if (access_name == "node" && absl::StrContains(pattern, "/archives/")) {
-      // An archive reaches a node only for a job assigned to it (archive_routes_test.cc has the 200): here
-      // node-a holds none, so its own credential reads 404, as an absent archive.
-      const std::string path = "/v1/agents/node-a/archives/" + std::string(64, 'a');
+    const bool dataset_node_route = absl::StrContains(pattern, "/datasets/");
+    if (access_name == "node" && (absl::StrContains(pattern, "/archives/") || dataset_node_route)) {
+      // An archive or dataset object reaches a node only for a job assigned to it (archive_routes_test.cc,
+      // dataset_routes_test.cc have the 200): here node-a holds none, so its own credential reads 404.
+      const std::string path = dataset_node_route ? fmt::format("/v1/agents/node-a/datasets/{}/objects/{}",
+                                                                std::string(64, 'a'), std::string(64, 'b'))
+                                                  : "/v1/agents/node-a/archives/" + std::string(64, 'a');
       for (int c = 0; c < kCallers; ++c) {
         auto client = *http::Client::Create(
             {.base_url = server_->agent_url(), .ca_file = server_->ca_file(), .bearer_token = tokens_[c]});
@@ -230,6 +254,11 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
     // An archive of team-a (and of the admin's own tenant), as secrets; a PUT uploads the caller's own copy.
     const bool archive_scoped = pattern == "/v1/archives/{digest}" && method != "PUT";
+    // A dataset of team-a (and of the admin's own tenant); an object PUT stores the caller's own copy.
+    const bool dataset_route =
+        absl::StartsWith(pattern, "/v1/datasets/{name}") || absl::StartsWith(pattern, "/v1/dataset-objects/");
+    const bool dataset_scoped = dataset_route && pattern != "/v1/dataset-objects/missing" &&
+                                !(pattern == "/v1/dataset-objects/{digest}" && method == "PUT");
     // exec, ports: the fresh job is PENDING, so a caller allowed to reach its members gets to the state
     // check (409); port-forward: a plain POST (no Upgrade headers) is 426 once the caller may see the job.
     const int ok =
@@ -275,6 +304,28 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           raw = tar;
         }
       }
+      if (dataset_route) {
+        const std::string commit = DatasetOfA();
+        const bool branch = absl::StrContains(pattern, "{branch}"), tag = absl::StrContains(pattern, "{tag}");
+        const std::string ref = fmt::format("{}-{}", branch ? "b" : "t", n);
+        if (method == "DELETE") {
+          for (const char* tenant : {"team-a", "default"}) {
+            data::VersionStore* store = server_->datasets().For(tenant).value();
+            ASSERT_TRUE(
+                (branch ? store->CreateBranch("corpus", ref, "main") : store->CreateTag("corpus", ref, "main")).ok());
+          }
+        }
+        path = absl::StrReplaceAll(
+            path, {{"{name}", "corpus"}, {"{rev}", "main"}, {"{branch}", ref}, {"{tag}", ref}, {"{digest}", commit}});
+        if (method == "PUT" && branch) body = {{"commit", commit}, {"expected", ""}};
+        if (method == "PUT" && tag) body = {{"commit", commit}};
+        if (absl::EndsWith(pattern, "/diff")) path += "?from=main&to=main";
+        if (pattern == "/v1/dataset-objects/missing") body = {{"digests", {commit}}};
+        if (pattern == "/v1/dataset-objects/{digest}" && method == "PUT") {
+          raw = fmt::format("chunk {}", n);
+          path = fmt::format("/v1/dataset-objects/{}?kind=chunk", archive::Sha256Hex(raw));
+        }
+      }
       if (pattern == "/v1/tenants/{name}/quota") {
         path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
         body = {{"max_jobs", n}};
@@ -288,7 +339,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         }
         path = absl::StrReplaceAll(path, {{"{name}", node}});
       }
-      if (method == "POST") {
+      if (method == "POST" && !dataset_route) {
         if (pattern == "/v1/keys/rotate") {
           body = {{"retire", false}};
         } else if (pattern == "/v1/jobs") {
@@ -317,7 +368,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = json::object();
         }
       }
-      const int want = Expected(access, who, job_scoped || secret_scoped || archive_scoped, token_scoped, ok);
+      const int want =
+          Expected(access, who, job_scoped || secret_scoped || archive_scoped || dataset_scoped, token_scoped, ok);
       Result got = Call(who, method, path, body, raw);
       EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
       // The answer is one the document lists for the operation.

@@ -407,6 +407,17 @@ std::optional<std::string> ControlPlane::ArchiveTenantFor(const std::string& nod
   return std::nullopt;
 }
 
+std::optional<std::string> ControlPlane::DatasetTenantFor(const std::string& node, const std::string& commit) const {
+  if (commit.empty()) return std::nullopt;
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  auto it = snap->assignments.find(node);
+  if (it == snap->assignments.end()) return std::nullopt;
+  for (const api::Assignment& a : it->second) {
+    if (!a.cancel && a.dataset_commit == commit) return a.tenant;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
   absl::StatusOr<JobView> job = Admit(request);
   if (metrics_) metrics_->Submission(job.ok());
@@ -438,6 +449,23 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   if (!spec.workdir_digest.empty()) RETURN_IF_ERROR(has_archive("workdir_digest", spec.workdir_digest));
   for (size_t i = 0; i < spec.file_archives.size(); ++i) {
     RETURN_IF_ERROR(has_archive(fmt::format("file_archives[{}].digest", i), spec.file_archives[i].digest));
+  }
+  // The dataset's revision is resolved now and the spec stored with the commit's digest, so every
+  // placement and retry of the job reads the same version.
+  std::string spec_yaml = request.spec_yaml;
+  if (!spec.dataset.empty()) {
+    if (!options_.resolve_dataset) {
+      return absl::FailedPreconditionError("dataset: this server keeps no datasets; leave the field out");
+    }
+    absl::StatusOr<std::string> commit = options_.resolve_dataset(request.tenant, spec.dataset, spec.dataset_rev);
+    if (!commit.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("dataset: {}@{}: {}", spec.dataset, spec.dataset_rev, std::string(commit.status().message())));
+    }
+    if (*commit != spec.dataset_rev) {
+      spec.dataset_rev = *commit;
+      spec_yaml = api::JobSpecToYaml(spec);
+    }
   }
   std::string plan_json;
   std::optional<workload::ResourceRequest> planned;
@@ -477,7 +505,7 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   store::JobRecord record;
   record.tenant = request.tenant;
   record.name = spec.name;
-  record.spec_yaml = request.spec_yaml;
+  record.spec_yaml = std::move(spec_yaml);
   record.state = JobState::kPending;
   record.priority = spec.priority;
   record.plan_json = plan_json;

@@ -217,6 +217,9 @@ class ControlPlane {
   // The tenant of a job with workdir_digest `digest` that has a member assigned to `node` (in the latest
   // snapshot), or nullopt: what lets a node fetch that archive (archive_routes.h).
   std::optional<std::string> ArchiveTenantFor(const std::string& node, const std::string& digest) const;
+  // The tenant of a job whose dataset version is commit `commit` and that has a member assigned to `node`
+  // (in the latest snapshot); nullopt when none: the node may not read that version.
+  std::optional<std::string> DatasetTenantFor(const std::string& node, const std::string& commit) const;
 
   // The injected clock (metrics read ages with it).
   Clock& clock() { return clock_; }

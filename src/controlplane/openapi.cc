@@ -90,6 +90,19 @@ constexpr OperationName kOperationNames[] = {
     {"HEAD", "/v1/archives/{digest}", "hasArchive", "archives"},
     {"GET", "/v1/archives/{digest}", "getArchive", "archives"},
     {"PUT", "/v1/archives/{digest}", "uploadArchive", "archives"},
+    {"GET", "/v1/datasets", "listDatasets", "datasets"},
+    {"GET", "/v1/datasets/{name}", "getDataset", "datasets"},
+    {"GET", "/v1/datasets/{name}/versions/{rev}", "getDatasetVersion", "datasets"},
+    {"GET", "/v1/datasets/{name}/log", "getDatasetLog", "datasets"},
+    {"GET", "/v1/datasets/{name}/diff", "diffDatasetVersions", "datasets"},
+    {"PUT", "/v1/datasets/{name}/branches/{branch}", "setDatasetBranch", "datasets"},
+    {"PUT", "/v1/datasets/{name}/tags/{tag}", "createDatasetTag", "datasets"},
+    {"DELETE", "/v1/datasets/{name}/branches/{branch}", "deleteDatasetBranch", "datasets"},
+    {"DELETE", "/v1/datasets/{name}/tags/{tag}", "deleteDatasetTag", "datasets"},
+    {"POST", "/v1/dataset-objects/missing", "findMissingDatasetObjects", "datasets"},
+    {"PUT", "/v1/dataset-objects/{digest}", "uploadDatasetObject", "datasets"},
+    {"GET", "/v1/dataset-objects/{digest}", "getDatasetObject", "datasets"},
+    {"GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}", "agentGetDatasetObject", "agents"},
 };
 
 // The tags operations are grouped by, with what each holds.
@@ -101,6 +114,9 @@ constexpr std::pair<std::string_view, std::string_view> kTags[] = {
     {"system", "Health, this document, metrics and Prometheus service discovery"},
     {"agents", "The agents' own listener: registration, heartbeats and the workdir archives of their jobs"},
     {"archives", "Workdir archives (a job's `workdir:`), content-addressed by SHA-256, per tenant"},
+    {"datasets",
+     "Dataset versions (a job's `dataset:`): commits of content-addressed chunks and trees, branches "
+     "and tags, per tenant"},
 };
 
 // method + the path's literal segments in camel case, "By" + its parameters: "postJobsByIdCancel".
@@ -464,6 +480,56 @@ J Build() {
   put["responses"]["413"] = JsonResponse("over the server's --max-archive-bytes or --max-archive-files", Ref("Error"));
   paths["/v1/archives/{digest}"]["put"] = put;
   paths["/v1/archives/{digest}"]["parameters"] = {digest_param};
+
+  // Dataset versions (dataset_routes.h).
+  const J object_param = {{"name", "digest"},
+                          {"in", "path"},
+                          {"required", true},
+                          {"description", "the object's SHA-256, 64 lower-case hex digits"},
+                          {"schema", {{"type", "string"}, {"pattern", "^[0-9a-f]{64}$"}}}};
+  const J any_object = {{"type", "object"}};
+  paths["/v1/datasets"]["get"] = Op("The caller's tenant's datasets with their branches and tags; page with after",
+                                    JsonResponse("a page", any_object));
+  paths["/v1/datasets/{name}"]["get"] = Op("A dataset's branches and tags", JsonResponse("refs", any_object));
+  paths["/v1/datasets/{name}/versions/{rev}"]["get"] =
+      Op("The commit a revision names (branch, tag, digest or prefix, ~N)", JsonResponse("the commit", any_object));
+  paths["/v1/datasets/{name}/log"]["get"] =
+      Op("Commits from ?rev= (default main) back along first parents; continue with rev=next_rev",
+         JsonResponse("commits", any_object));
+  paths["/v1/datasets/{name}/diff"]["get"] =
+      Op("Files added, removed and modified from ?from= to ?to=, by path; page with after",
+         JsonResponse("changes", any_object));
+  paths["/v1/datasets/{name}/branches/{branch}"]["put"] =
+      Op("Compare-and-swap of a branch: {commit, expected} (\"\" = the branch must not exist); 409 when it moved",
+         JsonResponse("moved", any_object));
+  paths["/v1/datasets/{name}/branches/{branch}"]["put"]["requestBody"] = Body(any_object);
+  paths["/v1/datasets/{name}/tags/{tag}"]["put"] =
+      Op("Tag a commit: {commit}; 409 when the name is taken", JsonResponse("tagged", any_object));
+  paths["/v1/datasets/{name}/tags/{tag}"]["put"]["requestBody"] = Body(any_object);
+  paths["/v1/datasets/{name}/branches/{branch}"]["delete"] =
+      Op("Delete a branch (its versions become garbage unless another ref reaches them)",
+         JsonResponse("deleted", any_object));
+  paths["/v1/datasets/{name}/tags/{tag}"]["delete"] = Op("Delete a tag", JsonResponse("deleted", any_object));
+  paths["/v1/dataset-objects/missing"]["post"] =
+      Op("Which of {digests: [...]} (at most 10,000) the caller's tenant's store lacks",
+         JsonResponse("{missing: [...]}", any_object));
+  paths["/v1/dataset-objects/missing"]["post"]["requestBody"] = Body(any_object);
+  J put_object =
+      Op("Store one object (?kind=chunk|tree|commit), children first: its bytes must hash to the digest "
+         "and a tree's or commit's children must be stored already (409 otherwise)",
+         JsonResponse("{digest, new}", any_object));
+  put_object["requestBody"] = {{"required", true}, {"content", archive_bytes}};
+  put_object["parameters"] = {QueryParam("kind", "string", "chunk, tree or commit")};
+  put_object["responses"]["413"] = JsonResponse("over the server's --max-dataset-bytes for the tenant", Ref("Error"));
+  paths["/v1/dataset-objects/{digest}"]["put"] = put_object;
+  paths["/v1/dataset-objects/{digest}"]["get"] =
+      Op("An object's bytes", {{"description", "the object's bytes"}, {"content", archive_bytes}});
+  paths["/v1/dataset-objects/{digest}"]["parameters"] = {object_param};
+  paths["/v1/agents/{node}/datasets/{commit}/objects/{digest}"]["get"] =
+      Op("An object of the dataset version of a job with a member assigned to this node",
+         {{"description", "the object's bytes"}, {"content", archive_bytes}});
+  paths["/v1/agents/{node}/datasets/{commit}/objects/{digest}"]["parameters"] = {PathParam("node"), PathParam("commit"),
+                                                                                 object_param};
 
   schemas["Tenant"] = {
       {"type", "object"},

@@ -89,6 +89,11 @@ struct ControlPlaneOptions {
   // Whether `tenant` has uploaded the workdir archive `digest` (archive_store.h): a spec whose
   // workdir_digest the tenant has not uploaded is refused at submission. Empty: every such spec is refused.
   std::function<bool(const std::string& tenant, const std::string& digest)> has_archive;
+  // The commit digest revision `rev` of the tenant's dataset `dataset` names (dataset_store.h): a spec's
+  // `dataset:` is resolved at submission, and refused with this error. Empty: such specs are refused.
+  std::function<absl::StatusOr<std::string>(const std::string& tenant, const std::string& dataset,
+                                            const std::string& rev)>
+      resolve_dataset;
 
   // When a silent node is down: lease + fence_grace + fence_margin.
   Duration node_down_after() const { return lease + fence_grace + fence_margin; }

@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "controlplane/api_routes.h"
 #include "controlplane/archive_routes.h"
+#include "controlplane/dataset_routes.h"
 #include "controlplane/metrics.h"
 #include "controlplane/secret_routes.h"
 #include "pki/pki.h"
@@ -96,8 +97,17 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
                                        .keyring = s->keyring_,
                                        .max_archive_bytes = options.max_archive_bytes,
                                        .max_entries = options.max_archive_files}));
+  ASSIGN_OR_RETURN(s->datasets_,
+                   DatasetStores::Open({.dir = (std::filesystem::path(options.data_dir) / "datasets").string(),
+                                        .max_tenant_bytes = options.max_dataset_bytes},
+                                       RealClock()));
   ControlPlaneOptions cp;
   cp.store = s->store_.get();
+  cp.resolve_dataset = [d = s->datasets_.get()](const std::string& tenant, const std::string& dataset,
+                                                const std::string& rev) -> absl::StatusOr<std::string> {
+    ASSIGN_OR_RETURN(data::VersionStore * store, d->For(tenant));
+    return store->Resolve(dataset, rev);
+  };
   cp.has_archive = [a = s->archives_.get()](const std::string& tenant, const std::string& digest) {
     return a->Has(tenant, digest);
   };
@@ -160,6 +170,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   }
   RegisterSecretRoutes(*s->http_, *s->accounts_, s->control_plane_->secrets(), std::move(rotate));
   RegisterArchiveRoutes(*s->http_, *s->accounts_, *s->archives_);
+  RegisterDatasetRoutes(*s->http_, *s->accounts_, *s->datasets_);
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;
@@ -174,6 +185,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   ASSIGN_OR_RETURN(s->agents_http_, http::Server::Create(agents));
   RegisterAgentRoutes(*s->agents_http_, *s->control_plane_, *s->nodes_, s->exec_tokens_.get());
   RegisterAgentArchiveRoute(*s->agents_http_, *s->archives_, *s->control_plane_, *s->nodes_);
+  RegisterAgentDatasetRoute(*s->agents_http_, *s->datasets_, *s->control_plane_, *s->nodes_);
   RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });

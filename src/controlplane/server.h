@@ -43,6 +43,7 @@
 #include "controlplane/archive_store.h"
 #include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/dataset_store.h"
 #include "controlplane/exec_relay.h"
 #include "controlplane/node_authority.h"
 #include "controlplane/port_relay.h"
@@ -115,6 +116,9 @@ struct ServerOptions {
   // (`--max-archive-bytes`, default 1 GiB) and in entries (`--max-archive-files`); over either, 413.
   uint64_t max_archive_bytes = ArchiveStoreOptions().max_archive_bytes;
   uint64_t max_archive_files = ArchiveStoreOptions().max_entries;
+  // Dataset versions (dataset_store.h, under <data_dir>/datasets): bytes of objects one tenant may hold
+  // (`--max-dataset-bytes`, default 1 TiB); an upload past it is answered 413.
+  uint64_t max_dataset_bytes = DatasetStoreOptions().max_tenant_bytes;
 };
 
 class ControlPlaneServer {
@@ -139,6 +143,8 @@ class ControlPlaneServer {
   NodeAuthority& nodes() { return *nodes_; }
   // The tenants' workdir archives.
   ArchiveStore& archives() { return *archives_; }
+  // The tenants' dataset versions.
+  DatasetStores& datasets() { return *datasets_; }
   // <data_dir>/admin.token: the admin token made on the first start (mode 0600).
   std::string admin_token_file() const { return options_.data_dir + "/admin.token"; }
   // The token in admin_token_file(); "" when it cannot be read (an operator removed it).
@@ -183,7 +189,8 @@ class ControlPlaneServer {
   crypto::Keyring* keyring_ = nullptr;
   std::unique_ptr<KeyringSealer> sealer_;
   std::unique_ptr<store::SqliteStore> store_;
-  std::unique_ptr<ArchiveStore> archives_;  // before control_plane_, which asks it at admission
+  std::unique_ptr<ArchiveStore> archives_;   // before control_plane_, which asks it at admission
+  std::unique_ptr<DatasetStores> datasets_;  // before control_plane_, which resolves `dataset:` with it
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;

@@ -1,0 +1,48 @@
+#pragma once
+// The routes of dataset versions (dataset_store.h: one store per tenant; access.h says who may call
+// each). Pushing is the client's work: it snapshots a folder into its own store, asks which objects the
+// server lacks, sends those children first, then moves the branch by compare-and-swap; `gpugeek data
+// push --remote` does all of it.
+//
+//   GET    /v1/datasets                                     {datasets: [{name, branches, tags}], next_after}  viewer
+//   GET    /v1/datasets/{name}                              {name, branches: [{name, commit}], tags: [...]}   viewer
+//   GET    /v1/datasets/{name}/versions/{rev}               the commit `rev` names: {commit, tree, parents,
+//                                                           dataset, message, author, time, files, bytes}     viewer
+//   GET    /v1/datasets/{name}/log?rev=R&limit=N            {commits: [...], next_rev} first parents of R      viewer
+//   GET    /v1/datasets/{name}/diff?from=A&to=B&after=P     {changes: [{path, change, bytes_before,
+//                                                           bytes_after}], next_after}  (paged by path)       viewer
+//   PUT    /v1/datasets/{name}/branches/{branch}            {commit, expected} -> compare-and-swap; 409 when
+//                                                           the branch is not at `expected` ("" = absent)     member
+//   DELETE /v1/datasets/{name}/branches/{branch}                                                             member
+//   PUT    /v1/datasets/{name}/tags/{tag}                   {commit}; 409 when the name is taken              member
+//   DELETE /v1/datasets/{name}/tags/{tag}                                                                    member
+//   POST   /v1/dataset-objects/missing                      {digests: [...<= 10,000]} -> {missing: [...]}     member
+//   PUT    /v1/dataset-objects/{digest}?kind=chunk|tree|commit  BYTES -> {digest, new}; 400 when the bytes
+//                                                           do not hash to the digest, 409 when a child is
+//                                                           missing, 413 past --max-dataset-bytes             member
+//   GET    /v1/dataset-objects/{digest}                     the object's bytes                                viewer
+//   GET    /v1/agents/{node}/datasets/{commit}/objects/{digest}   the bytes, to the node's own credential     node
+//
+// Everything is the caller's tenant's: another tenant's dataset or object reads as absent. An object is
+// at most one request body (the API listener's 12 MiB; chunks are at most 4 MiB), so a tree of a folder
+// with more than about 80,000 entries cannot be pushed (split the folder). An agent may read an object
+// only while a job whose dataset version is `commit` has a member assigned to its node, and only one of
+// that version's objects; otherwise 404.
+
+#include "controlplane/accounts.h"
+#include "controlplane/control_plane.h"
+#include "controlplane/dataset_store.h"
+#include "controlplane/node_authority.h"
+#include "http/server.h"
+
+namespace gpugeek::controlplane {
+
+inline constexpr size_t kMaxMissingQuery = 10'000;
+
+// Registers the user routes on the API listener; everything borrowed must outlive the server.
+void RegisterDatasetRoutes(http::Server& server, Accounts& accounts, DatasetStores& datasets);
+
+// Registers GET /v1/agents/{node}/datasets/{commit}/objects/{digest} on the agents' listener.
+void RegisterAgentDatasetRoute(http::Server& server, DatasetStores& datasets, ControlPlane& cp, NodeAuthority& nodes);
+
+}  // namespace gpugeek::controlplane

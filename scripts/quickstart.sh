@@ -44,6 +44,12 @@ id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
 # The main job for real: a GPT trained with DDP from its workdir (examples/gpt-train.yaml).
 step build/gpugeek submit examples/gpt-train.yaml --follow --server "$url"
+# The same training from a dataset version on the server (examples/gpt-train-dataset.yaml): the texts
+# pushed once as a version (content-defined chunks; a later push sends only what changed), the job names
+# `dataset: licenses@main`, and the node fetches the version by digest and checks it out read-only.
+step build/gpugeek data push -L /usr/share/common-licenses --dataset licenses --remote -m "Debian licence texts" --server "$url"
+step build/gpugeek data log --dataset licenses --remote --server "$url"
+step build/gpugeek submit examples/gpt-train-dataset.yaml --follow --server "$url"
 step build/gpugeek pool --server "$url"
 step build/gpugeek top --once --server "$url"   # the live view: `gpugeek top` refreshes it every second
 server_dir="$data_dir/server"

@@ -67,6 +67,9 @@ def parse_args(argv):
                         "/usr/share/common-licenses")
     p.add_argument("--data-store", default=os.environ.get("GPUGEEK_DATA_STORE"),
                    help="the store folder for --dataset (default $GPUGEEK_DATA_STORE)")
+    p.add_argument("--data-dir", default=os.environ.get("GPUGEEK_DATASET_DIR") or data.LICENCE_DIR,
+                   help="folder holding the licence texts: default $GPUGEEK_DATASET_DIR (the checkout of the "
+                        "job's `dataset:` version the node made), else /usr/share/common-licenses")
     args = p.parse_args(argv)
     if args.dataset is not None:
         name, _, rev = args.dataset.partition("@")
@@ -194,7 +197,7 @@ def train(args, env, stop_request):
         usage_error(f"--seq-len {args.seq_len} exceeds n_positions {model.cfg.n_positions}")
     model = DistributedDataParallel(model)
     optimizer = make_optimizer(model, args)
-    train_tokens, val_tokens = data.split_corpus(data.load_corpus(version=args.version))
+    train_tokens, val_tokens = data.split_corpus(data.load_corpus(args.data_dir, version=args.version))
     sampler = data.ShardedSampler(data.num_windows(train_tokens, args.seq_len), args.batch_size,
                                   env.world_size, env.rank, args.seed)
     progress = resume(args, env, model, optimizer)
@@ -204,6 +207,8 @@ def train(args, env, stop_request):
               flush=True)
         if args.version is not None:
             print(f"dataset={args.version.dataset} commit={args.version.commit}", flush=True)
+        elif os.environ.get("GPUGEEK_DATASET"):  # NAME@COMMIT of the job's `dataset:`, checked out by the node
+            print(f"dataset={os.environ['GPUGEEK_DATASET']} dir={args.data_dir}", flush=True)
     # One write(2) per line on an O_APPEND descriptor: a rank killed mid-run leaves whole lines only.
     samples_fd = os.open(os.path.join(args.out, f"samples-rank{env.rank}.txt"),
                          os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -255,7 +260,8 @@ def train(args, env, stop_request):
         summary = {"first_loss": progress["first_loss"], "last_loss": progress["last_loss"], "val_loss": val_loss,
                    "steps": progress["step"], "world_size": env.world_size, "parameters": n_params,
                    "tokens_seen": progress["tokens_seen"],
-                   "dataset_commit": args.version.commit if args.version is not None else None,
+                   "dataset_commit": (args.version.commit if args.version is not None
+                                      else os.environ.get("GPUGEEK_DATASET", "@").partition("@")[2] or None),
                    "wall_seconds_this_attempt": round(time.monotonic() - start, 1)}
         with open(os.path.join(args.out, "summary.json"), "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=2)

@@ -52,6 +52,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string region_latency;
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
+    uint64_t max_dataset_bytes = controlplane::ServerOptions().max_dataset_bytes;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -164,6 +165,7 @@ void RegisterServerCommand(CLI::App& app) {
     options.policy = o->policy;
     options.max_archive_bytes = o->max_archive_bytes;
     options.max_archive_files = o->max_archive_files;
+    options.max_dataset_bytes = o->max_dataset_bytes;
     options.key_file = o->key_file;
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;

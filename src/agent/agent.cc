@@ -1161,9 +1161,17 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
   // The dataset downloads meanwhile, on the fetcher's threads (at once when this node has the version).
   std::optional<std::shared_future<absl::StatusOr<std::string>>> dataset;
   if (!a.dataset_commit.empty()) dataset = datasets_->Fetch(a.dataset, a.dataset_commit);
+  // A member running as its tenant's user reads the checkout through its group; other tenants' users
+  // cannot enter it (the commit is one tenant's: stores are per tenant on the server).
+  std::optional<gid_t> dataset_group;
+  if (dataset.has_value() && a.image.empty()) {
+    if (absl::StatusOr<Identity> who = executor_->IdentityFor(a.tenant); who.ok() && who->switched) {
+      dataset_group = who->gid;
+    }
+  }
   auto done = std::make_shared<std::promise<absl::Status>>();
   std::shared_future<absl::Status> future = done->get_future().share();
-  std::thread([steps = std::move(steps), dataset, label = DatasetLabel(a), done] {
+  std::thread([steps = std::move(steps), dataset, dataset_group, label = DatasetLabel(a), done] {
     for (const auto& [what, into, fetch] : steps) {
       const absl::StatusOr<std::string>& path = fetch.get();
       if (!path.ok()) {
@@ -1181,9 +1189,16 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
       }
     }
     if (dataset.has_value()) {
-      if (const absl::StatusOr<std::string>& checkout = dataset->get(); !checkout.ok()) {
+      const absl::StatusOr<std::string>& checkout = dataset->get();
+      if (!checkout.ok()) {
         done->set_value(absl::Status(checkout.status().code(),
                                      fmt::format("dataset {}: {}", label, std::string(checkout.status().message()))));
+        return;
+      }
+      if (dataset_group.has_value() &&
+          (::chown(checkout->c_str(), 0, *dataset_group) != 0 || ::chmod(checkout->c_str(), 0750) != 0)) {
+        done->set_value(absl::InternalError(
+            fmt::format("dataset {}: closing {} to the tenant's group: {}", label, *checkout, std::strerror(errno))));
         return;
       }
     }

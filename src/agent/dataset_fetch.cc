@@ -84,6 +84,12 @@ absl::StatusOr<std::shared_ptr<DatasetFetcher>> DatasetFetcher::Create(const std
   RETURN_IF_ERROR(MakeReadableDir(cache_dir + "/versions"));
   RETURN_IF_ERROR(MakeReadableDir(cache_dir + "/staging"));
   ASSIGN_OR_RETURN(std::unique_ptr<data::VersionStore> store, data::VersionStore::Open(cache_dir + "/store", clock));
+  // Members of every tenant pass through versions/ to their own checkout but cannot list it; the
+  // objects and the checkouts being written are the agent's alone.
+  for (const auto& [sub, mode] :
+       {std::pair{"/versions", 0711}, std::pair{"/staging", 0700}, std::pair{"/store", 0700}}) {
+    if (::chmod((cache_dir + sub).c_str(), mode) != 0) return crypto::ErrnoStatus(errno, "chmod", cache_dir + sub);
+  }
   return std::shared_ptr<DatasetFetcher>(
       new DatasetFetcher(cache_dir, std::move(store), std::move(get), clock, std::max(1, threads)));
 }

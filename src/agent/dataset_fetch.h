@@ -12,10 +12,13 @@
 // stored, and Fetch starts at most one fetch per commit on its own thread and hands every caller the same
 // shared_future.
 //
-// Layout under `cache_dir` (folders 0755, so members running as other users can read the checkouts):
-//   store/                the node's object store (store/objects/ab/cdef...); objects of every version
-//   versions/<commit>     a complete checkout of that commit (files 0644, or 0755 when executable)
-//   staging/              checkouts being written; renamed into versions/ only once complete
+// Layout under `cache_dir` (0755):
+//   store/                the node's object store (store/objects/ab/cdef...); objects of every version (0700)
+//   versions/<commit>     a complete checkout of that commit (folders 0755, files 0644, or 0755 when
+//                         executable); versions/ is 0711: a member passes through to a checkout it is
+//                         told of but cannot list the others. The agent closes each checkout to its
+//                         tenant (group, 0750) before a member of a switched user reads it.
+//   staging/              checkouts being written (0700); renamed into versions/ only once complete
 // A folder in versions/ is therefore always a whole, verified checkout, and it is used without a single
 // request. Nothing is ever removed (no garbage collection of old versions yet).
 //

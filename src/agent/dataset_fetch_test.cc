@@ -173,10 +173,13 @@ TEST_F(DatasetFetcherTest, ChecksOutEveryByteAndDownloadsEachObjectOnce) {
   EXPECT_EQ(fetcher->objects_downloaded(), objects.size());
   EXPECT_EQ(fetcher->bytes_downloaded(), bytes);
   EXPECT_EQ(gets_.load(), static_cast<int>(objects.size())) << "no object is asked for twice";
-  for (const std::string& d : {tmp_.Path("cache"), tmp_.Path("cache/versions"), *dir, *dir + "/deep", *dir + "/deep/er",
-                               *dir + "/big", *dir + "/bin"}) {
+  for (const std::string& d :
+       {tmp_.Path("cache"), *dir, *dir + "/deep", *dir + "/deep/er", *dir + "/big", *dir + "/bin"}) {
     EXPECT_EQ(ModeOf(d), 0755u) << d;
   }
+  EXPECT_EQ(ModeOf(tmp_.Path("cache/versions")), 0711u);  // passable, not listable
+  EXPECT_EQ(ModeOf(tmp_.Path("cache/store")), 0700u);
+  EXPECT_EQ(ModeOf(tmp_.Path("cache/staging")), 0700u);
   EXPECT_EQ(ModeOf(*dir + "/a.txt"), 0644u);
   EXPECT_EQ(ModeOf(*dir + "/empty"), 0644u);
   EXPECT_EQ(ModeOf(*dir + "/bin/run.sh"), 0755u);

@@ -65,6 +65,17 @@ absl::StatusOr<std::string> GetObject(http::Client& client, const std::string& d
 
 std::string DatasetPath(const std::string& dataset) { return "/v1/datasets/" + http::UrlEncode(dataset); }
 
+// `parse()`, or DataLoss when the server's JSON is not of the shape this client reads (a field missing
+// or of another type): never an exception out of a command.
+template <typename T, typename Fn>
+absl::StatusOr<T> Parsed(Fn parse) {
+  try {
+    return T(parse());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(fmt::format("the server's answer is not what this client reads: {}", e.what()));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ResolveRemote(http::Client& client, const std::string& dataset, const std::string& rev) {
@@ -82,15 +93,26 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
   RETURN_IF_ERROR(data::ValidateRefName(options.branch, "branch"));
   ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client, connect());
   RemotePushResult result;
-  // The branch's head on the server, and its commit object in the cache (the snapshot's parent).
-  absl::StatusOr<std::string> head = ResolveRemote(*client, options.dataset, options.branch);
-  if (!head.ok() && !absl::IsNotFound(head.status())) return head.status();
-  if (head.ok()) {
-    result.parent = *head;
-    if (!cache.objects().Has(*head)) {
-      ASSIGN_OR_RETURN(std::string bytes, GetObject(*client, *head));
-      RETURN_IF_ERROR(cache.objects().PutWithDigest(*head, bytes).status());
+  // The branch's head on the server (from its branches: a tag of that name is not a head), and its
+  // commit object in the cache (the snapshot's parent).
+  absl::StatusOr<std::vector<data::Ref>> refs = RefsRemote(*client, options.dataset);
+  if (!refs.ok() && !absl::IsNotFound(refs.status())) return refs.status();
+  for (const data::Ref& ref : refs.value_or(std::vector<data::Ref>{})) {
+    if (ref.kind == data::Ref::Kind::kTag && ref.name == options.branch) {
+      return absl::InvalidArgumentError(
+          fmt::format("--branch {}: dataset {} has a tag of that name on the server, and tags never move; push to "
+                      "another branch",
+                      options.branch, options.dataset));
     }
+    if (ref.kind == data::Ref::Kind::kBranch && ref.name == options.branch) result.parent = ref.commit;
+  }
+  if (!result.parent.empty() &&
+      (result.parent.size() != 64 || result.parent.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+    return absl::DataLossError("the server names a branch head that is not a SHA-256");
+  }
+  if (!result.parent.empty() && !cache.objects().Has(result.parent)) {
+    ASSIGN_OR_RETURN(std::string bytes, GetObject(*client, result.parent));
+    RETURN_IF_ERROR(cache.objects().PutWithDigest(result.parent, bytes).status());
   }
   ASSIGN_OR_RETURN(result.snapshot, cache.Snapshot(dir, options, result.parent));
   if (result.snapshot.unchanged) return result;
@@ -99,9 +121,13 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
   result.objects = objects.size();
   std::set<std::string> missing;
   for (size_t begin = 0; begin < objects.size(); begin += kMissingBatch) {
-    J digests = J::array();
-    for (size_t i = begin; i < objects.size() && i < begin + kMissingBatch; ++i) digests.push_back(objects[i].digest);
-    ASSIGN_OR_RETURN(J reply, client->Post("/v1/dataset-objects/missing", {{"digests", std::move(digests)}}));
+    J digests = J::array(), kinds = J::array();
+    for (size_t i = begin; i < objects.size() && i < begin + kMissingBatch; ++i) {
+      digests.push_back(objects[i].digest);
+      kinds.push_back(data::ObjectKindName(objects[i].kind));
+    }
+    ASSIGN_OR_RETURN(J reply, client->Post("/v1/dataset-objects/missing",
+                                           {{"digests", std::move(digests)}, {"kinds", std::move(kinds)}}));
     for (const J& d : reply.value("missing", J::array())) {
       if (d.is_string()) missing.insert(d.get<std::string>());
     }
@@ -199,17 +225,19 @@ absl::StatusOr<FetchResult> FetchRemote(const ClientFactory& connect, data::Vers
 absl::StatusOr<std::vector<data::Ref>> RefsRemote(http::Client& client, const std::string& dataset) {
   RETURN_IF_ERROR(data::ValidateRefName(dataset, "dataset"));
   ASSIGN_OR_RETURN(J j, client.Get(DatasetPath(dataset)));
-  std::vector<data::Ref> refs;
-  for (const auto& [field, kind] :
-       {std::pair{"branches", data::Ref::Kind::kBranch}, std::pair{"tags", data::Ref::Kind::kTag}}) {
-    for (const J& r : j.value(field, J::array())) {
-      refs.push_back({.kind = kind,
-                      .name = r.value("name", std::string()),
-                      .commit = r.value("commit", std::string()),
-                      .error = r.value("error", std::string())});
+  return Parsed<std::vector<data::Ref>>([&] {
+    std::vector<data::Ref> refs;
+    for (const auto& [field, kind] :
+         {std::pair{"branches", data::Ref::Kind::kBranch}, std::pair{"tags", data::Ref::Kind::kTag}}) {
+      for (const J& r : j.at(field)) {
+        refs.push_back({.kind = kind,
+                        .name = r.at("name").get<std::string>(),
+                        .commit = r.at("commit").get<std::string>(),
+                        .error = r.value("error", std::string())});
+      }
     }
-  }
-  return refs;
+    return refs;
+  });
 }
 
 absl::StatusOr<std::vector<data::LogEntry>> LogRemote(http::Client& client, const std::string& dataset,
@@ -221,20 +249,26 @@ absl::StatusOr<std::vector<data::LogEntry>> LogRemote(http::Client& client, cons
     const size_t page = std::min<size_t>(limit - log.size(), 1000);
     ASSIGN_OR_RETURN(
         J j, client.Get(fmt::format("{}/log?rev={}&limit={}", DatasetPath(dataset), http::UrlEncode(next), page)));
-    for (const J& c : j.value("commits", J::array())) {
-      data::LogEntry e;
-      e.digest = c.value("commit", std::string());
-      e.commit.tree = c.value("tree", std::string());
-      e.commit.parents = c.value("parents", std::vector<std::string>());
-      e.commit.dataset = c.value("dataset", std::string());
-      e.commit.message = c.value("message", std::string());
-      e.commit.author = c.value("author", std::string());
-      e.commit.time_unix_s = c.value("time", int64_t{0});
-      e.commit.files = c.value("files", uint64_t{0});
-      e.commit.bytes = c.value("bytes", uint64_t{0});
-      log.push_back(std::move(e));
-    }
-    next = j.contains("next_rev") && j["next_rev"].is_string() ? j["next_rev"].get<std::string>() : "";
+    const size_t before = log.size();
+    RETURN_IF_ERROR(Parsed<bool>([&] {
+                      for (const J& c : j.at("commits")) {
+                        data::LogEntry e;
+                        e.digest = c.at("commit").get<std::string>();
+                        e.commit.tree = c.value("tree", std::string());
+                        e.commit.parents = c.value("parents", std::vector<std::string>());
+                        e.commit.dataset = c.value("dataset", std::string());
+                        e.commit.message = c.value("message", std::string());
+                        e.commit.author = c.value("author", std::string());
+                        e.commit.time_unix_s = c.value("time", int64_t{0});
+                        e.commit.files = c.value("files", uint64_t{0});
+                        e.commit.bytes = c.value("bytes", uint64_t{0});
+                        log.push_back(std::move(e));
+                      }
+                      next =
+                          j.contains("next_rev") && j["next_rev"].is_string() ? j["next_rev"].get<std::string>() : "";
+                      return true;
+                    }).status());
+    if (log.size() == before) break;  // an empty page ends it, whatever it says comes next
   }
   return log;
 }
@@ -249,17 +283,24 @@ absl::StatusOr<std::vector<data::DiffEntry>> DiffRemote(http::Client& client, co
                                    http::UrlEncode(to));
     if (!after.empty()) path += "&after=" + http::UrlEncode(after);
     ASSIGN_OR_RETURN(J j, client.Get(path));
-    for (const J& c : j.value("changes", J::array())) {
-      const std::string change = c.value("change", std::string());
-      diff.push_back({.path = c.value("path", std::string()),
-                      .change = change == "added"     ? data::DiffEntry::Change::kAdded
-                                : change == "removed" ? data::DiffEntry::Change::kRemoved
-                                                      : data::DiffEntry::Change::kModified,
-                      .bytes_before = c.value("bytes_before", uint64_t{0}),
-                      .bytes_after = c.value("bytes_after", uint64_t{0})});
-    }
-    if (!j.contains("next_after") || !j["next_after"].is_string()) break;
-    after = j["next_after"].get<std::string>();
+    std::string next;
+    RETURN_IF_ERROR(Parsed<bool>([&] {
+                      for (const J& c : j.at("changes")) {
+                        const std::string change = c.at("change").get<std::string>();
+                        diff.push_back({.path = c.at("path").get<std::string>(),
+                                        .change = change == "added"     ? data::DiffEntry::Change::kAdded
+                                                  : change == "removed" ? data::DiffEntry::Change::kRemoved
+                                                                        : data::DiffEntry::Change::kModified,
+                                        .bytes_before = c.value("bytes_before", uint64_t{0}),
+                                        .bytes_after = c.value("bytes_after", uint64_t{0})});
+                      }
+                      if (j.contains("next_after") && j["next_after"].is_string()) {
+                        next = j["next_after"].get<std::string>();
+                      }
+                      return true;
+                    }).status());
+    if (next.empty() || next <= after) break;  // the last page, or one that does not move forward
+    after = next;
   }
   return diff;
 }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "archive/digest.h"
 #include "archive/pack.h"
+#include "common/clock.h"
 #include "controlplane/access.h"
 #include "controlplane/openapi.h"
 #include "controlplane/server.h"
@@ -122,15 +123,18 @@ class AccessTest : public ::testing::Test {
     const std::string src = (dir_ / "dataset-src").string();
     std::filesystem::create_directories(src);
     std::ofstream(src + "/a.txt") << "a dataset file\n";
-    data::VersionStore* a = server_->datasets().For("team-a").value();
-    data::VersionStore* d = server_->datasets().For("default").value();
-    dataset_commit_ = a->Push(src, {.dataset = "corpus", .message = "m"}).value().commit;
-    absl::StatusOr<std::vector<data::VersionObject>> objects = data::ListVersionObjects(*a, dataset_commit_);
+    // Sent as a client does (each object accepted as its kind), into both stores.
+    auto local = data::VersionStore::Open((dir_ / "dataset-local").string(), RealClock()).value();
+    dataset_commit_ = local->Push(src, {.dataset = "corpus", .message = "m"}).value().commit;
+    absl::StatusOr<std::vector<data::VersionObject>> objects = data::ListVersionObjects(*local, dataset_commit_);
     EXPECT_TRUE(objects.ok()) << objects.status();
-    for (const data::VersionObject& o : objects.value_or(std::vector<data::VersionObject>{})) {
-      EXPECT_TRUE(data::AcceptObject(*d, o.kind, o.digest, a->objects().Get(o.digest).value()).ok());
+    for (const char* tenant : {"team-a", "default"}) {
+      data::VersionStore* store = server_->datasets().For(tenant).value();
+      for (const data::VersionObject& o : objects.value_or(std::vector<data::VersionObject>{})) {
+        EXPECT_TRUE(data::AcceptObject(*store, o.kind, o.digest, local->objects().Get(o.digest).value()).ok());
+      }
+      EXPECT_TRUE(store->SetBranch("corpus", "main", dataset_commit_, "").ok());
     }
-    EXPECT_TRUE(d->SetBranch("corpus", "main", dataset_commit_, "").ok());
     return dataset_commit_;
   }
 

@@ -73,6 +73,16 @@ absl::StatusOr<std::string> RequiredQuery(const Request& r, const std::string& n
   return v;
 }
 
+// NotFound unless the store accepted `commit` as a commit (data/version_transfer.h): refs point only at
+// whole versions.
+absl::Status NeedCommit(const data::VersionStore& store, const std::string& commit) {
+  if (data::IsAccepted(store, data::ObjectKind::kCommit, commit)) return absl::OkStatus();
+  return absl::NotFoundError(
+      fmt::format("no commit {} in your datasets: send the version's objects first (gpugeek "
+                  "data push --remote does)",
+                  commit.substr(0, 80)));
+}
+
 absl::StatusOr<Reply> Log(DatasetStores& datasets, const Principal& who, const Request& r) {
   ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
   const std::string name = r.param("name");
@@ -120,6 +130,7 @@ absl::StatusOr<Reply> SetBranch(DatasetStores& datasets, const Principal& who, c
         "a compare-and-swap)");
   }
   ASSIGN_OR_RETURN(std::string expected, reader.String("expected"));
+  RETURN_IF_ERROR(NeedCommit(*store, commit));
   RETURN_IF_ERROR(store->SetBranch(r.param("name"), r.param("branch"), commit, expected));
   return Reply::Json({{"dataset", r.param("name")}, {"branch", r.param("branch")}, {"commit", commit}});
 }
@@ -131,6 +142,7 @@ absl::StatusOr<Reply> PutTag(DatasetStores& datasets, const Principal& who, cons
   RETURN_IF_ERROR(reader.CheckObject({"commit"}));
   ASSIGN_OR_RETURN(std::string rev, reader.String("commit"));
   ASSIGN_OR_RETURN(std::string commit, store->Resolve(r.param("name"), rev));
+  RETURN_IF_ERROR(NeedCommit(*store, commit));
   RETURN_IF_ERROR(store->CreateTag(r.param("name"), r.param("tag"), commit));
   return Reply::Json({{"dataset", r.param("name")}, {"tag", r.param("tag")}, {"commit", commit}});
 }
@@ -139,10 +151,16 @@ absl::StatusOr<Reply> Missing(DatasetStores& datasets, const Principal& who, con
   ASSIGN_OR_RETURN(data::VersionStore * store, datasets.For(who.tenant));
   ASSIGN_OR_RETURN(J body, r.JsonBody());
   api::JsonReader reader(body, "");
-  RETURN_IF_ERROR(reader.CheckObject({"digests"}));
+  RETURN_IF_ERROR(reader.CheckObject({"digests", "kinds"}));
   if (!body.contains("digests") || !body["digests"].is_array() || body["digests"].size() > kMaxMissingQuery) {
     return absl::InvalidArgumentError(
         fmt::format("digests: must be a list of at most {} object digests; ask in batches", kMaxMissingQuery));
+  }
+  // Each digest's kind (chunk when not given): a tree or commit counts as present only when it was
+  // accepted as one.
+  const J kinds = body.value("kinds", J::array());
+  if (!kinds.is_array() || (!kinds.empty() && kinds.size() != body["digests"].size())) {
+    return absl::InvalidArgumentError("kinds: when given, one of chunk, tree, commit per digest, in order");
   }
   J missing = J::array();
   for (size_t i = 0; i < body["digests"].size(); ++i) {
@@ -151,7 +169,11 @@ absl::StatusOr<Reply> Missing(DatasetStores& datasets, const Principal& who, con
     if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) {
       return absl::InvalidArgumentError(fmt::format("digests[{}]: must be a SHA-256, 64 lower-case hex digits", i));
     }
-    if (!store->objects().Has(digest)) missing.push_back(digest);
+    data::ObjectKind kind = data::ObjectKind::kChunk;
+    if (!kinds.empty()) {
+      ASSIGN_OR_RETURN(kind, data::ParseObjectKind(kinds[i].is_string() ? kinds[i].get<std::string>() : ""));
+    }
+    if (!data::IsAccepted(*store, kind, digest)) missing.push_back(digest);
   }
   return Reply::Json({{"missing", std::move(missing)}});
 }

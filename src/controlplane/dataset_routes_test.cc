@@ -185,6 +185,57 @@ TEST_F(DatasetRoutesTest, ForgedOrIncompleteObjectsChangeNothing) {
   EXPECT_EQ(http::HttpStatusFor(a.Post("/v1/dataset-objects/missing", {{"digests", many}}).status()), 400);
   EXPECT_EQ((*a.Get("/v1/datasets"))["datasets"].size(), 0u);
   EXPECT_EQ(server_->datasets().TenantBytes("team-a").value(), 0u);
+
+  auto put = [&](data::ObjectKind kind, const std::string& bytes) {
+    const std::string digest = archive::Sha256Hex(bytes);
+    auto r = a.PutBytes(fmt::format("/v1/dataset-objects/{}?kind={}", digest, data::ObjectKindName(kind)), bytes,
+                        "application/octet-stream");
+    return r.ok() ? absl::StatusOr<std::string>(digest) : absl::StatusOr<std::string>(r.status());
+  };
+  // The kind is the sender's word: a tree (whose file's chunk was never sent) and a commit sent as
+  // "chunks" are stored, but never taken for a tree or a commit: a parent tree naming that tree is refused
+  // (409), and no branch, tag or job can name that commit.
+  const std::string top = local_->ReadCommit(v1)->tree;
+  absl::StatusOr<data::Tree> top_tree = local_->ReadTree(top);
+  ASSERT_TRUE(top_tree.ok());
+  std::string eval_tree;
+  for (const data::TreeEntry& e : top_tree->entries) {
+    if (e.is_dir) eval_tree = e.tree;
+  }
+  ASSERT_TRUE(put(data::ObjectKind::kChunk, local_->objects().Get(eval_tree).value()).ok());
+  data::Tree parent;
+  parent.entries.push_back({.name = "eval", .is_dir = true, .bytes = 9, .tree = eval_tree, .files = 1});
+  absl::StatusOr<std::string> smuggled = put(data::ObjectKind::kTree, data::EncodeTree(parent));
+  EXPECT_EQ(http::HttpStatusFor(smuggled.status()), 409) << smuggled.status();
+  EXPECT_NE(std::string(smuggled.status().message()).find("is not in the store as a tree"), std::string::npos)
+      << smuggled.status();
+  ASSERT_TRUE(put(data::ObjectKind::kChunk, commit_bytes).ok());
+  EXPECT_EQ(
+      http::HttpStatusFor(a.Put("/v1/datasets/corpus/branches/main", {{"commit", v1}, {"expected", ""}}).status()),
+      404);
+  // Asked with kinds, the server reports the commit missing (as a commit) though it holds its bytes.
+  auto as_commit = a.Post("/v1/dataset-objects/missing", {{"digests", {v1}}, {"kinds", {"commit"}}});
+  ASSERT_TRUE(as_commit.ok()) << as_commit.status();
+  EXPECT_EQ((*as_commit)["missing"], nlohmann::json::array({v1}));
+
+  // A tree bomb: 41 small objects describing 2^40 files (each folder names the one below twice). Every
+  // object is honest and accepted, but the commit is refused: no diff, checkout or node walks it.
+  const std::string chunk = put(data::ObjectKind::kChunk, "x").value();
+  data::Tree tree;
+  tree.entries.push_back({.name = "f", .bytes = 1, .chunks = {{chunk, 1}}});
+  std::string digest = put(data::ObjectKind::kTree, data::EncodeTree(tree)).value();
+  uint64_t files = 1;
+  for (int level = 0; level < 40; ++level) {
+    tree.entries = {{.name = "a", .is_dir = true, .bytes = files, .tree = digest, .files = files},
+                    {.name = "b", .is_dir = true, .bytes = files, .tree = digest, .files = files}};
+    files *= 2;
+    digest = put(data::ObjectKind::kTree, data::EncodeTree(tree)).value();
+  }
+  const data::Commit bomb{.tree = digest, .dataset = "bomb", .files = files, .bytes = files};
+  absl::StatusOr<std::string> refused = put(data::ObjectKind::kCommit, data::EncodeCommit(bomb));
+  EXPECT_EQ(http::HttpStatusFor(refused.status()), 400) << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("a version of 1099511627776 files"), std::string::npos)
+      << refused.status();
 }
 
 TEST_F(DatasetRoutesTest, AJobPinsTheVersionAndOnlyItsNodeReadsIt) {

@@ -1,5 +1,6 @@
 #include "controlplane/dataset_store.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -8,6 +9,17 @@
 #include "controlplane/secrets.h"
 
 namespace gpugeek::controlplane {
+namespace {
+
+// 64 lower-case hex digits (checked by the caller) as their 32 bytes.
+std::array<uint8_t, 32> Binary(const std::string& hex) {
+  std::array<uint8_t, 32> out{};
+  auto nibble = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); ++i) out[i] = nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]);
+  return out;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DatasetStores>> DatasetStores::Open(const DatasetStoreOptions& options,
                                                                    const Clock& clock) {
@@ -49,21 +61,36 @@ absl::StatusOr<uint64_t> DatasetStores::TenantBytes(const std::string& tenant) {
 absl::StatusOr<bool> DatasetStores::Accept(const std::string& tenant, data::ObjectKind kind, const std::string& digest,
                                            std::string_view bytes) {
   ASSIGN_OR_RETURN(std::shared_ptr<TenantStore> t, Tenant(tenant));
-  if (!t->store->objects().Has(digest) && t->bytes.load() + bytes.size() > options_.max_tenant_bytes) {
+  // The bytes are reserved before the object is stored and given back unless it was new, so concurrent
+  // uploads cannot pass the limit together.
+  const uint64_t held = t->bytes.fetch_add(bytes.size()) + bytes.size();
+  if (!t->store->objects().Has(digest) && held > options_.max_tenant_bytes) {
+    t->bytes -= bytes.size();
     return absl::ResourceExhaustedError(
         fmt::format("tenant '{}' holds {} bytes of datasets; {} more would pass this server's limit of {} "
-                    "(--max-dataset-bytes): delete branches and collect garbage, or ask the operator",
-                    SecretTenant(tenant), t->bytes.load(), bytes.size(), options_.max_tenant_bytes));
+                    "(--max-dataset-bytes): delete branches you no longer need and ask the operator to collect "
+                    "garbage, or to raise the limit",
+                    SecretTenant(tenant), held - bytes.size(), bytes.size(), options_.max_tenant_bytes));
   }
-  ASSIGN_OR_RETURN(bool stored_new, data::AcceptObject(*t->store, kind, digest, bytes));
-  if (stored_new) t->bytes += bytes.size();
+  if (kind == data::ObjectKind::kCommit) {
+    absl::StatusOr<data::Commit> commit = data::DecodeCommit(bytes);
+    if (commit.ok() && (commit->files > options_.max_version_files || commit->bytes > options_.max_version_bytes)) {
+      t->bytes -= bytes.size();
+      return absl::InvalidArgumentError(fmt::format(
+          "commit {}: a version of {} files and {} bytes is larger than this server takes ({} files, "
+          "{} bytes); split the dataset",
+          digest.substr(0, 12), commit->files, commit->bytes, options_.max_version_files, options_.max_version_bytes));
+    }
+  }
+  absl::StatusOr<bool> stored_new = data::AcceptObject(*t->store, kind, digest, bytes);
+  if (!stored_new.ok() || !*stored_new) t->bytes -= bytes.size();
   return stored_new;
 }
 
 absl::StatusOr<bool> DatasetStores::VersionHas(const std::string& tenant, const std::string& commit,
                                                const std::string& digest) {
   const std::string key = SecretTenant(tenant) + "/" + commit;
-  std::shared_ptr<const std::set<std::string>> closure;
+  std::shared_ptr<const Digests> closure;
   {
     MutexLock lock(&mu_);
     for (auto it = closures_.begin(); it != closures_.end(); ++it) {
@@ -76,14 +103,17 @@ absl::StatusOr<bool> DatasetStores::VersionHas(const std::string& tenant, const 
   if (closure == nullptr) {
     ASSIGN_OR_RETURN(data::VersionStore * store, For(tenant));
     ASSIGN_OR_RETURN(std::vector<data::VersionObject> objects, data::ListVersionObjects(*store, commit));
-    auto digests = std::make_shared<std::set<std::string>>();
-    for (data::VersionObject& o : objects) digests->insert(std::move(o.digest));
+    auto digests = std::make_shared<Digests>();
+    digests->reserve(objects.size());
+    for (const data::VersionObject& o : objects) digests->push_back(Binary(o.digest));
+    std::sort(digests->begin(), digests->end());
     closure = digests;
     MutexLock lock(&mu_);
     closures_.emplace_front(key, closure);
     if (closures_.size() > kClosureCacheSize) closures_.pop_back();
   }
-  return closure->contains(digest);
+  if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  return std::binary_search(closure->begin(), closure->end(), Binary(digest));
 }
 
 }  // namespace gpugeek::controlplane

@@ -15,6 +15,7 @@
 //
 // Thread-safe; the stores themselves are safe across threads and processes (data/version_store.h).
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <list>
@@ -22,6 +23,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -36,6 +38,11 @@ struct DatasetStoreOptions {
   std::string dir;  // required: <data_dir>/datasets
   // Bytes of objects one tenant may hold (`--max-dataset-bytes`); an upload past it is ResourceExhausted.
   uint64_t max_tenant_bytes = uint64_t{1} << 40;
+  // The largest version a commit may describe (its files and bytes, which AcceptObject checks against its
+  // trees): bounds what a diff, a node's checkout and a version's object list cost, whatever the objects
+  // (a tree naming one sub-tree twice, nested 40 deep, would describe 2^40 files).
+  uint64_t max_version_files = 10'000'000;
+  uint64_t max_version_bytes = uint64_t{16} << 40;
 };
 
 class DatasetStores {
@@ -75,7 +82,9 @@ class DatasetStores {
   // Opening a store counts its bytes (a walk of its objects): done once, outside mu_, by the first caller.
   std::map<std::string, std::shared_ptr<TenantStore>> stores_ ABSL_GUARDED_BY(mu_);
   // (tenant, commit) -> the version's object digests, most recently used first.
-  std::list<std::pair<std::string, std::shared_ptr<const std::set<std::string>>>> closures_ ABSL_GUARDED_BY(mu_);
+  // A version's digests, binary and sorted: 32 bytes each (320 MB for the largest version allowed).
+  using Digests = std::vector<std::array<uint8_t, 32>>;
+  std::list<std::pair<std::string, std::shared_ptr<const Digests>>> closures_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpugeek::controlplane

@@ -106,7 +106,12 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.resolve_dataset = [d = s->datasets_.get()](const std::string& tenant, const std::string& dataset,
                                                 const std::string& rev) -> absl::StatusOr<std::string> {
     ASSIGN_OR_RETURN(data::VersionStore * store, d->For(tenant));
-    return store->Resolve(dataset, rev);
+    ASSIGN_OR_RETURN(std::string commit, store->Resolve(dataset, rev));
+    // Only a commit the server accepted as one (checked whole and within its size limits).
+    if (!data::IsAccepted(*store, data::ObjectKind::kCommit, commit)) {
+      return absl::NotFoundError(fmt::format("{} is not a commit pushed to the server", commit.substr(0, 12)));
+    }
+    return commit;
   };
   cp.has_archive = [a = s->archives_.get()](const std::string& tenant, const std::string& digest) {
     return a->Has(tenant, digest);

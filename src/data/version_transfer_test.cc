@@ -142,5 +142,31 @@ TEST_F(VersionTransferTest, AnUntrustedSenderCannotStoreWhatDoesNotHashOrIsNotWh
   EXPECT_EQ(server_->SetBranch("corpus", "main", commit, "").code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(VersionTransferTest, AFolderOrCommitMustSayItsTreesTrueSize) {
+  // One file, and a folder naming its tree twice: honest totals are 2 files of 2 x 5 bytes.
+  auto put = [&](ObjectKind kind, const std::string& bytes) {
+    const std::string digest = archive::Sha256Hex(bytes);
+    absl::StatusOr<bool> r = AcceptObject(*server_, kind, digest, bytes);
+    return r.ok() ? absl::StatusOr<std::string>(digest) : absl::StatusOr<std::string>(r.status());
+  };
+  const std::string chunk = put(ObjectKind::kChunk, "data\n").value();
+  Tree leaf;
+  leaf.entries.push_back({.name = "f", .bytes = 5, .chunks = {{chunk, 5}}});
+  const std::string leaf_digest = put(ObjectKind::kTree, EncodeTree(leaf)).value();
+  Tree twice;
+  twice.entries.push_back({.name = "a", .is_dir = true, .bytes = 5, .tree = leaf_digest, .files = 1});
+  twice.entries.push_back({.name = "b", .is_dir = true, .bytes = 5, .tree = leaf_digest, .files = 1});
+  const std::string twice_digest = put(ObjectKind::kTree, EncodeTree(twice)).value();
+  Tree liar;
+  liar.entries.push_back({.name = "a", .is_dir = true, .bytes = 5, .tree = twice_digest, .files = 1});
+  absl::StatusOr<std::string> refused = put(ObjectKind::kTree, EncodeTree(liar));
+  EXPECT_EQ(refused.status().message(), "sub-folder 'a' says 1 files of 5 bytes; its tree " +
+                                            twice_digest.substr(0, 12) + " holds 2 files of 10 bytes");
+  Commit commit{.tree = twice_digest, .dataset = "corpus", .files = 2, .bytes = 10};
+  EXPECT_TRUE(put(ObjectKind::kCommit, EncodeCommit(commit)).ok());
+  commit.files = 1;
+  EXPECT_EQ(put(ObjectKind::kCommit, EncodeCommit(commit)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gpugeek::data

@@ -116,6 +116,14 @@ TEST_F(DatasetEndToEnd, AJobReadsThePushedVersionAndTheNodeFetchesEachObjectOnce
   int versions = 0;
   for (const auto& e : fs::directory_iterator(node_cache / "versions")) versions += e.is_directory();
   EXPECT_EQ(versions, 2);
+  // Other tenants' users cannot list the checkouts, nor enter this one (its tenant's group only), nor
+  // read the node's objects.
+  const auto mode = [](const fs::path& p) { return static_cast<int>(fs::status(p).permissions()); };
+  EXPECT_EQ(mode(node_cache / "versions"), 0711);
+  EXPECT_EQ(mode(node_cache / "store"), 0700);
+  if (::geteuid() == 0) {  // the agent switches to the tenant's user: the checkout is closed to its group
+    for (const auto& e : fs::directory_iterator(node_cache / "versions")) EXPECT_EQ(mode(e.path()), 0750) << e.path();
+  }
 
   // Read back from the server: log, diff, and a checkout of v1 into a fresh cache.
   std::tie(code, out) = Data({"log", "--dataset", "corpus"});

@@ -1,6 +1,7 @@
 #include "agent/dataset_fetch.h"
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <atomic>
 #include <cerrno>
@@ -215,6 +216,17 @@ absl::StatusOr<std::string> DatasetFetcher::FetchNow(const std::string& dataset,
   }
   struct stat st;
   if (::stat(PathOf(commit).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return PathOf(commit);
+  // The checkout alone takes the version's bytes (the server checked the commit's totals against its
+  // trees): refuse at once rather than fill the node's disk for every tenant on it.
+  struct statvfs fs_stat;
+  if (::statvfs(cache_dir_.c_str(), &fs_stat) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(fs_stat.f_bavail) * fs_stat.f_frsize;
+    if (c->bytes > free_bytes) {
+      return absl::ResourceExhaustedError(
+          fmt::format("version {} holds {} bytes; the node's disk at {} has {} free: too small for its checkout",
+                      Short(commit), c->bytes, cache_dir_, free_bytes));
+    }
+  }
 
   // The trees, one level at a time (the missing ones of a level downloaded together), then every chunk
   // the node lacks. A tree or chunk shared by several folders or files is looked at once.

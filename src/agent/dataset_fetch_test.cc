@@ -322,5 +322,19 @@ TEST_F(DatasetFetcherTest, AnObjectTheServerRefusesFailsTheFetchNamingIt) {
   EXPECT_EQ(fetcher->objects_downloaded(), 0u);
 }
 
+TEST_F(DatasetFetcherTest, AVersionLargerThanTheFreeDiskIsRefusedBeforeAnyChunk) {
+  const std::string v1 = Push();
+  data::Commit huge = server_->ReadCommit(v1).value();
+  huge.parents = {v1};
+  huge.bytes = uint64_t{1} << 62;  // 4 EiB: no disk has that free
+  const std::string digest = server_->objects().Put(data::EncodeCommit(huge)).value().digest;
+  auto fetcher = NewFetcher();
+  absl::StatusOr<std::string> refused = fetcher->Fetch("corpus", digest).get();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("holds 4611686018427387904 bytes"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(fetcher->objects_downloaded(), 1u);  // the commit, and nothing after it
+}
+
 }  // namespace
 }  // namespace gpugeek::agent

@@ -510,6 +510,12 @@ J Build() {
       Op("Delete a branch (its versions become garbage unless another ref reaches them)",
          JsonResponse("deleted", any_object));
   paths["/v1/datasets/{name}/tags/{tag}"]["delete"] = Op("Delete a tag", JsonResponse("deleted", any_object));
+  paths["/v1/datasets/{name}"]["parameters"] = {PathParam("name")};
+  paths["/v1/datasets/{name}/versions/{rev}"]["parameters"] = {PathParam("name"), PathParam("rev")};
+  paths["/v1/datasets/{name}/log"]["parameters"] = {PathParam("name")};
+  paths["/v1/datasets/{name}/diff"]["parameters"] = {PathParam("name")};
+  paths["/v1/datasets/{name}/branches/{branch}"]["parameters"] = {PathParam("name"), PathParam("branch")};
+  paths["/v1/datasets/{name}/tags/{tag}"]["parameters"] = {PathParam("name"), PathParam("tag")};
   paths["/v1/dataset-objects/missing"]["post"] =
       Op("Which of {digests: [...]} (at most 10,000) the caller's tenant's store lacks",
          JsonResponse("{missing: [...]}", any_object));

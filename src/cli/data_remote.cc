@@ -106,8 +106,7 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
     }
     if (ref.kind == data::Ref::Kind::kBranch && ref.name == options.branch) result.parent = ref.commit;
   }
-  if (!result.parent.empty() &&
-      (result.parent.size() != 64 || result.parent.find_first_not_of("0123456789abcdef") != std::string::npos)) {
+  if (!result.parent.empty() && !archive::IsSha256Hex(result.parent)) {
     return absl::DataLossError("the server names a branch head that is not a SHA-256");
   }
   if (!result.parent.empty() && !cache.objects().Has(result.parent)) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "api/json_reader.h"
+#include "archive/digest.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/access.h"
@@ -166,7 +167,7 @@ absl::StatusOr<Reply> Missing(DatasetStores& datasets, const Principal& who, con
   for (size_t i = 0; i < body["digests"].size(); ++i) {
     const J& d = body["digests"][i];
     const std::string digest = d.is_string() ? d.get<std::string>() : std::string();
-    if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    if (!archive::IsSha256Hex(digest)) {
       return absl::InvalidArgumentError(fmt::format("digests[{}]: must be a SHA-256, 64 lower-case hex digits", i));
     }
     data::ObjectKind kind = data::ObjectKind::kChunk;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "archive/digest.h"
 #include "common/status_macros.h"
 #include "controlplane/secrets.h"
 
@@ -112,7 +113,7 @@ absl::StatusOr<bool> DatasetStores::VersionHas(const std::string& tenant, const 
     closures_.emplace_front(key, closure);
     if (closures_.size() > kClosureCacheSize) closures_.pop_back();
   }
-  if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) return false;
+  if (!archive::IsSha256Hex(digest)) return false;
   return std::binary_search(closure->begin(), closure->end(), Binary(digest));
 }
 

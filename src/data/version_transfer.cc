@@ -16,10 +16,6 @@
 namespace gpugeek::data {
 namespace {
 
-bool IsDigest(std::string_view d) {
-  return d.size() == 64 && d.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
-
 // Appends the chunks and trees below `tree` (children first), skipping what `seen` holds.
 absl::Status Collect(const VersionStore& store, const std::string& tree, int depth, std::set<std::string>& seen,
                      std::vector<VersionObject>& out) {
@@ -158,7 +154,7 @@ absl::StatusOr<std::vector<VersionObject>> ListVersionObjects(const VersionStore
 
 absl::StatusOr<bool> AcceptObject(VersionStore& store, ObjectKind kind, const std::string& digest,
                                   std::string_view bytes) {
-  if (!IsDigest(digest)) {
+  if (!archive::IsSha256Hex(digest)) {
     return absl::InvalidArgumentError(
         fmt::format("object digest '{}' must be a SHA-256, 64 lower-case hex digits", digest.substr(0, 80)));
   }

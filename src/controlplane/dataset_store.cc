@@ -1,6 +1,7 @@
 #include "controlplane/dataset_store.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "archive/digest.h"
 #include "common/status_macros.h"
 #include "controlplane/secrets.h"
+#include "crypto/aead.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -15,8 +17,8 @@ namespace {
 // 64 lower-case hex digits (checked by the caller) as their 32 bytes.
 std::array<uint8_t, 32> Binary(const std::string& hex) {
   std::array<uint8_t, 32> out{};
-  auto nibble = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
-  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); ++i) out[i] = nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]);
+  absl::StatusOr<std::string> raw = crypto::HexDecode(hex);
+  if (raw.ok() && raw->size() == out.size()) std::memcpy(out.data(), raw->data(), out.size());
   return out;
 }
 

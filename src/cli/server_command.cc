@@ -53,6 +53,7 @@ void RegisterServerCommand(CLI::App& app) {
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
     uint64_t max_dataset_bytes = controlplane::ServerOptions().max_dataset_bytes;
+    uint64_t max_model_bytes = controlplane::ServerOptions().max_model_bytes;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -132,6 +133,10 @@ void RegisterServerCommand(CLI::App& app) {
                   "Bytes of dataset objects one tenant may keep on this server (default 1 TiB); uploads past it get "
                   "413")
       ->capture_default_str();
+  sub->add_option("--max-model-bytes", o->max_model_bytes,
+                  "Bytes of model objects one tenant may keep in this server's registry (default 1 TiB); uploads "
+                  "past it get 413")
+      ->capture_default_str();
   sub->callback([o] {
     const std::string cmd = "server";
 
@@ -166,6 +171,7 @@ void RegisterServerCommand(CLI::App& app) {
     options.max_archive_bytes = o->max_archive_bytes;
     options.max_archive_files = o->max_archive_files;
     options.max_dataset_bytes = o->max_dataset_bytes;
+    options.max_model_bytes = o->max_model_bytes;
     options.key_file = o->key_file;
     options.log_retention = std::chrono::hours(24) * o->log_retention_days;
     options.event_retention = std::chrono::hours(24) * o->event_retention_days;

@@ -116,8 +116,8 @@ class AccessTest : public ::testing::Test {
     return r.body.value("id", "");
   }
 
-  // Dataset `corpus` with one version, the same commit in team-a's store and the admin's (default):
-  // its digest. Made once.
+  // Dataset and model `corpus` with one version, the same commit in team-a's stores and the admin's
+  // (default): its digest. Made once.
   std::string DatasetOfA() {
     if (!dataset_commit_.empty()) return dataset_commit_;
     const std::string src = (dir_ / "dataset-src").string();
@@ -128,12 +128,14 @@ class AccessTest : public ::testing::Test {
     dataset_commit_ = local->Push(src, {.dataset = "corpus", .message = "m"}).value().commit;
     absl::StatusOr<std::vector<data::VersionObject>> objects = data::ListVersionObjects(*local, dataset_commit_);
     EXPECT_TRUE(objects.ok()) << objects.status();
-    for (const char* tenant : {"team-a", "default"}) {
-      data::VersionStore* store = server_->datasets().For(tenant).value();
-      for (const data::VersionObject& o : objects.value_or(std::vector<data::VersionObject>{})) {
-        EXPECT_TRUE(data::AcceptObject(*store, o.kind, o.digest, local->objects().Get(o.digest).value()).ok());
+    for (DatasetStores* stores : {&server_->datasets(), &server_->models()}) {
+      for (const char* tenant : {"team-a", "default"}) {
+        data::VersionStore* store = stores->For(tenant).value();
+        for (const data::VersionObject& o : objects.value_or(std::vector<data::VersionObject>{})) {
+          EXPECT_TRUE(data::AcceptObject(*store, o.kind, o.digest, local->objects().Get(o.digest).value()).ok());
+        }
+        EXPECT_TRUE(store->SetBranch("corpus", "main", dataset_commit_, "").ok());
       }
-      EXPECT_TRUE(store->SetBranch("corpus", "main", dataset_commit_, "").ok());
     }
     return dataset_commit_;
   }
@@ -258,11 +260,15 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
     // An archive of team-a (and of the admin's own tenant), as secrets; a PUT uploads the caller's own copy.
     const bool archive_scoped = pattern == "/v1/archives/{digest}" && method != "PUT";
-    // A dataset of team-a (and of the admin's own tenant); an object PUT stores the caller's own copy.
-    const bool dataset_route =
-        absl::StartsWith(pattern, "/v1/datasets/{name}") || absl::StartsWith(pattern, "/v1/dataset-objects/");
-    const bool dataset_scoped = dataset_route && pattern != "/v1/dataset-objects/missing" &&
-                                !(pattern == "/v1/dataset-objects/{digest}" && method == "PUT");
+    // A dataset or model of team-a (and of the admin's own tenant); an object PUT stores the caller's own
+    // copy. The same routes serve both (dataset_routes.h, model_routes.h).
+    const bool model_route =
+        absl::StartsWith(pattern, "/v1/models/{name}") || absl::StartsWith(pattern, "/v1/model-objects/");
+    const bool dataset_route = model_route || absl::StartsWith(pattern, "/v1/datasets/{name}") ||
+                               absl::StartsWith(pattern, "/v1/dataset-objects/");
+    const std::string objects_path = model_route ? "/v1/model-objects" : "/v1/dataset-objects";
+    const bool dataset_scoped = dataset_route && pattern != objects_path + "/missing" &&
+                                !(pattern == objects_path + "/{digest}" && method == "PUT");
     // exec, ports: the fresh job is PENDING, so a caller allowed to reach its members gets to the state
     // check (409); port-forward: a plain POST (no Upgrade headers) is 426 once the caller may see the job.
     const int ok =
@@ -314,20 +320,27 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         const std::string ref = fmt::format("{}-{}", branch ? "b" : "t", n);
         if (method == "DELETE") {
           for (const char* tenant : {"team-a", "default"}) {
-            data::VersionStore* store = server_->datasets().For(tenant).value();
+            data::VersionStore* store = (model_route ? server_->models() : server_->datasets()).For(tenant).value();
             ASSERT_TRUE(
                 (branch ? store->CreateBranch("corpus", ref, "main") : store->CreateTag("corpus", ref, "main")).ok());
           }
         }
-        path = absl::StrReplaceAll(
-            path, {{"{name}", "corpus"}, {"{rev}", "main"}, {"{branch}", ref}, {"{tag}", ref}, {"{digest}", commit}});
+        // A grant goes to team-b (the owner cannot grant itself).
+        path = absl::StrReplaceAll(path, {{"{name}", "corpus"},
+                                          {"{rev}", "main"},
+                                          {"{branch}", ref},
+                                          {"{tag}", ref},
+                                          {"{digest}", commit},
+                                          {"{tenant}", "team-b"}});
+        if (absl::StrContains(pattern, "/grants/") && method == "PUT") body = {{"rights", {"pull"}}};
+        if (absl::EndsWith(pattern, "/pulls") && method == "POST") body = json::object();
         if (method == "PUT" && branch) body = {{"commit", commit}, {"expected", ""}};
         if (method == "PUT" && tag) body = {{"commit", commit}};
         if (absl::EndsWith(pattern, "/diff")) path += "?from=main&to=main";
-        if (pattern == "/v1/dataset-objects/missing") body = {{"digests", {commit}}};
-        if (pattern == "/v1/dataset-objects/{digest}" && method == "PUT") {
+        if (pattern == objects_path + "/missing") body = {{"digests", {commit}}};
+        if (pattern == objects_path + "/{digest}" && method == "PUT") {
           raw = fmt::format("chunk {}", n);
-          path = fmt::format("/v1/dataset-objects/{}?kind=chunk", archive::Sha256Hex(raw));
+          path = fmt::format("{}/{}?kind=chunk", objects_path, archive::Sha256Hex(raw));
         }
       }
       if (pattern == "/v1/tenants/{name}/quota") {

@@ -50,18 +50,20 @@ std::string_view ChangeName(data::DiffEntry::Change c) {
   return "modified";
 }
 
-// The caller's store and a valid dataset name from the path.
-absl::StatusOr<data::VersionStore*> StoreOf(DatasetStores& datasets, const Principal& who, const Request& r) {
-  RETURN_IF_ERROR(data::ValidateRefName(r.param("name"), "dataset"));
+// The caller's store and a valid name from the path.
+absl::StatusOr<data::VersionStore*> StoreOf(DatasetStores& datasets, const VersionCollection& c, const Principal& who,
+                                            const Request& r) {
+  RETURN_IF_ERROR(data::ValidateRefName(r.param("name"), c.noun));
   return datasets.For(who.tenant);
 }
 
-// A dataset with no branch or tag does not exist.
-absl::StatusOr<std::vector<data::Ref>> Refs(const data::VersionStore& store, const std::string& name) {
+// A dataset (model) with no branch or tag does not exist.
+absl::StatusOr<std::vector<data::Ref>> Refs(const data::VersionStore& store, const VersionCollection& c,
+                                            const std::string& name) {
   ASSIGN_OR_RETURN(std::vector<data::Ref> refs, store.ListRefs(name));
   if (refs.empty()) {
     return absl::NotFoundError(
-        fmt::format("no dataset '{}' (push one: gpugeek data push DIR --dataset {} --remote)", name, name));
+        fmt::format("no {} '{}' (push one: {})", c.noun, name, fmt::format(fmt::runtime(c.push_hint), name)));
   }
   return refs;
 }
@@ -76,16 +78,15 @@ absl::StatusOr<std::string> RequiredQuery(const Request& r, const std::string& n
 
 // NotFound unless the store accepted `commit` as a commit (data/version_transfer.h): refs point only at
 // whole versions.
-absl::Status NeedCommit(const data::VersionStore& store, const std::string& commit) {
+absl::Status NeedCommit(const data::VersionStore& store, const VersionCollection& c, const std::string& commit) {
   if (data::IsAccepted(store, data::ObjectKind::kCommit, commit)) return absl::OkStatus();
-  return absl::NotFoundError(
-      fmt::format("no commit {} in your datasets: send the version's objects first (gpugeek "
-                  "data push --remote does)",
-                  commit.substr(0, 80)));
+  return absl::NotFoundError(fmt::format("no commit {} in your {}: send the version's objects first ({} does)",
+                                         commit.substr(0, 80), c.collection,
+                                         fmt::format(fmt::runtime(c.push_hint), "NAME")));
 }
 
-absl::StatusOr<Reply> Log(DatasetStores& datasets, const Principal& who, const Request& r) {
-  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
+absl::StatusOr<Reply> Log(DatasetStores& datasets, const VersionCollection& c, const Principal& who, const Request& r) {
+  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
   const std::string name = r.param("name");
   ASSIGN_OR_RETURN(int limit, PageLimit(r));
   const std::string rev = r.query_value("rev", "main");
@@ -103,8 +104,9 @@ absl::StatusOr<Reply> Log(DatasetStores& datasets, const Principal& who, const R
   return Reply::Json({{"commits", std::move(commits)}, {"next_rev", std::move(next)}});
 }
 
-absl::StatusOr<Reply> Diff(DatasetStores& datasets, const Principal& who, const Request& r) {
-  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
+absl::StatusOr<Reply> Diff(DatasetStores& datasets, const VersionCollection& c, const Principal& who,
+                           const Request& r) {
+  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
   ASSIGN_OR_RETURN(std::string from, RequiredQuery(r, "from", "from=main~1"));
   ASSIGN_OR_RETURN(std::string to, RequiredQuery(r, "to", "to=main"));
   ASSIGN_OR_RETURN(std::vector<data::DiffEntry> diff, store->Diff(r.param("name"), from, to));
@@ -119,8 +121,9 @@ absl::StatusOr<Reply> Diff(DatasetStores& datasets, const Principal& who, const 
   return Reply::Json(page);
 }
 
-absl::StatusOr<Reply> SetBranch(DatasetStores& datasets, const Principal& who, const Request& r) {
-  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
+absl::StatusOr<Reply> SetBranch(DatasetStores& datasets, const VersionCollection& c, const Principal& who,
+                                const Request& r) {
+  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
   ASSIGN_OR_RETURN(J body, r.JsonBody());
   api::JsonReader reader(body, "");
   RETURN_IF_ERROR(reader.CheckObject({"commit", "expected"}));
@@ -131,21 +134,22 @@ absl::StatusOr<Reply> SetBranch(DatasetStores& datasets, const Principal& who, c
         "a compare-and-swap)");
   }
   ASSIGN_OR_RETURN(std::string expected, reader.String("expected"));
-  RETURN_IF_ERROR(NeedCommit(*store, commit));
+  RETURN_IF_ERROR(NeedCommit(*store, c, commit));
   RETURN_IF_ERROR(store->SetBranch(r.param("name"), r.param("branch"), commit, expected));
-  return Reply::Json({{"dataset", r.param("name")}, {"branch", r.param("branch")}, {"commit", commit}});
+  return Reply::Json({{c.noun, r.param("name")}, {"branch", r.param("branch")}, {"commit", commit}});
 }
 
-absl::StatusOr<Reply> PutTag(DatasetStores& datasets, const Principal& who, const Request& r) {
-  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
+absl::StatusOr<Reply> PutTag(DatasetStores& datasets, const VersionCollection& c, const Principal& who,
+                             const Request& r) {
+  ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
   ASSIGN_OR_RETURN(J body, r.JsonBody());
   api::JsonReader reader(body, "");
   RETURN_IF_ERROR(reader.CheckObject({"commit"}));
   ASSIGN_OR_RETURN(std::string rev, reader.String("commit"));
   ASSIGN_OR_RETURN(std::string commit, store->Resolve(r.param("name"), rev));
-  RETURN_IF_ERROR(NeedCommit(*store, commit));
+  RETURN_IF_ERROR(NeedCommit(*store, c, commit));
   RETURN_IF_ERROR(store->CreateTag(r.param("name"), r.param("tag"), commit));
-  return Reply::Json({{"dataset", r.param("name")}, {"tag", r.param("tag")}, {"commit", commit}});
+  return Reply::Json({{c.noun, r.param("name")}, {"tag", r.param("tag")}, {"commit", commit}});
 }
 
 absl::StatusOr<Reply> Missing(DatasetStores& datasets, const Principal& who, const Request& r) {
@@ -184,7 +188,7 @@ absl::StatusOr<Reply> PutObject(DatasetStores& datasets, const Principal& who, c
   absl::StatusOr<bool> stored = datasets.Accept(who.tenant, kind, r.param("digest"), r.body);
   if (!stored.ok()) {
     if (absl::IsResourceExhausted(stored.status()) &&
-        stored.status().message().find("--max-dataset-bytes") != std::string::npos) {
+        stored.status().message().find(datasets.options().limit_flag) != std::string::npos) {
       return Reply::Json(http::ErrorBody(stored.status(), {{"limit_bytes", datasets.options().max_tenant_bytes}}), 413);
     }
     return stored.status();
@@ -201,16 +205,26 @@ Reply Bytes(std::string bytes) {
 
 }  // namespace
 
-void RegisterDatasetRoutes(http::Server& server, Accounts& accounts, DatasetStores& datasets) {
+VersionCollection DatasetCollection() {
+  return {.collection = "datasets",
+          .objects = "dataset-objects",
+          .noun = "dataset",
+          .push_hint = "gpugeek data push DIR --dataset {} --remote"};
+}
+
+void RegisterVersionRoutes(http::Server& server, Accounts& accounts, DatasetStores& datasets,
+                           const VersionCollection& c) {
+  const std::string base = "/v1/" + c.collection;
+  const std::string objects = "/v1/" + c.objects;
   const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {
     GuardedRoute(server, accounts, method, pattern, std::move(handler));
   };
-  route("GET", "/v1/datasets", [&datasets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+  route("GET", base, [&datasets, c](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     ASSIGN_OR_RETURN(data::VersionStore * store, datasets.For(who.tenant));
     const std::vector<std::string> names = store->ListDatasets();
     ASSIGN_OR_RETURN(J page,
                      Page(
-                         r, "datasets", names, [](const std::string& n) { return n; },
+                         r, c.collection, names, [](const std::string& n) { return n; },
                          [&](const std::string& n) -> J {
                            absl::StatusOr<std::vector<data::Ref>> refs = store->ListRefs(n);
                            J j = refs.ok() ? RefsJson(*refs) : J{{"error", std::string(refs.status().message())}};
@@ -219,49 +233,49 @@ void RegisterDatasetRoutes(http::Server& server, Accounts& accounts, DatasetStor
                          }));
     return Reply::Json(page);
   });
-  route("GET", "/v1/datasets/{name}", [&datasets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
-    ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
-    ASSIGN_OR_RETURN(std::vector<data::Ref> refs, Refs(*store, r.param("name")));
+  route("GET", base + "/{name}", [&datasets, c](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
+    ASSIGN_OR_RETURN(std::vector<data::Ref> refs, Refs(*store, c, r.param("name")));
     J j = RefsJson(refs);
     j["name"] = r.param("name");
     return Reply::Json(j);
   });
-  route("GET", "/v1/datasets/{name}/versions/{rev}",
-        [&datasets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
-          ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
+  route("GET", base + "/{name}/versions/{rev}",
+        [&datasets, c](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+          ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
           ASSIGN_OR_RETURN(std::string digest, store->Resolve(r.param("name"), r.param("rev")));
           ASSIGN_OR_RETURN(data::Commit commit, store->ReadCommit(digest));
           return Reply::Json(CommitJson(digest, commit));
         });
-  route("GET", "/v1/datasets/{name}/log",
-        [&datasets](const Principal& who, const Request& r) { return Log(datasets, who, r); });
-  route("GET", "/v1/datasets/{name}/diff",
-        [&datasets](const Principal& who, const Request& r) { return Diff(datasets, who, r); });
-  route("PUT", "/v1/datasets/{name}/branches/{branch}",
-        [&datasets](const Principal& who, const Request& r) { return SetBranch(datasets, who, r); });
-  route("PUT", "/v1/datasets/{name}/tags/{tag}",
-        [&datasets](const Principal& who, const Request& r) { return PutTag(datasets, who, r); });
+  route("GET", base + "/{name}/log",
+        [&datasets, c](const Principal& who, const Request& r) { return Log(datasets, c, who, r); });
+  route("GET", base + "/{name}/diff",
+        [&datasets, c](const Principal& who, const Request& r) { return Diff(datasets, c, who, r); });
+  route("PUT", base + "/{name}/branches/{branch}",
+        [&datasets, c](const Principal& who, const Request& r) { return SetBranch(datasets, c, who, r); });
+  route("PUT", base + "/{name}/tags/{tag}",
+        [&datasets, c](const Principal& who, const Request& r) { return PutTag(datasets, c, who, r); });
   for (const auto& [pattern, kind, param] :
-       {std::tuple{"/v1/datasets/{name}/branches/{branch}", data::Ref::Kind::kBranch, "branch"},
-        std::tuple{"/v1/datasets/{name}/tags/{tag}", data::Ref::Kind::kTag, "tag"}}) {
+       {std::tuple{base + "/{name}/branches/{branch}", data::Ref::Kind::kBranch, "branch"},
+        std::tuple{base + "/{name}/tags/{tag}", data::Ref::Kind::kTag, "tag"}}) {
     route("DELETE", pattern,
-          [&datasets, kind = kind, param = std::string(param)](const Principal& who,
-                                                               const Request& r) -> absl::StatusOr<Reply> {
-            ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, who, r));
+          [&datasets, c, kind = kind, param = std::string(param)](const Principal& who,
+                                                                  const Request& r) -> absl::StatusOr<Reply> {
+            ASSIGN_OR_RETURN(data::VersionStore * store, StoreOf(datasets, c, who, r));
             RETURN_IF_ERROR(store->DeleteRef(r.param("name"), kind, r.param(param)));
-            return Reply::Json({{"dataset", r.param("name")}, {param, r.param(param)}, {"deleted", true}});
+            return Reply::Json({{c.noun, r.param("name")}, {param, r.param(param)}, {"deleted", true}});
           });
   }
-  route("POST", "/v1/dataset-objects/missing",
+  route("POST", objects + "/missing",
         [&datasets](const Principal& who, const Request& r) { return Missing(datasets, who, r); });
-  route("PUT", "/v1/dataset-objects/{digest}",
+  route("PUT", objects + "/{digest}",
         [&datasets](const Principal& who, const Request& r) { return PutObject(datasets, who, r); });
-  route("GET", "/v1/dataset-objects/{digest}",
-        [&datasets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
-          ASSIGN_OR_RETURN(data::VersionStore * store, datasets.For(who.tenant));
-          ASSIGN_OR_RETURN(std::string bytes, store->objects().Get(r.param("digest"), data::kMaxTreeBytes));
-          return Bytes(std::move(bytes));
-        });
+  if (!c.object_get) return;
+  route("GET", objects + "/{digest}", [&datasets](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+    ASSIGN_OR_RETURN(data::VersionStore * store, datasets.For(who.tenant));
+    ASSIGN_OR_RETURN(std::string bytes, store->objects().Get(r.param("digest"), data::kMaxTreeBytes));
+    return Bytes(std::move(bytes));
+  });
 }
 
 void RegisterAgentDatasetRoute(http::Server& server, DatasetStores& datasets, ControlPlane& cp, NodeAuthority& nodes) {

@@ -39,8 +39,22 @@ namespace gpugeek::controlplane {
 
 inline constexpr size_t kMaxMissingQuery = 10'000;
 
-// Registers the user routes on the API listener; everything borrowed must outlive the server.
-void RegisterDatasetRoutes(http::Server& server, Accounts& accounts, DatasetStores& datasets);
+// The names under which one kind of versioned folder is served: datasets here, models in
+// model_routes.h (the same routes under /v1/models and /v1/model-objects).
+struct VersionCollection {
+  std::string collection;  // "datasets": /v1/datasets/{name}/...
+  std::string objects;     // "dataset-objects": /v1/dataset-objects/...
+  std::string noun;        // "dataset", in messages
+  std::string push_hint;   // the command that pushes one; {} is replaced by the name
+  bool object_get = true;  // registers GET /v1/{objects}/{digest} (models serve their own, with grants)
+};
+VersionCollection DatasetCollection();
+
+// Registers the user routes of `c` on the API listener; everything borrowed must outlive the server.
+void RegisterVersionRoutes(http::Server& server, Accounts& accounts, DatasetStores& stores, const VersionCollection& c);
+inline void RegisterDatasetRoutes(http::Server& server, Accounts& accounts, DatasetStores& datasets) {
+  RegisterVersionRoutes(server, accounts, datasets, DatasetCollection());
+}
 
 // Registers GET /v1/agents/{node}/datasets/{commit}/objects/{digest} on the agents' listener.
 void RegisterAgentDatasetRoute(http::Server& server, DatasetStores& datasets, ControlPlane& cp, NodeAuthority& nodes);

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "controlplane/server.h"
 #include "controlplane/testing/agent_caller.h"
+#include "controlplane/testing/version_upload.h"
 #include "data/version_transfer.h"
 #include "http/status_http.h"
 #include "hw/emulate_spec.h"
@@ -67,26 +68,8 @@ class DatasetRoutesTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->commit : "";
   }
-  // What `gpugeek data push --remote` does: ask what is missing, send it children first. The objects sent.
   absl::StatusOr<int> Upload(http::Client& c, const std::string& commit) {
-    absl::StatusOr<std::vector<data::VersionObject>> listed = data::ListVersionObjects(*local_, commit);
-    if (!listed.ok()) return listed.status();
-    const std::vector<data::VersionObject> objects = *std::move(listed);
-    nlohmann::json digests = nlohmann::json::array();
-    for (const data::VersionObject& o : objects) digests.push_back(o.digest);
-    absl::StatusOr<nlohmann::json> missing = c.Post("/v1/dataset-objects/missing", {{"digests", digests}});
-    if (!missing.ok()) return missing.status();
-    std::set<std::string> want((*missing)["missing"].begin(), (*missing)["missing"].end());
-    int sent = 0;
-    for (const data::VersionObject& o : objects) {
-      if (!want.contains(o.digest)) continue;
-      absl::StatusOr<nlohmann::json> put =
-          c.PutBytes(fmt::format("/v1/dataset-objects/{}?kind={}", o.digest, data::ObjectKindName(o.kind)),
-                     local_->objects().Get(o.digest).value(), "application/octet-stream");
-      if (!put.ok()) return put.status();
-      ++sent;
-    }
-    return sent;
+    return testing::UploadVersion(c, *local_, commit);
   }
 
   std::string dir_;

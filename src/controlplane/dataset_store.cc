@@ -70,10 +70,11 @@ absl::StatusOr<bool> DatasetStores::Accept(const std::string& tenant, data::Obje
   if (!t->store->objects().Has(digest) && held > options_.max_tenant_bytes) {
     t->bytes -= bytes.size();
     return absl::ResourceExhaustedError(
-        fmt::format("tenant '{}' holds {} bytes of datasets; {} more would pass this server's limit of {} "
-                    "(--max-dataset-bytes): delete branches you no longer need and ask the operator to collect "
+        fmt::format("tenant '{}' holds {} bytes of {}; {} more would pass this server's limit of {} "
+                    "({}): delete branches you no longer need and ask the operator to collect "
                     "garbage, or to raise the limit",
-                    SecretTenant(tenant), held - bytes.size(), bytes.size(), options_.max_tenant_bytes));
+                    SecretTenant(tenant), held - bytes.size(), options_.noun, bytes.size(), options_.max_tenant_bytes,
+                    options_.limit_flag));
   }
   if (kind == data::ObjectKind::kCommit) {
     absl::StatusOr<data::Commit> commit = data::DecodeCommit(bytes);

@@ -38,6 +38,9 @@ struct DatasetStoreOptions {
   std::string dir;  // required: <data_dir>/datasets
   // Bytes of objects one tenant may hold (`--max-dataset-bytes`); an upload past it is ResourceExhausted.
   uint64_t max_tenant_bytes = uint64_t{1} << 40;
+  // What the limit is called in messages: the server flag that sets it.
+  std::string limit_flag = "--max-dataset-bytes";
+  std::string noun = "datasets";  // in that message: "tenant T holds N bytes of datasets"
   // The largest version a commit may describe (its files and bytes, which AcceptObject checks against its
   // trees): bounds what a diff, a node's checkout and a version's object list cost, whatever the objects
   // (a tree naming one sub-tree twice, nested 40 deep, would describe 2^40 files).

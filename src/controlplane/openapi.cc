@@ -102,6 +102,24 @@ constexpr OperationName kOperationNames[] = {
     {"POST", "/v1/dataset-objects/missing", "findMissingDatasetObjects", "datasets"},
     {"PUT", "/v1/dataset-objects/{digest}", "uploadDatasetObject", "datasets"},
     {"GET", "/v1/dataset-objects/{digest}", "getDatasetObject", "datasets"},
+    {"GET", "/v1/models", "listModels", "models"},
+    {"GET", "/v1/models/{name}", "getModel", "models"},
+    {"GET", "/v1/models/{name}/versions/{rev}", "getModelVersion", "models"},
+    {"GET", "/v1/models/{name}/log", "getModelLog", "models"},
+    {"GET", "/v1/models/{name}/diff", "diffModelVersions", "models"},
+    {"PUT", "/v1/models/{name}/branches/{branch}", "setModelBranch", "models"},
+    {"PUT", "/v1/models/{name}/tags/{tag}", "createModelTag", "models"},
+    {"DELETE", "/v1/models/{name}/branches/{branch}", "deleteModelBranch", "models"},
+    {"DELETE", "/v1/models/{name}/tags/{tag}", "deleteModelTag", "models"},
+    {"POST", "/v1/model-objects/missing", "findMissingModelObjects", "models"},
+    {"PUT", "/v1/model-objects/{digest}", "uploadModelObject", "models"},
+    {"POST", "/v1/models/{name}/pulls", "pullModel", "models"},
+    {"GET", "/v1/models/{name}/pulls", "getModelPulls", "models"},
+    {"GET", "/v1/models/{name}/grants", "getModelGrants", "models"},
+    {"PUT", "/v1/models/{name}/grants/{tenant}", "grantModel", "models"},
+    {"DELETE", "/v1/models/{name}/grants/{tenant}", "revokeModel", "models"},
+    {"GET", "/v1/shared-models", "listSharedModels", "models"},
+    {"GET", "/v1/model-objects/{digest}", "getModelObject", "models"},
     {"GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}", "agentGetDatasetObject", "agents"},
 };
 
@@ -117,6 +135,9 @@ constexpr std::pair<std::string_view, std::string_view> kTags[] = {
     {"datasets",
      "Dataset versions (a job's `dataset:`): commits of content-addressed chunks and trees, branches "
      "and tags, per tenant"},
+    {"models",
+     "The model registry: model versions stored like datasets, grants of pull, deploy and fine-tune rights to "
+     "other tenants, and the log of every pull"},
 };
 
 // method + the path's literal segments in camel case, "By" + its parameters: "postJobsByIdCancel".
@@ -488,49 +509,82 @@ J Build() {
                           {"description", "the object's SHA-256, 64 lower-case hex digits"},
                           {"schema", {{"type", "string"}, {"pattern", "^[0-9a-f]{64}$"}}}};
   const J any_object = {{"type", "object"}};
-  paths["/v1/datasets"]["get"] = Op("The caller's tenant's datasets with their branches and tags; page with after",
-                                    JsonResponse("a page", any_object));
-  paths["/v1/datasets/{name}"]["get"] = Op("A dataset's branches and tags", JsonResponse("refs", any_object));
-  paths["/v1/datasets/{name}/versions/{rev}"]["get"] =
-      Op("The commit a revision names (branch, tag, digest or prefix, ~N)", JsonResponse("the commit", any_object));
-  paths["/v1/datasets/{name}/log"]["get"] =
-      Op("Commits from ?rev= (default main) back along first parents; continue with rev=next_rev",
-         JsonResponse("commits", any_object));
-  paths["/v1/datasets/{name}/diff"]["get"] =
-      Op("Files added, removed and modified from ?from= to ?to=, by path; page with after",
-         JsonResponse("changes", any_object));
-  paths["/v1/datasets/{name}/branches/{branch}"]["put"] =
-      Op("Compare-and-swap of a branch: {commit, expected} (\"\" = the branch must not exist); 409 when it moved",
-         JsonResponse("moved", any_object));
-  paths["/v1/datasets/{name}/branches/{branch}"]["put"]["requestBody"] = Body(any_object);
-  paths["/v1/datasets/{name}/tags/{tag}"]["put"] =
-      Op("Tag a commit: {commit}; 409 when the name is taken", JsonResponse("tagged", any_object));
-  paths["/v1/datasets/{name}/tags/{tag}"]["put"]["requestBody"] = Body(any_object);
-  paths["/v1/datasets/{name}/branches/{branch}"]["delete"] =
-      Op("Delete a branch (its versions become garbage unless another ref reaches them)",
-         JsonResponse("deleted", any_object));
-  paths["/v1/datasets/{name}/tags/{tag}"]["delete"] = Op("Delete a tag", JsonResponse("deleted", any_object));
-  paths["/v1/datasets/{name}"]["parameters"] = {PathParam("name")};
-  paths["/v1/datasets/{name}/versions/{rev}"]["parameters"] = {PathParam("name"), PathParam("rev")};
-  paths["/v1/datasets/{name}/log"]["parameters"] = {PathParam("name")};
-  paths["/v1/datasets/{name}/diff"]["parameters"] = {PathParam("name")};
-  paths["/v1/datasets/{name}/branches/{branch}"]["parameters"] = {PathParam("name"), PathParam("branch")};
-  paths["/v1/datasets/{name}/tags/{tag}"]["parameters"] = {PathParam("name"), PathParam("tag")};
-  paths["/v1/dataset-objects/missing"]["post"] =
-      Op("Which of {digests: [...]} (at most 10,000) the caller's tenant's store lacks",
-         JsonResponse("{missing: [...]}", any_object));
-  paths["/v1/dataset-objects/missing"]["post"]["requestBody"] = Body(any_object);
-  J put_object =
-      Op("Store one object (?kind=chunk|tree|commit), children first: its bytes must hash to the digest "
-         "and a tree's or commit's children must be stored already (409 otherwise)",
-         JsonResponse("{digest, new}", any_object));
-  put_object["requestBody"] = {{"required", true}, {"content", archive_bytes}};
-  put_object["parameters"] = {QueryParam("kind", "string", "chunk, tree or commit")};
-  put_object["responses"]["413"] = JsonResponse("over the server's --max-dataset-bytes for the tenant", Ref("Error"));
-  paths["/v1/dataset-objects/{digest}"]["put"] = put_object;
-  paths["/v1/dataset-objects/{digest}"]["get"] =
-      Op("An object's bytes", {{"description", "the object's bytes"}, {"content", archive_bytes}});
-  paths["/v1/dataset-objects/{digest}"]["parameters"] = {object_param};
+  const auto version_paths = [&](const std::string& base, const std::string& objects, const std::string& noun,
+                                 const std::string& plural, const std::string& limit_flag, bool object_get) {
+    paths[base]["get"] = Op("The caller's tenant's " + plural + " with their branches and tags; page with after",
+                            JsonResponse("a page", any_object));
+    paths[base + "/{name}"]["get"] = Op("A " + noun + "'s branches and tags", JsonResponse("refs", any_object));
+    paths[base + "/{name}/versions/{rev}"]["get"] =
+        Op("The commit a revision names (branch, tag, digest or prefix, ~N)", JsonResponse("the commit", any_object));
+    paths[base + "/{name}/log"]["get"] =
+        Op("Commits from ?rev= (default main) back along first parents; continue with rev=next_rev",
+           JsonResponse("commits", any_object));
+    paths[base + "/{name}/diff"]["get"] =
+        Op("Files added, removed and modified from ?from= to ?to=, by path; page with after",
+           JsonResponse("changes", any_object));
+    paths[base + "/{name}/branches/{branch}"]["put"] =
+        Op("Compare-and-swap of a branch: {commit, expected} (\"\" = the branch must not exist); 409 when it moved",
+           JsonResponse("moved", any_object));
+    paths[base + "/{name}/branches/{branch}"]["put"]["requestBody"] = Body(any_object);
+    paths[base + "/{name}/tags/{tag}"]["put"] =
+        Op("Tag a commit: {commit}; 409 when the name is taken", JsonResponse("tagged", any_object));
+    paths[base + "/{name}/tags/{tag}"]["put"]["requestBody"] = Body(any_object);
+    paths[base + "/{name}/branches/{branch}"]["delete"] =
+        Op("Delete a branch (its versions become garbage unless another ref reaches them)",
+           JsonResponse("deleted", any_object));
+    paths[base + "/{name}/tags/{tag}"]["delete"] = Op("Delete a tag", JsonResponse("deleted", any_object));
+    paths[base + "/{name}"]["parameters"] = {PathParam("name")};
+    paths[base + "/{name}/versions/{rev}"]["parameters"] = {PathParam("name"), PathParam("rev")};
+    paths[base + "/{name}/log"]["parameters"] = {PathParam("name")};
+    paths[base + "/{name}/diff"]["parameters"] = {PathParam("name")};
+    paths[base + "/{name}/branches/{branch}"]["parameters"] = {PathParam("name"), PathParam("branch")};
+    paths[base + "/{name}/tags/{tag}"]["parameters"] = {PathParam("name"), PathParam("tag")};
+    paths[objects + "/missing"]["post"] =
+        Op("Which of {digests: [...]} (at most 10,000) the caller's tenant's store lacks",
+           JsonResponse("{missing: [...]}", any_object));
+    paths[objects + "/missing"]["post"]["requestBody"] = Body(any_object);
+    J put_object =
+        Op("Store one object (?kind=chunk|tree|commit), children first: its bytes must hash to the digest "
+           "and a tree's or commit's children must be stored already (409 otherwise)",
+           JsonResponse("{digest, new}", any_object));
+    put_object["requestBody"] = {{"required", true}, {"content", archive_bytes}};
+    put_object["parameters"] = {QueryParam("kind", "string", "chunk, tree or commit")};
+    put_object["responses"]["413"] = JsonResponse("over the server's " + limit_flag + " for the tenant", Ref("Error"));
+    paths[objects + "/{digest}"]["put"] = put_object;
+    paths[objects + "/{digest}"]["get"] =
+        Op("An object's bytes", {{"description", "the object's bytes"}, {"content", archive_bytes}});
+    paths[objects + "/{digest}"]["parameters"] = {object_param};
+    if (!object_get) paths[objects + "/{digest}"].erase("get");
+  };
+  version_paths("/v1/datasets", "/v1/dataset-objects", "dataset", "datasets", "--max-dataset-bytes", true);
+  version_paths("/v1/models", "/v1/model-objects", "model", "models", "--max-model-bytes", false);
+  // The model registry (model_routes.h).
+  paths["/v1/models/{name}/pulls"]["post"] =
+      Op("Pull a version: {rev (default main), owner (another tenant that granted you pull)}; the pull is logged "
+         "and the version's objects may then be read from /v1/model-objects with ?owner=&commit=",
+         JsonResponse("{seq, owner, model, commit, tree, files, bytes, ...}", any_object));
+  paths["/v1/models/{name}/pulls"]["post"]["requestBody"] = Body(any_object);
+  paths["/v1/models/{name}/pulls"]["get"] = Op(
+      "The pull log of one of your models, oldest first; page with after (a seq)", JsonResponse("pulls", any_object));
+  paths["/v1/models/{name}/pulls"]["parameters"] = {PathParam("name")};
+  paths["/v1/models/{name}/grants"]["get"] =
+      Op("Which other tenants may pull, deploy or fine-tune one of your models", JsonResponse("grants", any_object));
+  paths["/v1/models/{name}/grants"]["parameters"] = {PathParam("name")};
+  paths["/v1/models/{name}/grants/{tenant}"]["put"] =
+      Op("Grant a tenant rights on your model: {rights: [pull, deploy, finetune]} ([] revokes)",
+         JsonResponse("the grant", any_object));
+  paths["/v1/models/{name}/grants/{tenant}"]["put"]["requestBody"] = Body(any_object);
+  paths["/v1/models/{name}/grants/{tenant}"]["delete"] =
+      Op("Revoke a tenant's rights", JsonResponse("revoked", any_object));
+  paths["/v1/models/{name}/grants/{tenant}"]["parameters"] = {PathParam("name"), PathParam("tenant")};
+  paths["/v1/shared-models"]["get"] =
+      Op("Models other tenants granted yours rights on; page with after", JsonResponse("a page", any_object));
+  J get_model_object =
+      Op("An object's bytes: your tenant's, or (?owner=&commit=) one of a version of another tenant's model you pulled",
+         {{"description", "the object's bytes"}, {"content", archive_bytes}});
+  get_model_object["parameters"] = {QueryParam("owner", "string", "the model's tenant (default yours)"),
+                                    QueryParam("commit", "string", "the pulled version, for another tenant's model")};
+  paths["/v1/model-objects/{digest}"]["get"] = get_model_object;
   paths["/v1/agents/{node}/datasets/{commit}/objects/{digest}"]["get"] =
       Op("An object of the dataset version of a job with a member assigned to this node",
          {{"description", "the object's bytes"}, {"content", archive_bytes}});

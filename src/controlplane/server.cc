@@ -13,6 +13,7 @@
 #include "controlplane/archive_routes.h"
 #include "controlplane/dataset_routes.h"
 #include "controlplane/metrics.h"
+#include "controlplane/model_routes.h"
 #include "controlplane/secret_routes.h"
 #include "pki/pki.h"
 
@@ -101,6 +102,15 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
                    DatasetStores::Open({.dir = (std::filesystem::path(options.data_dir) / "datasets").string(),
                                         .max_tenant_bytes = options.max_dataset_bytes},
                                        RealClock()));
+  ASSIGN_OR_RETURN(s->models_,
+                   DatasetStores::Open({.dir = (std::filesystem::path(options.data_dir) / "models").string(),
+                                        .max_tenant_bytes = options.max_model_bytes,
+                                        .limit_flag = "--max-model-bytes",
+                                        .noun = "models"},
+                                       RealClock()));
+  ASSIGN_OR_RETURN(
+      s->model_registry_,
+      ModelRegistry::Open((std::filesystem::path(options.data_dir) / "model-registry").string(), RealClock()));
   ControlPlaneOptions cp;
   cp.store = s->store_.get();
   cp.resolve_dataset = [d = s->datasets_.get()](const std::string& tenant, const std::string& dataset,
@@ -176,6 +186,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RegisterSecretRoutes(*s->http_, *s->accounts_, s->control_plane_->secrets(), std::move(rotate));
   RegisterArchiveRoutes(*s->http_, *s->accounts_, *s->archives_);
   RegisterDatasetRoutes(*s->http_, *s->accounts_, *s->datasets_);
+  RegisterModelRoutes(*s->http_, *s->accounts_, *s->models_, *s->model_registry_);
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;

@@ -45,6 +45,7 @@
 #include "controlplane/control_plane.h"
 #include "controlplane/dataset_store.h"
 #include "controlplane/exec_relay.h"
+#include "controlplane/model_registry.h"
 #include "controlplane/node_authority.h"
 #include "controlplane/port_relay.h"
 #include "controlplane/secrets.h"
@@ -119,6 +120,9 @@ struct ServerOptions {
   // Dataset versions (dataset_store.h, under <data_dir>/datasets): bytes of objects one tenant may hold
   // (`--max-dataset-bytes`, default 1 TiB); an upload past it is answered 413.
   uint64_t max_dataset_bytes = DatasetStoreOptions().max_tenant_bytes;
+  // The model registry (model_routes.h: versions under <data_dir>/models, grants and pull logs under
+  // <data_dir>/model-registry): bytes of model objects one tenant may hold (`--max-model-bytes`, 1 TiB).
+  uint64_t max_model_bytes = DatasetStoreOptions().max_tenant_bytes;
 };
 
 class ControlPlaneServer {
@@ -145,6 +149,9 @@ class ControlPlaneServer {
   ArchiveStore& archives() { return *archives_; }
   // The tenants' dataset versions.
   DatasetStores& datasets() { return *datasets_; }
+  // The tenants' models and who else may use them.
+  DatasetStores& models() { return *models_; }
+  ModelRegistry& model_registry() { return *model_registry_; }
   // <data_dir>/admin.token: the admin token made on the first start (mode 0600).
   std::string admin_token_file() const { return options_.data_dir + "/admin.token"; }
   // The token in admin_token_file(); "" when it cannot be read (an operator removed it).
@@ -191,6 +198,8 @@ class ControlPlaneServer {
   std::unique_ptr<store::SqliteStore> store_;
   std::unique_ptr<ArchiveStore> archives_;   // before control_plane_, which asks it at admission
   std::unique_ptr<DatasetStores> datasets_;  // before control_plane_, which resolves `dataset:` with it
+  std::unique_ptr<DatasetStores> models_;
+  std::unique_ptr<ModelRegistry> model_registry_;
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;

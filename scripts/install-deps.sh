@@ -25,6 +25,9 @@ packages=(
   # examples/gpt trains with PyTorch on the CPU; OpenBLAS replaces the reference BLAS that python3-torch
   # links by default (libblas.so.3 alternative), ~35x faster matrix products on one core
   python3-torch libopenblas0-pthread
+  # examples/gpt/export_engine.py: the onnx package (export, checker, QDQ edit) and OpenCV's DNN module, the ONNX
+  # runtime Debian 12 ships
+  python3-onnx python3-opencv
 )
 # Node.js and npm run the OpenAPI linter (tools/openapi: Redocly CLI, pinned by its package-lock.json). A
 # node with npm installed otherwise is used as it is: NodeSource's nodejs, for one, bundles npm and

@@ -43,13 +43,9 @@
 namespace gpugeek::agent {
 namespace {
 
-// Where a container member sees its dataset checkout (read-only).
+// Where a container member sees its dataset and model checkouts (read-only).
 constexpr char kContainerDatasetDir[] = "/gpugeek/dataset";
-
-// "NAME@COMMIT12", how logs and errors name a member's dataset version.
-std::string DatasetLabel(const api::Assignment& a) {
-  return fmt::format("{}@{}", a.dataset, a.dataset_commit.substr(0, 12));
-}
+constexpr char kContainerModelDir[] = "/gpugeek/model";
 
 // OK when user `who` may pass through every folder from / down to `dir` by their mode bits (ACLs aside).
 // A member on the host reads its dataset by absolute path, unlike its working folder (which it starts
@@ -352,7 +348,8 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   // The fetch threads may outlive the agent and so its borrowed clock, which they use only to time a log
   // line: they get the real one.
   ASSIGN_OR_RETURN(agent->datasets_, DatasetFetcher::Create(agent->options_.data_dir + "/datasets",
-                                                            agent->DatasetObjectGetter(), RealClock()));
+                                                            agent->VersionObjectGetter("datasets"), RealClock()));
+  agent->model_getter_ = agent->VersionObjectGetter("models");
   agent->shared_bearer_->value = bearer;
   agent->bearer_ = std::move(bearer);
   return agent;
@@ -394,7 +391,50 @@ Agent::Agent(AgentOptions options, std::unique_ptr<http::Client> client, std::un
       });
 }
 
-DatasetFetcher::GetObjectFn Agent::DatasetObjectGetter() const {
+DatasetFetcher* Agent::ModelCacheFor(const std::string& tenant) const {
+  const std::string name = tenant.empty() ? "default" : tenant;  // a validated tenant name: a safe folder name
+  std::lock_guard<std::mutex> lock(model_caches_mu_);
+  auto it = model_caches_.find(name);
+  if (it != model_caches_.end()) return it->second.get();
+  // Creating makes three folders; done once per tenant.
+  absl::StatusOr<std::shared_ptr<DatasetFetcher>> made =
+      DatasetFetcher::Create(options_.data_dir + "/models/" + name, model_getter_, RealClock());
+  if (!made.ok()) {
+    spdlog::warn("agent {}: model cache of tenant {}: {}", node_, name, made.status());
+    return nullptr;
+  }
+  return model_caches_.emplace(name, *std::move(made)).first->second.get();
+}
+
+std::vector<Agent::VersionInput> Agent::VersionInputs(const api::Assignment& a) const {
+  std::vector<VersionInput> inputs;
+  if (!a.dataset_commit.empty()) {
+    inputs.push_back({.what = "dataset",
+                      .label = fmt::format("{}@{}", a.dataset, a.dataset_commit.substr(0, 12)),
+                      .name = a.dataset,
+                      .commit = a.dataset_commit,
+                      .cache = datasets_.get(),
+                      .env_ref = "GPUGEEK_DATASET",
+                      .ref = a.dataset + "@" + a.dataset_commit,
+                      .env_dir = "GPUGEEK_DATASET_DIR",
+                      .container_dir = kContainerDatasetDir});
+  }
+  DatasetFetcher* model_cache = a.model_commit.empty() ? nullptr : ModelCacheFor(a.tenant);
+  if (model_cache != nullptr) {
+    inputs.push_back({.what = "weights",
+                      .label = fmt::format("{}/{}@{}", a.model_owner, a.model, a.model_commit.substr(0, 12)),
+                      .name = a.model,
+                      .commit = a.model_commit,
+                      .cache = model_cache,
+                      .env_ref = "GPUGEEK_MODEL",
+                      .ref = fmt::format("{}/{}@{}", a.model_owner, a.model, a.model_commit),
+                      .env_dir = "GPUGEEK_MODEL_DIR",
+                      .container_dir = kContainerModelDir});
+  }
+  return inputs;
+}
+
+DatasetFetcher::GetObjectFn Agent::VersionObjectGetter(const std::string& collection) const {
   // http::Client is one thread's: each fetch thread takes an idle client presenting the current bearer
   // (or makes one) and puts it back after a whole answer, so a version of a million chunks reuses a few
   // connections instead of opening one per chunk.
@@ -406,7 +446,7 @@ DatasetFetcher::GetObjectFn Agent::DatasetObjectGetter() const {
                                  .connect_timeout = options_.connect_timeout,
                                  .read_timeout = options_.request_timeout,
                                  .ca_file = options_.ca_file};
-  return [base, node = node_, bearer = shared_bearer_, pool = std::make_shared<Pool>()](
+  return [base, collection, node = node_, bearer = shared_bearer_, pool = std::make_shared<Pool>()](
              const std::string& commit, const std::string& digest) -> absl::StatusOr<std::string> {
     std::string token;
     {
@@ -429,7 +469,7 @@ DatasetFetcher::GetObjectFn Agent::DatasetObjectGetter() const {
     }
     std::string bytes;
     bool too_large = false;
-    RETURN_IF_ERROR(client->GetStream(fmt::format("/v1/agents/{}/datasets/{}/objects/{}", node, commit, digest),
+    RETURN_IF_ERROR(client->GetStream(fmt::format("/v1/agents/{}/{}/{}/objects/{}", node, collection, commit, digest),
                                       [&](const std::string& piece) {
                                         // Trees are the largest objects (chunks are at most 4 MiB as
                                         // `gpugeek data push` cuts them); a longer answer is refused.
@@ -672,11 +712,12 @@ void Agent::AdvancePreparingLocked() {
       report_soon_ = true;
       continue;
     }
+    std::string versions;
+    for (const VersionInput& v : VersionInputs(m.assignment)) {
+      versions += fmt::format("; {} {} in {}", v.what, v.label, v.cache->PathOf(v.commit));
+    }
     spdlog::info("agent {}: job {} (epoch {}): workdir and files unpacked into {}{}", node_, job, m.assignment.epoch,
-                 options_.data_dir + "/work/" + m.workload_id,
-                 m.assignment.dataset_commit.empty() ? ""
-                                                     : fmt::format("; dataset {} in {}", DatasetLabel(m.assignment),
-                                                                   datasets_->PathOf(m.assignment.dataset_commit)));
+                 options_.data_dir + "/work/" + m.workload_id, versions);
     LaunchLocked(m);
   }
 }
@@ -1037,25 +1078,33 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   }
   req.tenant = a.tenant;
   for (auto& [k, v] : BuildWorkloadEnv(spec)) req.env[k] = std::move(v);
-  if (!a.dataset.empty() || !a.dataset_commit.empty()) {
-    // The protocol's decoder checked both; the commit becomes a path (and a podman mount), so again here.
-    if (!archive::IsSha256Hex(a.dataset_commit)) {
+  if (a.dataset.empty() != a.dataset_commit.empty()) {
+    return absl::InvalidArgumentError("dataset: a dataset name and its commit come together");
+  }
+  if (!a.model_commit.empty() && ModelCacheFor(a.tenant) == nullptr) {
+    return absl::UnavailableError(
+        fmt::format("weights {}/{}: this node cannot make its model cache under {}/models (see the agent's log)",
+                    a.model_owner, a.model, options_.data_dir));
+  }
+  for (const VersionInput& v : VersionInputs(a)) {
+    // The protocol's decoder checked them; the commit becomes a path (and a podman mount), so again here.
+    if (!archive::IsSha256Hex(v.commit)) {
       return absl::InvalidArgumentError(
-          fmt::format("dataset {}: the commit '{}' is not a SHA-256 (64 lower-case hex digits)", a.dataset,
-                      a.dataset_commit.substr(0, 80)));
+          fmt::format("{} {}: the commit '{}' is not a SHA-256 (64 lower-case hex digits)", v.what, v.name,
+                      v.commit.substr(0, 80)));
     }
-    RETURN_IF_ERROR(data::ValidateRefName(a.dataset, "dataset"));
-    req.env["GPUGEEK_DATASET"] = a.dataset + "@" + a.dataset_commit;
-    req.env["GPUGEEK_DATASET_DIR"] = datasets_->PathOf(a.dataset_commit);
+    RETURN_IF_ERROR(data::ValidateRefName(v.name, v.what));
+    req.env[v.env_ref] = v.ref;
+    req.env[v.env_dir] = v.cache->PathOf(v.commit);
     if (a.image.empty()) {
       // In a container podman (root) mounts the checkout; on the host the member's user must reach it.
       ASSIGN_OR_RETURN(const Identity who, executor_->IdentityFor(a.tenant));
       if (who.switched) {
         absl::Status reachable =
-            CheckReachable(std::filesystem::path(datasets_->PathOf(a.dataset_commit)).parent_path().string(), who);
+            CheckReachable(std::filesystem::path(v.cache->PathOf(v.commit)).parent_path().string(), who);
         if (!reachable.ok()) {
           return absl::Status(reachable.code(),
-                              fmt::format("dataset {}: {}", DatasetLabel(a), std::string(reachable.message())));
+                              fmt::format("{} {}: {}", v.what, v.label, std::string(reachable.message())));
         }
       }
     }
@@ -1096,7 +1145,7 @@ absl::Status Agent::ContainerizeLocked(const api::Assignment& a, const std::stri
   ASSIGN_OR_RETURN(const Identity who, executor_->IdentityFor(a.tenant));
   EnvMap inner = req.env;
   if (who.switched) inner["HOME"] = req.working_dir;
-  if (!a.dataset_commit.empty()) inner["GPUGEEK_DATASET_DIR"] = kContainerDatasetDir;
+  for (const VersionInput& v : VersionInputs(a)) inner[v.env_dir] = v.container_dir;
   ASSIGN_OR_RETURN(const std::string env_text, ContainerEnvFile(inner));
   const std::string name = ContainerName(node_, req.id, a.epoch, step);
   const std::string env_file = options_.data_dir + "/containers/" + name + ".env";
@@ -1118,8 +1167,8 @@ absl::Status Agent::ContainerizeLocked(const api::Assignment& a, const std::stri
                                 [](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }),
       .run = req.command,
   };
-  if (!a.dataset_commit.empty()) {
-    c.read_only_mounts.emplace_back(datasets_->PathOf(a.dataset_commit), kContainerDatasetDir);
+  for (const VersionInput& v : VersionInputs(a)) {
+    c.read_only_mounts.emplace_back(v.cache->PathOf(v.commit), v.container_dir);
   }
   if (who.switched) c.user = std::pair<uint32_t, uint32_t>{who.uid, who.gid};
   req.command = ContainerShellCommand(c);
@@ -1158,20 +1207,25 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
     steps.emplace_back("files." + (f.path.empty() ? std::string(".") : f.path),
                        f.path.empty() ? dir : dir + "/" + f.path, fetcher_->Fetch(f.digest));
   }
-  // The dataset downloads meanwhile, on the fetcher's threads (at once when this node has the version).
-  std::optional<std::shared_future<absl::StatusOr<std::string>>> dataset;
-  if (!a.dataset_commit.empty()) dataset = datasets_->Fetch(a.dataset, a.dataset_commit);
-  // A member running as its tenant's user reads the checkout through its group; other tenants' users
-  // cannot enter it (the commit is one tenant's: stores are per tenant on the server).
-  std::optional<gid_t> dataset_group;
-  if (dataset.has_value() && a.image.empty()) {
+  // The dataset and the model download meanwhile, on their fetchers' threads (at once when this node has
+  // the version): (how errors name it, the fetch).
+  std::vector<std::pair<std::string, std::shared_future<absl::StatusOr<std::string>>>> versions;
+  for (const VersionInput& v : VersionInputs(a)) {
+    versions.emplace_back(fmt::format("{} {}", v.what, v.label), v.cache->Fetch(v.name, v.commit));
+  }
+  // A member running as its tenant's user reads a checkout through its group; other tenants' users
+  // cannot enter it. (A model another tenant shared is checked out for each tenant that runs it: a
+  // checkout belongs to the last tenant that closed it, so two tenants sharing one version on a node
+  // take turns. The dataset is always the job's own tenant's.)
+  std::optional<gid_t> version_group;
+  if (!versions.empty() && a.image.empty()) {
     if (absl::StatusOr<Identity> who = executor_->IdentityFor(a.tenant); who.ok() && who->switched) {
-      dataset_group = who->gid;
+      version_group = who->gid;
     }
   }
   auto done = std::make_shared<std::promise<absl::Status>>();
   std::shared_future<absl::Status> future = done->get_future().share();
-  std::thread([steps = std::move(steps), dataset, dataset_group, label = DatasetLabel(a), done] {
+  std::thread([steps = std::move(steps), versions = std::move(versions), version_group, done] {
     for (const auto& [what, into, fetch] : steps) {
       const absl::StatusOr<std::string>& path = fetch.get();
       if (!path.ok()) {
@@ -1188,17 +1242,17 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
         return;
       }
     }
-    if (dataset.has_value()) {
-      const absl::StatusOr<std::string>& checkout = dataset->get();
+    for (const auto& [label, fetch] : versions) {
+      const absl::StatusOr<std::string>& checkout = fetch.get();
       if (!checkout.ok()) {
         done->set_value(absl::Status(checkout.status().code(),
-                                     fmt::format("dataset {}: {}", label, std::string(checkout.status().message()))));
+                                     fmt::format("{}: {}", label, std::string(checkout.status().message()))));
         return;
       }
-      if (dataset_group.has_value() &&
-          (::chown(checkout->c_str(), 0, *dataset_group) != 0 || ::chmod(checkout->c_str(), 0750) != 0)) {
+      if (version_group.has_value() &&
+          (::chown(checkout->c_str(), 0, *version_group) != 0 || ::chmod(checkout->c_str(), 0750) != 0)) {
         done->set_value(absl::InternalError(
-            fmt::format("dataset {}: closing {} to the tenant's group: {}", label, *checkout, std::strerror(errno))));
+            fmt::format("{}: closing {} to the tenant's group: {}", label, *checkout, std::strerror(errno))));
         return;
       }
     }
@@ -1216,7 +1270,9 @@ void Agent::StartLocked(const api::Assignment& a) {
   } else {
     spdlog::warn("agent {}: job {}: no member token: {}", node_, a.job_id, token.status());
   }
-  if (a.workdir_digest.empty() && a.file_archives.empty() && a.dataset_commit.empty()) return LaunchLocked(m);
+  if (a.workdir_digest.empty() && a.file_archives.empty() && a.dataset_commit.empty() && a.model_commit.empty()) {
+    return LaunchLocked(m);
+  }
   // A bad assignment (an unknown GPU, a bad id) fails now, before anything is fetched; this also makes
   // the working folder the archive is unpacked into.
   absl::StatusOr<LaunchRequest> req = MakeLaunchRequestLocked(a, m.workload_id, a.run);
@@ -1227,7 +1283,7 @@ void Agent::StartLocked(const api::Assignment& a) {
   spdlog::info("agent {}: job {} (epoch {}, rank {}): preparing workdir {} and {} files archives in {}; dataset {}",
                node_, a.job_id, a.epoch, a.node_rank,
                a.workdir_digest.empty() ? "(none)" : a.workdir_digest.substr(0, 12), a.file_archives.size(),
-               req->working_dir, a.dataset_commit.empty() ? "(none)" : DatasetLabel(a));
+               req->working_dir, a.dataset_commit.empty() ? "(none)" : VersionInputs(a).front().label);
 }
 
 void Agent::LaunchLocked(Member& m) {

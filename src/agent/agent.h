@@ -438,7 +438,8 @@ class Agent {
   std::shared_future<absl::Status> PrepareWorkdir(const api::Assignment& a, const std::string& dir);
   // `step` ("setup" or "run") names the container of a member with an image. A member with a dataset gets
   // GPUGEEK_DATASET=NAME@COMMIT and GPUGEEK_DATASET_DIR=its checkout (on the host; /gpugeek/dataset,
-  // mounted read-only, in a container).
+  // mounted read-only, in a container); likewise GPUGEEK_MODEL=OWNER/NAME@COMMIT and GPUGEEK_MODEL_DIR
+  // (/gpugeek/model) for the job's `weights:`.
   absl::StatusOr<LaunchRequest> MakeLaunchRequestLocked(const api::Assignment& a, const std::string& id,
                                                         const std::string& command,
                                                         const std::string& step = "run") const;
@@ -446,10 +447,22 @@ class Agent {
   // the member's environment, and an environment of PATH only for podman itself.
   absl::Status ContainerizeLocked(const api::Assignment& a, const std::string& step, std::optional<hw::Vendor> vendor,
                                   const std::vector<int>& gpu_indices, LaunchRequest& req) const;
-  // How the dataset cache gets one object: an authenticated GET of
-  // /v1/agents/{node}/datasets/{commit}/objects/{digest}, at most data::kMaxTreeBytes, on the calling
-  // (fetch) thread, over a pool of clients presenting the node's current credential.
-  DatasetFetcher::GetObjectFn DatasetObjectGetter() const;
+  // How a version cache gets one object: an authenticated GET of
+  // /v1/agents/{node}/{collection}/{commit}/objects/{digest} (collection "datasets" or "models"), at
+  // most data::kMaxTreeBytes, on the calling (fetch) thread, over a pool of clients presenting the node's
+  // current credential.
+  DatasetFetcher::GetObjectFn VersionObjectGetter(const std::string& collection) const;
+  // The versions an assignment names (its dataset, its model weights), each with its cache.
+  struct VersionInput {
+    std::string what;   // "dataset", "weights": how errors name it
+    std::string label;  // "NAME@COMMIT12" (with "OWNER/" for weights)
+    std::string name, commit;
+    DatasetFetcher* cache = nullptr;
+    std::string env_ref, ref;   // GPUGEEK_DATASET = NAME@COMMIT
+    std::string env_dir;        // GPUGEEK_DATASET_DIR
+    std::string container_dir;  // where a container sees it, read-only
+  };
+  std::vector<VersionInput> VersionInputs(const api::Assignment& a) const;
   // Removes a step's container (if podman left it) and its env file, on another thread.
   void RemoveContainerLater(const std::string& name) const;
   void CancelLocked(Member& m, int64_t grace_ms, const char* why);
@@ -469,16 +482,22 @@ class Agent {
     std::string value;
   };
   const std::shared_ptr<SharedBearer> shared_bearer_ = std::make_shared<SharedBearer>();
-  std::shared_ptr<WorkdirFetcher> fetcher_;       // <data_dir>/archives; set at construction
-  std::shared_ptr<DatasetFetcher> datasets_;      // <data_dir>/datasets; set by Create
-  const std::unique_ptr<CgroupManager> cgroups_;  // may be null (cgroup_limits off)
-  std::unique_ptr<Executor> executor_;            // set at construction; reset only by ~Agent
-  const int node_claim_fd_;                       // see ClaimNode (agent.cc); -1 without cgroups
-  const std::shared_ptr<AgentMetrics> metrics_;   // null without AgentOptions::metrics; thread-safe itself
-  const std::string instance_id_;                 // api::NewInstanceId, drawn by Create
-  EmulatedUtilization emulated_utilization_;      // heartbeat thread only
-  hw::NodeInventory inventory_;                   // Tick thread; replaced on re-registration
-  std::unique_ptr<ImageWatcher> images_;          // null without options_.podman
+  std::shared_ptr<WorkdirFetcher> fetcher_;   // <data_dir>/archives; set at construction
+  std::shared_ptr<DatasetFetcher> datasets_;  // <data_dir>/datasets; set by Create
+  // <data_dir>/models/<tenant>: one model cache per tenant that runs models, as a checkout is closed to
+  // its tenant's group and a shared model may run for two tenants on one node. Made on first use.
+  DatasetFetcher* ModelCacheFor(const std::string& tenant) const;
+  DatasetFetcher::GetObjectFn model_getter_;  // set by Create
+  mutable std::mutex model_caches_mu_;
+  mutable std::map<std::string, std::shared_ptr<DatasetFetcher>> model_caches_;  // guarded by model_caches_mu_
+  const std::unique_ptr<CgroupManager> cgroups_;                                 // may be null (cgroup_limits off)
+  std::unique_ptr<Executor> executor_;           // set at construction; reset only by ~Agent
+  const int node_claim_fd_;                      // see ClaimNode (agent.cc); -1 without cgroups
+  const std::shared_ptr<AgentMetrics> metrics_;  // null without AgentOptions::metrics; thread-safe itself
+  const std::string instance_id_;                // api::NewInstanceId, drawn by Create
+  EmulatedUtilization emulated_utilization_;     // heartbeat thread only
+  hw::NodeInventory inventory_;                  // Tick thread; replaced on re-registration
+  std::unique_ptr<ImageWatcher> images_;         // null without options_.podman
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

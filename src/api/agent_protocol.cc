@@ -192,6 +192,9 @@ nlohmann::json ToJson(const Assignment& a) {
           {"file_archives", files},
           {"dataset", a.dataset},
           {"dataset_commit", a.dataset_commit},
+          {"model_owner", a.model_owner},
+          {"model", a.model},
+          {"model_commit", a.model_commit},
           {"launcher", a.launcher},
           {"procs_per_node", a.procs_per_node},
           {"tp", a.tp},
@@ -324,12 +327,13 @@ absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json
 
 absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  RETURN_IF_ERROR(r.CheckObject(
-      {"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
-       "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
-       "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
-       "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp",
-       "file_archives",  "zero_stage",   "micro_batch",    "image",       "dataset",   "dataset_commit"}));
+  RETURN_IF_ERROR(
+      r.CheckObject({"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
+                     "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
+                     "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
+                     "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp",
+                     "file_archives",  "zero_stage",   "micro_batch",    "image",       "dataset",   "dataset_commit",
+                     "model_owner",    "model",        "model_commit"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -390,6 +394,24 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   if (!a.dataset_commit.empty() &&
       (a.dataset_commit.size() != 64 || a.dataset_commit.find_first_not_of("0123456789abcdef") != std::string::npos)) {
     return r.Error("dataset_commit", "must be a SHA-256, 64 lower-case hex digits");
+  }
+  ASSIGN_OR_RETURN(a.model_owner, r.String("model_owner", std::string()));
+  ASSIGN_OR_RETURN(a.model, r.String("model", std::string()));
+  ASSIGN_OR_RETURN(a.model_commit, r.String("model_commit", std::string()));
+  if (a.model.empty() != a.model_commit.empty() || a.model.empty() != a.model_owner.empty()) {
+    return r.Error("model_commit", "model_owner, model and model_commit come together (all empty: no model)");
+  }
+  if (!a.model.empty()) {
+    RETURN_IF_ERROR(ValidateName(r.Path("model_owner"), a.model_owner, NameKind::kTenant));
+    if (a.model.size() > 64 ||
+        a.model.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+            std::string::npos ||
+        a.model[0] == '.' || a.model[0] == '-') {
+      return r.Error("model", "must be a model name: 1-64 of A-Z a-z 0-9 . _ -");
+    }
+    if (a.model_commit.size() != 64 || a.model_commit.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return r.Error("model_commit", "must be a SHA-256, 64 lower-case hex digits");
+    }
   }
   ASSIGN_OR_RETURN(std::vector<JsonReader> files, r.Objects("file_archives"));
   if (files.size() > kMaxFiles) return r.Error("file_archives", fmt::format("at most {} archives", kMaxFiles));

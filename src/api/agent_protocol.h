@@ -141,6 +141,13 @@ struct Assignment {
   // member. Optional on the wire.
   std::string dataset;
   std::string dataset_commit;
+  // The job's model weights (JobSpec::weights): the tenant that owns the model, its name and the commit
+  // admission pinned (all "" = none). Fetched like the dataset
+  // (GET /v1/agents/{node}/models/{commit}/objects/{digest}) into the node's model cache; the member gets
+  // GPUGEEK_MODEL_DIR and GPUGEEK_MODEL=OWNER/NAME@COMMIT. Optional on the wire.
+  std::string model_owner;
+  std::string model;
+  std::string model_commit;
   // Shell commands run in the working folder before `run`, once per placement (JobSpec::setup); "" = none.
   std::string setup;
   // JobSpec::launcher: "torch" runs `run` as procs_per_node local ranks (agent/torch_launcher.h); "" once.

@@ -238,31 +238,34 @@ bool IsSha256Hex(std::string_view d) {
          std::all_of(d.begin(), d.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-// `dataset: NAME[@REV]` -> (NAME, REV), REV "main" when not given. The rules are data/version_store.h's:
-// names 1..64 of [A-Za-z0-9._-] not starting with '.' or '-'; a revision adds '~' (main~2).
-absl::StatusOr<std::pair<std::string, std::string>> ParseDatasetRef(const std::string& text) {
+// `NAME[@REV]` -> (NAME, REV), REV "main" when not given, for `field` (dataset:, weights:) whose values look
+// like `example`. The rules are data/version_store.h's: names 1..64 of [A-Za-z0-9._-] not starting with '.'
+// or '-'; a revision adds '~' (main~2).
+bool ValidRefText(const std::string& s, std::string_view extra) {
+  if (s.empty() || s.size() > 80 || s[0] == '.' || s[0] == '-') return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+        extra.find(c) == std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> ParseVersionRef(const std::string& text, const std::string& field,
+                                                                    const std::string& example) {
   const size_t at = text.find('@');
   std::string name = text.substr(0, at);
   std::string rev = at == std::string::npos ? std::string("main") : text.substr(at + 1);
-  auto valid = [](const std::string& s, std::string_view extra) {
-    if (s.empty() || s.size() > 80 || s[0] == '.' || s[0] == '-') return false;
-    for (char c : s) {
-      if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
-          extra.find(c) == std::string_view::npos) {
-        return false;
-      }
-    }
-    return true;
-  };
-  if (!valid(name, "") || name.size() > 64) {
-    return FieldError("dataset", fmt::format("'{}': the dataset name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
-                                             "with '.' or '-'), as in dataset: corpus@main",
-                                             text.substr(0, 100)));
+  if (!ValidRefText(name, "") || name.size() > 64) {
+    return FieldError(field, fmt::format("'{}': the name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
+                                         "with '.' or '-'), as in {}: {}",
+                                         text.substr(0, 100), field, example));
   }
-  if (!valid(rev, "~")) {
-    return FieldError("dataset", fmt::format("'{}': after '@' comes a branch, tag or commit digest (optionally ~N), "
-                                             "as in dataset: corpus@v2",
-                                             text.substr(0, 100)));
+  if (!ValidRefText(rev, "~")) {
+    return FieldError(field, fmt::format("'{}': after '@' comes a branch, tag or commit digest (optionally ~N), "
+                                         "as in {}: {}",
+                                         text.substr(0, 100), field, example));
   }
   return std::make_pair(std::move(name), std::move(rev));
 }
@@ -342,7 +345,7 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
       CheckKeys(doc, "", {"name",           "model", "task",    "resources",      "num_nodes",    "priority",
                           "checkpoint",     "env",   "workdir", "workdir_digest", "files",        "file_archives",
                           "setup",          "run",   "retry",   "max_duration",   "idle_timeout", "launcher",
-                          "procs_per_node", "image", "elastic", "dataset"}));
+                          "procs_per_node", "image", "elastic", "dataset",        "weights"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -366,7 +369,14 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   }
   if (doc["dataset"]) {
     ASSIGN_OR_RETURN(const std::string text, Scalar(doc["dataset"], "dataset"));
-    ASSIGN_OR_RETURN(std::tie(spec.dataset, spec.dataset_rev), ParseDatasetRef(text));
+    ASSIGN_OR_RETURN(std::tie(spec.dataset, spec.dataset_rev), ParseVersionRef(text, "dataset", "corpus@v2"));
+  }
+  if (doc["weights"]) {
+    ASSIGN_OR_RETURN(const std::string text, Scalar(doc["weights"], "weights"));
+    ASSIGN_OR_RETURN(ModelRef ref, ParseModelRef(text, "weights"));
+    spec.weights_owner = std::move(ref.owner);
+    spec.weights = std::move(ref.name);
+    spec.weights_rev = std::move(ref.rev);
   }
   if (const YAML::Node files = doc["files"]) {
     if (!files.IsMap() || files.size() == 0 || files.size() > kMaxFiles) {
@@ -513,6 +523,23 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
 void EmitScalarOrQuoted(YAML::Emitter& out, const std::string& s) { out << YAML::DoubleQuoted << s; }
 
 }  // namespace
+
+absl::StatusOr<ModelRef> ParseModelRef(const std::string& text, const std::string& field) {
+  ModelRef ref;
+  std::string rest = text;
+  const size_t slash = text.find('/');
+  if (slash != std::string::npos && slash < text.find('@')) {
+    ref.owner = text.substr(0, slash);
+    rest = text.substr(slash + 1);
+    if (!ValidRefText(ref.owner, "") || ref.owner.size() > 64) {
+      return FieldError(field, fmt::format("'{}': before '/' comes the tenant that owns the model, as in {}: "
+                                           "team-a/llama-ft@v1",
+                                           text.substr(0, 100), field));
+    }
+  }
+  ASSIGN_OR_RETURN(std::tie(ref.name, ref.rev), ParseVersionRef(rest, field, "team-a/llama-ft@v1"));
+  return ref;
+}
 
 std::string_view TaskKindName(TaskKind k) {
   switch (k) {
@@ -964,6 +991,11 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (!spec.workdir_digest.empty()) out << YAML::Key << "workdir_digest" << YAML::Value << spec.workdir_digest;
   if (!spec.dataset.empty()) {
     out << YAML::Key << "dataset" << YAML::Value, EmitScalarOrQuoted(out, spec.dataset + "@" + spec.dataset_rev);
+  }
+  if (!spec.weights.empty()) {
+    out << YAML::Key << "weights" << YAML::Value,
+        EmitScalarOrQuoted(
+            out, (spec.weights_owner.empty() ? "" : spec.weights_owner + "/") + spec.weights + "@" + spec.weights_rev);
   }
   if (!spec.files.empty()) {
     out << YAML::Key << "files" << YAML::Value << YAML::BeginMap;

@@ -163,6 +163,14 @@ struct JobSpec {
   // optionally with ~N. Both empty = no dataset.
   std::string dataset;
   std::string dataset_rev;
+  // `weights: [OWNER/]NAME@REV` (REV defaults to main): a version of a model in the server's registry
+  // (`gpugeek model push`), the caller's own or one OWNER granted its tenant a right on
+  // (controlplane/model_registry.h): `deploy` for a job whose task is inference (or that names no task),
+  // `finetune` for a training task. Fetched and checked out by each node like `dataset` and given to
+  // every member in $GPUGEEK_MODEL_DIR. Admission pins REV to the commit's digest. All empty = none.
+  std::string weights_owner;  // "" = the job's tenant
+  std::string weights;
+  std::string weights_rev;
   // Shell commands run once per node per placement, in the working folder, before `run`; a non-zero
   // exit fails the member ("setup failed (exit N)") and `run` does not start. Empty = none.
   std::string setup;
@@ -200,6 +208,16 @@ absl::Status ValidateSecretName(std::string_view field, std::string_view name);
 // what it names (checked on the loaded tree).
 absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text,
                                      const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin());
+
+// A model of the registry (controlplane/model_routes.h) as `[OWNER/]NAME[@REV]`: OWNER the tenant that owns
+// it ("" = the caller's), NAME as a dataset's name, REV a branch, tag or commit digest ("main" when not
+// given). InvalidArgument whose message starts with `field` and shows the form.
+struct ModelRef {
+  std::string owner;
+  std::string name;
+  std::string rev;
+};
+absl::StatusOr<ModelRef> ParseModelRef(const std::string& text, const std::string& field);
 
 // Whether a job spec's `env` may set variable `name`. OK, or InvalidArgument whose message starts with
 // the field ("env.LD_PRELOAD: ...") and says why and how to fix the spec. Refused: names that are not

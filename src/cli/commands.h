@@ -47,6 +47,9 @@ void RegisterQuantizeCommand(CLI::App& app);
 void RegisterModelCommands(CLI::App& app);
 // `gpugeek model watermark embed/detect` (watermark_command.cc); after RegisterModelCommands.
 void RegisterWatermarkCommands(CLI::App& app);
+// `gpugeek model push/ls/pull/share/unshare/grants/pulls`: the server's model registry
+// (model_registry_commands.cc); after RegisterModelCommands.
+void RegisterModelRegistryCommands(CLI::App& app);
 // `gpugeek data dedup`: exact and near-duplicate documents among files (data_command.cc).
 void RegisterDataCommands(CLI::App& app);
 // `gpugeek data push/log/diff/checkout/branch/tag/gc/fsck`: dataset versions (data_version_commands.cc);

@@ -45,10 +45,10 @@ absl::Status ParallelCalls(const ClientFactory& connect, size_t n, int connectio
 }
 
 // One object's bytes from the server, checked against its digest.
-absl::StatusOr<std::string> GetObject(http::Client& client, const std::string& digest) {
+absl::StatusOr<std::string> GetObject(http::Client& client, const RemoteCollection& where, const std::string& digest) {
   std::string bytes;
   bool too_big = false;
-  RETURN_IF_ERROR(client.GetStream("/v1/dataset-objects/" + digest, [&](const std::string& piece) {
+  RETURN_IF_ERROR(client.GetStream(where.objects + "/" + digest + where.object_query, [&](const std::string& piece) {
     if (bytes.size() + piece.size() > data::kMaxTreeBytes) {
       too_big = true;
       return false;
@@ -63,7 +63,9 @@ absl::StatusOr<std::string> GetObject(http::Client& client, const std::string& d
   return bytes;
 }
 
-std::string DatasetPath(const std::string& dataset) { return "/v1/datasets/" + http::UrlEncode(dataset); }
+std::string DatasetPath(const RemoteCollection& where, const std::string& dataset) {
+  return where.base + "/" + http::UrlEncode(dataset);
+}
 
 // `parse()`, or DataLoss when the server's JSON is not of the shape this client reads (a field missing
 // or of another type): never an exception out of a command.
@@ -78,9 +80,10 @@ absl::StatusOr<T> Parsed(Fn parse) {
 
 }  // namespace
 
-absl::StatusOr<std::string> ResolveRemote(http::Client& client, const std::string& dataset, const std::string& rev) {
-  RETURN_IF_ERROR(data::ValidateRefName(dataset, "dataset"));
-  ASSIGN_OR_RETURN(J commit, client.Get(DatasetPath(dataset) + "/versions/" + http::UrlEncode(rev)));
+absl::StatusOr<std::string> ResolveRemote(http::Client& client, const std::string& dataset, const std::string& rev,
+                                          const RemoteCollection& where) {
+  RETURN_IF_ERROR(data::ValidateRefName(dataset, where.noun));
+  ASSIGN_OR_RETURN(J commit, client.Get(DatasetPath(where, dataset) + "/versions/" + http::UrlEncode(rev)));
   if (!commit.contains("commit") || !commit["commit"].is_string()) {
     return absl::DataLossError("the server's answer names no commit");
   }
@@ -88,21 +91,22 @@ absl::StatusOr<std::string> ResolveRemote(http::Client& client, const std::strin
 }
 
 absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::VersionStore& cache,
-                                            const std::string& dir, const data::PushOptions& options, int connections) {
-  RETURN_IF_ERROR(data::ValidateRefName(options.dataset, "dataset"));
+                                            const std::string& dir, const data::PushOptions& options, int connections,
+                                            const RemoteCollection& where) {
+  RETURN_IF_ERROR(data::ValidateRefName(options.dataset, where.noun));
   RETURN_IF_ERROR(data::ValidateRefName(options.branch, "branch"));
   ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client, connect());
   RemotePushResult result;
   // The branch's head on the server (from its branches: a tag of that name is not a head), and its
   // commit object in the cache (the snapshot's parent).
-  absl::StatusOr<std::vector<data::Ref>> refs = RefsRemote(*client, options.dataset);
+  absl::StatusOr<std::vector<data::Ref>> refs = RefsRemote(*client, options.dataset, where);
   if (!refs.ok() && !absl::IsNotFound(refs.status())) return refs.status();
   for (const data::Ref& ref : refs.value_or(std::vector<data::Ref>{})) {
     if (ref.kind == data::Ref::Kind::kTag && ref.name == options.branch) {
       return absl::InvalidArgumentError(
-          fmt::format("--branch {}: dataset {} has a tag of that name on the server, and tags never move; push to "
+          fmt::format("--branch {}: {} {} has a tag of that name on the server, and tags never move; push to "
                       "another branch",
-                      options.branch, options.dataset));
+                      options.branch, where.noun, options.dataset));
     }
     if (ref.kind == data::Ref::Kind::kBranch && ref.name == options.branch) result.parent = ref.commit;
   }
@@ -110,7 +114,7 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
     return absl::DataLossError("the server names a branch head that is not a SHA-256");
   }
   if (!result.parent.empty() && !cache.objects().Has(result.parent)) {
-    ASSIGN_OR_RETURN(std::string bytes, GetObject(*client, result.parent));
+    ASSIGN_OR_RETURN(std::string bytes, GetObject(*client, where, result.parent));
     RETURN_IF_ERROR(cache.objects().PutWithDigest(result.parent, bytes).status());
   }
   ASSIGN_OR_RETURN(result.snapshot, cache.Snapshot(dir, options, result.parent));
@@ -125,7 +129,7 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
       digests.push_back(objects[i].digest);
       kinds.push_back(data::ObjectKindName(objects[i].kind));
     }
-    ASSIGN_OR_RETURN(J reply, client->Post("/v1/dataset-objects/missing",
+    ASSIGN_OR_RETURN(J reply, client->Post(where.objects + "/missing",
                                            {{"digests", std::move(digests)}, {"kinds", std::move(kinds)}}));
     for (const J& d : reply.value("missing", J::array())) {
       if (d.is_string()) missing.insert(d.get<std::string>());
@@ -140,7 +144,7 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
   std::atomic<uint64_t> bytes_sent{0};
   auto send = [&](http::Client& c, const data::VersionObject& o) -> absl::Status {
     ASSIGN_OR_RETURN(std::string bytes, cache.objects().Get(o.digest, data::kMaxTreeBytes));
-    RETURN_IF_ERROR(c.PutBytes(fmt::format("/v1/dataset-objects/{}?kind={}", o.digest, data::ObjectKindName(o.kind)),
+    RETURN_IF_ERROR(c.PutBytes(fmt::format("{}/{}?kind={}", where.objects, o.digest, data::ObjectKindName(o.kind)),
                                bytes, "application/octet-stream")
                         .status());
     bytes_sent += bytes.size();
@@ -152,8 +156,9 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
   for (const data::VersionObject* o : rest) RETURN_IF_ERROR(send(*client, *o));
   result.uploaded_objects = chunks.size() + rest.size();
   result.uploaded_bytes = bytes_sent;
-  absl::StatusOr<J> moved = client->Put(DatasetPath(options.dataset) + "/branches/" + http::UrlEncode(options.branch),
-                                        {{"commit", result.snapshot.commit}, {"expected", result.parent}});
+  absl::StatusOr<J> moved =
+      client->Put(DatasetPath(where, options.dataset) + "/branches/" + http::UrlEncode(options.branch),
+                  {{"commit", result.snapshot.commit}, {"expected", result.parent}});
   if (!moved.ok()) {
     if (absl::IsFailedPrecondition(moved.status())) {
       return absl::FailedPreconditionError(
@@ -166,12 +171,12 @@ absl::StatusOr<RemotePushResult> PushRemote(const ClientFactory& connect, data::
 }
 
 absl::StatusOr<FetchResult> FetchRemote(const ClientFactory& connect, data::VersionStore& cache,
-                                        const std::string& commit, int connections) {
+                                        const std::string& commit, int connections, const RemoteCollection& where) {
   ASSIGN_OR_RETURN(std::unique_ptr<http::Client> client, connect());
   FetchResult result;
   auto have = [&](const std::string& digest) -> absl::StatusOr<std::string> {
     if (cache.objects().Has(digest)) return cache.objects().Get(digest, data::kMaxTreeBytes);
-    ASSIGN_OR_RETURN(std::string bytes, GetObject(*client, digest));
+    ASSIGN_OR_RETURN(std::string bytes, GetObject(*client, where, digest));
     RETURN_IF_ERROR(cache.objects().PutWithDigest(digest, bytes).status());
     result.downloaded_objects += 1;
     result.downloaded_bytes += bytes.size();
@@ -209,7 +214,7 @@ absl::StatusOr<FetchResult> FetchRemote(const ClientFactory& connect, data::Vers
   }
   std::atomic<uint64_t> bytes_got{0};
   const absl::Status got = ParallelCalls(connect, wanted.size(), connections, [&](http::Client& cl, size_t i) {
-    absl::StatusOr<std::string> bytes = GetObject(cl, wanted[i]);
+    absl::StatusOr<std::string> bytes = GetObject(cl, where, wanted[i]);
     if (!bytes.ok()) return bytes.status();
     bytes_got += bytes->size();
     return cache.objects().PutWithDigest(wanted[i], *bytes).status();
@@ -221,9 +226,10 @@ absl::StatusOr<FetchResult> FetchRemote(const ClientFactory& connect, data::Vers
   return result;
 }
 
-absl::StatusOr<std::vector<data::Ref>> RefsRemote(http::Client& client, const std::string& dataset) {
-  RETURN_IF_ERROR(data::ValidateRefName(dataset, "dataset"));
-  ASSIGN_OR_RETURN(J j, client.Get(DatasetPath(dataset)));
+absl::StatusOr<std::vector<data::Ref>> RefsRemote(http::Client& client, const std::string& dataset,
+                                                  const RemoteCollection& where) {
+  RETURN_IF_ERROR(data::ValidateRefName(dataset, where.noun));
+  ASSIGN_OR_RETURN(J j, client.Get(DatasetPath(where, dataset)));
   return Parsed<std::vector<data::Ref>>([&] {
     std::vector<data::Ref> refs;
     for (const auto& [field, kind] :
@@ -240,14 +246,15 @@ absl::StatusOr<std::vector<data::Ref>> RefsRemote(http::Client& client, const st
 }
 
 absl::StatusOr<std::vector<data::LogEntry>> LogRemote(http::Client& client, const std::string& dataset,
-                                                      const std::string& rev, size_t limit) {
-  RETURN_IF_ERROR(data::ValidateRefName(dataset, "dataset"));
+                                                      const std::string& rev, size_t limit,
+                                                      const RemoteCollection& where) {
+  RETURN_IF_ERROR(data::ValidateRefName(dataset, where.noun));
   std::vector<data::LogEntry> log;
   std::string next = rev;
   while (log.size() < limit && !next.empty()) {
     const size_t page = std::min<size_t>(limit - log.size(), 1000);
-    ASSIGN_OR_RETURN(
-        J j, client.Get(fmt::format("{}/log?rev={}&limit={}", DatasetPath(dataset), http::UrlEncode(next), page)));
+    ASSIGN_OR_RETURN(J j, client.Get(fmt::format("{}/log?rev={}&limit={}", DatasetPath(where, dataset),
+                                                 http::UrlEncode(next), page)));
     const size_t before = log.size();
     RETURN_IF_ERROR(Parsed<bool>([&] {
                       for (const J& c : j.at("commits")) {
@@ -273,13 +280,14 @@ absl::StatusOr<std::vector<data::LogEntry>> LogRemote(http::Client& client, cons
 }
 
 absl::StatusOr<std::vector<data::DiffEntry>> DiffRemote(http::Client& client, const std::string& dataset,
-                                                        const std::string& from, const std::string& to) {
-  RETURN_IF_ERROR(data::ValidateRefName(dataset, "dataset"));
+                                                        const std::string& from, const std::string& to,
+                                                        const RemoteCollection& where) {
+  RETURN_IF_ERROR(data::ValidateRefName(dataset, where.noun));
   std::vector<data::DiffEntry> diff;
   std::string after;
   for (;;) {
-    std::string path = fmt::format("{}/diff?from={}&to={}&limit=1000", DatasetPath(dataset), http::UrlEncode(from),
-                                   http::UrlEncode(to));
+    std::string path = fmt::format("{}/diff?from={}&to={}&limit=1000", DatasetPath(where, dataset),
+                                   http::UrlEncode(from), http::UrlEncode(to));
     if (!after.empty()) path += "&after=" + http::UrlEncode(after);
     ASSIGN_OR_RETURN(J j, client.Get(path));
     std::string next;

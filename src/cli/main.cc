@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterQuantizeCommand(app);
   gpugeek::cli::RegisterModelCommands(app);
   gpugeek::cli::RegisterWatermarkCommands(app);
+  gpugeek::cli::RegisterModelRegistryCommands(app);
   gpugeek::cli::RegisterDataCommands(app);
 
   CLI11_PARSE(app, argc, argv);

@@ -110,6 +110,7 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"POST", "/v1/agents/{node}/reclaim", Access::kNode},
       {"GET", "/v1/agents/{node}/archives/{digest}", Access::kNode},
       {"GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}", Access::kNode},
+      {"GET", "/v1/agents/{node}/models/{commit}/objects/{digest}", Access::kNode},
   };
   return *table;
 }

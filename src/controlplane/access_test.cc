@@ -206,13 +206,17 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     const json& op = doc.body["paths"][pattern][lower];
     const std::string access_name = op["x-gpugeek-access"];
-    const bool dataset_node_route = absl::StrContains(pattern, "/datasets/");
+    const bool dataset_node_route =
+        absl::StrContains(pattern, "/datasets/") || absl::StartsWith(pattern, "/v1/agents/{node}/models/");
     if (access_name == "node" && (absl::StrContains(pattern, "/archives/") || dataset_node_route)) {
-      // An archive or dataset object reaches a node only for a job assigned to it (archive_routes_test.cc,
-      // dataset_routes_test.cc have the 200): here node-a holds none, so its own credential reads 404.
-      const std::string path = dataset_node_route ? fmt::format("/v1/agents/node-a/datasets/{}/objects/{}",
-                                                                std::string(64, 'a'), std::string(64, 'b'))
-                                                  : "/v1/agents/node-a/archives/" + std::string(64, 'a');
+      // An archive, dataset or model object reaches a node only for a job assigned to it
+      // (archive_routes_test.cc, dataset_routes_test.cc, model_registry_test.cc have the 200): here node-a
+      // holds none, so its own credential reads 404.
+      const std::string path = dataset_node_route
+                                   ? fmt::format("/v1/agents/node-a/{}/{}/objects/{}",
+                                                 absl::StrContains(pattern, "/models/") ? "models" : "datasets",
+                                                 std::string(64, 'a'), std::string(64, 'b'))
+                                   : "/v1/agents/node-a/archives/" + std::string(64, 'a');
       for (int c = 0; c < kCallers; ++c) {
         auto client = *http::Client::Create(
             {.base_url = server_->agent_url(), .ca_file = server_->ca_file(), .bearer_token = tokens_[c]});

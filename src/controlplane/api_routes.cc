@@ -53,6 +53,7 @@ absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Accounts& accounts, cons
   RETURN_IF_ERROR(reader.CheckObject({"spec_yaml", "model_config", "tenant"}));
   SubmitRequest submit;
   ASSIGN_OR_RETURN(submit.spec_yaml, reader.String("spec_yaml"));
+  submit.user = who.user;
   // A job belongs to the caller's tenant; only an admin submits for another one (that must exist).
   ASSIGN_OR_RETURN(submit.tenant, reader.String("tenant", who.tenant));
   if (submit.tenant != who.tenant) {

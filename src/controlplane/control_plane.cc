@@ -418,6 +418,17 @@ std::optional<std::string> ControlPlane::DatasetTenantFor(const std::string& nod
   return std::nullopt;
 }
 
+std::optional<std::string> ControlPlane::ModelOwnerFor(const std::string& node, const std::string& commit) const {
+  if (commit.empty()) return std::nullopt;
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  auto it = snap->assignments.find(node);
+  if (it == snap->assignments.end()) return std::nullopt;
+  for (const api::Assignment& a : it->second) {
+    if (!a.cancel && a.model_commit == commit) return a.model_owner;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
   absl::StatusOr<JobView> job = Admit(request);
   if (metrics_) metrics_->Submission(job.ok());
@@ -466,6 +477,25 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
       spec.dataset_rev = *commit;
       spec_yaml = api::JobSpecToYaml(spec);
     }
+  }
+  // The same for `weights:`, which also needs a right on another tenant's model: a training task
+  // fine-tunes it, anything else deploys it.
+  if (!spec.weights.empty()) {
+    if (!options_.resolve_weights) {
+      return absl::FailedPreconditionError("weights: this server keeps no model registry; leave the field out");
+    }
+    const bool finetune = spec.task.has_value() && spec.task->kind != api::TaskKind::kInference;
+    absl::StatusOr<std::string> commit = options_.resolve_weights(request.tenant, request.user, spec.weights_owner,
+                                                                  spec.weights, spec.weights_rev, finetune);
+    if (!commit.ok()) {
+      return absl::Status(
+          commit.status().code(),
+          fmt::format("weights: {}{}@{}: {}", spec.weights_owner.empty() ? "" : spec.weights_owner + "/", spec.weights,
+                      spec.weights_rev, std::string(commit.status().message())));
+    }
+    spec.weights_rev = *commit;
+    if (spec.weights_owner.empty()) spec.weights_owner = SecretTenant(request.tenant);
+    spec_yaml = api::JobSpecToYaml(spec);
   }
   std::string plan_json;
   std::optional<workload::ResourceRequest> planned;

@@ -93,6 +93,7 @@ struct SubmitRequest {
   std::string spec_yaml;
   std::string model_config_json;  // the config.json the spec's `model` names; "" when none
   std::string tenant;
+  std::string user;  // who submits (for the model registry's pull log); "" for internal callers
 };
 
 // A job as the API shows it.
@@ -220,6 +221,9 @@ class ControlPlane {
   // The tenant of a job whose dataset version is commit `commit` and that has a member assigned to `node`
   // (in the latest snapshot); nullopt when none: the node may not read that version.
   std::optional<std::string> DatasetTenantFor(const std::string& node, const std::string& commit) const;
+  // The tenant owning model commit `commit` (Assignment::model_owner) when a live assignment of `node`
+  // names it; nullopt otherwise.
+  std::optional<std::string> ModelOwnerFor(const std::string& node, const std::string& commit) const;
 
   // The injected clock (metrics read ages with it).
   Clock& clock() { return clock_; }

@@ -188,6 +188,46 @@ absl::StatusOr<std::string> ResolveModelFor(DatasetStores& models, const ModelRe
   return Resolve(models, registry, tenant, owner.empty() ? tenant : owner, name, rev, right);
 }
 
+absl::StatusOr<std::string> AdmitWeights(DatasetStores& models, ModelRegistry& registry, const std::string& tenant,
+                                         const std::string& user, const std::string& owner_in, const std::string& name,
+                                         const std::string& rev, ModelRight right) {
+  const std::string owner = owner_in.empty() ? tenant : owner_in;
+  ASSIGN_OR_RETURN(std::string commit, Resolve(models, registry, tenant, owner, name, rev, right));
+  ASSIGN_OR_RETURN(data::VersionStore * store, models.For(owner));
+  if (!data::IsAccepted(*store, data::ObjectKind::kCommit, commit)) {
+    return absl::NotFoundError(fmt::format("{} is not a version pushed whole to the registry", commit.substr(0, 12)));
+  }
+  if (!SameTenant(owner, tenant)) {
+    RETURN_IF_ERROR(
+        registry.RecordPull(owner, {.user = user, .tenant = tenant, .model = name, .commit = commit}).status());
+  }
+  return commit;
+}
+
+void RegisterAgentModelRoute(http::Server& server, DatasetStores& models, ControlPlane& cp, NodeAuthority& nodes) {
+  server.Route("GET", "/v1/agents/{node}/models/{commit}/objects/{digest}",
+               [&models, &cp, &nodes](const Request& r) -> absl::StatusOr<Reply> {
+                 auto it = r.headers.find("authorization");
+                 RETURN_IF_ERROR(nodes.AuthenticateNode(
+                     it == r.headers.end() ? std::string_view() : std::string_view(it->second), r.param("node")));
+                 const std::string commit = r.param("commit");
+                 const std::string digest = r.param("digest");
+                 const auto absent = absl::NotFoundError(fmt::format(
+                     "no object {} of a model version assigned to node {}", digest.substr(0, 80), r.param("node")));
+                 // Only an object of the version a job with a member on this node names.
+                 std::optional<std::string> owner = cp.ModelOwnerFor(r.param("node"), commit);
+                 if (!owner.has_value()) return absent;
+                 absl::StatusOr<bool> has = models.VersionHas(*owner, commit, digest);
+                 if (!has.ok() || !*has) return absent;
+                 ASSIGN_OR_RETURN(data::VersionStore * store, models.For(*owner));
+                 ASSIGN_OR_RETURN(std::string bytes, store->objects().Get(digest, data::kMaxTreeBytes));
+                 Reply reply;
+                 reply.content_type = "application/octet-stream";
+                 reply.body = std::move(bytes);
+                 return reply;
+               });
+}
+
 void RegisterModelRoutes(http::Server& server, Accounts& accounts, DatasetStores& models, ModelRegistry& registry) {
   RegisterVersionRoutes(server, accounts, models, ModelCollection());
   const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {

@@ -22,9 +22,11 @@
 
 #include "absl/status/statusor.h"
 #include "controlplane/accounts.h"
+#include "controlplane/control_plane.h"
 #include "controlplane/dataset_routes.h"
 #include "controlplane/dataset_store.h"
 #include "controlplane/model_registry.h"
+#include "controlplane/node_authority.h"
 #include "http/server.h"
 
 namespace gpugeek::controlplane {
@@ -38,8 +40,18 @@ absl::StatusOr<std::string> ResolveModelFor(DatasetStores& models, const ModelRe
                                             const std::string& tenant, const std::string& owner,
                                             const std::string& name, const std::string& rev, ModelRight right);
 
+// Admission of a job's `weights:`: ResolveModelFor for `right`, only a commit the store accepted whole,
+// and, for another tenant's model, a pull by `user` in the owner's log.
+absl::StatusOr<std::string> AdmitWeights(DatasetStores& models, ModelRegistry& registry, const std::string& tenant,
+                                         const std::string& user, const std::string& owner, const std::string& name,
+                                         const std::string& rev, ModelRight right);
+
 // Registers the routes above and the version routes of ModelCollection(); all borrowed must outlive the
 // server.
 void RegisterModelRoutes(http::Server& server, Accounts& accounts, DatasetStores& models, ModelRegistry& registry);
+
+// GET /v1/agents/{node}/models/{commit}/objects/{digest} on the agents' listener: an object of model
+// version `commit`, to the node's own credential, while a job with a member on the node names it.
+void RegisterAgentModelRoute(http::Server& server, DatasetStores& models, ControlPlane& cp, NodeAuthority& nodes);
 
 }  // namespace gpugeek::controlplane

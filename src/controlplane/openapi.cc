@@ -121,6 +121,7 @@ constexpr OperationName kOperationNames[] = {
     {"GET", "/v1/shared-models", "listSharedModels", "models"},
     {"GET", "/v1/model-objects/{digest}", "getModelObject", "models"},
     {"GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}", "agentGetDatasetObject", "agents"},
+    {"GET", "/v1/agents/{node}/models/{commit}/objects/{digest}", "agentGetModelObject", "agents"},
 };
 
 // The tags operations are grouped by, with what each holds.
@@ -590,6 +591,11 @@ J Build() {
          {{"description", "the object's bytes"}, {"content", archive_bytes}});
   paths["/v1/agents/{node}/datasets/{commit}/objects/{digest}"]["parameters"] = {PathParam("node"), PathParam("commit"),
                                                                                  object_param};
+  paths["/v1/agents/{node}/models/{commit}/objects/{digest}"]["get"] =
+      Op("An object of the model version (`weights:`) of a job with a member assigned to this node",
+         {{"description", "the object's bytes"}, {"content", archive_bytes}});
+  paths["/v1/agents/{node}/models/{commit}/objects/{digest}"]["parameters"] = {PathParam("node"), PathParam("commit"),
+                                                                               object_param};
 
   schemas["Tenant"] = {
       {"type", "object"},

@@ -123,6 +123,11 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
     }
     return commit;
   };
+  cp.resolve_weights = [m = s->models_.get(), reg = s->model_registry_.get()](
+                           const std::string& tenant, const std::string& user, const std::string& owner,
+                           const std::string& model, const std::string& rev, bool finetune) {
+    return AdmitWeights(*m, *reg, tenant, user, owner, model, rev, finetune ? kModelFinetune : kModelDeploy);
+  };
   cp.has_archive = [a = s->archives_.get()](const std::string& tenant, const std::string& digest) {
     return a->Has(tenant, digest);
   };
@@ -202,6 +207,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RegisterAgentRoutes(*s->agents_http_, *s->control_plane_, *s->nodes_, s->exec_tokens_.get());
   RegisterAgentArchiveRoute(*s->agents_http_, *s->archives_, *s->control_plane_, *s->nodes_);
   RegisterAgentDatasetRoute(*s->agents_http_, *s->datasets_, *s->control_plane_, *s->nodes_);
+  RegisterAgentModelRoute(*s->agents_http_, *s->models_, *s->control_plane_, *s->nodes_);
   RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });

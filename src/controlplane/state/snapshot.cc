@@ -41,6 +41,11 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
         a.dataset = live.spec.dataset;
         a.dataset_commit = live.spec.dataset_rev;  // admission stored the resolved digest
       }
+      if (!live.spec.weights.empty()) {
+        a.model_owner = live.spec.weights_owner;  // admission wrote the owner and the resolved digest
+        a.model = live.spec.weights;
+        a.model_commit = live.spec.weights_rev;
+      }
       a.launcher = live.spec.launcher;
       a.image = live.spec.image;
       a.procs_per_node = live.spec.procs_per_node;

@@ -253,19 +253,21 @@ bool ValidRefText(const std::string& s, std::string_view extra) {
 }
 
 absl::StatusOr<std::pair<std::string, std::string>> ParseVersionRef(const std::string& text, const std::string& field,
-                                                                    const std::string& example) {
+                                                                    const std::string& noun,
+                                                                    const std::string& name_example,
+                                                                    const std::string& rev_example) {
   const size_t at = text.find('@');
   std::string name = text.substr(0, at);
   std::string rev = at == std::string::npos ? std::string("main") : text.substr(at + 1);
   if (!ValidRefText(name, "") || name.size() > 64) {
-    return FieldError(field, fmt::format("'{}': the name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
+    return FieldError(field, fmt::format("'{}': the {} name must be 1-64 of A-Z a-z 0-9 . _ - (not starting "
                                          "with '.' or '-'), as in {}: {}",
-                                         text.substr(0, 100), field, example));
+                                         text.substr(0, 100), noun, field, name_example));
   }
   if (!ValidRefText(rev, "~")) {
     return FieldError(field, fmt::format("'{}': after '@' comes a branch, tag or commit digest (optionally ~N), "
                                          "as in {}: {}",
-                                         text.substr(0, 100), field, example));
+                                         text.substr(0, 100), field, rev_example));
   }
   return std::make_pair(std::move(name), std::move(rev));
 }
@@ -369,7 +371,8 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   }
   if (doc["dataset"]) {
     ASSIGN_OR_RETURN(const std::string text, Scalar(doc["dataset"], "dataset"));
-    ASSIGN_OR_RETURN(std::tie(spec.dataset, spec.dataset_rev), ParseVersionRef(text, "dataset", "corpus@v2"));
+    ASSIGN_OR_RETURN(std::tie(spec.dataset, spec.dataset_rev),
+                     ParseVersionRef(text, "dataset", "dataset", "corpus@main", "corpus@v2"));
   }
   if (doc["weights"]) {
     ASSIGN_OR_RETURN(const std::string text, Scalar(doc["weights"], "weights"));
@@ -537,7 +540,8 @@ absl::StatusOr<ModelRef> ParseModelRef(const std::string& text, const std::strin
                                            text.substr(0, 100), field));
     }
   }
-  ASSIGN_OR_RETURN(std::tie(ref.name, ref.rev), ParseVersionRef(rest, field, "team-a/llama-ft@v1"));
+  ASSIGN_OR_RETURN(std::tie(ref.name, ref.rev),
+                   ParseVersionRef(rest, field, "model", "team-a/llama-ft@v1", "team-a/llama-ft@v1"));
   return ref;
 }
 

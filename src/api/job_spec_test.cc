@@ -326,7 +326,7 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic, dataset");
+            "procs_per_node, image, elastic, dataset, weights");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -362,7 +362,7 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic, dataset");
+            "procs_per_node, image, elastic, dataset, weights");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -610,6 +610,32 @@ TEST(ParseJobSpec, DatasetNamesAVersionAndRoundTrips) {
             "corpus@v2");
   EXPECT_EQ(ErrorOf(head + "dataset: x@\n").substr(0, 13), "dataset: 'x@'");
   EXPECT_EQ(ErrorOf(head + "dataset: [x]\n").substr(0, 8), "dataset:");
+}
+
+TEST(ParseJobSpec, WeightsNameARegistryModelOfThisOrAnotherTenantAndRoundTrip) {
+  const std::string head = "name: w\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n";
+  auto spec = ParseJobSpec(head + "weights: tiny\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->weights_owner, "");  // the job's tenant
+  EXPECT_EQ(spec->weights, "tiny");
+  EXPECT_EQ(spec->weights_rev, "main");
+  spec = ParseJobSpec(head + "weights: team-a/llama.ft@v1~1\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->weights_owner, "team-a");
+  EXPECT_EQ(spec->weights, "llama.ft");
+  EXPECT_EQ(spec->weights_rev, "v1~1");
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->weights_owner, "team-a");
+  EXPECT_EQ(again->weights, "llama.ft");
+  EXPECT_EQ(again->weights_rev, "v1~1");
+  EXPECT_EQ(ErrorOf(head + "weights: ../x@main\n"),
+            "weights: '../x@main': before '/' comes the tenant that owns the model, as in weights: "
+            "team-a/llama-ft@v1");
+  EXPECT_EQ(ErrorOf(head + "weights: a/b/c\n"),
+            "weights: 'b/c': the model name must be 1-64 of A-Z a-z 0-9 . _ - (not starting with '.' or '-'), as "
+            "in weights: team-a/llama-ft@v1");
+  EXPECT_EQ(ErrorOf(head + "weights: 'a/x@b c'\n").substr(0, 27), "weights: 'x@b c': after '@'");
 }
 
 }  // namespace

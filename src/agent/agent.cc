@@ -39,6 +39,7 @@
 #include "common/status_macros.h"
 #include "data/version_objects.h"
 #include "http/client.h"
+#include "models/signing.h"
 
 namespace gpugeek::agent {
 namespace {
@@ -225,6 +226,19 @@ const char* StateName(int state) {
   static constexpr const char* kNames[] = {"preparing", "running",         "stopping",
                                            "exited",    "failed-to-start", "not-started"};
   return kNames[state];
+}
+
+// The model checkout in `dir` verified with its model.sig against `signer_pem` (models/signing.h): OK, or
+// the verifier's status with each problem on a line of its own.
+absl::Status VerifyCheckout(const std::string& dir, const std::string& signer_pem) {
+  absl::StatusOr<models::VerifyingKey> key = models::VerifyingKey::FromPem(signer_pem, "weights_signer key");
+  if (!key.ok()) return key.status();
+  const models::VerifyResult r = models::VerifyModel(dir, *key);
+  if (r.status.ok()) return absl::OkStatus();
+  std::string message = fmt::format("signature NOT verified with key {}: {}", key->KeyId().substr(0, 16),
+                                    std::string(r.status.message()));
+  for (const models::Problem& p : r.problems) message += "\n  " + p.message;
+  return absl::Status(r.status.code(), message);
 }
 
 }  // namespace
@@ -429,7 +443,8 @@ std::vector<Agent::VersionInput> Agent::VersionInputs(const api::Assignment& a) 
                       .env_ref = "GPUGEEK_MODEL",
                       .ref = fmt::format("{}/{}@{}", a.model_owner, a.model, a.model_commit),
                       .env_dir = "GPUGEEK_MODEL_DIR",
-                      .container_dir = kContainerModelDir});
+                      .container_dir = kContainerModelDir,
+                      .signer_pem = a.model_signer_pem});
   }
   return inputs;
 }
@@ -1209,9 +1224,14 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
   }
   // The dataset and the model download meanwhile, on their fetchers' threads (at once when this node has
   // the version): (how errors name it, the fetch).
-  std::vector<std::pair<std::string, std::shared_future<absl::StatusOr<std::string>>>> versions;
+  struct Fetching {
+    std::string label;
+    std::shared_future<absl::StatusOr<std::string>> checkout;
+    std::string signer_pem;
+  };
+  std::vector<Fetching> versions;
   for (const VersionInput& v : VersionInputs(a)) {
-    versions.emplace_back(fmt::format("{} {}", v.what, v.label), v.cache->Fetch(v.name, v.commit));
+    versions.push_back({fmt::format("{} {}", v.what, v.label), v.cache->Fetch(v.name, v.commit), v.signer_pem});
   }
   // A member running as its tenant's user reads a checkout through its group; other tenants' users
   // cannot enter it. (A model another tenant shared is checked out for each tenant that runs it: a
@@ -1242,12 +1262,21 @@ std::shared_future<absl::Status> Agent::PrepareWorkdir(const api::Assignment& a,
         return;
       }
     }
-    for (const auto& [label, fetch] : versions) {
-      const absl::StatusOr<std::string>& checkout = fetch.get();
+    for (const Fetching& v : versions) {
+      const std::string& label = v.label;
+      const absl::StatusOr<std::string>& checkout = v.checkout.get();
       if (!checkout.ok()) {
         done->set_value(absl::Status(checkout.status().code(),
                                      fmt::format("{}: {}", label, std::string(checkout.status().message()))));
         return;
+      }
+      if (!v.signer_pem.empty()) {
+        // Every file of the checkout against the signed manifest, before any member reads it.
+        absl::Status verified = VerifyCheckout(*checkout, v.signer_pem);
+        if (!verified.ok()) {
+          done->set_value(absl::Status(verified.code(), fmt::format("{}: {}", label, verified.message())));
+          return;
+        }
       }
       if (version_group.has_value() &&
           (::chown(checkout->c_str(), 0, *version_group) != 0 || ::chmod(checkout->c_str(), 0750) != 0)) {

@@ -461,6 +461,7 @@ class Agent {
     std::string env_ref, ref;   // GPUGEEK_DATASET = NAME@COMMIT
     std::string env_dir;        // GPUGEEK_DATASET_DIR
     std::string container_dir;  // where a container sees it, read-only
+    std::string signer_pem;     // the key its model.sig must verify with before a member starts; "" = none
   };
   std::vector<VersionInput> VersionInputs(const api::Assignment& a) const;
   // Removes a step's container (if podman left it) and its env file, on another thread.

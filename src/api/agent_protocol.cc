@@ -195,6 +195,7 @@ nlohmann::json ToJson(const Assignment& a) {
           {"model_owner", a.model_owner},
           {"model", a.model},
           {"model_commit", a.model_commit},
+          {"model_signer_pem", a.model_signer_pem},
           {"launcher", a.launcher},
           {"procs_per_node", a.procs_per_node},
           {"tp", a.tp},
@@ -327,13 +328,40 @@ absl::StatusOr<RegistrationReply> RegistrationReplyFromJson(const nlohmann::json
 
 absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std::string& path) {
   JsonReader r(j, path);
-  RETURN_IF_ERROR(
-      r.CheckObject({"job_id",         "epoch",        "node_rank",      "num_nodes",   "gpu_uuids", "gpu_milli",
-                     "cpu_milli",      "memory_bytes", "master_addr",    "master_port", "run",       "env",
-                     "checkpoint_dir", "grace_ms",     "restart_count",  "cancel",      "tenant",    "setup",
-                     "workdir_digest", "launcher",     "procs_per_node", "tp",          "pp",        "dp",
-                     "file_archives",  "zero_stage",   "micro_batch",    "image",       "dataset",   "dataset_commit",
-                     "model_owner",    "model",        "model_commit"}));
+  RETURN_IF_ERROR(r.CheckObject({"job_id",
+                                 "epoch",
+                                 "node_rank",
+                                 "num_nodes",
+                                 "gpu_uuids",
+                                 "gpu_milli",
+                                 "cpu_milli",
+                                 "memory_bytes",
+                                 "master_addr",
+                                 "master_port",
+                                 "run",
+                                 "env",
+                                 "checkpoint_dir",
+                                 "grace_ms",
+                                 "restart_count",
+                                 "cancel",
+                                 "tenant",
+                                 "setup",
+                                 "workdir_digest",
+                                 "launcher",
+                                 "procs_per_node",
+                                 "tp",
+                                 "pp",
+                                 "dp",
+                                 "file_archives",
+                                 "zero_stage",
+                                 "micro_batch",
+                                 "image",
+                                 "dataset",
+                                 "dataset_commit",
+                                 "model_owner",
+                                 "model",
+                                 "model_commit",
+                                 "model_signer_pem"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -398,6 +426,10 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
   ASSIGN_OR_RETURN(a.model_owner, r.String("model_owner", std::string()));
   ASSIGN_OR_RETURN(a.model, r.String("model", std::string()));
   ASSIGN_OR_RETURN(a.model_commit, r.String("model_commit", std::string()));
+  ASSIGN_OR_RETURN(a.model_signer_pem, r.String("model_signer_pem", std::string()));
+  if (a.model_signer_pem.size() > kMaxSignerPemBytes || (!a.model_signer_pem.empty() && a.model.empty())) {
+    return r.Error("model_signer_pem", "a PEM public key of at most 16 KiB, with a model");
+  }
   if (a.model.empty() != a.model_commit.empty() || a.model.empty() != a.model_owner.empty()) {
     return r.Error("model_commit", "model_owner, model and model_commit come together (all empty: no model)");
   }

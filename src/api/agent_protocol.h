@@ -148,6 +148,8 @@ struct Assignment {
   std::string model_owner;
   std::string model;
   std::string model_commit;
+  // JobSpec::weights_signer_pem: the public key the checkout's model.sig must verify with ("" = none).
+  std::string model_signer_pem;
   // Shell commands run in the working folder before `run`, once per placement (JobSpec::setup); "" = none.
   std::string setup;
   // JobSpec::launcher: "torch" runs `run` as procs_per_node local ranks (agent/torch_launcher.h); "" once.

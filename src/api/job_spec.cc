@@ -343,11 +343,32 @@ absl::StatusOr<RetrySpec> ParseRetry(const YAML::Node& n) {
 
 absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
-  RETURN_IF_ERROR(
-      CheckKeys(doc, "", {"name",           "model", "task",    "resources",      "num_nodes",    "priority",
-                          "checkpoint",     "env",   "workdir", "workdir_digest", "files",        "file_archives",
-                          "setup",          "run",   "retry",   "max_duration",   "idle_timeout", "launcher",
-                          "procs_per_node", "image", "elastic", "dataset",        "weights"}));
+  RETURN_IF_ERROR(CheckKeys(doc, "",
+                            {"name",
+                             "model",
+                             "task",
+                             "resources",
+                             "num_nodes",
+                             "priority",
+                             "checkpoint",
+                             "env",
+                             "workdir",
+                             "workdir_digest",
+                             "files",
+                             "file_archives",
+                             "setup",
+                             "run",
+                             "retry",
+                             "max_duration",
+                             "idle_timeout",
+                             "launcher",
+                             "procs_per_node",
+                             "image",
+                             "elastic",
+                             "dataset",
+                             "weights",
+                             "weights_signer",
+                             "weights_signer_pem"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -380,6 +401,25 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
     spec.weights_owner = std::move(ref.owner);
     spec.weights = std::move(ref.name);
     spec.weights_rev = std::move(ref.rev);
+  }
+  if (doc["weights_signer"]) {
+    ASSIGN_OR_RETURN(spec.weights_signer, Scalar(doc["weights_signer"], "weights_signer"));
+    if (spec.weights_signer.empty()) return FieldError("weights_signer", "must name a public key file (PEM)");
+  }
+  if (doc["weights_signer_pem"]) {
+    ASSIGN_OR_RETURN(spec.weights_signer_pem, Scalar(doc["weights_signer_pem"], "weights_signer_pem"));
+    if (spec.weights_signer_pem.size() > kMaxSignerPemBytes ||
+        spec.weights_signer_pem.find("-----BEGIN PUBLIC KEY-----") == std::string::npos) {
+      return FieldError("weights_signer_pem",
+                        fmt::format("must be a public key in PEM (-----BEGIN PUBLIC KEY-----), at most {} bytes",
+                                    kMaxSignerPemBytes));
+    }
+  }
+  if ((!spec.weights_signer.empty() || !spec.weights_signer_pem.empty()) && spec.weights.empty()) {
+    return FieldError("weights_signer", "verifies the model `weights:` names; add weights: or leave it out");
+  }
+  if (!spec.weights_signer.empty() && !spec.weights_signer_pem.empty()) {
+    return FieldError("weights_signer", "give the key file or its PEM (weights_signer_pem), not both");
   }
   if (const YAML::Node files = doc["files"]) {
     if (!files.IsMap() || files.size() == 0 || files.size() > kMaxFiles) {
@@ -1000,6 +1040,12 @@ std::string JobSpecToYaml(const JobSpec& spec) {
     out << YAML::Key << "weights" << YAML::Value,
         EmitScalarOrQuoted(
             out, (spec.weights_owner.empty() ? "" : spec.weights_owner + "/") + spec.weights + "@" + spec.weights_rev);
+  }
+  if (!spec.weights_signer.empty()) {
+    out << YAML::Key << "weights_signer" << YAML::Value, EmitScalarOrQuoted(out, spec.weights_signer);
+  }
+  if (!spec.weights_signer_pem.empty()) {
+    out << YAML::Key << "weights_signer_pem" << YAML::Value << YAML::Literal << spec.weights_signer_pem;
   }
   if (!spec.files.empty()) {
     out << YAML::Key << "files" << YAML::Value << YAML::BeginMap;

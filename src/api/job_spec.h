@@ -171,6 +171,13 @@ struct JobSpec {
   std::string weights_owner;  // "" = the job's tenant
   std::string weights;
   std::string weights_rev;
+  // `weights_signer: PATH`: the public key (PEM, `gpugeek model keygen`'s KEY.pub.pem) the model's
+  // signature (its model.sig, `gpugeek model sign`) must verify with; each node verifies every file of the
+  // checkout before a member starts and fails the start naming each problem. A path on the submitting
+  // machine, relative to the spec file: `gpugeek submit` reads it and sends `weights_signer_pem` (at most
+  // kMaxSignerPemBytes) instead; the server refuses a spec that still names a path.
+  std::string weights_signer;
+  std::string weights_signer_pem;
   // Shell commands run once per node per placement, in the working folder, before `run`; a non-zero
   // exit fails the member ("setup failed (exit N)") and `run` does not start. Empty = none.
   std::string setup;
@@ -212,6 +219,8 @@ absl::StatusOr<JobSpec> ParseJobSpec(std::string_view yaml_text,
 // A model of the registry (controlplane/model_routes.h) as `[OWNER/]NAME[@REV]`: OWNER the tenant that owns
 // it ("" = the caller's), NAME as a dataset's name, REV a branch, tag or commit digest ("main" when not
 // given). InvalidArgument whose message starts with `field` and shows the form.
+inline constexpr size_t kMaxSignerPemBytes = 16 * 1024;
+
 struct ModelRef {
   std::string owner;
   std::string name;

@@ -326,7 +326,7 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic, dataset, weights");
+            "procs_per_node, image, elastic, dataset, weights, weights_signer, weights_signer_pem");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -362,7 +362,7 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic, dataset, weights");
+            "procs_per_node, image, elastic, dataset, weights, weights_signer, weights_signer_pem");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -636,6 +636,20 @@ TEST(ParseJobSpec, WeightsNameARegistryModelOfThisOrAnotherTenantAndRoundTrip) {
             "weights: 'b/c': the model name must be 1-64 of A-Z a-z 0-9 . _ - (not starting with '.' or '-'), as "
             "in weights: team-a/llama-ft@v1");
   EXPECT_EQ(ErrorOf(head + "weights: 'a/x@b c'\n").substr(0, 27), "weights: 'x@b c': after '@'");
+  // The signer's key: a path on the submitting machine, or the PEM the CLI sends, kept byte for byte.
+  EXPECT_EQ(ErrorOf(head + "weights_signer: k.pub.pem\n"),
+            "weights_signer: verifies the model `weights:` names; add weights: or leave it out");
+  EXPECT_EQ(ErrorOf(head + "weights: tiny\nweights_signer_pem: not a key\n"),
+            "weights_signer_pem: must be a public key in PEM (-----BEGIN PUBLIC KEY-----), at most 16384 bytes");
+  const std::string pem = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA0000\n-----END PUBLIC KEY-----\n";
+  spec = ParseJobSpec(head + "weights: tiny\nweights_signer: keys/k.pub.pem\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->weights_signer, "keys/k.pub.pem");
+  spec->weights_signer.clear();
+  spec->weights_signer_pem = pem;
+  again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->weights_signer_pem, pem);
 }
 
 }  // namespace

@@ -193,6 +193,16 @@ void RegisterSubmit(CLI::App& app) {
       spec->files.clear();
       body["spec_yaml"] = api::JobSpecToYaml(*spec);
     }
+    if (!spec->weights_signer.empty()) {
+      // The key file is relative to the spec file; the server gets the key itself.
+      std::filesystem::path key(spec->weights_signer);
+      if (key.is_relative()) key = file.parent_path() / key;
+      absl::StatusOr<std::string> pem = ReadFileBounded(key.string(), api::kMaxSignerPemBytes, "weights_signer key");
+      if (!pem.ok()) Fail(cmd, fmt::format("weights_signer: {}", pem.status().message()), kExitUsage);
+      spec->weights_signer.clear();
+      spec->weights_signer_pem = *std::move(pem);
+      body["spec_yaml"] = api::JobSpecToYaml(*spec);
+    }
     if (!o->tenant.empty()) body["tenant"] = o->tenant;
     if (!spec->model.empty()) {
       std::filesystem::path model(spec->model);

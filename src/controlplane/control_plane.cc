@@ -444,6 +444,12 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
         "workdir_digest instead",
         spec.workdir.substr(0, 200)));
   }
+  if (!spec.weights_signer.empty()) {
+    return absl::InvalidArgumentError(
+        fmt::format("weights_signer: '{}' is a file on the submitting machine; `gpugeek submit` reads it and sends "
+                    "weights_signer_pem instead",
+                    spec.weights_signer.substr(0, 200)));
+  }
   if (!spec.files.empty()) {
     return absl::InvalidArgumentError(
         fmt::format("files.{}: names a path on the submitting machine; `gpugeek submit` uploads each entry and "

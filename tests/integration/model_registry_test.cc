@@ -2,8 +2,9 @@
 // as two tenants. team-a signs a model and pushes it; team-b can neither pull it nor run a job on it, and
 // gets the answer for a model that does not exist. Granted `pull`, team-b pulls a byte-identical copy whose
 // signature verifies, but a job naming it (`weights: team-a/tiny@v1`, a deployment) is refused for want of
-// `deploy`. Granted `deploy`, the job runs with the model in $GPUGEEK_MODEL_DIR; team-a's pull log shows
-// both pulls by team-b.
+// `deploy`. Granted `deploy`, the job runs with the model in $GPUGEEK_MODEL_DIR, and with
+// `weights_signer:` only where the node verified every file against the signature; team-a's pull log
+// shows every pull by team-b.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -142,16 +143,45 @@ TEST_F(ModelRegistryEndToEnd, OnlyGrantedTenantsPullOrDeployAndEveryPullIsLogged
   EXPECT_TRUE(absl::StrContains(log, archive::Sha256Hex(weights) + "  model.safetensors\n")) << log;
   EXPECT_TRUE(absl::StrContains(log, "model=team-a/tiny@" + commit_short)) << log;
 
-  // team-a's pull log: the CLI pull and the job's admission, both by bob of team-b.
+  // A deployment that names the signer's key runs only on a checkout whose every file verifies: with the
+  // signer's key it runs; with another key, or on a version changed after signing, the node refuses to
+  // start it and names why.
+  const std::string signed_spec = job_spec + "weights_signer: signer.pub.pem\n";
+  std::tie(code, out) = SubmitAs("bob", "signed", signed_spec);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("submitted (\\S+) "))) << out;
+  EXPECT_EQ(WaitEnded(m[1]).value("state", ""), "SUCCEEDED") << agents_[0]->output();
+  ASSERT_EQ(Local({"model", "keygen", "--out", (dir_ / "other.pem").string()}).first, 0);
+  std::tie(code, out) = SubmitAs("bob", "other-key", job_spec + "weights_signer: other.pub.pem\n");
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("submitted (\\S+) "))) << out;
+  nlohmann::json failed = WaitEnded(m[1]);
+  EXPECT_EQ(failed.value("state", ""), "FAILED");
+  EXPECT_TRUE(absl::StrContains(failed.dump(), "signature NOT verified")) << failed.dump();
+  Write(model / "model.safetensors", weights + "!");  // changed after signing, pushed as main
+  std::tie(code, out) = As("ada", {"model", "push", model.string(), "--name", "tiny", "-m", "tampered"});
+  ASSERT_EQ(code, 0) << out;
+  std::string tampered = signed_spec;
+  tampered.replace(tampered.find("tiny@v1"), 7, "tiny@main");
+  std::tie(code, out) = SubmitAs("bob", "tampered", tampered);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("submitted (\\S+) "))) << out;
+  failed = WaitEnded(m[1]);
+  EXPECT_EQ(failed.value("state", ""), "FAILED");
+  EXPECT_TRUE(
+      absl::StrContains(failed.dump(), "changed: model.safetensors: sha256 is " + archive::Sha256Hex(weights + "!")))
+      << failed.dump();
+
+  // team-a's pull log: the CLI pull and each admitted job, all by bob of team-b.
   std::tie(code, out) = As("ada", {"model", "pulls", "tiny", "--json"});
   ASSERT_EQ(code, 0) << out;
   const nlohmann::json pulls = nlohmann::json::parse(out)["pulls"];
-  ASSERT_EQ(pulls.size(), 2u) << out;
+  ASSERT_EQ(pulls.size(), 5u) << out;
   for (const nlohmann::json& p : pulls) {
     EXPECT_EQ(p["user"], "bob");
     EXPECT_EQ(p["tenant"], "team-b");
-    EXPECT_EQ(p["commit"].get<std::string>().substr(0, 12), commit_short);
   }
+  EXPECT_EQ(pulls[0]["commit"].get<std::string>().substr(0, 12), commit_short);
   std::tie(code, out) = As("bob", {"model", "ls"});
   EXPECT_TRUE(absl::StrContains(out, "team-a")) << out;
   EXPECT_TRUE(absl::StrContains(out, "pull,deploy")) << out;

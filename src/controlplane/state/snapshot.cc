@@ -45,6 +45,7 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
         a.model_owner = live.spec.weights_owner;  // admission wrote the owner and the resolved digest
         a.model = live.spec.weights;
         a.model_commit = live.spec.weights_rev;
+        a.model_signer_pem = live.spec.weights_signer_pem;
       }
       a.launcher = live.spec.launcher;
       a.image = live.spec.image;

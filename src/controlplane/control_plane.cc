@@ -407,26 +407,30 @@ std::optional<std::string> ControlPlane::ArchiveTenantFor(const std::string& nod
   return std::nullopt;
 }
 
-std::optional<std::string> ControlPlane::DatasetTenantFor(const std::string& node, const std::string& commit) const {
-  if (commit.empty()) return std::nullopt;
+std::optional<std::string> ControlPlane::FirstAssigned(
+    const std::string& node, const std::function<std::optional<std::string>(const api::Assignment&)>& pick) const {
   const std::shared_ptr<const Snapshot> snap = snapshot();
   auto it = snap->assignments.find(node);
   if (it == snap->assignments.end()) return std::nullopt;
   for (const api::Assignment& a : it->second) {
-    if (!a.cancel && a.dataset_commit == commit) return a.tenant;
+    if (a.cancel) continue;
+    if (std::optional<std::string> picked = pick(a)) return picked;
   }
   return std::nullopt;
 }
 
+std::optional<std::string> ControlPlane::DatasetTenantFor(const std::string& node, const std::string& commit) const {
+  if (commit.empty()) return std::nullopt;
+  return FirstAssigned(node, [&](const api::Assignment& a) {
+    return a.dataset_commit == commit ? std::optional<std::string>(a.tenant) : std::nullopt;
+  });
+}
+
 std::optional<std::string> ControlPlane::ModelOwnerFor(const std::string& node, const std::string& commit) const {
   if (commit.empty()) return std::nullopt;
-  const std::shared_ptr<const Snapshot> snap = snapshot();
-  auto it = snap->assignments.find(node);
-  if (it == snap->assignments.end()) return std::nullopt;
-  for (const api::Assignment& a : it->second) {
-    if (!a.cancel && a.model_commit == commit) return a.model_owner;
-  }
-  return std::nullopt;
+  return FirstAssigned(node, [&](const api::Assignment& a) {
+    return a.model_commit == commit ? std::optional<std::string>(a.model_owner) : std::nullopt;
+  });
 }
 
 absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {

@@ -259,6 +259,9 @@ class ControlPlane {
   void WaitForWork(Duration timeout);
 
  private:
+  // What `pick` makes of the first live (not cancelled) assignment of `node` it names something for.
+  std::optional<std::string> FirstAssigned(
+      const std::string& node, const std::function<std::optional<std::string>(const api::Assignment&)>& pick) const;
   struct PendingSubmit {
     store::JobRecord record;
     absl::StatusOr<store::JobRecord> result = absl::UnknownError("not committed");

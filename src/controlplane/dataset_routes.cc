@@ -278,25 +278,32 @@ void RegisterVersionRoutes(http::Server& server, Accounts& accounts, DatasetStor
   });
 }
 
-void RegisterAgentDatasetRoute(http::Server& server, DatasetStores& datasets, ControlPlane& cp, NodeAuthority& nodes) {
-  server.Route("GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}",
-               [&datasets, &cp, &nodes](const Request& r) -> absl::StatusOr<Reply> {
+void RegisterAgentVersionRoute(http::Server& server, DatasetStores& stores, NodeAuthority& nodes,
+                               const std::string& pattern, const std::string& what, VersionOwnerFn owner_of) {
+  server.Route("GET", pattern,
+               [&stores, &nodes, what, owner_of = std::move(owner_of)](const Request& r) -> absl::StatusOr<Reply> {
                  auto it = r.headers.find("authorization");
                  RETURN_IF_ERROR(nodes.AuthenticateNode(
                      it == r.headers.end() ? std::string_view() : std::string_view(it->second), r.param("node")));
                  const std::string commit = r.param("commit");
                  const std::string digest = r.param("digest");
-                 const auto absent = absl::NotFoundError(fmt::format(
-                     "no object {} of a dataset version assigned to node {}", digest.substr(0, 80), r.param("node")));
+                 const auto absent = absl::NotFoundError(fmt::format("no object {} of a {} version assigned to node {}",
+                                                                     digest.substr(0, 80), what, r.param("node")));
                  // Only an object of the version of a job this node holds a member of.
-                 std::optional<std::string> tenant = cp.DatasetTenantFor(r.param("node"), commit);
-                 if (!tenant.has_value()) return absent;
-                 absl::StatusOr<bool> has = datasets.VersionHas(*tenant, commit, digest);
+                 std::optional<std::string> owner = owner_of(r.param("node"), commit);
+                 if (!owner.has_value()) return absent;
+                 absl::StatusOr<bool> has = stores.VersionHas(*owner, commit, digest);
                  if (!has.ok() || !*has) return absent;
-                 ASSIGN_OR_RETURN(data::VersionStore * store, datasets.For(*tenant));
+                 ASSIGN_OR_RETURN(data::VersionStore * store, stores.For(*owner));
                  ASSIGN_OR_RETURN(std::string bytes, store->objects().Get(digest, data::kMaxTreeBytes));
                  return Bytes(std::move(bytes));
                });
+}
+
+void RegisterAgentDatasetRoute(http::Server& server, DatasetStores& datasets, ControlPlane& cp, NodeAuthority& nodes) {
+  RegisterAgentVersionRoute(
+      server, datasets, nodes, "/v1/agents/{node}/datasets/{commit}/objects/{digest}", "dataset",
+      [&cp](const std::string& node, const std::string& commit) { return cp.DatasetTenantFor(node, commit); });
 }
 
 }  // namespace gpugeek::controlplane

@@ -29,6 +29,10 @@
 // only while a job whose dataset version is `commit` has a member assigned to its node, and only one of
 // that version's objects; otherwise 404.
 
+#include <functional>
+#include <optional>
+#include <string>
+
 #include "controlplane/accounts.h"
 #include "controlplane/control_plane.h"
 #include "controlplane/dataset_store.h"
@@ -58,5 +62,13 @@ inline void RegisterDatasetRoutes(http::Server& server, Accounts& accounts, Data
 
 // Registers GET /v1/agents/{node}/datasets/{commit}/objects/{digest} on the agents' listener.
 void RegisterAgentDatasetRoute(http::Server& server, DatasetStores& datasets, ControlPlane& cp, NodeAuthority& nodes);
+
+// Registers GET `pattern` (with {node}, {commit} and {digest}) on the agents' listener: object `digest` of
+// version `commit` in `stores`, to node `node`'s own credential, when owner_of(node, commit) names the
+// tenant whose version a member on that node needs, and the object is one of that version; 404 naming
+// `what` ("dataset", "model") otherwise.
+using VersionOwnerFn = std::function<std::optional<std::string>(const std::string& node, const std::string& commit)>;
+void RegisterAgentVersionRoute(http::Server& server, DatasetStores& stores, NodeAuthority& nodes,
+                               const std::string& pattern, const std::string& what, VersionOwnerFn owner_of);
 
 }  // namespace gpugeek::controlplane

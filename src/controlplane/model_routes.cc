@@ -205,27 +205,9 @@ absl::StatusOr<std::string> AdmitWeights(DatasetStores& models, ModelRegistry& r
 }
 
 void RegisterAgentModelRoute(http::Server& server, DatasetStores& models, ControlPlane& cp, NodeAuthority& nodes) {
-  server.Route("GET", "/v1/agents/{node}/models/{commit}/objects/{digest}",
-               [&models, &cp, &nodes](const Request& r) -> absl::StatusOr<Reply> {
-                 auto it = r.headers.find("authorization");
-                 RETURN_IF_ERROR(nodes.AuthenticateNode(
-                     it == r.headers.end() ? std::string_view() : std::string_view(it->second), r.param("node")));
-                 const std::string commit = r.param("commit");
-                 const std::string digest = r.param("digest");
-                 const auto absent = absl::NotFoundError(fmt::format(
-                     "no object {} of a model version assigned to node {}", digest.substr(0, 80), r.param("node")));
-                 // Only an object of the version a job with a member on this node names.
-                 std::optional<std::string> owner = cp.ModelOwnerFor(r.param("node"), commit);
-                 if (!owner.has_value()) return absent;
-                 absl::StatusOr<bool> has = models.VersionHas(*owner, commit, digest);
-                 if (!has.ok() || !*has) return absent;
-                 ASSIGN_OR_RETURN(data::VersionStore * store, models.For(*owner));
-                 ASSIGN_OR_RETURN(std::string bytes, store->objects().Get(digest, data::kMaxTreeBytes));
-                 Reply reply;
-                 reply.content_type = "application/octet-stream";
-                 reply.body = std::move(bytes);
-                 return reply;
-               });
+  RegisterAgentVersionRoute(
+      server, models, nodes, "/v1/agents/{node}/models/{commit}/objects/{digest}", "model",
+      [&cp](const std::string& node, const std::string& commit) { return cp.ModelOwnerFor(node, commit); });
 }
 
 void RegisterModelRoutes(http::Server& server, Accounts& accounts, DatasetStores& models, ModelRegistry& registry) {

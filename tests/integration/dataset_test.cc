@@ -22,16 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using subprocess::Process;
-
-void Write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using subprocess::ReadFile;
+using subprocess::WriteFile;
 
 // Objects in a version store's objects/ folder (not objects/tmp).
 int CountObjects(const fs::path& store) {
@@ -47,12 +39,7 @@ class DatasetEndToEnd : public testing::PoolFixture {
   void SetUp() override {
     const std::string agent_url = StartPool("dataset_e2e", 1);
     ASSERT_FALSE(agent_url.empty());
-    agents_.push_back(std::make_unique<Process>(
-        std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca_, "--name",
-                                 "node-ds-" + std::to_string(::getpid()), "--emulate", "1xH100-SXM-80GB", "--data-dir",
-                                 (dir_ / "agent").string()},
-        dir_ / "agent.log"));
-    ASSERT_TRUE(WaitForNodes(1));
+    StartAgent(agent_url, "node-ds-" + std::to_string(::getpid()));
   }
   // `gpugeek data ARGS --remote --store <dir_/cache>`.
   std::pair<int, std::string> Data(std::vector<std::string> args) {
@@ -63,10 +50,11 @@ class DatasetEndToEnd : public testing::PoolFixture {
   }
   // Submits a job reading the dataset; its log.
   std::string RunJob(const std::string& name) {
-    Write(dir_ / (name + ".yaml"), "name: " + name +
-                                       "\nresources: {accelerators: H100-SXM-80GB:1}\ndataset: corpus@main\n"
-                                       "run: cd \"$GPUGEEK_DATASET_DIR\" && sha256sum train/big.txt eval/small.txt && "
-                                       "echo \"$GPUGEEK_DATASET\"\n");
+    WriteFile(dir_ / (name + ".yaml"),
+              "name: " + name +
+                  "\nresources: {accelerators: H100-SXM-80GB:1}\ndataset: corpus@main\n"
+                  "run: cd \"$GPUGEEK_DATASET_DIR\" && sha256sum train/big.txt eval/small.txt && "
+                  "echo \"$GPUGEEK_DATASET\"\n");
     const std::string id = Submit(dir_ / (name + ".yaml"));
     EXPECT_FALSE(id.empty());
     const nlohmann::json job = WaitEnded(id);
@@ -79,8 +67,8 @@ TEST_F(DatasetEndToEnd, AJobReadsThePushedVersionAndTheNodeFetchesEachObjectOnce
   const fs::path corpus = dir_ / "corpus";
   std::string big;
   for (int i = 0; big.size() < (size_t{3} << 20); ++i) big += "record " + std::to_string(i * 7919 % 100003) + "\n";
-  Write(corpus / "train" / "big.txt", big);  // about 3 chunks of the default 1 MiB
-  Write(corpus / "eval" / "small.txt", "held-out set, first cut\n");
+  WriteFile(corpus / "train" / "big.txt", big);  // about 3 chunks of the default 1 MiB
+  WriteFile(corpus / "eval" / "small.txt", "held-out set, first cut\n");
   auto [code, out] = Data({"push", corpus.string(), "--dataset", "corpus", "-m", "v1"});
   ASSERT_EQ(code, 0) << out;
   std::smatch m;
@@ -103,7 +91,7 @@ TEST_F(DatasetEndToEnd, AJobReadsThePushedVersionAndTheNodeFetchesEachObjectOnce
   EXPECT_EQ(CountObjects(node_cache / "store"), v1_objects);
 
   // v2: one small file changed. The push sends its chunk, the eval/ and top trees and the commit.
-  Write(corpus / "eval" / "small.txt", "held-out set, second cut\n");
+  WriteFile(corpus / "eval" / "small.txt", "held-out set, second cut\n");
   std::tie(code, out) = Data({"push", corpus.string(), "--dataset", "corpus", "-m", "v2"});
   ASSERT_EQ(code, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, fmt::format("sent 4 of {} objects", v1_objects))) << out;
@@ -136,8 +124,8 @@ TEST_F(DatasetEndToEnd, AJobReadsThePushedVersionAndTheNodeFetchesEachObjectOnce
   auto [checkout_code, checkout_out] = Cli({"data", "checkout", "main~1", (dir_ / "out").string(), "--dataset",
                                             "corpus", "--remote", "--store", (dir_ / "cache2").string()});
   EXPECT_EQ(checkout_code, 0) << checkout_out;
-  EXPECT_EQ(Read(dir_ / "out" / "train" / "big.txt"), big);
-  EXPECT_EQ(Read(dir_ / "out" / "eval" / "small.txt"), "held-out set, first cut\n");
+  EXPECT_EQ(ReadFile(dir_ / "out" / "train" / "big.txt"), big);
+  EXPECT_EQ(ReadFile(dir_ / "out" / "eval" / "small.txt"), "held-out set, first cut\n");
 }
 
 }  // namespace

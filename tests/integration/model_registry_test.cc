@@ -25,28 +25,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using subprocess::Process;
-
-void Write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
-}
-
-std::string Read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using subprocess::ReadFile;
+using subprocess::WriteFile;
 
 class ModelRegistryEndToEnd : public testing::PoolFixture {
  protected:
   void SetUp() override {
     const std::string agent_url = StartPool("model_registry_e2e", 1);
     ASSERT_FALSE(agent_url.empty());
-    agents_.push_back(std::make_unique<Process>(
-        std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca_, "--name",
-                                 "node-mr-" + std::to_string(::getpid()), "--emulate", "1xH100-SXM-80GB", "--data-dir",
-                                 (dir_ / "agent").string()},
-        dir_ / "agent.log"));
-    ASSERT_TRUE(WaitForNodes(1));
+    StartAgent(agent_url, "node-mr-" + std::to_string(::getpid()));
     for (const char* t : {"team-a", "team-b"}) ASSERT_TRUE(Client().Post("/v1/tenants", {{"name", t}}).ok());
     for (const auto& [user, tenant] : {std::pair{"ada", "team-a"}, std::pair{"bob", "team-b"}}) {
       ASSERT_TRUE(Client().Post("/v1/users", {{"name", user}, {"tenant", tenant}, {"role", "member"}}).ok());
@@ -71,7 +58,7 @@ class ModelRegistryEndToEnd : public testing::PoolFixture {
   }
   // Submits as `user`; the CLI's exit code and output.
   std::pair<int, std::string> SubmitAs(const std::string& user, const std::string& name, const std::string& spec) {
-    Write(dir_ / (name + ".yaml"), spec);
+    WriteFile(dir_ / (name + ".yaml"), spec);
     return As(user, {"submit", (dir_ / (name + ".yaml")).string()});
   }
 
@@ -84,8 +71,8 @@ TEST_F(ModelRegistryEndToEnd, OnlyGrantedTenantsPullOrDeployAndEveryPullIsLogged
   std::string weights(300'000, '\0');
   for (char& c : weights) c = static_cast<char>(rng());
   const fs::path model = dir_ / "tiny";
-  Write(model / "config.json", "{\"model_type\": \"gpt2\", \"n_embd\": 64}\n");
-  Write(model / "model.safetensors", weights);
+  WriteFile(model / "config.json", "{\"model_type\": \"gpt2\", \"n_embd\": 64}\n");
+  WriteFile(model / "model.safetensors", weights);
   const std::string key = (dir_ / "signer.pem").string();
   ASSERT_EQ(Local({"model", "keygen", "--out", key}).first, 0);
   auto [code, out] = Local({"model", "sign", model.string(), "--key", key});
@@ -122,7 +109,7 @@ TEST_F(ModelRegistryEndToEnd, OnlyGrantedTenantsPullOrDeployAndEveryPullIsLogged
   std::tie(code, out) = As("bob", {"model", "pull", "team-a/tiny@v1", "--out", copy.string()});
   ASSERT_EQ(code, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, fmt::format("team-a/tiny@v1 ({})", commit_short))) << out;
-  EXPECT_EQ(Read(copy / "model.safetensors"), weights);
+  EXPECT_EQ(ReadFile(copy / "model.safetensors"), weights);
   std::tie(code, out) = Local({"model", "verify", copy.string(), "--key", (dir_ / "signer.pub.pem").string()});
   EXPECT_EQ(code, 0) << out;
   EXPECT_TRUE(absl::StrContains(out, "verified")) << out;
@@ -158,7 +145,7 @@ TEST_F(ModelRegistryEndToEnd, OnlyGrantedTenantsPullOrDeployAndEveryPullIsLogged
   nlohmann::json failed = WaitEnded(m[1]);
   EXPECT_EQ(failed.value("state", ""), "FAILED");
   EXPECT_TRUE(absl::StrContains(failed.dump(), "signature NOT verified")) << failed.dump();
-  Write(model / "model.safetensors", weights + "!");  // changed after signing, pushed as main
+  WriteFile(model / "model.safetensors", weights + "!");  // changed after signing, pushed as main
   std::tie(code, out) = As("ada", {"model", "push", model.string(), "--name", "tiny", "-m", "tampered"});
   ASSERT_EQ(code, 0) << out;
   std::string tampered = signed_spec;

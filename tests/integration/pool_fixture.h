@@ -27,6 +27,16 @@ namespace fs = std::filesystem;
 
 class PoolFixture : public ::testing::Test {
  protected:
+  // Starts one `gpugeek agent` named `node` with emulated GPUs `emulate`, its data in dir_/agent and its log
+  // in dir_/agent.log, joining at `agent_url` (StartPool's); waits for it to be ready.
+  void StartAgent(const std::string& agent_url, const std::string& node,
+                  const std::string& emulate = "1xH100-SXM-80GB") {
+    agents_.push_back(std::make_unique<subprocess::Process>(
+        std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca_, "--name", node,
+                                 "--emulate", emulate, "--data-dir", (dir_ / "agent").string()},
+        dir_ / "agent.log"));
+    ASSERT_TRUE(WaitForNodes(agents_.size()));
+  }
   // Starts the server under a new dir_; returns the agents' URL ("" after a failed assertion).
   std::string StartPool(const std::string& name, int agents) {
     MakeScratch(name);

@@ -25,6 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 using subprocess::Process;
+using subprocess::ReadFile;
+using subprocess::WriteFile;
 
 class WorkdirEndToEnd : public testing::PoolFixture {
  protected:
@@ -42,22 +44,17 @@ class WorkdirEndToEnd : public testing::PoolFixture {
   std::string node_;
 };
 
-void Write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
 TEST_F(WorkdirEndToEnd, RunFindsTheWorkdirAfterSetup) {
   const fs::path project = dir_ / "project";
-  Write(project / "data" / "greeting.txt", "hello from the workdir\n");
-  Write(project / "secret.env", "NOT_FOR_THE_NODE=1\n");
-  Write(project / ".gpugeekignore", "*.env\n");
-  Write(project / "job.yaml",
-        "name: wd\n"
-        "resources: {accelerators: H100-SXM-80GB:1}\n"
-        "workdir: .\n"
-        "setup: echo preparing; touch setup-ran\n"
-        "run: cat data/greeting.txt; ls; test -f setup-ran && test ! -e secret.env && test ! -e job.yaml.nope\n");
+  WriteFile(project / "data" / "greeting.txt", "hello from the workdir\n");
+  WriteFile(project / "secret.env", "NOT_FOR_THE_NODE=1\n");
+  WriteFile(project / ".gpugeekignore", "*.env\n");
+  WriteFile(project / "job.yaml",
+            "name: wd\n"
+            "resources: {accelerators: H100-SXM-80GB:1}\n"
+            "workdir: .\n"
+            "setup: echo preparing; touch setup-ran\n"
+            "run: cat data/greeting.txt; ls; test -f setup-ran && test ! -e secret.env && test ! -e job.yaml.nope\n");
   std::string out;
   const std::string id = Submit(project / "job.yaml", &out);
   ASSERT_FALSE(id.empty()) << out;
@@ -81,10 +78,10 @@ TEST_F(WorkdirEndToEnd, RunFindsTheWorkdirAfterSetup) {
 
 TEST_F(WorkdirEndToEnd, AFailingSetupFailsTheMemberWithItsExitCode) {
   const fs::path project = dir_ / "bad";
-  Write(project / "x.txt", "x\n");
-  Write(project / "job.yaml",
-        "name: bad-setup\nresources: {accelerators: H100-SXM-80GB:1}\nworkdir: .\nsetup: echo trying; exit 3\n"
-        "run: echo never\n");
+  WriteFile(project / "x.txt", "x\n");
+  WriteFile(project / "job.yaml",
+            "name: bad-setup\nresources: {accelerators: H100-SXM-80GB:1}\nworkdir: .\nsetup: echo trying; exit 3\n"
+            "run: echo never\n");
   const std::string id = Submit(project / "job.yaml");
   ASSERT_FALSE(id.empty());
   const nlohmann::json job = WaitEnded(id);
@@ -100,27 +97,27 @@ TEST_F(WorkdirEndToEnd, AFailingSetupFailsTheMemberWithItsExitCode) {
 
 TEST_F(WorkdirEndToEnd, FilesLandWhereTheSpecSaysBesideTheWorkdir) {
   const fs::path project = dir_ / "files-project";
-  Write(project / "code" / "main.txt", "main from the workdir\n");
-  Write(dir_ / "shared-data" / "corpus" / "a.txt", "corpus a\n");
-  Write(dir_ / "shared-data" / "corpus" / "b" / "c.txt", "corpus b/c\n");
-  Write(dir_ / "shared-data" / "corpus" / ".gpugeekignore", "*.tmp\n");
-  Write(dir_ / "shared-data" / "corpus" / "scratch.tmp", "left out\n");
-  Write(project / "weights.bin", "initial weights\n");
-  Write(dir_ / "extra-src" / "notes.txt", "notes from the archive\n");
+  WriteFile(project / "code" / "main.txt", "main from the workdir\n");
+  WriteFile(dir_ / "shared-data" / "corpus" / "a.txt", "corpus a\n");
+  WriteFile(dir_ / "shared-data" / "corpus" / "b" / "c.txt", "corpus b/c\n");
+  WriteFile(dir_ / "shared-data" / "corpus" / ".gpugeekignore", "*.tmp\n");
+  WriteFile(dir_ / "shared-data" / "corpus" / "scratch.tmp", "left out\n");
+  WriteFile(project / "weights.bin", "initial weights\n");
+  WriteFile(dir_ / "extra-src" / "notes.txt", "notes from the archive\n");
   ASSERT_EQ(std::system(("tar -czf " + (project / "extra.tar.gz").string() + " -C " + (dir_ / "extra-src").string() +
                          " notes.txt")
                             .c_str()),
             0);
-  Write(project / "job.yaml",
-        "name: files\n"
-        "resources: {accelerators: H100-SXM-80GB:1}\n"
-        "workdir: code\n"
-        "files:\n"
-        "  data/corpus: ../shared-data/corpus\n"
-        "  weights/init.bin: weights.bin\n"
-        "  extras: extra.tar.gz\n"
-        "run: cat main.txt data/corpus/a.txt data/corpus/b/c.txt weights/init.bin extras/notes.txt; "
-        "test ! -e data/corpus/scratch.tmp && echo ignored-left-out\n");
+  WriteFile(project / "job.yaml",
+            "name: files\n"
+            "resources: {accelerators: H100-SXM-80GB:1}\n"
+            "workdir: code\n"
+            "files:\n"
+            "  data/corpus: ../shared-data/corpus\n"
+            "  weights/init.bin: weights.bin\n"
+            "  extras: extra.tar.gz\n"
+            "run: cat main.txt data/corpus/a.txt data/corpus/b/c.txt weights/init.bin extras/notes.txt; "
+            "test ! -e data/corpus/scratch.tmp && echo ignored-left-out\n");
   std::string out;
   const std::string id = Submit(project / "job.yaml", &out);
   ASSERT_FALSE(id.empty()) << out;
@@ -145,8 +142,8 @@ TEST_F(WorkdirEndToEnd, FilesLandWhereTheSpecSaysBesideTheWorkdir) {
   EXPECT_EQ(WaitEnded(again).value("state", ""), "SUCCEEDED");
 
   // DEST must stay inside the working folder; the CLI refuses before uploading anything.
-  Write(project / "escape.yaml",
-        "name: escape\nresources: {accelerators: H100-SXM-80GB:1}\nfiles: {../outside: weights.bin}\nrun: x\n");
+  WriteFile(project / "escape.yaml",
+            "name: escape\nresources: {accelerators: H100-SXM-80GB:1}\nfiles: {../outside: weights.bin}\nrun: x\n");
   auto [code, text] = Cli({"submit", (project / "escape.yaml").string()});
   EXPECT_NE(code, 0);
   EXPECT_TRUE(absl::StrContains(text, "files.../outside: the destination must be a path inside the working folder"))
@@ -157,11 +154,11 @@ TEST_F(WorkdirEndToEnd, FilesLandWhereTheSpecSaysBesideTheWorkdir) {
 // sleeps is idle and idle_timeout ends it; one that spins keeps its GPU busy and runs to its end.
 TEST_F(WorkdirEndToEnd, IdleTimeoutEndsAnIdleJobAndSparesABusyOne) {
   const fs::path project = dir_ / "idle";
-  Write(project / "idle.yaml",
-        "name: idle\nresources: {accelerators: H100-SXM-80GB:1}\nidle_timeout: 3s\nrun: sleep 120\n");
-  Write(project / "busy.yaml",
-        "name: busy\nresources: {accelerators: H100-SXM-80GB:1}\nidle_timeout: 3s\n"
-        "run: end=$(($(date +%s) + 7)); while [ $(date +%s) -lt $end ]; do :; done; echo done spinning\n");
+  WriteFile(project / "idle.yaml",
+            "name: idle\nresources: {accelerators: H100-SXM-80GB:1}\nidle_timeout: 3s\nrun: sleep 120\n");
+  WriteFile(project / "busy.yaml",
+            "name: busy\nresources: {accelerators: H100-SXM-80GB:1}\nidle_timeout: 3s\n"
+            "run: end=$(($(date +%s) + 7)); while [ $(date +%s) -lt $end ]; do :; done; echo done spinning\n");
   const auto start = std::chrono::steady_clock::now();
   const std::string idle = Submit(project / "idle.yaml");
   const nlohmann::json ended = WaitEnded(idle);

@@ -24,6 +24,12 @@ namespace gpugeek::subprocess {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
+// Writes `text` to `p`, creating its folders.
+inline void WriteFile(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
+
 inline std::string ReadFile(const fs::path& p) {
   std::ifstream in(p);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

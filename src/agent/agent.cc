@@ -25,11 +25,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "agent/agent_metrics.h"
 #include "agent/container_command.h"
 #include "agent/image_requirements.h"
 #include "agent/torch_launcher.h"
+#include "api/engines.h"
 #include "api/job_spec.h"
 #include "api/names.h"
 #include "archive/digest.h"
@@ -258,6 +260,7 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentOptions options) {
   if (options.heartbeat_interval <= Duration::zero()) {
     return absl::InvalidArgumentError("heartbeat interval must be positive");
   }
+  RETURN_IF_ERROR(api::ValidateEngineRuntimes("engines", options.engines));
   if (options.max_log_bytes_per_workload == 0 || options.max_log_bytes_per_heartbeat == 0) {
     return absl::InvalidArgumentError("log byte caps must be positive");
   }
@@ -606,7 +609,8 @@ absl::Status Agent::Register() {
                       .metrics_tls = metrics_tls(),
                       .instance_id = instance_id_,
                       .images = images_ != nullptr ? images_->images() : std::vector<std::string>{},
-                      .unfit_images = images_ != nullptr ? images_->unfit() : std::map<std::string, std::string>{}};
+                      .unfit_images = images_ != nullptr ? images_->unfit() : std::map<std::string, std::string>{},
+                      .engines = options_.engines};
   absl::StatusOr<nlohmann::json> body = client_->Post("/v1/agents/register", api::ToJson(r));
   if (!body.ok() && body.status().code() == absl::StatusCode::kUnauthenticated && bearer_ != options_.join_token &&
       !options_.join_token.empty()) {
@@ -1123,6 +1127,15 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
         }
       }
     }
+  }
+  if (!a.engine.empty()) {
+    // The format, and which of its runtimes this node has (the scheduler placed it where one is).
+    std::vector<std::string> here;
+    for (const std::string& runtime : api::RuntimesFor(a.engine)) {
+      if (std::binary_search(options_.engines.begin(), options_.engines.end(), runtime)) here.push_back(runtime);
+    }
+    req.env["GPUGEEK_ENGINE"] = a.engine;
+    req.env["GPUGEEK_ENGINE_RUNTIMES"] = absl::StrJoin(here, ",");
   }
   if (auto m = members_.find(a.job_id);
       m != members_.end() && !m->second.member_token.empty() && !workload_url_.empty()) {

@@ -242,6 +242,10 @@ struct AgentOptions {
   // How often the image list is read again (`podman images`, on its own thread); a changed list is sent by
   // registering again.
   Duration image_refresh = std::chrono::seconds(30);
+  // The compiled-engine runtimes this node has, sorted (engine_runtimes.h; `--engines`), reported at
+  // registration (Registration::engines). A member of a job with `engine:` gets GPUGEEK_ENGINE=FORMAT and
+  // GPUGEEK_ENGINE_RUNTIMES, the comma-separated runtimes of that format among these.
+  std::vector<std::string> engines;
 };
 
 // What the agent holds for one job, as Workloads() reports it.

@@ -12,6 +12,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/string_view.h"
 
+#include "api/engines.h"
 #include "api/image_ref.h"
 #include "api/json_reader.h"
 #include "api/names.h"
@@ -154,6 +155,7 @@ nlohmann::json ToJson(const Registration& r) {
                       {"images", r.images}};
   if (r.metrics_tls) j["metrics_tls"] = true;
   if (!r.unfit_images.empty()) j["unfit_images"] = r.unfit_images;
+  if (!r.engines.empty()) j["engines"] = r.engines;
   if (r.price_micros_per_gpu_hour != 0) j["price_micros_per_gpu_hour"] = r.price_micros_per_gpu_hour;
   return j;
 }
@@ -203,7 +205,8 @@ nlohmann::json ToJson(const Assignment& a) {
           {"dp", a.dp},
           {"zero_stage", a.zero_stage},
           {"micro_batch", a.micro_batch},
-          {"image", a.image}};
+          {"image", a.image},
+          {"engine", a.engine}};
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
@@ -240,8 +243,9 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
 
 absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration");
-  RETURN_IF_ERROR(r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address",
-                                 "instance_id", "images", "metrics_tls", "unfit_images", "price_micros_per_gpu_hour"}));
+  RETURN_IF_ERROR(
+      r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address",
+                     "instance_id", "images", "metrics_tls", "unfit_images", "price_micros_per_gpu_hour", "engines"}));
   Registration out;
   ASSIGN_OR_RETURN(out.node, r.String("node"));
   RETURN_IF_ERROR(CheckNodeName(r, "node", out.node));
@@ -284,6 +288,8 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
       return absl::InvalidArgumentError(fmt::format("{}: the reason is over {} bytes", field, kMaxUnfitReasonBytes));
     }
   }
+  ASSIGN_OR_RETURN(out.engines, StringList(r, "engines", kMaxEngineRuntimesPerNode, kMaxEngineRuntimeNameBytes));
+  RETURN_IF_ERROR(ValidateEngineRuntimes(r.Path("engines"), out.engines));
   ASSIGN_OR_RETURN(out.metrics_address, r.String("metrics_address", std::string()));
   ASSIGN_OR_RETURN(out.metrics_tls, r.Bool("metrics_tls", false));
   if (!out.metrics_address.empty()) {
@@ -361,7 +367,8 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
                                  "model_owner",
                                  "model",
                                  "model_commit",
-                                 "model_signer_pem"}));
+                                 "model_signer_pem",
+                                 "engine"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -445,6 +452,8 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
       return r.Error("model_commit", "must be a SHA-256, 64 lower-case hex digits");
     }
   }
+  ASSIGN_OR_RETURN(a.engine, r.String("engine", std::string()));
+  if (!a.engine.empty()) RETURN_IF_ERROR(ParseEngineFormat(r.Path("engine"), a.engine).status());
   ASSIGN_OR_RETURN(std::vector<JsonReader> files, r.Objects("file_archives"));
   if (files.size() > kMaxFiles) return r.Error("file_archives", fmt::format("at most {} archives", kMaxFiles));
   for (const JsonReader& f : files) {

@@ -85,6 +85,10 @@ struct Registration {
   // ask for more than the node's driver supports), canonical name -> why (at most kMaxUnfitReasonBytes).
   // Never placed on; `gpugeek images` shows them. JSON "unfit_images", optional; at most kMaxImagesPerNode.
   std::map<std::string, std::string> unfit_images;
+  // The compiled-engine runtimes the node has ("onnxruntime", "tensorrt"; api/engines.h, found by
+  // agent/engine_runtimes.h or declared with --engines), sorted, no duplicates. JSON "engines", optional;
+  // at most kMaxEngineRuntimesPerNode.
+  std::vector<std::string> engines;
 };
 
 struct RegistrationReply {
@@ -166,6 +170,9 @@ struct Assignment {
   // JobSpec::image, canonical ("localhost/busybox:latest"): the member runs in a container of this
   // image (agent/container_command.h); "" = on the host. Optional on the wire.
   std::string image;
+  // JobSpec::engine: the compiled-engine format the member loads (api/engines.h; "" = none). The member
+  // gets GPUGEEK_ENGINE and GPUGEEK_ENGINE_RUNTIMES (this node's runtimes of it). Optional on the wire.
+  std::string engine;
 };
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };

@@ -424,5 +424,41 @@ TEST(AgentProtocol, ImagesTravelInRegistrationAndAssignment) {
   EXPECT_EQ(HeartbeatReplyFromJson(aj)->assignments[0].image, "");
 }
 
+// A node's engine runtimes (api/engines.h) travel in its registration, a job's engine format in its
+// assignment; both optional, both checked.
+TEST(AgentProtocol, EnginesTravelInRegistrationAndAssignment) {
+  Registration r;
+  r.node = "node-a";
+  r.engines = {"libtorch", "opencv-dnn"};
+  nlohmann::json j = ToJson(r);
+  EXPECT_EQ(j.at("engines"), nlohmann::json::array({"libtorch", "opencv-dnn"}));
+  auto back = RegistrationFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->engines, r.engines);
+  r.engines.clear();
+  EXPECT_FALSE(ToJson(r).contains("engines"));  // optional: a node without runtimes sends no key
+  EXPECT_EQ(RegistrationFromJson(ToJson(r))->engines, std::vector<std::string>{});
+  j["engines"] = {"opencv-dnn", "libtorch"};
+  EXPECT_EQ(RegistrationFromJson(j).status().message(),
+            "registration.engines[1]: runtimes must be sorted, without duplicates");
+  j["engines"] = {"Lib;Torch"};
+  EXPECT_EQ(RegistrationFromJson(j).status().message(),
+            "registration.engines[0]: a runtime name is 1-32 of [a-z0-9-], e.g. onnxruntime");
+
+  Assignment a = SampleAssignment();
+  a.engine = "onnx-int8";
+  nlohmann::json aj = ToJson(HeartbeatReply{{a}, false});
+  EXPECT_EQ(aj["assignments"][0].at("engine"), "onnx-int8");
+  auto reply = HeartbeatReplyFromJson(aj);
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->assignments[0].engine, "onnx-int8");
+  aj["assignments"][0]["engine"] = "pickle";
+  EXPECT_EQ(HeartbeatReplyFromJson(aj).status().message(),
+            "heartbeat_reply.assignments[0].engine: unknown engine format 'pickle'; one of torchscript, onnx, "
+            "onnx-int8, tensorrt");
+  aj["assignments"][0].erase("engine");
+  EXPECT_EQ(HeartbeatReplyFromJson(aj)->assignments[0].engine, "");
+}
+
 }  // namespace
 }  // namespace gpugeek::api

@@ -19,6 +19,7 @@
 
 #include "common/absl_fmt.h"
 
+#include "api/engines.h"
 #include "api/image_ref.h"
 #include "api/quantity.h"
 #include "common/file.h"
@@ -343,32 +344,12 @@ absl::StatusOr<RetrySpec> ParseRetry(const YAML::Node& n) {
 
 absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalog& catalog) {
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
-  RETURN_IF_ERROR(CheckKeys(doc, "",
-                            {"name",
-                             "model",
-                             "task",
-                             "resources",
-                             "num_nodes",
-                             "priority",
-                             "checkpoint",
-                             "env",
-                             "workdir",
-                             "workdir_digest",
-                             "files",
-                             "file_archives",
-                             "setup",
-                             "run",
-                             "retry",
-                             "max_duration",
-                             "idle_timeout",
-                             "launcher",
-                             "procs_per_node",
-                             "image",
-                             "elastic",
-                             "dataset",
-                             "weights",
-                             "weights_signer",
-                             "weights_signer_pem"}));
+  RETURN_IF_ERROR(CheckKeys(
+      doc, "",
+      {"name",    "model",        "task",           "resources",      "num_nodes",         "priority", "checkpoint",
+       "env",     "workdir",      "workdir_digest", "files",          "file_archives",     "setup",    "run",
+       "retry",   "max_duration", "idle_timeout",   "launcher",       "procs_per_node",    "image",    "engine",
+       "elastic", "dataset",      "weights",        "weights_signer", "weights_signer_pem"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -471,6 +452,10 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   if (doc["image"]) {
     ASSIGN_OR_RETURN(const std::string image, Scalar(doc["image"], "image"));
     ASSIGN_OR_RETURN(spec.image, CanonicalImageRef("image", image));
+  }
+  if (doc["engine"]) {
+    ASSIGN_OR_RETURN(const std::string engine, Scalar(doc["engine"], "engine"));
+    ASSIGN_OR_RETURN(spec.engine, ParseEngineFormat("engine", engine));
   }
   if (doc["task"]) {
     ASSIGN_OR_RETURN(spec.task, ParseTask(doc["task"]));
@@ -1081,6 +1066,7 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   if (!spec.launcher.empty()) out << YAML::Key << "launcher" << YAML::Value << spec.launcher;
   if (spec.procs_per_node > 0) out << YAML::Key << "procs_per_node" << YAML::Value << spec.procs_per_node;
   if (!spec.image.empty()) out << YAML::Key << "image" << YAML::Value << spec.image;
+  if (!spec.engine.empty()) out << YAML::Key << "engine" << YAML::Value << spec.engine;
   out << YAML::Key << "run" << YAML::Value, EmitScalarOrQuoted(out, spec.run);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";

@@ -202,6 +202,10 @@ struct JobSpec {
   // canonical form ("busybox" -> "localhost/busybox:latest", api/image_ref.h); only nodes that have it
   // are chosen. "" = on the host.
   std::string image;
+  // `engine: FORMAT`: the compiled-engine format the job loads (torchscript, onnx, onnx-int8, tensorrt;
+  // api/engines.h): only nodes that report a runtime of it are chosen, and members get GPUGEEK_ENGINE and
+  // GPUGEEK_ENGINE_RUNTIMES. "" = none.
+  std::string engine;
 };
 
 // OK when `name` is a valid secret name: 1-128 of [A-Za-z0-9._-], starting with a letter or digit.

@@ -326,7 +326,7 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic, dataset, weights, weights_signer, weights_signer_pem");
+            "procs_per_node, image, engine, elastic, dataset, weights, weights_signer, weights_signer_pem");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -362,7 +362,7 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, elastic, dataset, weights, weights_signer, weights_signer_pem");
+            "procs_per_node, image, engine, elastic, dataset, weights, weights_signer, weights_signer_pem");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -586,6 +586,20 @@ TEST(ParseJobSpec, BadImageNamesTheField) {
   spec = ParseJobSpec("name: c\nimage: [a]\nrun: 'true'\n");
   ASSERT_FALSE(spec.ok());
   EXPECT_TRUE(absl::StartsWith(spec.status().message(), "image: ")) << spec.status();
+}
+
+TEST(ParseJobSpec, EngineNamesAFormatAndRoundTrips) {
+  const std::string head = "name: serve\nresources: {accelerators: T4:1}\nrun: x\n";
+  auto spec = ParseJobSpec(head + "engine: onnx-int8\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->engine, "onnx-int8");
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << JobSpecToYaml(*spec);
+  EXPECT_EQ(again->engine, "onnx-int8");
+  EXPECT_EQ(ParseJobSpec(head)->engine, "");
+  EXPECT_EQ(ParseJobSpec(head + "engine: trt\n").status().message(),
+            "engine: unknown engine format 'trt'; one of torchscript, onnx, onnx-int8, tensorrt");
+  EXPECT_TRUE(absl::StartsWith(ParseJobSpec(head + "engine: [onnx]\n").status().message(), "engine: "));
 }
 
 TEST(ParseJobSpec, DatasetNamesAVersionAndRoundTrips) {

@@ -22,8 +22,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "agent/agent.h"
+#include "agent/engine_runtimes.h"
 #include "agent/metrics_listener.h"
 #include "agent/workload_listener.h"
 #include "api/agent_protocol.h"
@@ -92,6 +94,7 @@ void RegisterAgentCommand(CLI::App& app) {
     std::string metrics_tls_key;
     std::string podman = "auto";
     std::string podman_run_flags;
+    std::string engines = "auto";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("agent",
@@ -145,6 +148,11 @@ void RegisterAgentCommand(CLI::App& app) {
                   "/var/lib/gpugeek/podman --runtime runc --cgroup-manager=cgroupfs\"; auto: plain `podman` when it "
                   "is installed and the agent is root; off: no containers")
       ->capture_default_str();
+  sub->add_option("--engines", o->engines,
+                  "Compiled-engine runtimes this node reports, which jobs' engine: formats are placed by: auto "
+                  "(libraries found in the linker cache: libtorch, onnxruntime, opencv-dnn, tensorrt), none, or a "
+                  "comma-separated list, e.g. onnxruntime,tensorrt (docs/models.md)")
+      ->capture_default_str();
   sub->add_option("--podman-run-flags", o->podman_run_flags,
                   "Extra `podman run` flags this machine needs (words split on spaces), e.g. \"--ulimit "
                   "nofile=4096:4096 --ulimit nproc=4096:4096\"");
@@ -185,6 +193,9 @@ void RegisterAgentCommand(CLI::App& app) {
     absl::StatusOr<std::vector<std::string>> podman = PodmanCommand(o->podman);
     if (!podman.ok()) Fail(std::string(podman.status().message()), 2);
     const std::string node = o->name.empty() ? LocalHostName() : o->name;
+    std::string engines_note;
+    absl::StatusOr<std::vector<std::string>> engines = agent::EngineRuntimesFromFlag(o->engines, &engines_note);
+    if (!engines.ok()) Fail(std::string(engines.status().message()), 2);
     int64_t price_micros = 0;
     if (!o->gpu_hour_price.empty()) {
       absl::StatusOr<int64_t> price = api::ParseMoneyMicros(o->gpu_hour_price);
@@ -242,7 +253,8 @@ void RegisterAgentCommand(CLI::App& app) {
                                        .metrics = serve_metrics ? &registry : nullptr,
                                        .run_as = run_as,
                                        .podman = *podman,
-                                       .podman_run_flags = SplitWords(o->podman_run_flags)});
+                                       .podman_run_flags = SplitWords(o->podman_run_flags),
+                                       .engines = *engines});
     if (!agent.ok()) {
       pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
       Fail(std::string(agent.status().message()), absl::IsInvalidArgument(agent.status()) ? 2 : 1);
@@ -253,6 +265,9 @@ void RegisterAgentCommand(CLI::App& app) {
                  o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir);
     for (const std::string& p : inv.problems) spdlog::info("gpugeek agent {}: discovery: {}", node, p);
     spdlog::info("gpugeek agent {}: CPU/memory limits: {}", node, (*agent)->CgroupDescription());
+    if (!engines_note.empty()) spdlog::warn("gpugeek agent {}: {}", node, engines_note);
+    spdlog::info("gpugeek agent {}: engine runtimes: {}", node,
+                 engines->empty() ? "none" : absl::StrJoin(*engines, ", "));
     std::unique_ptr<agent::MetricsListener> metrics_listener;
     if (serve_metrics) {
       // After Agent::Create: the registry has every family before the first scrape can render it.

@@ -1,6 +1,6 @@
 // The pool commands of the client (REST API of src/controlplane/api_routes.h):
 //   gpugeek nodes                 nodes with state, capacity type, GPUs, allocation and jobs
-//   gpugeek node NAME             one node: host, GPUs with telemetry, jobs
+//   gpugeek node NAME             one node: host, GPUs with telemetry, jobs, engine runtimes
 //   gpugeek cordon|uncordon NAME  stop / resume placing new work on a node
 //   gpugeek drain NAME            cordon, and send the node's jobs back to PENDING to run elsewhere
 //   gpugeek reclaim NAME [--deadline 30s]   a spot reclaim notice: checkpoint and move its jobs before it
@@ -94,6 +94,7 @@ void RegisterNode(CLI::App& app) {
         "  GPUs:      {} ({} of {} allocated)\n", GpuSummary(inventory.value("gpus", json::array()), "none"),
         Gpus(n.value("gpu_milli_allocated", int64_t{0})), inventory.value("gpus", json::array()).size());
     std::cout << fmt::format("  jobs:      {}\n", Joined(n.value("jobs", json::array())));
+    std::cout << fmt::format("  engines:   {}\n", Joined(n.value("engines", json::array())));
     std::cout << fmt::format("  heartbeat: {} ({})\n\n", LocalTime(heartbeat), Ago(heartbeat, RealClock().Now()));
     const json samples = n.value("samples", json::array());
     TextTable table({"GPU", "MODEL", "MEMORY", "UTIL", "MEM USED", "TEMP", "HEALTH"});

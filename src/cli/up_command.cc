@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "agent/agent.h"
+#include "agent/engine_runtimes.h"
 #include "agent/metrics_listener.h"
 #include "agent/workload_listener.h"
 #include "cli/client.h"
@@ -52,6 +53,7 @@ void RegisterUpCommand(CLI::App& app) {
     bool insecure_no_tls = false;
     std::string podman = "off";
     std::string podman_run_flags;
+    std::string engines = "auto";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -77,6 +79,9 @@ void RegisterUpCommand(CLI::App& app) {
                   "auto or off)")
       ->capture_default_str();
   sub->add_option("--podman-run-flags", o->podman_run_flags, "Extra `podman run` flags (as gpugeek agent)");
+  sub->add_option("--engines", o->engines,
+                  "Compiled-engine runtimes the agent reports (as gpugeek agent: auto, none or a list)")
+      ->capture_default_str();
   sub->add_option("--agent-metrics-listen", o->agent_metrics_listen,
                   "HOST:PORT where the agent serves its Prometheus metrics (GET /metrics; port 0: any free port; "
                   "\"off\": none)")
@@ -157,6 +162,11 @@ void RegisterUpCommand(CLI::App& app) {
     if (!podman.ok()) Fail(cmd, std::string(podman.status().message()), kExitUsage);
     ao.podman = *podman;
     ao.podman_run_flags = SplitWords(o->podman_run_flags);
+    std::string engines_note;
+    absl::StatusOr<std::vector<std::string>> engines = agent::EngineRuntimesFromFlag(o->engines, &engines_note);
+    if (!engines.ok()) Fail(cmd, std::string(engines.status().message()), kExitUsage);
+    if (!engines_note.empty()) std::cerr << "gpugeek up: " << engines_note << "\n";
+    ao.engines = *engines;
     auto agent = agent::Agent::Create(ao);
     if (!agent.ok()) Fail(cmd, fmt::format("agent: {}", agent.status().message()));
     std::unique_ptr<agent::MetricsListener> metrics_listener;

@@ -57,6 +57,7 @@ nlohmann::json NodeToJson(const NodeView& node) {
           {"labels", node.registration.labels},
           {"images", node.registration.images},
           {"unfit_images", node.registration.unfit_images},
+          {"engines", node.registration.engines},
           {"unhealthy_gpus", node.unhealthy_gpus},
           {"last_heartbeat", FormatTime(node.last_heartbeat)},
           {"gpu_milli_allocated", node.gpu_milli_allocated},

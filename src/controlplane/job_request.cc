@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "api/engines.h"
 #include "api/json_reader.h"
 #include "common/status_macros.h"
 #include "controlplane/node_model.h"
@@ -42,6 +43,12 @@ void AddShape(std::vector<Group>& groups, int gang, sched::ResourceShape shape) 
     }
   }
   groups.push_back({gang, {std::move(shape)}});
+}
+
+// The engine format the job loads and the runtimes that run it; none for a job without `engine:`.
+sched::EngineNeed EngineNeedOf(const api::JobSpec& spec) {
+  if (spec.engine.empty()) return {};
+  return {.format = spec.engine, .runtimes = api::RuntimesFor(spec.engine)};
 }
 
 }  // namespace
@@ -96,7 +103,8 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
       req.capacity_type = capacity;
       // A constraint too (data residency).
       if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
-      req.image = spec.image;  // only nodes that have the image (sched::ImageFit)
+      req.image = spec.image;           // only nodes that have the image (sched::ImageFit)
+      req.engine = EngineNeedOf(spec);  // only nodes with a runtime of the format (sched::EngineFit)
       out.push_back(std::move(req));
     }
   }
@@ -121,6 +129,7 @@ std::vector<sched::Request> ReplacementRequests(const std::string& job_id, const
     req.capacity_type = capacity;
     if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
     req.image = spec.image;
+    req.engine = EngineNeedOf(spec);
     req.tenant = tenant;
     out.push_back(std::move(req));
   }

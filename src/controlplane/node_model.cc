@@ -56,6 +56,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.labels = registration.labels;
     if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
     s.spec.images = registration.images;
+    s.spec.engines = registration.engines;
     out.push_back(std::move(s));
     return out;
   }
@@ -79,6 +80,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.labels = registration.labels;
     if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
     s.spec.images = registration.images;
+    s.spec.engines = registration.engines;
     // Domains renumbered 0.. within the group, by first appearance.
     std::map<int, int8_t> domain_id;
     for (int i = 0; i < s.spec.gpu_count; ++i) {

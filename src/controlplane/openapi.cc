@@ -257,6 +257,12 @@ J Build() {
            "images the node holds but its driver cannot run (the image's org.gpugeek.cuda / rocm / "
            "driver labels), name -> why; never placed on"},
           {"additionalProperties", {{"type", "string"}}}}},
+        {"engines",
+         {{"type", "array"},
+          {"description",
+           "compiled-engine runtimes the node has (libtorch, onnxruntime, opencv-dnn, tensorrt); a job's "
+           "`engine:` format is placed only where one of its runtimes is"},
+          {"items", {{"type", "string"}}}}},
         {"jobs", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}};
   schemas["Pool"] = {{"type", "object"},
                      {"properties",

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "common/testing/process.h"
 #include "http/client.h"
 #include "http/server.h"
 #include "http/upgrade_client.h"
@@ -90,19 +91,6 @@ int ConnectTcp(int port) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   return fd;
-}
-
-// A port free right now on 127.0.0.1 (for a server we do not control, which cannot report its own).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // `openssl s_server -www` in a child process, killed on destruction.
@@ -489,7 +477,7 @@ TEST_F(TlsTest, HttpClientRefusesAServerItCannotVerify) {
 TEST_F(TlsTest, HttpClientRefusesATls12Server) {
   if (!HaveTool("openssl")) GTEST_SKIP() << "openssl (the command) is not installed";
   for (const std::string version : {"-tls1_3", "-tls1_2"}) {
-    const int port = FreePort();
+    const int port = subprocess::FreeLoopbackPort();
     OpensslServer server(port, version, pki_.server_cert_file, pki_.server_key_file);
     ASSERT_TRUE(server.ready()) << "openssl s_server " << version << " did not start on port " << port;
     auto client = Client::Create({.base_url = fmt::format("https://127.0.0.1:{}", port), .ca_file = pki_.ca_cert_file});

@@ -44,6 +44,8 @@ struct NodeSpec {
   std::map<std::string, std::string> labels;
   // The container images the node can run ("localhost/busybox:latest"), sorted; see ImageFit.
   std::vector<std::string> images;
+  // The engine runtimes the node has ("onnxruntime", "tensorrt"; api/engines.h), sorted; see EngineFit.
+  std::vector<std::string> engines;
 };
 
 // Where one member of a request landed: the node and the GPUs used there.

@@ -120,8 +120,7 @@ void Framework::Explain(const PodShape& shape, std::vector<NodeReason>* reasons)
 }
 
 bool Framework::PlaceGang(const Request& request, const ResourceShape& alternative, Decision* d) {
-  const PodShape shape =
-      Compile(alternative, *cluster_, request.capacity_type, &request.node_selector, &request.tenant, &request.image);
+  const PodShape shape = Compile(alternative, *cluster_, &request);
   const bool pinned = request.gang_size > 1 && !request.gang_label.empty();
   std::set<std::string, std::less<>> tried;  // gang_label values the gang did not fit in
   // The explanation of the attempt that placed the most members (the others' say less).

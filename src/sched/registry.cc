@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "sched/best_fit_policy.h"
 #include "sched/dot_product_policy.h"
+#include "sched/engine_fit.h"
 #include "sched/fgd_fit_policy.h"
 #include "sched/fgd_policy.h"
 #include "sched/filters.h"
@@ -26,9 +27,10 @@ Registry::Registry() {
       {"NodeSelectorFit", [] { return std::make_unique<NodeSelectorFit>(); }},
       {"TenantReservationFit", [] { return std::make_unique<TenantReservationFit>(); }},
       {"ImageFit", [] { return std::make_unique<ImageFit>(); }},
+      {"EngineFit", [] { return std::make_unique<EngineFit>(); }},
   };
-  default_filters_ = {"NodeResourcesFit", "GpuShareFit",          "CapacityTypeFit",
-                      "NodeSelectorFit",  "TenantReservationFit", "ImageFit"};
+  default_filters_ = {"NodeResourcesFit",     "GpuShareFit", "CapacityTypeFit", "NodeSelectorFit",
+                      "TenantReservationFit", "ImageFit",    "EngineFit"};
   scores_ = {
       {"RandomScore", [](const PluginContext&) { return std::make_unique<RandomScore>(); }},
       {"DotProductScore", [](const PluginContext&) { return std::make_unique<DotProductScore>(); }},

@@ -25,17 +25,19 @@ absl::Status Validate(const Request& r) {
   return absl::OkStatus();
 }
 
-PodShape Compile(const ResourceShape& s, const Cluster& cluster, std::optional<CapacityType> capacity_type,
-                 const NodeSelector* selector, const std::string* tenant, const std::string* image) {
+PodShape Compile(const ResourceShape& s, const Cluster& cluster, const Request* request) {
   PodShape p;
-  if (image != nullptr && !image->empty()) p.image = image;
-  if (selector != nullptr && !selector->empty()) p.node_selector = selector;
-  if (tenant != nullptr && !tenant->empty()) p.tenant = tenant;
+  if (request != nullptr) {
+    p.capacity_type = request->capacity_type;
+    if (!request->node_selector.empty()) p.node_selector = &request->node_selector;
+    if (!request->tenant.empty()) p.tenant = &request->tenant;
+    if (!request->image.empty()) p.image = &request->image;
+    if (!request->engine.format.empty()) p.engine = &request->engine;
+  }
   p.cpu_milli = s.cpu_milli;
   p.memory_bytes = s.memory_bytes;
   p.num_gpus = s.num_gpus;
   p.gpu_milli = s.num_gpus > 0 ? s.gpu_milli : 0;
-  p.capacity_type = capacity_type;
   // Mirrors the FGD simulator's IsNodeAccessibleToPodByType: empty entries are ignored, and a list
   // with no non-empty entry means "any model".
   for (const std::string& m : s.allowed_models) {

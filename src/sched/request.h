@@ -25,6 +25,13 @@ struct ResourceShape {
 // values (Kubernetes' nodeAffinity `In`). Empty: any node.
 using NodeSelector = std::map<std::string, std::vector<std::string>>;
 
+// A compiled-engine format every member loads and the runtimes that run it (api/engines.h RuntimesFor):
+// only nodes whose NodeSpec::engines hold one of them qualify (EngineFit). An empty format needs none.
+struct EngineNeed {
+  std::string format;                 // "onnx-int8"; shown in explanations
+  std::vector<std::string> runtimes;  // any of these, e.g. {"onnxruntime", "tensorrt"}
+};
+
 // A request: one or more alternative shapes (e.g. from the planner: 4 x A100 or 2 x H200), tried in
 // order, the first that fits wins; a gang of gang_size identical members placed all or nothing.
 struct Request {
@@ -47,6 +54,7 @@ struct Request {
   // A container image every member runs in ("localhost/busybox:latest"; "" = none): only nodes whose
   // NodeSpec::images hold it qualify (ImageFit).
   std::string image;
+  EngineNeed engine;
   // Members of this gang placed already, in this cluster (an elastic gang's survivors, whose lost members
   // this request replaces): the new members land beside them, off their nodes when distinct_nodes and in
   // their gang_label value when one is set. Empty for a whole gang.
@@ -74,6 +82,7 @@ struct PodShape {
   const NodeSelector* node_selector = nullptr;  // borrowed from the Request; null or empty = any node
   const std::string* tenant = nullptr;          // borrowed from the Request; null = no owner
   const std::string* image = nullptr;           // borrowed from the Request; null = no image needed
+  const EngineNeed* engine = nullptr;           // borrowed from the Request; null = no engine needed
 
   bool uses_gpu() const { return num_gpus > 0 && gpu_milli > 0; }
   bool is_share() const { return num_gpus == 1 && gpu_milli < kMilliPerGpu; }
@@ -85,10 +94,9 @@ struct PodShape {
   }
 };
 
-// Resolves a shape against `cluster`'s models. A model no node has simply matches nothing.
-// `selector`, `tenant` and `image` are borrowed: they must outlive the PodShape (empty ones are dropped).
-PodShape Compile(const ResourceShape& s, const Cluster& cluster,
-                 std::optional<CapacityType> capacity_type = std::nullopt, const NodeSelector* selector = nullptr,
-                 const std::string* tenant = nullptr, const std::string* image = nullptr);
+// Resolves a shape against `cluster`'s models. A model no node has simply matches nothing. With a
+// `request`, the shape also carries its node constraints (capacity type, selector, tenant, image, engine),
+// borrowed: the request must outlive the PodShape (empty constraints are dropped).
+PodShape Compile(const ResourceShape& s, const Cluster& cluster, const Request* request = nullptr);
 
 }  // namespace gpugeek::sched

@@ -217,7 +217,7 @@ TEST_F(ContainerEndToEnd, ExecRunsInsideTheMembersContainer) {
 // process (podman inspect), and curl gets the file busybox httpd serves from the job's working folder.
 TEST_F(ContainerEndToEnd, PortForwardReachesAServerInTheMembersContainer) {
   const fs::path project = dir_ / "serve";
-  const int port = 20000 + ::getpid() % 20000;  // the container shares the host's network (--network=host)
+  const int port = subprocess::FreeLoopbackPort();  // the container shares the host's network (--network=host)
   Write(project / "job.yaml", fmt::format("name: serve\n"
                                           "image: localhost/busybox\n"
                                           "resources: {{accelerators: L4:1}}\n"

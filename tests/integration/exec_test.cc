@@ -242,23 +242,9 @@ TEST_F(ExecEndToEnd, RunsBesideTheMemberAndEndsWithItsExitCode) {
   EXPECT_TRUE(absl::StrContains(audit->dump(), "/v1/jobs/{id}/exec")) << audit->dump();
 }
 
-// An agent started with --metrics-listen off has no node API: exec says so, naming the flag.
-// A loopback port free now (bound, read, closed).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 TEST_F(ExecEndToEnd, PortForwardCarriesCurlToTheMembersServerAndToNoOtherPort) {
-  const int port = FreePort();
-  const int foreign = FreePort();
+  const int port = subprocess::FreeLoopbackPort();
+  const int foreign = subprocess::FreeLoopbackPort();
   // Beside the web server, a listener bound with IP_FREEBIND (15) to an address that is not the node's
   // (192.0.2.1, TEST-NET-1): the agent must never dial it.
   const std::string id = Submit(
@@ -348,6 +334,7 @@ TEST_F(ExecEndToEnd, PortForwardCarriesCurlToTheMembersServerAndToNoOtherPort) {
   EXPECT_EQ(got.err, fmt::format("gpugeek ports: job {} is CANCELLED: ports needs a RUNNING job\n", id));
 }
 
+// An agent started with --metrics-listen off has no node API: exec says so, naming the flag.
 class ExecWithoutNodeApi : public ExecEndToEnd {
  protected:
   ExecWithoutNodeApi() { metrics_listen_ = "off"; }

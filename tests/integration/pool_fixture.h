@@ -27,14 +27,17 @@ namespace fs = std::filesystem;
 
 class PoolFixture : public ::testing::Test {
  protected:
-  // Starts one `gpugeek agent` named `node` with emulated GPUs `emulate`, its data in dir_/agent and its log
-  // in dir_/agent.log, joining at `agent_url` (StartPool's); waits for it to be ready.
-  void StartAgent(const std::string& agent_url, const std::string& node,
-                  const std::string& emulate = "1xH100-SXM-80GB") {
-    agents_.push_back(std::make_unique<subprocess::Process>(
-        std::vector<std::string>{GPUGEEK_BINARY, "agent", "--server", agent_url, "--ca-file", ca_, "--name", node,
-                                 "--emulate", emulate, "--data-dir", (dir_ / "agent").string()},
-        dir_ / "agent.log"));
+  // Starts one `gpugeek agent` named `node` with emulated GPUs `emulate` (and `extra_args`), joining at
+  // `agent_url` (StartPool's); waits for it to be ready. The first agent keeps its data in dir_/agent and its
+  // log in dir_/agent.log, later ones in dir_/agent-NODE and dir_/agent-NODE.log.
+  void StartAgent(const std::string& agent_url, const std::string& node, const std::string& emulate = "1xH100-SXM-80GB",
+                  const std::vector<std::string>& extra_args = {}) {
+    const std::string folder = agents_.empty() ? "agent" : "agent-" + node;
+    std::vector<std::string> args = {GPUGEEK_BINARY, "agent", "--server",   agent_url,
+                                     "--ca-file",    ca_,     "--name",     node,
+                                     "--emulate",    emulate, "--data-dir", (dir_ / folder).string()};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    agents_.push_back(std::make_unique<subprocess::Process>(args, dir_ / (folder + ".log")));
     ASSERT_TRUE(WaitForNodes(agents_.size()));
   }
   // Starts the server under a new dir_; returns the agents' URL ("" after a failed assertion).

@@ -1,9 +1,12 @@
 #pragma once
 // Test support, header-only: child processes for the multi-process tests (the real `gpugeek` binary,
 // service scripts) with stdout+stderr in a file.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +31,21 @@ using std::chrono::milliseconds;
 inline void WriteFile(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary | std::ios::trunc) << text;
+}
+
+// A loopback TCP port free right now (bound to port 0, read, closed), for a server in a child process or a
+// container that cannot report the port it chose. Ports bound this way come from the kernel's ephemeral range
+// only when free, unlike a port derived from the pid, which another test's listener may already hold.
+inline int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 inline std::string ReadFile(const fs::path& p) {

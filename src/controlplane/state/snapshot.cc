@@ -49,6 +49,7 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
       }
       a.launcher = live.spec.launcher;
       a.image = live.spec.image;
+      a.engine = live.spec.engine;
       a.procs_per_node = live.spec.procs_per_node;
       a.tp = live.tp;
       a.pp = live.pp;

@@ -12,15 +12,6 @@ namespace {
 
 using namespace testing;  // NOLINT: test helpers
 
-std::unique_ptr<Framework> Make(Cluster* c) {
-  FrameworkOptions o;
-  o.policy = "BestFit";
-  o.seed = 1;
-  auto fw = Framework::Create(o, c);
-  EXPECT_TRUE(fw.ok()) << fw.status();
-  return *std::move(fw);
-}
-
 Request OnnxInt8(std::string id) {
   Request r = Req(std::move(id), Shape(0, 1, 1000));
   r.engine = {.format = "onnx-int8", .runtimes = {"onnxruntime", "tensorrt"}};
@@ -34,7 +25,8 @@ TEST(EngineFitTest, OnlyNodesWithARuntimeOfTheFormatAreChosen) {
   cv.engines = {"opencv-dnn"};
   auto c = Cluster::Create({Node("bare", 8000, 8, "T4"), cv, trt});
   ASSERT_TRUE(c.ok());
-  auto fw = Make(&*c);
+  auto fw = BestFitFramework(&*c);
+  ASSERT_NE(fw, nullptr);
   AcceptAllBinder binder;
   auto d = fw->Schedule(OnnxInt8("r"), binder);
   ASSERT_TRUE(d.ok() && d->scheduled);
@@ -56,7 +48,8 @@ TEST(EngineFitTest, TheReasonNamesTheFormatTheRuntimesAndWhatTheNodeHas) {
   cv.engines = {"libtorch", "opencv-dnn"};
   auto c = Cluster::Create({cv, Node("bare", 8000, 2, "T4")});
   ASSERT_TRUE(c.ok());
-  auto fw = Make(&*c);
+  auto fw = BestFitFramework(&*c);
+  ASSERT_NE(fw, nullptr);
   AcceptAllBinder binder;
   auto d = fw->Schedule(OnnxInt8("r"), binder);
   ASSERT_TRUE(d.ok());

@@ -12,15 +12,6 @@ namespace {
 
 using namespace testing;  // NOLINT: test helpers
 
-std::unique_ptr<Framework> Make(Cluster* c) {
-  FrameworkOptions o;
-  o.policy = "BestFit";
-  o.seed = 1;
-  auto fw = Framework::Create(o, c);
-  EXPECT_TRUE(fw.ok()) << fw.status();
-  return *std::move(fw);
-}
-
 TEST(ImageFitTest, OnlyNodesWithTheImageAreChosen) {
   NodeSpec with = Node("with", 8000, 2, "T4");
   with.images = {"localhost/busybox:latest", "localhost/pytorch:bookworm"};
@@ -28,7 +19,8 @@ TEST(ImageFitTest, OnlyNodesWithTheImageAreChosen) {
   other.images = {"localhost/pytorch:bookworm"};
   auto c = Cluster::Create({other, Node("bare", 8000, 8, "T4"), with});
   ASSERT_TRUE(c.ok());
-  auto fw = Make(&*c);
+  auto fw = BestFitFramework(&*c);
+  ASSERT_NE(fw, nullptr);
   AcceptAllBinder binder;
   Request r = Req("r", Shape(0, 1, 1000));
   r.image = "localhost/busybox:latest";
@@ -47,7 +39,8 @@ TEST(ImageFitTest, TheReasonNamesTheMissingImage) {
   two.images = {"localhost/a:latest", "localhost/b:latest"};
   auto c = Cluster::Create({other, Node("bare", 8000, 2, "T4"), two});
   ASSERT_TRUE(c.ok());
-  auto fw = Make(&*c);
+  auto fw = BestFitFramework(&*c);
+  ASSERT_NE(fw, nullptr);
   AcceptAllBinder binder;
   Request r = Req("r", Shape(0, 1, 1000));
   r.image = "localhost/busybox:latest";

@@ -1,11 +1,13 @@
 #pragma once
 // Helpers for sched tests: small clusters and shapes in one line each.
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/units.h"
 #include "sched/cluster.h"
+#include "sched/framework.h"
 #include "sched/request.h"
 
 namespace gpugeek::sched::testing {
@@ -50,6 +52,16 @@ inline Placement Place(NodeIndex n, int64_t cpu, std::vector<int> gpus, int32_t 
   p.num_gpus = static_cast<int32_t>(gpus.size());
   for (size_t i = 0; i < gpus.size(); ++i) p.gpus[i] = static_cast<uint8_t>(gpus[i]);
   return p;
+}
+
+// A framework placing on `c` with the BestFit policy, seed 1 (what the filter tests place with); null when
+// it cannot be made.
+inline std::unique_ptr<Framework> BestFitFramework(Cluster* c) {
+  FrameworkOptions o;
+  o.policy = "BestFit";
+  o.seed = 1;
+  auto fw = Framework::Create(o, c);
+  return fw.ok() ? *std::move(fw) : nullptr;
 }
 
 }  // namespace gpugeek::sched::testing

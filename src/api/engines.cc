@@ -9,6 +9,9 @@ namespace gpugeek::api {
 namespace {
 
 constexpr std::array<std::string_view, 4> kFormats = {"torchscript", "onnx", "onnx-int8", "tensorrt"};
+constexpr std::array<std::string_view, 3> kTorchScriptSuffixes = {".pt", ".pth", ".torchscript"};
+constexpr std::array<std::string_view, 1> kOnnxSuffixes = {".onnx"};
+constexpr std::array<std::string_view, 3> kTensorRtSuffixes = {".plan", ".engine", ".trt"};
 
 const std::vector<EngineRuntime>& Table() {
   static const auto* const kTable = new std::vector<EngineRuntime>{
@@ -40,6 +43,20 @@ std::vector<std::string> RuntimesFor(std::string_view format) {
     if (std::find(r.formats.begin(), r.formats.end(), format) != r.formats.end()) out.emplace_back(r.name);
   }
   return out;
+}
+
+std::span<const std::string_view> EngineFileSuffixes(std::string_view format) {
+  if (format == "torchscript") return kTorchScriptSuffixes;
+  if (format == "onnx" || format == "onnx-int8") return kOnnxSuffixes;
+  if (format == "tensorrt") return kTensorRtSuffixes;
+  return {};
+}
+
+bool IsEngineFile(std::string_view format, std::string_view path) {
+  for (std::string_view suffix : EngineFileSuffixes(format)) {
+    if (path.size() > suffix.size() && path.ends_with(suffix)) return true;
+  }
+  return false;
 }
 
 absl::Status ValidateEngineRuntimes(std::string_view field, const std::vector<std::string>& runtimes) {

@@ -49,6 +49,13 @@ absl::StatusOr<std::string> ParseEngineFormat(std::string_view field, std::strin
 // The runtimes that run `format`, in name order; empty for an unknown format.
 std::vector<std::string> RuntimesFor(std::string_view format);
 
+// The file name endings a file of `format` has: ".pt", ".pth", ".torchscript" (torchscript); ".onnx" (onnx,
+// onnx-int8); ".plan", ".engine", ".trt" (tensorrt). Empty for an unknown format.
+std::span<const std::string_view> EngineFileSuffixes(std::string_view format);
+
+// True when `path` ends with one of EngineFileSuffixes(format).
+bool IsEngineFile(std::string_view format, std::string_view path);
+
 // OK when `runtimes` (a node's report) is sorted, without duplicates, at most kMaxEngineRuntimesPerNode names
 // of 1..kMaxEngineRuntimeNameBytes of [a-z0-9-]. Names gpugeek does not know are allowed (a newer agent);
 // they match no format. Otherwise InvalidArgument naming `field` and the entry.

@@ -26,6 +26,17 @@ TEST(EngineFormats, EachFormatHasItsRuntimes) {
   }
 }
 
+TEST(EngineFormats, EngineFilesAreKnownByTheirEnding) {
+  EXPECT_TRUE(IsEngineFile("onnx", "engines/model.onnx"));
+  EXPECT_TRUE(IsEngineFile("onnx-int8", "model.int8.onnx"));
+  EXPECT_TRUE(IsEngineFile("torchscript", "model.torchscript.pt"));
+  EXPECT_TRUE(IsEngineFile("tensorrt", "gpt-h100.plan"));
+  EXPECT_FALSE(IsEngineFile("onnx", "model.safetensors"));
+  EXPECT_FALSE(IsEngineFile("onnx", ".onnx"));  // a name, not only an ending
+  EXPECT_FALSE(IsEngineFile("tensorrt", "model.onnx"));
+  EXPECT_FALSE(IsEngineFile("pickle", "model.pt"));
+}
+
 TEST(EngineFormats, AnUnknownFormatIsRefusedListingTheFormats) {
   EXPECT_EQ(*ParseEngineFormat("engine", "onnx-int8"), "onnx-int8");
   EXPECT_EQ(ParseEngineFormat("engine", "ONNX").status().message(),

@@ -126,6 +126,10 @@ bool ParseServerTime(const std::string& s, absl::Time* t) {
 
 }  // namespace
 
+std::string UtcTime(int64_t unix_s) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixSeconds(unix_s), absl::UTCTimeZone());
+}
+
 std::string LocalTime(const std::string& server_time) {
   if (server_time.empty()) return "-";
   absl::Time t;

@@ -65,6 +65,8 @@ void PrintJson(const nlohmann::json& j);
 // A server time ("2024-05-01T12:00:00.123Z") in the local time zone as RFC 3339, e.g.
 // "2024-05-01T14:00:00+02:00"; the input unchanged when it does not parse; "-" when empty.
 std::string LocalTime(const std::string& server_time);
+// Seconds since the Unix epoch (a commit's or a pull's time) as UTC, "2024-05-01 12:00:00Z".
+std::string UtcTime(int64_t unix_s);
 // How long before `now` a server time was: "3s ago", "5m ago", "2h ago", "4d ago"; "-" when it does not parse.
 std::string Ago(const std::string& server_time, TimePoint now);
 

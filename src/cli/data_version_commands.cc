@@ -104,15 +104,6 @@ std::string Printable(std::string_view text) {
   return out;
 }
 
-std::string Time(int64_t unix_s) {
-  const std::time_t t = unix_s;
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
-
 struct PushFlags : Common {
   std::string dir, branch = "main", message, author;
   int threads = 0;
@@ -232,7 +223,7 @@ void RegisterLog(CLI::App* data_cmd) {
     }
     TextTable table({"COMMIT", "TIME", "AUTHOR", "FILES", "SIZE", "MESSAGE"});
     for (const data::LogEntry& e : log) {
-      table.AddRow({ShortDigest(e.digest), Time(e.commit.time_unix_s), Printable(e.commit.author),
+      table.AddRow({ShortDigest(e.digest), UtcTime(e.commit.time_unix_s), Printable(e.commit.author),
                     std::to_string(e.commit.files), FormatBytes(e.commit.bytes),
                     Printable(e.commit.message.substr(0, e.commit.message.find('\n')))});
     }

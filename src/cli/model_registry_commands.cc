@@ -291,13 +291,8 @@ void RegisterPulls(CLI::App* model) {
     }
     TextTable t({"SEQ", "TIME", "USER", "TENANT", "COMMIT"});
     for (const J& p : pulls) {
-      const std::time_t when = p.value("time", int64_t{0});
-      std::tm tm{};
-      ::gmtime_r(&when, &tm);
-      t.AddRow({Text(p.value("seq", J())),
-                fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                            tm.tm_hour, tm.tm_min, tm.tm_sec),
-                Text(p.value("user", J())), Text(p.value("tenant", J())), Short(p.value("commit", ""))});
+      t.AddRow({Text(p.value("seq", J())), UtcTime(p.value("time", int64_t{0})), Text(p.value("user", J())),
+                Text(p.value("tenant", J())), Short(p.value("commit", ""))});
     }
     std::cout << t.Render();
   });

@@ -495,8 +495,8 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
       return absl::FailedPreconditionError("weights: this server keeps no model registry; leave the field out");
     }
     const bool finetune = spec.task.has_value() && spec.task->kind != api::TaskKind::kInference;
-    absl::StatusOr<std::string> commit = options_.resolve_weights(request.tenant, request.user, spec.weights_owner,
-                                                                  spec.weights, spec.weights_rev, finetune);
+    absl::StatusOr<std::string> commit = options_.resolve_weights(
+        request.tenant, request.user, spec.weights_owner, spec.weights, spec.weights_rev, finetune, spec.engine);
     if (!commit.ok()) {
       return absl::Status(
           commit.status().code(),

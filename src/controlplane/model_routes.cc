@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "absl/strings/numbers.h"
+#include "api/engines.h"
 #include "api/json_reader.h"
 #include "archive/digest.h"
 #include "common/absl_fmt.h"
@@ -53,12 +54,19 @@ absl::StatusOr<std::string> Resolve(DatasetStores& models, const ModelRegistry& 
         "tenant '{}' may {} model {}/{} but not {} it; ask its owner to grant {}", tenant,
         fmt::join(ModelRightNames(rights), ", "), owner, name, ModelRightNames(right)[0], ModelRightNames(right)[0]));
   }
-  ASSIGN_OR_RETURN(std::string commit, store->Resolve(name, rev));
-  ASSIGN_OR_RETURN(data::Commit c, store->ReadCommit(commit));
+  const auto no_version = [&] {
+    return absl::NotFoundError(
+        fmt::format("no version '{}' of model {}{}", rev.substr(0, 80), own ? "" : owner + "/", name));
+  };
+  absl::StatusOr<std::string> commit = store->Resolve(name, rev);
+  // Why another tenant's revision did not resolve may name the owner's other models (a commit digest of one
+  // "is in dataset 'secret'"): that tenant gets one answer for every revision that is not a version here.
+  if (!own && absl::IsNotFound(commit.status())) return no_version();
+  if (!commit.ok()) return commit.status();
+  ASSIGN_OR_RETURN(data::Commit c, store->ReadCommit(*commit));
   // A commit digest of another model of the same owner resolves in the store; it is not this model's.
-  if (c.dataset != name)
-    return absl::NotFoundError(fmt::format("no version '{}' of model {}", rev.substr(0, 80), name));
-  return commit;
+  if (c.dataset != name) return no_version();
+  return *commit;
 }
 
 absl::StatusOr<Reply> Pull(DatasetStores& models, ModelRegistry& registry, const Principal& who, const Request& r) {
@@ -190,12 +198,22 @@ absl::StatusOr<std::string> ResolveModelFor(DatasetStores& models, const ModelRe
 
 absl::StatusOr<std::string> AdmitWeights(DatasetStores& models, ModelRegistry& registry, const std::string& tenant,
                                          const std::string& user, const std::string& owner_in, const std::string& name,
-                                         const std::string& rev, ModelRight right) {
+                                         const std::string& rev, ModelRight right, const std::string& engine) {
   const std::string owner = owner_in.empty() ? tenant : owner_in;
   ASSIGN_OR_RETURN(std::string commit, Resolve(models, registry, tenant, owner, name, rev, right));
   ASSIGN_OR_RETURN(data::VersionStore * store, models.For(owner));
   if (!data::IsAccepted(*store, data::ObjectKind::kCommit, commit)) {
     return absl::NotFoundError(fmt::format("{} is not a version pushed whole to the registry", commit.substr(0, 12)));
+  }
+  if (!engine.empty()) {
+    ASSIGN_OR_RETURN(const auto files, store->ListFiles(commit));
+    if (std::none_of(files.begin(), files.end(), [&](const auto& f) { return api::IsEngineFile(engine, f.first); })) {
+      return absl::FailedPreconditionError(
+          fmt::format("engine {}: the version holds no {} file (none of its {} files ends in {}); push the export "
+                      "(examples/gpt/export_engine.py writes model.torchscript.pt, model.onnx, model.int8.onnx) "
+                      "or leave engine: out",
+                      engine, engine, files.size(), fmt::join(api::EngineFileSuffixes(engine), ", ")));
+    }
   }
   if (!SameTenant(owner, tenant)) {
     RETURN_IF_ERROR(

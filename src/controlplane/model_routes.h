@@ -41,10 +41,12 @@ absl::StatusOr<std::string> ResolveModelFor(DatasetStores& models, const ModelRe
                                             const std::string& name, const std::string& rev, ModelRight right);
 
 // Admission of a job's `weights:`: ResolveModelFor for `right`, only a commit the store accepted whole,
-// and, for another tenant's model, a pull by `user` in the owner's log.
+// holding a file of the job's `engine` format when it names one (api/engines.h IsEngineFile; "" = any;
+// else FailedPrecondition naming the format and the endings), and, for another tenant's model, a pull by
+// `user` in the owner's log.
 absl::StatusOr<std::string> AdmitWeights(DatasetStores& models, ModelRegistry& registry, const std::string& tenant,
                                          const std::string& user, const std::string& owner, const std::string& name,
-                                         const std::string& rev, ModelRight right);
+                                         const std::string& rev, ModelRight right, const std::string& engine = "");
 
 // Registers the routes above and the version routes of ModelCollection(); all borrowed must outlive the
 // server.

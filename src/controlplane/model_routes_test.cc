@@ -170,6 +170,28 @@ TEST_F(ModelRoutesTest, ATenantWithoutRightsLearnsNothingAndAGrantLetsItPullOneV
   // A commit of another model is not a version of this one.
   EXPECT_EQ(http::HttpStatusFor(ResolveModelFor(models, registry, "team-a", "", "tiny", secret, kModelPull).status()),
             404);
+  // A job naming an engine format runs only on a version holding a file of it.
+  absl::Status no_engine =
+      AdmitWeights(models, registry, "team-a", "member-a", "", "tiny", "main", kModelDeploy, "onnx").status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(no_engine)) << no_engine;
+  EXPECT_EQ(no_engine.message(),
+            "engine onnx: the version holds no onnx file (none of its 2 files ends in .onnx); push the export "
+            "(examples/gpt/export_engine.py writes model.torchscript.pt, model.onnx, model.int8.onnx) or leave "
+            "engine: out");
+  const std::string exported = Push("exported", {{"config.json", "{}\n"}, {"engines/model.int8.onnx", "onnx"}});
+  EXPECT_EQ(
+      AdmitWeights(models, registry, "team-a", "member-a", "", "exported", "main", kModelDeploy, "onnx-int8").value(),
+      exported);
+  EXPECT_EQ(AdmitWeights(models, registry, "team-a", "member-a", "", "exported", "main", kModelDeploy, "tensorrt")
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A grantee naming another model's commit learns neither its name nor that it exists: the answer is the one
+  // for a digest nothing has.
+  for (const std::string& rev : {secret, absent_object, std::string("nosuchtag")}) {
+    EXPECT_EQ(Answer(ResolveModelFor(models, registry, "team-b", "team-a", "tiny", rev, kModelPull).status()),
+              std::pair(404, fmt::format("no version '{}' of model team-a/tiny", rev)));
+  }
 
   // Revoked: no more pulls, and the ticket of the earlier one no longer reads.
   ASSERT_TRUE(As("member-a").Delete(grant).ok());

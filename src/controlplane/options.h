@@ -96,10 +96,11 @@ struct ControlPlaneOptions {
       resolve_dataset;
   // The commit digest of a spec's `weights:` (model_routes.h ResolveModelFor), for `tenant` needing the
   // right to deploy (`finetune` = false) or fine-tune; the model's owner ("" = the tenant) as written.
-  // Another tenant's model counts as pulled by `user` (its pull log). Empty: such specs are refused.
+  // With the spec's `engine` format ("" = none), the version must hold a file of it. Another tenant's model
+  // counts as pulled by `user` (its pull log). Empty: such specs are refused.
   std::function<absl::StatusOr<std::string>(const std::string& tenant, const std::string& user,
                                             const std::string& owner, const std::string& model, const std::string& rev,
-                                            bool finetune)>
+                                            bool finetune, const std::string& engine)>
       resolve_weights;
 
   // When a silent node is down: lease + fence_grace + fence_margin.

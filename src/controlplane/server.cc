@@ -125,8 +125,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   };
   cp.resolve_weights = [m = s->models_.get(), reg = s->model_registry_.get()](
                            const std::string& tenant, const std::string& user, const std::string& owner,
-                           const std::string& model, const std::string& rev, bool finetune) {
-    return AdmitWeights(*m, *reg, tenant, user, owner, model, rev, finetune ? kModelFinetune : kModelDeploy);
+                           const std::string& model, const std::string& rev, bool finetune, const std::string& engine) {
+    return AdmitWeights(*m, *reg, tenant, user, owner, model, rev, finetune ? kModelFinetune : kModelDeploy, engine);
   };
   cp.has_archive = [a = s->archives_.get()](const std::string& tenant, const std::string& digest) {
     return a->Has(tenant, digest);

@@ -67,12 +67,25 @@ TEST(RotationCrash, KillDuringRotationLosesNothing) {
   std::set<std::string> active_keys_seen;
   std::set<std::string> tenants_seen;  // every secret file seen after some kill must open after every later one
   int killed_mid_rotation = 0;         // rounds after which the key file held more than one key
+  const auto secret_files = [&] {      // written whole (renamed into place)
+    size_t n = 0;
+    for (const auto& entry : fs::directory_iterator(secrets)) {
+      n += entry.path().filename().string().find(".tmp.") == std::string::npos;
+    }
+    return n;
+  };
   for (int round = 0; round < 50; ++round) {
+    const size_t before = secret_files();
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) RotateForever(key_path, keyring_path, secrets, round);
-    // A rotation takes a few fsyncs (milliseconds): the kills land before, inside and between rotations.
-    std::this_thread::sleep_for(std::chrono::microseconds(2000 + rng.Uniform(80000)));
+    // Each round writes at least one secret before its kill, however slow the machine (at most 30 s), so the
+    // rounds add up to many rotations; then a rotation takes a few fsyncs (milliseconds): the kills land
+    // before, inside and between rotations.
+    for (int i = 0; i < 30000 && secret_files() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(rng.Uniform(80000)));
     ASSERT_EQ(kill(child, SIGKILL), 0);
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -66,12 +66,15 @@ class EndToEnd : public ::testing::Test {
     fs::remove_all(*dir_);
   }
   // Starts the server with its API on `port` and the agents' listener on `agent_port`; 0 = any, else
-  // that port (a restart keeps both: the agents' URL and the CLI's).
+  // that port (a restart keeps both: the agents' URL and the CLI's). The lease is 20 s, not 2: a restart on a
+  // loaded machine (the server stopping, starting and opening its store) must not outlast it, or the agents
+  // fence their members and RestartedServerKeepsJobsAndRunningOnesFinish sees a requeue; no test here waits
+  // for a node to go down.
   static void StartServer(int port, int agent_port) {
     server_ = std::make_unique<Process>(
         std::vector<std::string>{GPUGEEK_BINARY, "server", "--listen", "127.0.0.1:" + std::to_string(port),
                                  "--agent-listen", "127.0.0.1:" + std::to_string(agent_port), "--data-dir",
-                                 (*dir_ / "server").string()},
+                                 (*dir_ / "server").string(), "--lease", "20s"},
         *dir_ / "server.log");
     const std::regex listening(
         "listening on (https://127\\.0\\.0\\.1:[0-9]+), agents on (https://127\\.0\\.0\\.1:[0-9]+)");

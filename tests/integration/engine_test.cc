@@ -4,7 +4,8 @@
 // job naming it (`weights:`) with `engine: onnx` lands only on the node with a runtime, learns the format and
 // the runtime from GPUGEEK_ENGINE / GPUGEEK_ENGINE_RUNTIMES, and runs the graph there with OpenCV's DNN
 // module. A second such job waits rather than take the free node without a runtime; an `engine: onnx-int8`
-// job, which no node here can run, is refused at submission naming each node's runtimes.
+// job, which no node here can run, is refused at submission naming each node's runtimes, and an `engine:
+// torchscript` one because the model holds no TorchScript file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -128,6 +129,14 @@ TEST_F(EngineEndToEnd, AnEngineJobLandsWhereARuntimeOfItsFormatIsAndRunsThere) {
                                 "engine runtime"))
       << refusal;
   EXPECT_TRUE(absl::StrContains(refusal, "engine onnx-int8 needs onnxruntime or tensorrt; this node has ")) << refusal;
+
+  // The model holds no TorchScript file: a job loading one from it is refused, though a node has libtorch.
+  auto [no_file, no_file_out] = Cli({"submit", spec_for("serve-ts", "torchscript").string()});
+  EXPECT_NE(no_file, 0);
+  EXPECT_TRUE(absl::StrContains(no_file_out,
+                                "weights: matmul@v1: engine torchscript: the version holds no "
+                                "torchscript file (none of its 1 files ends in .pt, .pth, .torchscript)"))
+      << no_file_out;
 
   // Cancelling the first makes room: the second takes the node with the runtime.
   ASSERT_EQ(Cli({"cancel", first}).first, 0);

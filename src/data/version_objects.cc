@@ -65,7 +65,21 @@ bool IsValidEntryName(std::string_view name) {
          name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos && IsUtf8(name);
 }
 
+bool IsInterruptedWrite(std::string_view file_name) {
+  constexpr std::string_view kTmp = ".tmp.";
+  constexpr size_t kHex = 16;  // crypto/durable_file.cc WriteTemp: 8 random bytes
+  if (file_name.size() <= kTmp.size() + kHex) return false;
+  const std::string_view tail = file_name.substr(file_name.size() - kHex);
+  return file_name.substr(file_name.size() - kHex - kTmp.size(), kTmp.size()) == kTmp &&
+         tail.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 absl::Status ValidateRefName(std::string_view name, std::string_view what) {
+  if (IsInterruptedWrite(name)) {
+    return absl::InvalidArgumentError(fmt::format(
+        "{} name {:?} is reserved: a name ending in .tmp. and 16 hex digits is an interrupted write's; choose another",
+        what, std::string(name)));
+  }
   bool ok = !name.empty() && name.size() <= 64 && name[0] != '.' && name[0] != '-';
   for (char c : name) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||

@@ -76,8 +76,12 @@ absl::StatusOr<Commit> DecodeCommit(std::string_view bytes);
 
 // Whether `name` can be a tree entry's name (see TreeEntry::name).
 bool IsValidEntryName(std::string_view name);
-// Dataset, branch and tag names: 1..64 of [A-Za-z0-9._-], not starting with '.' or '-'. InvalidArgument
-// naming `what` ("dataset", "branch", "tag") and the rule otherwise.
+// Dataset, branch and tag names: 1..64 of [A-Za-z0-9._-], not starting with '.' or '-', and not the name of
+// an interrupted write (IsInterruptedWrite). InvalidArgument naming `what` ("dataset", "branch", "tag") and
+// the rule otherwise.
 absl::Status ValidateRefName(std::string_view name, std::string_view what);
+// Whether `file_name` is what a writer killed mid-write leaves beside a ref ("main.tmp.<16 hex digits>",
+// crypto/durable_file.h): never a ref, skipped when refs are listed.
+bool IsInterruptedWrite(std::string_view file_name);
 
 }  // namespace gpugeek::data

@@ -575,7 +575,8 @@ absl::StatusOr<std::vector<Ref>> VersionStore::ListRefs(const std::string& datas
     std::error_code ec;
     for (fs::directory_iterator it(fmt::format("{}/refs/{}/{}", root_, dataset, KindDir(kind)), ec), end;
          !ec && it != end; it.increment(ec)) {
-      names.push_back(it->path().filename().string());
+      // A ref update killed between its temporary file and the rename leaves that file: not a ref.
+      if (!IsInterruptedWrite(it->path().filename().string())) names.push_back(it->path().filename().string());
     }
     std::sort(names.begin(), names.end());
     for (const std::string& name : names) {

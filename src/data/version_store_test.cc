@@ -249,6 +249,25 @@ TEST_F(VersionStoreTest, ADamagedRefIsReportedAndStopsGarbageCollection) {
   EXPECT_EQ(ReadRaw(tmp_.Path("out/f")), "2");
 }
 
+// A ref update killed between writing its temporary file and renaming it (PushCrash found one) leaves
+// "main.tmp.<16 hex>": not a ref, not damage, and never a name a branch may take.
+TEST_F(VersionStoreTest, ARefWriteCutShortLeavesNoRef) {
+  WriteFile(src_ + "/f", "1");
+  const std::string one = Push("one").commit;
+  WriteFile(tmp_.Path("store/refs/corpus/branches/main.tmp.54b690396fb5f3eb"), one.substr(0, 20));
+  const std::vector<Ref> refs = store_->ListRefs("corpus").value();
+  ASSERT_EQ(refs.size(), 1u);
+  EXPECT_EQ(refs[0].name, "main");
+  EXPECT_EQ(refs[0].commit, one);
+  EXPECT_TRUE(Fsck(*store_).value().ok());
+  EXPECT_EQ(store_->CreateBranch("corpus", "main.tmp.0123456789abcdef", "main").message(),
+            "branch name \"main.tmp.0123456789abcdef\" is reserved: a name ending in .tmp. and 16 hex digits is an "
+            "interrupted write's; choose another");
+  EXPECT_TRUE(store_->CreateBranch("corpus", "main.tmp.v2", "main").ok());  // only the writer's own pattern
+  EXPECT_FALSE(IsInterruptedWrite("main.tmp.0123456789ABCDEF"));
+  EXPECT_FALSE(IsInterruptedWrite(".tmp.0123456789abcdef"));  // nothing before it
+}
+
 TEST_F(VersionStoreTest, PushingTheBytesAgainRepairsATruncatedObject) {
   WriteFile(src_ + "/f", "precious data");
   Push("one");

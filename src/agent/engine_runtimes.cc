@@ -4,33 +4,29 @@
 
 #include <fmt/format.h>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/podman.h"
 #include "api/engines.h"
 
 namespace gpugeek::agent {
 namespace {
 
-// `text` split at `sep`, each piece without surrounding spaces and tabs.
-std::vector<std::string_view> Pieces(std::string_view text, char sep) {
-  std::vector<std::string_view> out;
-  while (true) {
-    const size_t end = std::min(text.find(sep), text.size());
-    std::string_view piece = text.substr(0, end);
-    const size_t first = piece.find_first_not_of(" \t");
-    piece = first == std::string_view::npos ? std::string_view() : piece.substr(first);
-    piece = piece.substr(0, piece.find_last_not_of(" \t") + 1);
-    out.push_back(piece);
-    if (end == text.size()) return out;
-    text.remove_prefix(end + 1);
+// `text` split at `sep`, each piece without surrounding whitespace (absl's string_view is not std's here).
+std::vector<std::string> Pieces(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  for (absl::string_view piece : absl::StrSplit(absl::string_view(text.data(), text.size()), sep)) {
+    out.emplace_back(absl::StripAsciiWhitespace(piece));
   }
+  return out;
 }
 
 }  // namespace
 
 std::vector<std::string> RuntimesInLinkerCache(std::string_view listing) {
   std::vector<std::string> out;
-  for (std::string_view line : Pieces(listing, '\n')) {
-    const std::string_view soname = line.substr(0, line.find(' '));
+  for (const std::string& line : Pieces(listing, '\n')) {
+    const std::string_view soname = std::string_view(line).substr(0, line.find(' '));
     for (const api::EngineRuntime& r : api::EngineRuntimes()) {
       if (soname == r.library || (soname.starts_with(r.library) && soname[r.library.size()] == '.')) {
         out.emplace_back(r.name);
@@ -54,7 +50,7 @@ absl::StatusOr<std::vector<std::string>> EngineRuntimesFromFlag(std::string_view
   }
   std::vector<std::string> out;
   if (flag == "none" || flag.empty()) return out;
-  for (std::string_view name : Pieces(flag, ',')) out.emplace_back(name);
+  for (std::string& name : Pieces(flag, ',')) out.push_back(std::move(name));
   std::sort(out.begin(), out.end());
   absl::Status valid = api::ValidateEngineRuntimes("--engines", out);
   if (!valid.ok()) {

@@ -9,9 +9,12 @@ namespace gpugeek::api {
 namespace {
 
 constexpr std::array<std::string_view, 4> kFormats = {"torchscript", "onnx", "onnx-int8", "tensorrt"};
+// The file endings of each format of kFormats, in its order.
 constexpr std::array<std::string_view, 3> kTorchScriptSuffixes = {".pt", ".pth", ".torchscript"};
 constexpr std::array<std::string_view, 1> kOnnxSuffixes = {".onnx"};
 constexpr std::array<std::string_view, 3> kTensorRtSuffixes = {".plan", ".engine", ".trt"};
+constexpr std::array<std::span<const std::string_view>, 4> kSuffixes = {kTorchScriptSuffixes, kOnnxSuffixes,
+                                                                        kOnnxSuffixes, kTensorRtSuffixes};
 
 const std::vector<EngineRuntime>& Table() {
   static const auto* const kTable = new std::vector<EngineRuntime>{
@@ -46,10 +49,8 @@ std::vector<std::string> RuntimesFor(std::string_view format) {
 }
 
 std::span<const std::string_view> EngineFileSuffixes(std::string_view format) {
-  if (format == "torchscript") return kTorchScriptSuffixes;
-  if (format == "onnx" || format == "onnx-int8") return kOnnxSuffixes;
-  if (format == "tensorrt") return kTensorRtSuffixes;
-  return {};
+  const auto it = std::find(kFormats.begin(), kFormats.end(), format);
+  return it == kFormats.end() ? std::span<const std::string_view>() : kSuffixes[it - kFormats.begin()];
 }
 
 bool IsEngineFile(std::string_view format, std::string_view path) {

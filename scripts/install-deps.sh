@@ -16,6 +16,9 @@ packages=(
   libxxhash-dev
   # Boost.Beast and Boost.Asio (header-only) for the HTTP server
   libboost1.74-dev
+  # hyper-parameter search (src/hpo): Eigen for the GP's and CMA-ES's linear algebra, NLopt for optimising the
+  # GP's likelihood and acquisition
+  libeigen3-dev libnlopt-cxx-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # tools used by scripts and tests; prometheus brings promtool and the server the monitoring test scrapes with
@@ -28,6 +31,8 @@ packages=(
   # examples/gpt/export_engine.py: the onnx package (export, checker, QDQ edit) and OpenCV's DNN module, the ONNX
   # runtime Debian 12 ships
   python3-onnx python3-opencv
+  # bench/hpo.sh measures our samplers and pruners beside Optuna's in one run (../shared/bench/hpo)
+  python3-optuna python3-cmaes python3-scipy python3-sklearn
 )
 # Node.js and npm run the OpenAPI linter (tools/openapi: Redocly CLI, pinned by its package-lock.json). A
 # node with npm installed otherwise is used as it is: NodeSource's nodejs, for one, bundles npm and

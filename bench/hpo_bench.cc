@@ -1,0 +1,208 @@
+// hpo_bench: our samplers on the reference test functions, and our pruners on the LCBench surrogate
+// curves, in the shape of ../shared/bench/hpo/optuna_reference.py's JSON so that bench/hpo.sh can set the
+// two side by side. Prints one JSON object on stdout; progress on stderr.
+//
+//   hpo_bench --trials 100 --seeds 10 [--functions branin,...] [--samplers tpe,gp,...]
+//   hpo_bench --functions '' --lcbench ../shared/bench/hpo/data/lcbench_surrogate_curves.csv.gz --seeds 5
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "fmt/format.h"
+#include "hpo/grace_check.h"
+#include "hpo/pruner.h"
+#include "hpo/random_sampler.h"
+#include "hpo/study.h"
+#include "hpo/successive_halving_pruner.h"
+#include "hpo/testing/functions.h"
+#include "hpo/testing/lcbench.h"
+#include "nlohmann/json.hpp"
+
+namespace gpugeek::hpo {
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double Round4(double x) { return std::stod(fmt::format("{:.4g}", x)); }
+
+nlohmann::json RunFunctions(const std::vector<std::string>& functions, const std::vector<std::string>& samplers,
+                            int trials, int seeds) {
+  nlohmann::json results = nlohmann::json::object();
+  std::vector<int> checkpoints;
+  for (int c : {10, 25, 50, 100, 200}) {
+    if (c <= trials) checkpoints.push_back(c);
+  }
+  for (testing::TestFunction& fn : testing::ReferenceFunctions()) {
+    if (std::find(functions.begin(), functions.end(), fn.name) == functions.end()) continue;
+    for (const std::string& name : samplers) {
+      std::vector<std::vector<double>> curves;
+      std::vector<double> ms_at_last;
+      double total_ms = 0;
+      for (int seed = 0; seed < seeds; ++seed) {
+        auto sampler = MakeSampler(name, trials);
+        if (!sampler.ok()) {
+          std::cerr << sampler.status().message() << "\n";
+          std::exit(2);
+        }
+        Study study(fn.space, Direction::kMinimize, *std::move(sampler), nullptr, static_cast<uint64_t>(seed));
+        std::vector<double> best;
+        double cur = INFINITY;
+        double last_ms = 0;
+        for (int t = 0; t < trials; ++t) {
+          const auto start = std::chrono::steady_clock::now();
+          const Trial& trial = study.Ask();
+          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          total_ms += ms;
+          if (t == trials - 1) last_ms = ms;
+          const double v = fn.f(trial.params);
+          (void)study.Tell(trial.number, v);
+          cur = std::min(cur, v);
+          best.push_back(cur);
+        }
+        ms_at_last.push_back(last_ms);
+        curves.push_back(std::move(best));
+      }
+      nlohmann::json entry;
+      for (int c : checkpoints) {
+        std::vector<double> regrets;
+        for (const auto& curve : curves) regrets.push_back(curve[c - 1] - fn.minimum);
+        entry[fmt::format("regret@{}", c)] = Round4(Median(regrets));
+      }
+      entry["ms_per_trial"] = std::round(100 * total_ms / (trials * seeds)) / 100;
+      entry[fmt::format("ms_at_trial_{}", trials)] = std::round(100 * Median(ms_at_last)) / 100;
+      std::cerr << fmt::format("# {} {} {}\n", fn.name, name, entry.dump());
+      results[fn.name][name] = entry;
+    }
+  }
+  return results;
+}
+
+// The early-stopping check of optuna_reference.py's lcbench_check, with our pruners: random configurations,
+// each trained epoch by epoch until pruned or 52 epochs, until the search has spent budget_full * 52
+// epochs. Regret: best final accuracy in the table minus the best final accuracy among trials that ran all
+// 52 epochs (100 if none did yet), after 1/4, 1/2 and all of the budget.
+nlohmann::json RunLcBench(const std::string& path, int seeds, int budget_full,
+                          const std::vector<std::pair<std::string, PrunerConfig>>& pruners) {
+  auto tasks = testing::LoadLcBench(path);
+  if (!tasks.ok()) {
+    std::cerr << tasks.status().message() << "\n";
+    std::exit(2);
+  }
+  const int64_t budget = int64_t{budget_full} * 52;
+  const std::vector<std::pair<std::string, int64_t>> marks = {{"q1", budget / 4}, {"q2", budget / 2}, {"q4", budget}};
+  nlohmann::json out = {{"budget_epochs", budget}};
+  for (const auto& [task, curves] : *tasks) {
+    const int n_cfg = static_cast<int>(curves.accuracy.size());
+    double best_possible = 0;
+    for (const auto& a : curves.accuracy) best_possible = std::max(best_possible, a.back());
+    for (const auto& [label, config] : pruners) {
+      std::map<std::string, std::vector<double>> regrets;
+      std::vector<double> started, gpu_seconds;
+      nlohmann::json grace_messages = nlohmann::json::array();
+      for (int seed = 0; seed < seeds; ++seed) {
+        auto space =
+            SearchSpace::Create({{.name = "cfg", .kind = ParamKind::kInt, .low = 0, .high = double(n_cfg - 1)}});
+        Study study(*space, Direction::kMaximize, std::make_unique<RandomSampler>(), *MakePruner(config),
+                    static_cast<uint64_t>(seed));
+        int64_t epochs = 0;
+        double best = -1, gpu = 0;
+        std::map<std::string, double> at;
+        while (epochs < budget) {
+          const Trial& trial = study.Ask();
+          const int64_t number = trial.number;
+          const auto cfg = static_cast<size_t>(trial.params[0]);
+          const auto& acc = curves.accuracy[cfg];
+          bool stopped = false;
+          for (int e = 0; e < 52; ++e) {
+            ++epochs;
+            for (const auto& [k, m] : marks) {
+              if (!at.contains(k) && epochs >= m) at[k] = best;
+            }
+            if (e == 51) best = std::max(best, acc[e]);
+            const bool prune = *study.Report(number, e + 1, acc[e]);
+            if (e < 51 && (epochs >= budget || prune)) {
+              gpu += curves.seconds[cfg][e];
+              (void)study.Prune(number);
+              stopped = true;
+              break;
+            }
+          }
+          if (!stopped) {
+            gpu += curves.seconds[cfg].back();
+            (void)study.Tell(number, acc.back());
+          }
+        }
+        for (const auto& [k, m] : marks) {
+          const double b = at.contains(k) ? at[k] : best;
+          regrets[k].push_back(b >= 0 ? best_possible - b : 100.0);
+        }
+        started.push_back(static_cast<double>(study.trials().size()));
+        gpu_seconds.push_back(gpu);
+        if (config.name == "asha" && seed == 0) {
+          const SuccessiveHalvingPruner sha({.min_resource = config.min_resource,
+                                             .reduction_factor = config.reduction_factor,
+                                             .max_resource = config.max_resource});
+          grace_messages.push_back(CheckGracePeriod(study.trials(), sha.RungSteps(51), 52).message);
+        }
+      }
+      nlohmann::json entry;
+      for (const auto& [k, v] : regrets) entry["regret@" + k] = std::round(1000 * Median(v)) / 1000;
+      entry["median_trials"] = Median(started);
+      entry["median_gpu_s"] = std::round(Median(gpu_seconds));
+      if (!grace_messages.empty()) entry["grace_check"] = grace_messages[0];
+      std::cerr << fmt::format("# lcbench {} {} {}\n", task, label, entry.dump());
+      out[task][label] = entry;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace gpugeek::hpo
+
+int main(int argc, char** argv) {
+  using namespace gpugeek::hpo;
+  CLI::App app{"Our samplers and pruners on the reference HPO problems (JSON on stdout)"};
+  int trials = 100, seeds = 10, budget = 100;
+  std::string functions = "branin,hartmann6,levy10,rosenbrock10,mixed";
+  std::string samplers = "random,tpe,tpe-multivariate,cmaes,gp,auto";
+  std::string lcbench;
+  app.add_option("--trials", trials, "trials per search")->check(CLI::Range(1, 100000));
+  app.add_option("--seeds", seeds, "searches per function and sampler")->check(CLI::Range(1, 1000));
+  app.add_option("--functions", functions, "comma-separated; '' for none");
+  app.add_option("--samplers", samplers, "comma-separated");
+  app.add_option("--lcbench", lcbench, "LCBench surrogate curves (.csv.gz): run the early-stopping check");
+  app.add_option("--lcbench-budget", budget, "compute budget, in full 52-epoch trainings")
+      ->check(CLI::Range(1, 100000));
+  CLI11_PARSE(app, argc, argv);
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    for (absl::string_view p : absl::StrSplit(s, ',', absl::SkipEmpty())) out.emplace_back(p);
+    return out;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  nlohmann::json res = {{"trials", trials},
+                        {"seeds", seeds},
+                        {"stat", "median over seeds of best-so-far regret (f_best - f_min)"},
+                        {"results", RunFunctions(split(functions), split(samplers), trials, seeds)}};
+  if (!lcbench.empty()) {
+    res["lcbench"] = RunLcBench(lcbench, seeds, budget,
+                                {{"none", {.name = "none"}},
+                                 {"median", {.name = "median", .startup_trials = 5, .warmup_steps = 3}},
+                                 {"asha", {.name = "asha", .min_resource = 1, .max_resource = 52}},
+                                 {"asha_r4", {.name = "asha", .min_resource = 4, .max_resource = 52}},
+                                 {"hyperband", {.name = "hyperband", .min_resource = 1, .max_resource = 52}}});
+  }
+  res["total_s"] =
+      std::round(10 * std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) / 10;
+  std::cout << res.dump() << "\n";
+  return 0;
+}

@@ -24,7 +24,9 @@ int GpInputs(const SearchSpace& space) {
 
 std::unique_ptr<Sampler> PortfolioSampler::Choose(const SearchSpace& space) const {
   if (space.has_conditions()) return std::make_unique<TpeSampler>();
-  if (expected_trials_ <= kGpMaxTrials && GpInputs(space) <= kGpMaxInputs) return std::make_unique<GpSampler>();
+  if (space.all_numeric() && expected_trials_ <= kGpMaxTrials && GpInputs(space) <= kGpMaxInputs) {
+    return std::make_unique<GpSampler>();
+  }
   return std::make_unique<TpeSampler>(TpeOptions{.multivariate = true});
 }
 

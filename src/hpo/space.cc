@@ -169,7 +169,8 @@ nlohmann::json SearchSpace::PointToJson(const Point& point) const {
 
 absl::StatusOr<Point> SearchSpace::PointFromJson(const nlohmann::json& json) const {
   if (!json.is_object()) return Invalid("params: must be an object of parameter name to value");
-  for (const auto& [key, _] : json.items()) {
+  for (const auto& item : json.items()) {
+    const std::string key = item.key();
     if (std::none_of(params_.begin(), params_.end(), [&](const ParamSpec& p) { return p.name == key; })) {
       return Invalid(fmt::format("params.{}: not a parameter of the search space", key));
     }

@@ -3,15 +3,20 @@
 // two side by side. Prints one JSON object on stdout; progress on stderr.
 //
 //   hpo_bench --trials 100 --seeds 10 [--functions branin,...] [--samplers tpe,gp,...]
+//   hpo_bench ... --svg DIR [--reference optuna.json]   (charts of median best-so-far regret)
 //   hpo_bench --functions '' --lcbench ../shared/bench/hpo/data/lcbench_surrogate_curves.csv.gz --seeds 5
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <map>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_split.h"
+#include "common/line_chart.h"
 #include "fmt/format.h"
 #include "hpo/grace_check.h"
 #include "hpo/pruner.h"
@@ -33,8 +38,11 @@ double Median(std::vector<double> v) {
 
 double Round4(double x) { return std::stod(fmt::format("{:.4g}", x)); }
 
+// Median best-so-far regret after each trial, per function and sampler: the charts' curves.
+using Curves = std::map<std::string, std::vector<ChartSeries>>;
+
 nlohmann::json RunFunctions(const std::vector<std::string>& functions, const std::vector<std::string>& samplers,
-                            int trials, int seeds) {
+                            int trials, int seeds, Curves& charts) {
   nlohmann::json results = nlohmann::json::object();
   std::vector<int> checkpoints;
   for (int c : {10, 25, 50, 100, 200}) {
@@ -70,6 +78,13 @@ nlohmann::json RunFunctions(const std::vector<std::string>& functions, const std
         ms_at_last.push_back(last_ms);
         curves.push_back(std::move(best));
       }
+      ChartSeries series{.name = "gpugeek " + name};
+      for (int t = 0; t < trials; ++t) {
+        std::vector<double> regrets;
+        for (const auto& curve : curves) regrets.push_back(curve[t] - fn.minimum);
+        series.points.emplace_back(t + 1, Median(regrets));
+      }
+      charts[fn.name].push_back(std::move(series));
       nlohmann::json entry;
       for (int c : checkpoints) {
         std::vector<double> regrets;
@@ -170,11 +185,13 @@ nlohmann::json RunLcBench(const std::string& path, int seeds, int budget_full,
 
 int main(int argc, char** argv) {
   using namespace gpugeek::hpo;
+  using gpugeek::ChartSeries;
+  using gpugeek::LineChartSvg;
   CLI::App app{"Our samplers and pruners on the reference HPO problems (JSON on stdout)"};
   int trials = 100, seeds = 10, budget = 100;
   std::string functions = "branin,hartmann6,levy10,rosenbrock10,mixed";
   std::string samplers = "random,tpe,tpe-multivariate,cmaes,gp,auto";
-  std::string lcbench;
+  std::string lcbench, svg_dir, reference;
   app.add_option("--trials", trials, "trials per search")->check(CLI::Range(1, 100000));
   app.add_option("--seeds", seeds, "searches per function and sampler")->check(CLI::Range(1, 1000));
   app.add_option("--functions", functions, "comma-separated; '' for none");
@@ -182,6 +199,8 @@ int main(int argc, char** argv) {
   app.add_option("--lcbench", lcbench, "LCBench surrogate curves (.csv.gz): run the early-stopping check");
   app.add_option("--lcbench-budget", budget, "compute budget, in full 52-epoch trainings")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--svg", svg_dir, "write FUNCTION.svg charts of median best-so-far regret into this folder");
+  app.add_option("--reference", reference, "optuna_reference.py's JSON: its checkpoints join the charts");
   CLI11_PARSE(app, argc, argv);
   auto split = [](const std::string& s) {
     std::vector<std::string> out;
@@ -189,10 +208,38 @@ int main(int argc, char** argv) {
     return out;
   };
   const auto start = std::chrono::steady_clock::now();
+  Curves charts;
   nlohmann::json res = {{"trials", trials},
                         {"seeds", seeds},
                         {"stat", "median over seeds of best-so-far regret (f_best - f_min)"},
-                        {"results", RunFunctions(split(functions), split(samplers), trials, seeds)}};
+                        {"results", RunFunctions(split(functions), split(samplers), trials, seeds, charts)}};
+  if (!svg_dir.empty()) {
+    nlohmann::json ref;
+    if (!reference.empty()) {
+      std::ifstream in(reference);
+      ref = nlohmann::json::parse(in, nullptr, false);
+      if (ref.is_discarded() || !ref.contains("results")) {
+        std::cerr << reference << ": not optuna_reference.py's JSON\n";
+        return 2;
+      }
+    }
+    std::filesystem::create_directories(svg_dir);
+    for (auto& [fn, series] : charts) {
+      if (ref.contains("results") && ref["results"].contains(fn)) {
+        for (const auto& [name, entry] : ref["results"][fn].items()) {
+          ChartSeries s{.name = "optuna " + name};
+          for (const auto& [key, v] : entry.items()) {
+            if (key.rfind("regret@", 0) == 0) s.points.emplace_back(std::stod(key.substr(7)), v.get<double>());
+          }
+          std::sort(s.points.begin(), s.points.end());
+          series.push_back(std::move(s));
+        }
+      }
+      std::ofstream(std::filesystem::path(svg_dir) / (fn + ".svg"))
+          << LineChartSvg(fmt::format("{}: median best-so-far regret over {} seeds", fn, seeds), "trials",
+                          "regret (log)", series, 1, trials, {.log_y = true});
+    }
+  }
   if (!lcbench.empty()) {
     res["lcbench"] = RunLcBench(lcbench, seeds, budget,
                                 {{"none", {.name = "none"}},

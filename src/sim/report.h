@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/line_chart.h"
 #include "sim/experiment.h"
 #include "sim/published.h"
 
@@ -22,13 +23,8 @@ std::string SummaryCsv(const std::vector<FgdSummaryRow>& rows);
 // Terminal table; with `published` (may be null) adds the authors' numbers and our difference.
 std::string SummaryTable(const std::vector<FgdSummaryRow>& rows, const PublishedSummary* published);
 
-struct Series {
-  std::string name;
-  std::vector<std::pair<double, double>> points;  // (x, y), NaN y skipped
-};
-// A self-contained SVG line chart.
-std::string LineChartSvg(const std::string& title, const std::string& x_label, const std::string& y_label,
-                         const std::vector<Series>& series, double x_min, double x_max);
+using Series = ChartSeries;  // common/line_chart.h
+using gpugeek::LineChartSvg;
 // Median over seeds of a curve, per policy, for one workload; y = transform(value).
 std::vector<Series> MedianSeries(const std::vector<FgdRunResult>& runs, const std::string& workload, CurveKind kind,
                                  bool unallocated, int x_min, int x_max);

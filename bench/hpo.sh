@@ -6,7 +6,8 @@
 #   3. with --lcbench: both sides' pruners on the LCBench surrogate curves at equal epoch budget.
 # Prints a table per function: median regret at 100 trials and ms per suggestion of each sampler, and the
 # verdicts of the issue's targets (our best <= Optuna TPE on all five, <= the best Optuna sampler on >= 3;
-# TPE <= 1 ms per suggestion at 100 trials). JSON of both sides goes to OUT (default /tmp/gpugeek-hpo-bench).
+# TPE <= 1 ms per suggestion at 100 trials). JSON of both sides goes to OUT (default /tmp/gpugeek-hpo-bench),
+# and a chart per function of the median best-so-far regret of every sampler to OUT/charts/FUNCTION.svg.
 #
 # Usage: bench/hpo.sh [--trials N] [--seeds N] [--lcbench] [--out DIR]
 # Needs python3-optuna, python3-cmaes, python3-scipy, python3-sklearn (scripts/install-deps.sh). The full
@@ -36,7 +37,7 @@ curves=$shared/data/lcbench_surrogate_curves.csv.gz
 echo "== Optuna $(/usr/bin/python3 -c 'import optuna; print(optuna.__version__)'): $trials trials x $seeds seeds" >&2
 /usr/bin/python3 "$shared/optuna_reference.py" --trials "$trials" --seeds "$seeds" --no-pruners >"$out/optuna.json"
 echo "== gpugeek" >&2
-"$bench" --trials "$trials" --seeds "$seeds" >"$out/ours.json"
+"$bench" --trials "$trials" --seeds "$seeds" --svg "$out/charts" --reference "$out/optuna.json" >"$out/ours.json"
 if [ "$lcbench" -eq 1 ]; then
   echo "== LCBench early stopping (Optuna, then gpugeek)" >&2
   /usr/bin/python3 "$shared/optuna_reference.py" --functions '' --no-pruners --seeds 5 --lcbench "$curves" \

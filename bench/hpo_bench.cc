@@ -2,13 +2,14 @@
 // curves, in the shape of ../shared/bench/hpo/optuna_reference.py's JSON so that bench/hpo.sh can set the
 // two side by side. Prints one JSON object on stdout; progress on stderr.
 //
-//   hpo_bench --trials 100 --seeds 10 [--functions branin,...] [--samplers tpe,gp,...]
+//   hpo_bench --trials 100 --seeds 10 [--functions branin,...] [--samplers tpe,gp,...] [--parallel 4]
 //   hpo_bench ... --svg DIR [--reference optuna.json]   (charts of median best-so-far regret)
 //   hpo_bench --functions '' --lcbench ../shared/bench/hpo/data/lcbench_surrogate_curves.csv.gz --seeds 5
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,7 +43,7 @@ double Round4(double x) { return std::stod(fmt::format("{:.4g}", x)); }
 using Curves = std::map<std::string, std::vector<ChartSeries>>;
 
 nlohmann::json RunFunctions(const std::vector<std::string>& functions, const std::vector<std::string>& samplers,
-                            int trials, int seeds, Curves& charts) {
+                            int trials, int seeds, int parallel, Curves& charts) {
   nlohmann::json results = nlohmann::json::object();
   std::vector<int> checkpoints;
   for (int c : {10, 25, 50, 100, 200}) {
@@ -64,16 +65,27 @@ nlohmann::json RunFunctions(const std::vector<std::string>& functions, const std
         std::vector<double> best;
         double cur = INFINITY;
         double last_ms = 0;
-        for (int t = 0; t < trials; ++t) {
+        // `parallel` trials in flight: each completion (the oldest first) frees a worker that asks at once,
+        // so a suggestion sees parallel - 1 running trials (the constant liar's case).
+        std::deque<int64_t> running;
+        auto ask = [&](bool last) {
           const auto start = std::chrono::steady_clock::now();
-          const Trial& trial = study.Ask();
+          const int64_t number = study.Ask().number;
           const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
           total_ms += ms;
-          if (t == trials - 1) last_ms = ms;
-          const double v = fn.f(trial.params);
-          (void)study.Tell(trial.number, v);
+          if (last) last_ms = ms;
+          running.push_back(number);
+        };
+        for (int k = 0; k < std::min(parallel, trials); ++k) ask(k + 1 == trials);
+        for (int t = 0; t < trials; ++t) {
+          const int64_t number = running.front();
+          running.pop_front();
+          const double v = fn.f(study.trials()[number].params);
+          (void)study.Tell(number, v);
           cur = std::min(cur, v);
           best.push_back(cur);
+          if (static_cast<int>(study.trials().size()) < trials)
+            ask(static_cast<int>(study.trials().size()) + 1 == trials);
         }
         ms_at_last.push_back(last_ms);
         curves.push_back(std::move(best));
@@ -188,13 +200,14 @@ int main(int argc, char** argv) {
   using gpugeek::ChartSeries;
   using gpugeek::LineChartSvg;
   CLI::App app{"Our samplers and pruners on the reference HPO problems (JSON on stdout)"};
-  int trials = 100, seeds = 10, budget = 100;
+  int trials = 100, seeds = 10, budget = 100, parallel = 1;
   std::string functions = "branin,hartmann6,levy10,rosenbrock10,mixed";
   std::string samplers = "random,tpe,tpe-multivariate,cmaes,gp,auto";
   std::string lcbench, svg_dir, reference;
   app.add_option("--trials", trials, "trials per search")->check(CLI::Range(1, 100000));
   app.add_option("--seeds", seeds, "searches per function and sampler")->check(CLI::Range(1, 1000));
   app.add_option("--functions", functions, "comma-separated; '' for none");
+  app.add_option("--parallel", parallel, "trials in flight at once (asynchronous workers)")->check(CLI::Range(1, 1000));
   app.add_option("--samplers", samplers, "comma-separated");
   app.add_option("--lcbench", lcbench, "LCBench surrogate curves (.csv.gz): run the early-stopping check");
   app.add_option("--lcbench-budget", budget, "compute budget, in full 52-epoch trainings")
@@ -210,9 +223,10 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   Curves charts;
   nlohmann::json res = {{"trials", trials},
+                        {"parallel", parallel},
                         {"seeds", seeds},
                         {"stat", "median over seeds of best-so-far regret (f_best - f_min)"},
-                        {"results", RunFunctions(split(functions), split(samplers), trials, seeds, charts)}};
+                        {"results", RunFunctions(split(functions), split(samplers), trials, seeds, parallel, charts)}};
   if (!svg_dir.empty()) {
     nlohmann::json ref;
     if (!reference.empty()) {

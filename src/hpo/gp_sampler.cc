@@ -24,6 +24,7 @@ class Encoding {
       offset_.push_back(width_);
       const ParamSpec& p = space.params()[i];
       if (p.kind == ParamKind::kCategorical) {
+        categorical_.emplace_back(width_, static_cast<int>(p.choices.size()));
         width_ += static_cast<int>(p.choices.size());
       } else {
         numeric_.push_back(width_);
@@ -34,6 +35,8 @@ class Encoding {
   }
   int width() const { return width_; }
   const std::vector<int>& numeric() const { return numeric_; }
+  // (offset, choices) of each categorical parameter's one-hot block.
+  const std::vector<std::pair<int, int>>& categorical() const { return categorical_; }
 
   VectorXd Encode(const Point& p) const {
     VectorXd x = VectorXd::Zero(width_);
@@ -73,6 +76,7 @@ class Encoding {
   std::vector<int> offset_;
   std::vector<int> numeric_;
   std::vector<size_t> numeric_param_;
+  std::vector<std::pair<int, int>> categorical_;
 };
 
 struct Model {
@@ -174,6 +178,12 @@ Point GpSampler::Suggest(const SearchSpace& space, Trials history, uint64_t seed
       for (int k = 0; k < 50; ++k) {
         VectorXd x = base;
         for (int j : enc.numeric()) x[j] = std::clamp(x[j] + scale * normal(rng.engine()), 0.0, 1.0);
+        // A neighbour in the categorical parameters too: each switches to a random choice one time in five.
+        for (const auto& [offset, choices] : enc.categorical()) {
+          if (rng.UniformDouble() >= 0.2) continue;
+          x.segment(offset, choices).setZero();
+          x[offset + static_cast<int>(rng.Uniform(static_cast<uint64_t>(choices)))] = 1;
+        }
         candidates.push_back(std::move(x));
       }
     }

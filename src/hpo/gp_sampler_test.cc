@@ -76,6 +76,25 @@ TEST(GpSamplerTest, FindsBraninsMinimumWithinFortyTrials) {
   EXPECT_LT(*study.Best()->value - branin.minimum, 0.05);
 }
 
+// Constant liar: a running trial at the point the GP would choose next counts as the worst loss seen, so
+// the next worker is sent elsewhere.
+TEST(GpSamplerTest, RunningTrialsSendTheNextWorkerElsewhere) {
+  const testing::TestFunction branin = testing::ReferenceFunctions()[0];
+  Study study(branin.space, Direction::kMinimize, std::make_unique<GpSampler>(), nullptr, 4);
+  for (int i = 0; i < 15; ++i) {
+    const Trial& t = study.Ask();
+    ASSERT_TRUE(study.Tell(t.number, branin.f(t.params)).ok());
+  }
+  const GpSampler gp;
+  std::vector<Trial> history = study.trials();
+  const Point next = gp.Suggest(branin.space, history, 4, 15);
+  history.push_back(Trial{.number = 15, .state = TrialState::kRunning, .params = next});
+  const Point other = gp.Suggest(branin.space, history, 4, 16);
+  double d2 = 0;
+  for (size_t i = 0; i < 2; ++i) d2 += std::pow(branin.space.ToUnit(i, next[i]) - branin.space.ToUnit(i, other[i]), 2);
+  EXPECT_GT(std::sqrt(d2), 0.01);
+}
+
 TEST(GpSamplerTest, HandlesCategoricalAndIntegerParameters) {
   const testing::TestFunction mixed = testing::ReferenceFunctions()[4];
   Study study(mixed.space, Direction::kMinimize, std::make_unique<GpSampler>(), nullptr, 0);

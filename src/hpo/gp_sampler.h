@@ -6,7 +6,8 @@
 // parameter is 0.5 (numeric) or all zeros. Outputs: the losses of complete trials, standardised, or their
 // logarithm (shifted by 1% of the spread above the minimum) when that model has the higher marginal
 // likelihood counting the warp's Jacobian (a warped GP, Snelson et al. 2004). Running trials enter at the
-// worst loss seen (constant liar); pruned and failed trials are left out.
+// median loss seen (constant liar, Ginsbourger et al. 2010, CL-median); pruned and failed trials are left
+// out.
 //
 // The acquisition is maximised over 1,000 uniform points plus perturbations of the five best trials, then
 // the five best of those are polished by BOBYQA (NLopt) over the numeric coordinates with the categorical

@@ -4,8 +4,8 @@
 // A sampler is a pure function of (space, history, rng): it keeps no state between calls, so a search
 // rebuilt from the store after a restart proposes exactly what it would have (CMA-ES replays its
 // generations from the history). Running trials in the history are the parallel trials still out; each
-// sampler treats them by the constant-liar rule (Ginsbourger et al. 2010): a running point counts as a bad
-// one, so parallel workers are not sent to the same place.
+// sampler treats them by a constant-liar rule (Ginsbourger et al. 2010) so parallel workers are not sent to
+// the same place: TPE ranks them last, the GP gives them the median loss, CMA-ES holds their slots.
 
 #include <memory>
 #include <string>

@@ -7,9 +7,8 @@
 #include "fmt/format.h"
 
 namespace gpugeek::hpo {
-namespace {
 
-std::vector<double> Ranks(const std::vector<double>& x) {
+std::vector<double> AverageRanks(const std::vector<double>& x) {
   std::vector<size_t> order(x.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
@@ -23,10 +22,8 @@ std::vector<double> Ranks(const std::vector<double>& x) {
   return rank;
 }
 
-}  // namespace
-
 double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b) {
-  const std::vector<double> ra = Ranks(a), rb = Ranks(b);
+  const std::vector<double> ra = AverageRanks(a), rb = AverageRanks(b);
   const double n = static_cast<double>(a.size());
   const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n, mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
   double sab = 0, saa = 0, sbb = 0;

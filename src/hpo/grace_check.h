@@ -33,5 +33,7 @@ GraceCheck CheckGracePeriod(Trials history, const std::vector<int64_t>& rung_ste
 
 // Spearman's rho of two equally long samples (average ranks for ties); 0 when either is constant.
 double SpearmanRho(const std::vector<double>& a, const std::vector<double>& b);
+// 0-based ranks of `x`, ties sharing their average rank: {3, 1, 3} -> {1.5, 0, 1.5}.
+std::vector<double> AverageRanks(const std::vector<double>& x);
 
 }  // namespace gpugeek::hpo

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "fmt/format.h"
+#include "hpo/grace_check.h"
 
 namespace gpugeek::hpo {
 namespace {
@@ -21,21 +22,6 @@ std::string CsvField(const std::string& s) {
 }
 
 std::string Number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : ""; }
-
-// Average ranks (ties share), 0-based.
-std::vector<double> Ranks(const std::vector<double>& x) {
-  std::vector<size_t> order(x.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return x[a] < x[b]; });
-  std::vector<double> rank(x.size());
-  for (size_t i = 0; i < order.size();) {
-    size_t j = i;
-    while (j + 1 < order.size() && x[order[j + 1]] == x[order[i]]) ++j;
-    for (size_t k = i; k <= j; ++k) rank[order[k]] = 0.5 * static_cast<double>(i + j);
-    i = j + 1;
-  }
-  return rank;
-}
 
 }  // namespace
 
@@ -76,7 +62,7 @@ std::vector<Importance> ParameterImportance(const SearchSpace& space, Trials tri
     }
     Importance imp{.param = spec.name, .trials = static_cast<int>(x.size())};
     if (x.size() >= 4) {
-      const std::vector<double> r = Ranks(y);
+      const std::vector<double> r = AverageRanks(y);
       const double n = static_cast<double>(r.size());
       const double mean = std::accumulate(r.begin(), r.end(), 0.0) / n;
       double ss_total = 0;
@@ -89,7 +75,7 @@ std::vector<Importance> ParameterImportance(const SearchSpace& space, Trials tri
         for (size_t k = 0; k < x.size(); ++k) group[k] = static_cast<int>(x[k]);
       } else {
         groups = std::min(10, static_cast<int>(std::ceil(std::sqrt(n))));
-        const std::vector<double> xr = Ranks(x);
+        const std::vector<double> xr = AverageRanks(x);
         for (size_t k = 0; k < x.size(); ++k) group[k] = std::min(groups - 1, static_cast<int>(xr[k] * groups / n));
       }
       std::vector<double> sum(groups, 0), count(groups, 0);

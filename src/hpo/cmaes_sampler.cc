@@ -102,12 +102,13 @@ double LossOf(const Trial& t) { return t.state == TrialState::kComplete && t.val
 }  // namespace
 
 Point CmaEsSampler::Suggest(const SearchSpace& space, Trials history, uint64_t seed, int64_t number) const {
-  // Parameters TPE draws; CMA-ES then overwrites its own dimensions.
-  Point point = TpeSampler().Suggest(space, history, seed, number);
   std::vector<size_t> dims;
   for (size_t i = 0; i < space.size(); ++i) {
     if (space.params()[i].kind != ParamKind::kCategorical && space.parent(i) < 0) dims.push_back(i);
   }
+  // Parameters CMA-ES does not model are TPE's; CMA-ES then overwrites its own dimensions.
+  Point point =
+      dims.size() == space.size() ? Point(space.size(), kInactive) : TpeSampler().Suggest(space, history, seed, number);
   const int startup = std::max(1, options_.startup_trials);
   if (dims.empty() || static_cast<int64_t>(history.size()) < startup ||
       !std::all_of(history.begin(), history.begin() + startup, Finished)) {

@@ -21,7 +21,6 @@
 #include "fmt/format.h"
 #include "hpo/grace_check.h"
 #include "hpo/pruner.h"
-#include "hpo/random_sampler.h"
 #include "hpo/study.h"
 #include "hpo/successive_halving_pruner.h"
 #include "hpo/testing/functions.h"
@@ -124,67 +123,38 @@ nlohmann::json RunLcBench(const std::string& path, int seeds, int budget_full,
     std::exit(2);
   }
   const int64_t budget = int64_t{budget_full} * 52;
-  const std::vector<std::pair<std::string, int64_t>> marks = {{"q1", budget / 4}, {"q2", budget / 2}, {"q4", budget}};
+  const std::vector<std::string> mark_names = {"q1", "q2", "q4"};
+  const std::vector<int64_t> marks = {budget / 4, budget / 2, budget};
   nlohmann::json out = {{"budget_epochs", budget}};
   for (const auto& [task, curves] : *tasks) {
-    const int n_cfg = static_cast<int>(curves.accuracy.size());
     double best_possible = 0;
     for (const auto& a : curves.accuracy) best_possible = std::max(best_possible, a.back());
     for (const auto& [label, config] : pruners) {
-      std::map<std::string, std::vector<double>> regrets;
+      std::vector<std::vector<double>> regrets(marks.size());
       std::vector<double> started, gpu_seconds;
-      nlohmann::json grace_messages = nlohmann::json::array();
+      std::string grace_message;
       for (int seed = 0; seed < seeds; ++seed) {
-        auto space =
-            SearchSpace::Create({{.name = "cfg", .kind = ParamKind::kInt, .low = 0, .high = double(n_cfg - 1)}});
-        Study study(*space, Direction::kMaximize, std::make_unique<RandomSampler>(), *MakePruner(config),
-                    static_cast<uint64_t>(seed));
-        int64_t epochs = 0;
-        double best = -1, gpu = 0;
-        std::map<std::string, double> at;
-        while (epochs < budget) {
-          const Trial& trial = study.Ask();
-          const int64_t number = trial.number;
-          const auto cfg = static_cast<size_t>(trial.params[0]);
-          const auto& acc = curves.accuracy[cfg];
-          bool stopped = false;
-          for (int e = 0; e < 52; ++e) {
-            ++epochs;
-            for (const auto& [k, m] : marks) {
-              if (!at.contains(k) && epochs >= m) at[k] = best;
-            }
-            if (e == 51) best = std::max(best, acc[e]);
-            const bool prune = *study.Report(number, e + 1, acc[e]);
-            if (e < 51 && (epochs >= budget || prune)) {
-              gpu += curves.seconds[cfg][e];
-              (void)study.Prune(number);
-              stopped = true;
-              break;
-            }
-          }
-          if (!stopped) {
-            gpu += curves.seconds[cfg].back();
-            (void)study.Tell(number, acc.back());
-          }
+        const testing::LcBenchSearch run =
+            testing::RunLcBenchSearch(curves, config, static_cast<uint64_t>(seed), budget, marks);
+        for (size_t m = 0; m < marks.size(); ++m) {
+          regrets[m].push_back(run.best_at[m] >= 0 ? best_possible - run.best_at[m] : 100.0);
         }
-        for (const auto& [k, m] : marks) {
-          const double b = at.contains(k) ? at[k] : best;
-          regrets[k].push_back(b >= 0 ? best_possible - b : 100.0);
-        }
-        started.push_back(static_cast<double>(study.trials().size()));
-        gpu_seconds.push_back(gpu);
+        started.push_back(static_cast<double>(run.trials.size()));
+        gpu_seconds.push_back(run.gpu_seconds);
         if (config.name == "asha" && seed == 0) {
           const SuccessiveHalvingPruner sha({.min_resource = config.min_resource,
                                              .reduction_factor = config.reduction_factor,
                                              .max_resource = config.max_resource});
-          grace_messages.push_back(CheckGracePeriod(study.trials(), sha.RungSteps(51), 52).message);
+          grace_message = CheckGracePeriod(run.trials, sha.RungSteps(51), 52).message;
         }
       }
       nlohmann::json entry;
-      for (const auto& [k, v] : regrets) entry["regret@" + k] = std::round(1000 * Median(v)) / 1000;
+      for (size_t m = 0; m < marks.size(); ++m) {
+        entry["regret@" + mark_names[m]] = std::round(1000 * Median(regrets[m])) / 1000;
+      }
       entry["median_trials"] = Median(started);
       entry["median_gpu_s"] = std::round(Median(gpu_seconds));
-      if (!grace_messages.empty()) entry["grace_check"] = grace_messages[0];
+      if (config.name == "asha") entry["grace_check"] = grace_message;
       std::cerr << fmt::format("# lcbench {} {} {}\n", task, label, entry.dump());
       out[task][label] = entry;
     }

@@ -28,7 +28,6 @@ class Encoding {
         width_ += static_cast<int>(p.choices.size());
       } else {
         numeric_.push_back(width_);
-        numeric_param_.push_back(i);
         width_ += 1;
       }
     }
@@ -75,7 +74,6 @@ class Encoding {
   int width_ = 0;
   std::vector<int> offset_;
   std::vector<int> numeric_;
-  std::vector<size_t> numeric_param_;
   std::vector<std::pair<int, int>> categorical_;
 };
 

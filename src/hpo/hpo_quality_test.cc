@@ -8,7 +8,6 @@
 
 #include "gtest/gtest.h"
 #include "hpo/grace_check.h"
-#include "hpo/random_sampler.h"
 #include "hpo/study.h"
 #include "hpo/successive_halving_pruner.h"
 #include "hpo/testing/functions.h"
@@ -65,38 +64,15 @@ TEST(HpoQualityTest, AshaOnLcBench) {
   for (const auto& task_curves : *tasks) {
     const std::string& task = task_curves.first;
     const testing::LearningCurves& curves = task_curves.second;
-    const auto n_cfg = static_cast<double>(curves.accuracy.size());
     double best_possible = 0;
     for (const auto& a : curves.accuracy) best_possible = std::max(best_possible, a.back());
     auto run = [&](const PrunerConfig& config, uint64_t seed, GraceCheck* check) {
-      auto space = SearchSpace::Create({{.name = "cfg", .kind = ParamKind::kInt, .low = 0, .high = n_cfg - 1}});
-      Study study(*space, Direction::kMaximize, std::make_unique<RandomSampler>(), *MakePruner(config), seed);
-      int64_t epochs = 0;
-      double best = -1;
-      while (epochs < budget) {
-        const Trial& t = study.Ask();
-        const int64_t number = t.number;
-        const auto& acc = curves.accuracy[static_cast<size_t>(t.params[0])];
-        bool done = true;
-        for (int e = 0; e < 52; ++e) {
-          ++epochs;
-          const bool prune = *study.Report(number, e + 1, acc[e]);
-          if (e < 51 && (epochs >= budget || prune)) {
-            EXPECT_TRUE(study.Prune(number).ok());
-            done = false;
-            break;
-          }
-        }
-        if (done) {
-          EXPECT_TRUE(study.Tell(number, acc.back()).ok());
-          best = std::max(best, acc.back());
-        }
-      }
+      const testing::LcBenchSearch search = testing::RunLcBenchSearch(curves, config, seed, budget);
       if (check) {
         const SuccessiveHalvingPruner sha({.min_resource = config.min_resource, .max_resource = 52});
-        *check = CheckGracePeriod(study.trials(), sha.RungSteps(51), 52);
+        *check = CheckGracePeriod(search.trials, sha.RungSteps(51), 52);
       }
-      return best >= 0 ? best_possible - best : 100.0;
+      return search.best >= 0 ? best_possible - search.best : 100.0;
     };
     std::vector<double> none, asha4, asha1;
     int flagged = 0;

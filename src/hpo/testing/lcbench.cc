@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "fmt/format.h"
+#include "hpo/random_sampler.h"
+#include "hpo/study.h"
 
 namespace gpugeek::hpo::testing {
 namespace {
@@ -52,6 +54,41 @@ absl::StatusOr<std::map<std::string, LearningCurves>> LoadLcBench(const std::str
       s.push_back(std::stod(cells[sec + e]));
     }
   }
+  return out;
+}
+
+LcBenchSearch RunLcBenchSearch(const LearningCurves& curves, const PrunerConfig& pruner, uint64_t seed,
+                               int64_t budget_epochs, const std::vector<int64_t>& marks) {
+  const auto n_cfg = static_cast<double>(curves.accuracy.size());
+  auto space = SearchSpace::Create({{.name = "cfg", .kind = ParamKind::kInt, .low = 0, .high = n_cfg - 1}});
+  Study study(*space, Direction::kMaximize, std::make_unique<RandomSampler>(), *MakePruner(pruner), seed);
+  LcBenchSearch out;
+  int64_t epochs = 0;
+  while (epochs < budget_epochs) {
+    const Trial& trial = study.Ask();
+    const int64_t number = trial.number;
+    const auto cfg = static_cast<size_t>(trial.params[0]);
+    const std::vector<double>& acc = curves.accuracy[cfg];
+    bool stopped = false;
+    for (int e = 0; e < kEpochs; ++e) {
+      ++epochs;
+      for (size_t m = out.best_at.size(); m < marks.size() && epochs >= marks[m]; ++m) out.best_at.push_back(out.best);
+      const bool prune = *study.Report(number, e + 1, acc[e]);
+      if (e + 1 < kEpochs && (epochs >= budget_epochs || prune)) {
+        out.gpu_seconds += curves.seconds[cfg][e];
+        (void)study.Prune(number);
+        stopped = true;
+        break;
+      }
+    }
+    if (!stopped) {
+      out.gpu_seconds += curves.seconds[cfg].back();
+      out.best = std::max(out.best, acc.back());
+      (void)study.Tell(number, acc.back());
+    }
+  }
+  while (out.best_at.size() < marks.size()) out.best_at.push_back(out.best);
+  out.trials = study.trials();
   return out;
 }
 

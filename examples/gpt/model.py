@@ -36,11 +36,13 @@ class GPTConfig:
     resid_pdrop: float = 0.0
 
     @staticmethod
-    def from_json(path):
-        """Reads a GPT-2 config.json. Raises ValueError for another model_type, an untied head or
-        n_embd not divisible by n_head (the planner refuses the same)."""
+    def from_json(path, overrides=None):
+        """Reads a GPT-2 config.json, with `overrides` (e.g. {"n_embd": 128}, a search's width) replacing
+        its fields. Raises ValueError for another model_type, an untied head or n_embd not divisible by
+        n_head (the planner refuses the same)."""
         with open(path, encoding="utf-8") as f:
             raw = json.load(f)
+        raw.update(overrides or {})
         if raw.get("model_type") != "gpt2":
             raise ValueError(f"{path}: model_type must be 'gpt2', got {raw.get('model_type')!r}")
         if not raw.get("tie_word_embeddings", True):
@@ -153,10 +155,11 @@ def count_parameters(model):
     return sum(p.numel() for p in model.parameters())  # parameters() already yields each tensor once
 
 
-def build_model(config_path, seed):
-    """The model of config_path with weights drawn from torch.manual_seed(seed) (same on every rank)."""
+def build_model(config_path, seed, overrides=None):
+    """The model of config_path (with `overrides` of its fields) with weights drawn from
+    torch.manual_seed(seed) (same on every rank)."""
     torch.manual_seed(seed)
-    return GPT(GPTConfig.from_json(config_path))
+    return GPT(GPTConfig.from_json(config_path, overrides))
 
 
 if __name__ == "__main__":

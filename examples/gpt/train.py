@@ -10,6 +10,9 @@ line), checkpoints every --ckpt-every steps (checkpoint.py) and at the end, and 
 checkpoint is reported to gpugeek as complete (gpugeek_checkpoint.py, docs/checkpointing.md). On SIGTERM
 (a planned stop: cancel, drain, spot reclaim) every rank stops after the step in flight: a checkpoint at
 that step, reported, then exit 0 without evaluating, `stopped step=S on SIGTERM`.
+With --eval-every N (a trial of a gpugeek experiment, docs/hpo.md) it also evaluates every N steps, prints
+`eval step=S val_loss=V` and reports V at step S (gpugeek_hpo.py); when the experiment's pruner stops the
+trial it stops as on SIGTERM. The final validation loss is reported at the last step.
 Every rank appends `step epoch position i1 i2 ...` (the windows it trained on at that step) to
 samples-rank{R}.txt in --out. On start every rank resumes from --out/checkpoint.pt when there is one.
 Exit status: 0 done; 2 bad arguments, layout or a checkpoint of other arguments in --out.
@@ -35,6 +38,7 @@ import data
 import dataset_version
 import dist_env
 import gpugeek_checkpoint
+import gpugeek_hpo
 from model import build_model, count_parameters
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,6 +65,10 @@ def parse_args(argv):
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop (checkpoint, summary, exit 0) after this much wall time; 0: no limit")
     p.add_argument("--eval-windows", type=int, default=64, help="validation windows at the end")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="also evaluate every this many steps and report the validation loss to a gpugeek "
+                        "experiment (gpugeek_hpo.report; a pruned trial stops); 0: only at the end")
+    p.add_argument("--n-embd", type=int, default=0, help="the model's width instead of config.json's n_embd")
     p.add_argument("--dataset", default=None,
                    help="NAME@REV: read the licence texts from this dataset version in a gpugeek store "
                         "(`gpugeek data push`; REV a branch, tag or commit digest) instead of "
@@ -86,6 +94,9 @@ def parse_args(argv):
     for name in ("steps", "batch_size", "seq_len", "ckpt_every", "log_every"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
+    for name in ("eval_every", "n_embd", "warmup_steps"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must not be negative")
     return args
 
 
@@ -191,7 +202,7 @@ def train(args, env, stop_request):
     os.environ.update(MASTER_ADDR=env.master_addr, MASTER_PORT=str(env.master_port), RANK=str(env.rank),
                       WORLD_SIZE=str(env.world_size))
     dist.init_process_group("gloo", init_method="env://", timeout=timedelta(minutes=5))
-    model = build_model(args.config, args.seed)
+    model = build_model(args.config, args.seed, {"n_embd": args.n_embd} if args.n_embd else None)
     n_params = count_parameters(model)
     if args.seq_len > model.cfg.n_positions:
         usage_error(f"--seq-len {args.seq_len} exceeds n_positions {model.cfg.n_positions}")
@@ -243,6 +254,15 @@ def train(args, env, stop_request):
             print(f"step={progress['step']} loss={loss_value:.4f} lr={learning_rate(args, step):.6g} "
                   f"tokens_per_s={rate:.0f}", flush=True)
             last_log, last_log_step = now, progress["step"]
+        if args.eval_every and progress["step"] % args.eval_every == 0 and progress["step"] < args.steps:
+            # A trial of an experiment: its pruner may stop it on this value (then SIGTERM follows; the
+            # next step's all-reduce sees it on every rank).
+            val_loss = evaluate(model, val_tokens, args, env)
+            if env.rank == 0:
+                print(f"eval step={progress['step']} val_loss={val_loss:.4f}", flush=True)
+                if gpugeek_hpo.report(progress["step"], val_loss):
+                    print(f"pruned at step={progress['step']}", flush=True)
+                    stop_request.requested = True
         if stop or progress["step"] == args.steps or progress["step"] % args.ckpt_every == 0:
             save_checkpoint(args, env, model, optimizer, progress)
         if signalled:
@@ -267,6 +287,8 @@ def train(args, env, stop_request):
             json.dump(summary, f, indent=2)
         print(f"done steps={summary['steps']} last_loss={summary['last_loss']:.4f} val_loss={val_loss:.4f}",
               flush=True)
+        if args.eval_every:
+            gpugeek_hpo.report(progress["step"], val_loss)  # the trial's final value
     dist.barrier()
     # DDP's reducer holds the process group: freed after destroy_process_group(), its gloo threads
     # could wait forever at interpreter exit (seen 1 run in 4 with torch 1.13), so free it first.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -852,6 +853,8 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
       // A checkpoint written on the SIGTERM of a planned stop arrives with the member's end.
       if (!hb.workloads.back().checkpoint_step) hb.workloads.back().checkpoint_step = m.checkpoint_step;
     }
+    // Metrics not yet stored travel with every report, the exit's included (stored in the same pass).
+    hb.workloads.back().metrics = m.metrics;
   }
   uint64_t budget = options_.max_log_bytes_per_heartbeat;
   for (auto& [id, source] : logs_) {
@@ -1016,6 +1019,8 @@ void Agent::Reconcile(const api::HeartbeatReply& reply) {
     m.listed = d != desired.end() && d->second->epoch == m.assignment.epoch;
     if (m.listed) {
       m.assignment = *d->second;  // the latest grace, cancel flag, ...
+      const int64_t stored = m.assignment.metrics_stored;
+      std::erase_if(m.metrics, [stored](const api::MetricPoint& p) { return p.seq < stored; });
       if (m.assignment.cancel) CancelLocked(m, m.assignment.grace_ms, "cancelled by the server");
     } else if (d != desired.end() && d->second->epoch > m.assignment.epoch) {
       CancelLocked(m, m.assignment.grace_ms, fmt::format("replaced by epoch {}", d->second->epoch).c_str());
@@ -1097,6 +1102,10 @@ absl::StatusOr<LaunchRequest> Agent::MakeLaunchRequestLocked(const api::Assignme
   }
   req.tenant = a.tenant;
   for (auto& [k, v] : BuildWorkloadEnv(spec)) req.env[k] = std::move(v);
+  for (const auto& [k, v] : a.platform_env) {
+    RETURN_IF_ERROR(api::CheckPlatformEnv("platform_env", k, v));
+    req.env[k] = v;
+  }
   if (a.dataset.empty() != a.dataset_commit.empty()) {
     return absl::InvalidArgumentError("dataset: a dataset name and its commit come together");
   }
@@ -1575,6 +1584,35 @@ bool SecretEquals(std::string_view presented, std::string_view expected) {
 }
 
 }  // namespace
+
+absl::StatusOr<Agent::MetricAck> Agent::ReportMetric(std::string_view member_token, int64_t step, double value) {
+  if (step < 0 || step > api::kMaxCheckpointStep) {
+    return absl::InvalidArgumentError(
+        fmt::format("step: {} is out of range; a report's step is 0..{}", step, api::kMaxCheckpointStep));
+  }
+  if (!std::isfinite(value)) return absl::InvalidArgumentError("value: must be a finite number");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [job, m] : members_) {
+    if (m.member_token.empty() || !SecretEquals(member_token, m.member_token)) continue;
+    const std::string who = fmt::format("{} rank {} epoch {}", job, m.assignment.node_rank, m.assignment.epoch);
+    if (m.state != State::kRunning && m.state != State::kStopping) {
+      return absl::FailedPreconditionError(fmt::format("job {} has ended here; its report is not taken", who));
+    }
+    if (m.metrics.size() >= api::kMaxMetricsPerReport) {
+      return absl::ResourceExhaustedError(
+          fmt::format("job {}: {} reports wait for the server to store them; report less often (once per "
+                      "evaluation) or retry after the next heartbeat",
+                      who, m.metrics.size()));
+    }
+    const int64_t seq = m.next_metric_seq++;
+    m.metrics.push_back({.seq = seq, .step = step, .value = value});
+    report_soon_ = true;
+    return MetricAck{.member = who, .seq = seq, .stop = m.assignment.cancel || m.state == State::kStopping};
+  }
+  return absl::UnauthenticatedError(
+      "no member of this node has that token: send the GPUGEEK_MEMBER_TOKEN of the job's environment "
+      "(Authorization: Bearer)");
+}
 
 absl::StatusOr<std::string> Agent::ReportCheckpoint(std::string_view member_token, int64_t step) {
   if (step < 0 || step > api::kMaxCheckpointStep) {

@@ -350,6 +350,19 @@ class Agent {
   // Unauthenticated for a token of no member here, FailedPrecondition for a member that has ended,
   // InvalidArgument for a step out of range. Thread-safe.
   absl::StatusOr<std::string> ReportCheckpoint(std::string_view member_token, int64_t step);
+  // A member's workload reports `value` (finite) of its objective at `step` (0..api::kMaxCheckpointStep):
+  // `gpugeek report --step N --value V` (docs/hpo.md). Held and sent with every heartbeat (the next one
+  // at once) until the server says it stored it (Assignment::metrics_stored), so neither a lost reply nor
+  // a server restart loses one. Returns the member ("<job id> rank <node rank> epoch <epoch>") and whether
+  // the server asked it to stop (a pruned trial: its workload may checkpoint and exit now).
+  // Unauthenticated and FailedPrecondition as ReportCheckpoint; InvalidArgument for a step out of range or
+  // a value not finite; ResourceExhausted while api::kMaxMetricsPerReport reports wait to be stored.
+  struct MetricAck {
+    std::string member;
+    int64_t seq = 0;
+    bool stop = false;
+  };
+  absl::StatusOr<MetricAck> ReportMetric(std::string_view member_token, int64_t step, double value);
 
   // One poll of options.reclaim_notice (Run calls it every reclaim_poll): on the first notice, posts
   // {"deadline_s": NoticeSeconds(time, clock now)} to /v1/agents/{node}/reclaim; later polls do nothing
@@ -377,6 +390,8 @@ class Agent {
     LaunchRequest launch;                       // the running step's, as started (exec runs beside it)
     std::string member_token;                   // GPUGEEK_MEMBER_TOKEN of this placement
     std::optional<int64_t> checkpoint_step;     // the last step its workload reported complete
+    std::vector<api::MetricPoint> metrics;      // reported, not yet stored by the server (by seq)
+    int64_t next_metric_seq = 0;                // the seq of its next report
   };
   struct Fence {
     int64_t max_seen = 0;                 // highest epoch any reply listed

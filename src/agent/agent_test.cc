@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 #include <chrono>
+#include <cmath>
 
 #include <filesystem>
 #include <fstream>
@@ -600,6 +601,70 @@ TEST_F(AgentTest, AMemberReportsItsCheckpointThroughTheWorkloadEndpoint) {
   }));
   EXPECT_EQ(LastReport("ckpt")->checkpoint_step, 1200);
   EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"step\": 1300}' " + url), "409");
+}
+
+// A trial's metric reports (docs/hpo.md): posted with curl to POST /v1/report, carried by every heartbeat
+// from the seq the server acknowledged (Assignment::metrics_stored) on, with the member's exit too; a
+// forged token is 401, a value that is not a number 400; the reply says when the server asked it to stop.
+TEST_F(AgentTest, AMemberReportsMetricsUntilTheServerHasStoredThem) {
+  auto agent = MakeAgent();
+  ASSERT_NE(agent, nullptr);
+  auto listener = WorkloadListener::Start("127.0.0.1:0", agent.get());
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  agent->SetWorkloadUrl((*listener)->url());
+  const std::string post =
+      "curl -sS -H \"Authorization: Bearer $GPUGEEK_MEMBER_TOKEN\" \"$GPUGEEK_AGENT_URL/v1/report\" ";
+  cp_->SetAssignments({MakeAssignment("trial", 1,
+                                      "printf '%s' \"$GPUGEEK_MEMBER_TOKEN\" > token.txt; " + post +
+                                          "-d '{\"step\": 1, \"value\": 2.5}' > r1.json; " + post +
+                                          "-d '{\"step\": 2, \"value\": 1.25}' > r2.tmp; mv r2.tmp r2.json; "
+                                          "exec sleep 30")});
+  ASSERT_TRUE(agent->Tick().ok());
+  const std::string work = WorkDir("trial-0");
+  ASSERT_TRUE(WaitForFile(work + "/r2.json"));
+  EXPECT_EQ(ReadAll(work + "/r1.json"), R"({"member":"trial rank 0 epoch 1","seq":0,"should_stop":false,"step":1})");
+  EXPECT_EQ(ReadAll(work + "/r2.json"), R"({"member":"trial rank 0 epoch 1","seq":1,"should_stop":false,"step":2})");
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(LastReport("trial")->metrics.size(), 2u);
+  EXPECT_EQ(LastReport("trial")->metrics[1].step, 2);
+  EXPECT_EQ(LastReport("trial")->metrics[1].value, 1.25);
+
+  // The server stored the first: only the second travels from now on.
+  api::Assignment stored = MakeAssignment("trial", 1, "exec sleep 30");
+  stored.metrics_stored = 1;
+  cp_->SetAssignments({stored});
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_TRUE(agent->Tick().ok());
+  ASSERT_EQ(LastReport("trial")->metrics.size(), 1u);
+  EXPECT_EQ(LastReport("trial")->metrics[0].seq, 1);
+
+  const std::string token = ReadAll(work + "/token.txt");
+  const std::string url = (*listener)->url() + "/v1/report";
+  EXPECT_EQ(
+      CurlStatus("-H 'Authorization: Bearer " + std::string(32, 'a') + "' -d '{\"step\": 3, \"value\": 1}' " + url),
+      "401");
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"step\": 3, \"value\": \"1\"}' " + url), "400");
+  EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"step\": 3}' " + url), "400");
+  EXPECT_EQ(agent->ReportMetric(token, 3, std::nan("")).status().message(), "value: must be a finite number");
+
+  // Asked to stop (a pruned trial): the reply says so, and the member's exit carries what is unstored.
+  api::Assignment cancelled = stored;
+  cancelled.cancel = true;
+  cp_->SetAssignments({cancelled});
+  ASSERT_TRUE(agent->Tick().ok());
+  auto ack = agent->ReportMetric(token, 3, 0.75);
+  if (ack.ok()) {
+    EXPECT_TRUE(ack->stop);
+    EXPECT_EQ(ack->seq, 2);
+  } else {
+    EXPECT_EQ(ack.status().code(), absl::StatusCode::kFailedPrecondition);  // already exited
+  }
+  ASSERT_TRUE(TickUntil(*agent, [&] {
+    auto r = LastReport("trial");
+    return r && r->phase == api::WorkloadPhase::kExited;
+  }));
+  ASSERT_GE(LastReport("trial")->metrics.size(), 1u);
+  EXPECT_EQ(LastReport("trial")->metrics[0].seq, 1);
 }
 
 // A spot node's own reclaim notice (reclaim_notice.h): the provider's instance-action document, served by a

@@ -24,6 +24,26 @@ absl::StatusOr<int64_t> ParseStep(const http::Request& r) {
   return reader.Int("step", std::nullopt, 0, api::kMaxCheckpointStep);
 }
 
+// {"step": N, "value": V}: N an integer 0..api::kMaxCheckpointStep, V a finite number.
+absl::StatusOr<std::pair<int64_t, double>> ParseReport(const http::Request& r) {
+  ASSIGN_OR_RETURN(const nlohmann::json body, r.JsonBody());
+  const api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"step", "value"}));
+  ASSIGN_OR_RETURN(const int64_t step, reader.Int("step", std::nullopt, 0, api::kMaxCheckpointStep));
+  ASSIGN_OR_RETURN(const nlohmann::json* value, reader.Raw("value"));
+  if (!value->is_number()) return reader.Error("value", "must be a number");
+  return std::make_pair(step, value->get<double>());
+}
+
+// The member's token from `Authorization: Bearer TOKEN`.
+absl::StatusOr<std::string_view> MemberToken(const http::Request& r) {
+  auto auth = r.headers.find("authorization");
+  if (auth == r.headers.end() || !auth->second.starts_with("Bearer ")) {
+    return absl::UnauthenticatedError("the member's token is required: Authorization: Bearer $GPUGEEK_MEMBER_TOKEN");
+  }
+  return std::string_view(auth->second).substr(7);
+}
+
 }  // namespace
 
 bool WorkloadListenDisabled(const std::string& listen) { return listen.empty() || listen == "off"; }
@@ -44,13 +64,17 @@ absl::StatusOr<std::unique_ptr<WorkloadListener>> WorkloadListener::Start(const 
                                                                                .name = "workload",
                                                                                .max_workers = 8}));
   server->Route("POST", "/v1/checkpoint", [agent](const http::Request& r) -> absl::StatusOr<http::Reply> {
-    auto auth = r.headers.find("authorization");
-    if (auth == r.headers.end() || !auth->second.starts_with("Bearer ")) {
-      return absl::UnauthenticatedError("the member's token is required: Authorization: Bearer $GPUGEEK_MEMBER_TOKEN");
-    }
+    ASSIGN_OR_RETURN(const std::string_view token, MemberToken(r));
     ASSIGN_OR_RETURN(const int64_t step, ParseStep(r));
-    ASSIGN_OR_RETURN(const std::string member, agent->ReportCheckpoint(std::string_view(auth->second).substr(7), step));
+    ASSIGN_OR_RETURN(const std::string member, agent->ReportCheckpoint(token, step));
     return http::Reply::Json({{"member", member}, {"step", step}});
+  });
+  server->Route("POST", "/v1/report", [agent](const http::Request& r) -> absl::StatusOr<http::Reply> {
+    ASSIGN_OR_RETURN(const std::string_view token, MemberToken(r));
+    ASSIGN_OR_RETURN(const auto report, ParseReport(r));
+    ASSIGN_OR_RETURN(const Agent::MetricAck ack, agent->ReportMetric(token, report.first, report.second));
+    return http::Reply::Json(
+        {{"member", ack.member}, {"step", report.first}, {"seq", ack.seq}, {"should_stop", ack.stop}});
   });
   RETURN_IF_ERROR(server->Start());
   const std::string host = bound->host == "::1" ? "[::1]" : bound->host;

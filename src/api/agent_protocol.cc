@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -206,7 +207,24 @@ nlohmann::json ToJson(const Assignment& a) {
           {"zero_stage", a.zero_stage},
           {"micro_batch", a.micro_batch},
           {"image", a.image},
-          {"engine", a.engine}};
+          {"engine", a.engine},
+          {"metrics_stored", a.metrics_stored},
+          {"platform_env", a.platform_env}};
+}
+
+absl::Status CheckPlatformEnv(const std::string& field, const std::string& name, const std::string& value) {
+  bool known = false;
+  for (const char* allowed : kPlatformEnvNames) known = known || name == allowed;
+  if (!known) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}.{}: not a platform variable (GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, GPUGEEK_PARAMS)", field,
+                    name.substr(0, 64)));
+  }
+  if (value.size() > kMaxPlatformEnvValueBytes) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}.{}: {} bytes; at most {}", field, name, value.size(), kMaxPlatformEnvValueBytes));
+  }
+  return absl::OkStatus();
 }
 
 nlohmann::json ToJson(const WorkloadReport& w) {
@@ -214,6 +232,11 @@ nlohmann::json ToJson(const WorkloadReport& w) {
                       {"term_signal", w.term_signal}, {"message", w.message}, {"node_rank", w.node_rank}};
   if (w.exit_code) j["exit_code"] = *w.exit_code;
   if (w.checkpoint_step) j["checkpoint_step"] = *w.checkpoint_step;
+  if (!w.metrics.empty()) {
+    nlohmann::json metrics = nlohmann::json::array();
+    for (const MetricPoint& m : w.metrics) metrics.push_back({{"seq", m.seq}, {"step", m.step}, {"value", m.value}});
+    j["metrics"] = std::move(metrics);
+  }
   return j;
 }
 
@@ -368,7 +391,9 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
                                  "model",
                                  "model_commit",
                                  "model_signer_pem",
-                                 "engine"}));
+                                 "engine",
+                                 "metrics_stored",
+                                 "platform_env"}));
   Assignment a;
   ASSIGN_OR_RETURN(a.job_id, r.String("job_id"));
   ASSIGN_OR_RETURN(a.epoch, r.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -453,6 +478,10 @@ absl::StatusOr<Assignment> AssignmentFromJson(const nlohmann::json& j, const std
     }
   }
   ASSIGN_OR_RETURN(a.engine, r.String("engine", std::string()));
+  ASSIGN_OR_RETURN(a.metrics_stored, r.Int("metrics_stored", 0, 0, kMaxMetricSeq));
+  ASSIGN_OR_RETURN(a.platform_env, r.StringMap("platform_env"));
+  for (const auto& [name, value] : a.platform_env)
+    RETURN_IF_ERROR(CheckPlatformEnv(r.Path("platform_env"), name, value));
   if (!a.engine.empty()) RETURN_IF_ERROR(ParseEngineFormat(r.Path("engine"), a.engine).status());
   ASSIGN_OR_RETURN(std::vector<JsonReader> files, r.Objects("file_archives"));
   if (files.size() > kMaxFiles) return r.Error("file_archives", fmt::format("at most {} archives", kMaxFiles));
@@ -487,8 +516,8 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(auto workloads, BoundedObjects(r, "workloads", kMaxReportsPerHeartbeat));
   for (const JsonReader& w : workloads) {
-    RETURN_IF_ERROR(w.CheckObject(
-        {"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank", "checkpoint_step"}));
+    RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank",
+                                   "checkpoint_step", "metrics"}));
     WorkloadReport report;
     ASSIGN_OR_RETURN(report.job_id, w.String("job_id"));
     ASSIGN_OR_RETURN(report.epoch, w.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -509,6 +538,22 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
     report.node_rank = static_cast<int>(rank);
     if (w.Has("checkpoint_step")) {
       ASSIGN_OR_RETURN(report.checkpoint_step, w.Int("checkpoint_step", std::nullopt, 0, kMaxCheckpointStep));
+    }
+    ASSIGN_OR_RETURN(std::vector<JsonReader> metrics, BoundedObjects(w, "metrics", kMaxMetricsPerReport));
+    for (const JsonReader& m : metrics) {
+      RETURN_IF_ERROR(m.CheckObject({"seq", "step", "value"}));
+      MetricPoint point;
+      ASSIGN_OR_RETURN(point.seq, m.Int("seq", std::nullopt, 0, kMaxMetricSeq));
+      if (!report.metrics.empty() && point.seq != report.metrics.back().seq + 1) {
+        return m.Error("seq", fmt::format("must follow {} (reports are consecutive)", report.metrics.back().seq));
+      }
+      ASSIGN_OR_RETURN(point.step, m.Int("step", std::nullopt, 0, kMaxCheckpointStep));
+      ASSIGN_OR_RETURN(const nlohmann::json* value, m.Raw("value"));
+      if (value == nullptr || !value->is_number() || !std::isfinite(value->get<double>())) {
+        return m.Error("value", "must be a finite number");
+      }
+      point.value = value->get<double>();
+      report.metrics.push_back(point);
     }
     h.workloads.push_back(std::move(report));
   }

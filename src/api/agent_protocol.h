@@ -173,7 +173,28 @@ struct Assignment {
   // JobSpec::engine: the compiled-engine format the member loads (api/engines.h; "" = none). The member
   // gets GPUGEEK_ENGINE and GPUGEEK_ENGINE_RUNTIMES (this node's runtimes of it). Optional on the wire.
   std::string engine;
+  // Variables the platform sets for this job beside `env` (store::JobRecord::platform_env): a trial's
+  // GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID and GPUGEEK_PARAMS; no other name (kPlatformEnvNames), each value
+  // at most kMaxPlatformEnvValueBytes. Optional on the wire.
+  std::map<std::string, std::string> platform_env;
+  // How many of this member's metric reports (WorkloadReport::metrics) of this epoch the server has
+  // stored: the agent resends those from this seq on and forgets the others. Optional on the wire (0).
+  int64_t metrics_stored = 0;
 };
+
+// One value a member's workload reported at one step (`gpugeek report --step N --value V`,
+// agent/workload_listener.h), numbered per member and placement: seq 0, 1, 2, ...
+struct MetricPoint {
+  int64_t seq = 0;   // 0..kMaxMetricSeq
+  int64_t step = 0;  // 0..kMaxCheckpointStep
+  double value = 0;  // finite
+};
+inline constexpr const char* kPlatformEnvNames[] = {"GPUGEEK_EXPERIMENT", "GPUGEEK_TRIAL_ID", "GPUGEEK_PARAMS"};
+inline constexpr size_t kMaxPlatformEnvValueBytes = 64 * 1024;
+// InvalidArgument naming `field` unless `name` is one of kPlatformEnvNames and `value` fits.
+absl::Status CheckPlatformEnv(const std::string& field, const std::string& name, const std::string& value);
+inline constexpr size_t kMaxMetricsPerReport = 1024;  // WorkloadReport::metrics; also what an agent holds per member
+inline constexpr int64_t kMaxMetricSeq = int64_t{1} << 53;
 
 enum class WorkloadPhase { kRunning, kExited, kFailedToStart };
 
@@ -193,6 +214,9 @@ struct WorkloadReport {
   // The last checkpoint step this member's workload reported complete (`gpugeek checkpoint --step N`,
   // docs/checkpointing.md), resent on every beat; nullopt = none this placement. 0..kMaxCheckpointStep.
   std::optional<int64_t> checkpoint_step;
+  // The member's metric reports the server has not acknowledged yet (Assignment::metrics_stored), by seq,
+  // consecutive. At most kMaxMetricsPerReport.
+  std::vector<MetricPoint> metrics;
 };
 inline constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;  // exact in a JSON double
 

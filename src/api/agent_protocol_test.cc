@@ -90,6 +90,44 @@ TEST(AgentProtocol, ACheckpointStepOutOfRangeIsRefusedByName) {
   EXPECT_FALSE(HeartbeatFromJson(j).ok());
 }
 
+TEST(AgentProtocol, MetricReportsTravelConsecutiveAndFinite) {
+  Heartbeat h;
+  h.node = "n1";
+  WorkloadReport w{.job_id = "j-1", .epoch = 2};
+  w.metrics = {{.seq = 4, .step = 10, .value = 0.5}, {.seq = 5, .step = 20, .value = -1.25}};
+  h.workloads.push_back(w);
+  nlohmann::json j = ToJson(h);
+  auto back = HeartbeatFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->workloads[0].metrics.size(), 2u);
+  EXPECT_EQ(back->workloads[0].metrics[1].seq, 5);
+  EXPECT_EQ(back->workloads[0].metrics[1].step, 20);
+  EXPECT_EQ(back->workloads[0].metrics[1].value, -1.25);
+
+  j["workloads"][0]["metrics"][1]["seq"] = 7;
+  back = HeartbeatFromJson(j);
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(absl::StrContains(back.status().message(), "metrics[1].seq: must follow 4")) << back.status();
+  j["workloads"][0]["metrics"][1]["seq"] = 5;
+  j["workloads"][0]["metrics"][0]["value"] = "0.5";
+  back = HeartbeatFromJson(j);
+  ASSERT_FALSE(back.ok());
+  EXPECT_TRUE(absl::StrContains(back.status().message(), "metrics[0].value: must be a finite number")) << back.status();
+
+  Assignment a{.job_id = "j-1", .epoch = 2};
+  a.metrics_stored = 6;
+  a.platform_env = {{"GPUGEEK_TRIAL_ID", "3"}, {"GPUGEEK_PARAMS", R"({"lr":0.1})"}};
+  auto assignment = AssignmentFromJson(ToJson(a));
+  ASSERT_TRUE(assignment.ok()) << assignment.status();
+  EXPECT_EQ(assignment->metrics_stored, 6);
+  EXPECT_EQ(assignment->platform_env, a.platform_env);
+  // Only the trial's variables: a server (or an impostor) cannot steer the loader through this map.
+  a.platform_env = {{"LD_PRELOAD", "/tmp/x.so"}};
+  EXPECT_EQ(AssignmentFromJson(ToJson(a)).status().message(),
+            "assignment.platform_env.LD_PRELOAD: not a platform variable (GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, "
+            "GPUGEEK_PARAMS)");
+}
+
 TEST(AgentProtocol, RegistrationCarriesTheInventory) {
   auto spec = hw::ParseEmulateSpec("8xH100-SXM-80GB");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -204,4 +204,10 @@ absl::Status ParseListen(const std::string& listen, std::string* host, int* port
   return absl::OkStatus();
 }
 
+std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& path, const std::string& what) {
+  absl::StatusOr<std::string> text = ReadFileBounded(path.string(), 16 << 20, what);
+  if (!text.ok()) Fail(cmd, std::string(text.status().message()), kExitUsage);
+  return *std::move(text);
+}
+
 }  // namespace gpugeek::cli

@@ -4,6 +4,7 @@
 // fails (`gpugeek <cmd>: <message>` on stderr, then CLI::RuntimeError(code)), JSON output, and the
 // rendering of the server's times. No business logic: these only talk to the REST API and print.
 
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,6 +56,10 @@ std::string ResolveServerUrl(const ClientFlags& flags);
 // wait for each reply (and, when streaming, between chunks).
 std::unique_ptr<http::Client> Connect(const std::string& cmd, const ClientFlags& flags,
                                       Duration read_timeout = std::chrono::seconds(30));
+
+// A local file of at most 16 MiB (what the server accepts in one request), or the command fails with
+// kExitUsage naming it as `what`.
+std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& path, const std::string& what);
 
 // The value of a call, or the command fails with the server's message (code kExitFailed).
 nlohmann::json OrFail(const std::string& cmd, absl::StatusOr<nlohmann::json> reply);

@@ -25,6 +25,10 @@ void RegisterExecCommand(CLI::App& app);
 // `gpugeek checkpoint --step N`: inside a member, reports a complete checkpoint to its node's agent
 // (checkpoint_command.cc; docs/checkpointing.md).
 void RegisterCheckpointCommand(CLI::App& app);
+// `gpugeek report --step N --value V`: inside a trial, reports its objective (report_command.cc; docs/hpo.md).
+void RegisterReportCommand(CLI::App& app);
+// `gpugeek hpo run|list|status|export|stop`: hyper-parameter experiments (hpo_command.cc; docs/hpo.md).
+void RegisterHpoCommands(CLI::App& app);
 // `gpugeek ports JOB` and `gpugeek port-forward JOB [LOCAL:]REMOTE...`: a member's ports, through the
 // server (ports_command.cc).
 void RegisterPortCommands(CLI::App& app);

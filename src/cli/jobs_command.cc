@@ -71,13 +71,6 @@ std::string PlacementShort(const json& allocation) {
   return out.empty() ? "-" : out;
 }
 
-// At most 16 MiB: what the server accepts in one request (http::ServerOptions::max_body_bytes).
-std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& path, const std::string& what) {
-  absl::StatusOr<std::string> text = ReadFileBounded(path.string(), 16 << 20, what);
-  if (!text.ok()) Fail(cmd, std::string(text.status().message()), kExitUsage);
-  return *std::move(text);
-}
-
 // The job's outcome line and exit code: 0 on SUCCEEDED, 1 otherwise.
 int ReportOutcome(const json& job, std::ostream& out) {
   const std::string state = Text(job.value("state", json()));

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterJobCommands(app);
   gpugeek::cli::RegisterExecCommand(app);
   gpugeek::cli::RegisterCheckpointCommand(app);
+  gpugeek::cli::RegisterReportCommand(app);
+  gpugeek::cli::RegisterHpoCommands(app);
   gpugeek::cli::RegisterPortCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);
   gpugeek::cli::RegisterImagesCommand(app);

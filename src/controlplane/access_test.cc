@@ -116,6 +116,20 @@ class AccessTest : public ::testing::Test {
     return r.body.value("id", "");
   }
 
+  // A running experiment of team-a with its first trial asked (the controller's loop asks it at once).
+  static constexpr char kExperimentSpec[] =
+      "name: e\nspace: [{name: lr, type: float, low: 0.1, high: 1}]\nbudget: {trials: 2}\n"
+      "trial:\n  resources: {accelerators: A100-SXM-80GB:1}\n  run: sleep 1 {{lr}}\n";
+  std::string NewExperimentOfA() {
+    Result r = Call(kMemberA, "POST", "/v1/experiments", {{"spec_yaml", kExperimentSpec}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    const std::string id = r.body.value("id", "");
+    for (int i = 0; i < 200 && Call(kAdmin, "GET", "/v1/experiments/" + id + "/trials/0").status != 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return id;
+  }
+
   // Dataset and model `corpus` with one version, the same commit in team-a's stores and the admin's
   // (default): its digest. Made once.
   std::string DatasetOfA() {
@@ -259,6 +273,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const Access access = AccessOf(method, pattern);
     ASSERT_EQ(access_name, AccessName(access));
     const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
+    const bool experiment_scoped = absl::StartsWith(pattern, "/v1/experiments/{id}");
     const bool token_scoped = pattern == "/v1/tokens/{id}";
     // A secret of team-a (and of the admin's own tenant: secrets are the caller's tenant's).
     const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
@@ -278,8 +293,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const int ok =
         pattern == "/v1/jobs/{id}/port-forward"                               ? 426
         : pattern == "/v1/jobs/{id}/exec" || pattern == "/v1/jobs/{id}/ports" ? 409
-        : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/tenants" || pattern == "/v1/users" ||
-                                pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
+        : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/experiments" || pattern == "/v1/tenants" ||
+                                pattern == "/v1/users" || pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
             ? 201
             : 200;
     for (int c = 0; c < kCallers; ++c) {
@@ -289,6 +304,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
       std::string path = pattern;
       json body = nullptr;
       if (job_scoped) path = absl::StrReplaceAll(path, {{"{id}", NewJobOfA()}});
+      if (experiment_scoped) path = absl::StrReplaceAll(path, {{"{id}", NewExperimentOfA()}, {"{number}", "0"}});
       if (pattern == "/v1/join-tokens/{id}") {
         Result t = Call(kAdmin, "POST", "/v1/join-tokens", json::object());
         path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});
@@ -365,6 +381,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"retire", false}};
         } else if (pattern == "/v1/jobs") {
           body = {{"spec_yaml", "name: m\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}};
+        } else if (pattern == "/v1/experiments") {
+          body = {{"spec_yaml", kExperimentSpec}};
         } else if (pattern == "/v1/tenants") {
           body = {{"name", fmt::format("t-{}", n)}};
         } else if (pattern == "/v1/nodes/{name}/reclaim") {
@@ -390,7 +408,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         }
       }
       const int want =
-          Expected(access, who, job_scoped || secret_scoped || archive_scoped || dataset_scoped, token_scoped, ok);
+          Expected(access, who, job_scoped || experiment_scoped || secret_scoped || archive_scoped || dataset_scoped,
+                   token_scoped, ok);
       Result got = Call(who, method, path, body, raw);
       EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
       // The answer is one the document lists for the operation.

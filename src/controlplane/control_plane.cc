@@ -549,6 +549,12 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   record.state = JobState::kPending;
   record.priority = spec.priority;
   record.plan_json = plan_json;
+  for (const auto& [var, value] : request.platform_env) {
+    if (absl::Status s = api::CheckPlatformEnv("platform_env", var, value); !s.ok()) {
+      return absl::InternalError(s.message());  // internal callers only
+    }
+  }
+  record.platform_env = request.platform_env;
   record.reason = plan_json.empty()
                       ? "submitted"
                       : "submitted; planned " + nlohmann::json::parse(plan_json)["best"].get<std::string>();

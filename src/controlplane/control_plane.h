@@ -94,6 +94,9 @@ struct SubmitRequest {
   std::string model_config_json;  // the config.json the spec's `model` names; "" when none
   std::string tenant;
   std::string user;  // who submits (for the model registry's pull log); "" for internal callers
+  // Internal submitters only (the experiment controller): GPUGEEK_* variables every member gets beside
+  // the spec's env (store::JobRecord::platform_env). Never filled from a request's body.
+  std::map<std::string, std::string> platform_env;
 };
 
 // A job as the API shows it.

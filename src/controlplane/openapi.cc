@@ -122,6 +122,12 @@ constexpr OperationName kOperationNames[] = {
     {"GET", "/v1/model-objects/{digest}", "getModelObject", "models"},
     {"GET", "/v1/agents/{node}/datasets/{commit}/objects/{digest}", "agentGetDatasetObject", "agents"},
     {"GET", "/v1/agents/{node}/models/{commit}/objects/{digest}", "agentGetModelObject", "agents"},
+    {"POST", "/v1/experiments", "createExperiment", "experiments"},
+    {"GET", "/v1/experiments", "listExperiments", "experiments"},
+    {"GET", "/v1/experiments/{id}", "getExperiment", "experiments"},
+    {"GET", "/v1/experiments/{id}/trials/{number}", "getTrial", "experiments"},
+    {"GET", "/v1/experiments/{id}/export", "exportExperiment", "experiments"},
+    {"POST", "/v1/experiments/{id}/stop", "stopExperiment", "experiments"},
 };
 
 // The tags operations are grouped by, with what each holds.
@@ -139,6 +145,9 @@ constexpr std::pair<std::string_view, std::string_view> kTags[] = {
     {"models",
      "The model registry: model versions stored like datasets, grants of pull, deploy and fine-tune rights to "
      "other tenants, and the log of every pull"},
+    {"experiments",
+     "Hyper-parameter experiments: trials run as jobs, sampled by TPE, GP or CMA-ES and stopped early by a "
+     "pruner (docs/hpo.md)"},
 };
 
 // method + the path's literal segments in camel case, "By" + its parameters: "postJobsByIdCancel".
@@ -764,6 +773,85 @@ J Build() {
               {"max_jobs", {{"type", "integer"}, {"minimum", 0}}},
               {"max_gpus_by_model", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}}}}});
   paths["/v1/tenants/{name}/quota"]["parameters"] = {PathParam("name")};
+
+  // Hyper-parameter experiments (experiment_routes.h, docs/hpo.md).
+  schemas["Experiment"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"name", {{"type", "string"}}},
+        {"tenant", {{"type", "string"}}},
+        {"user", {{"type", "string"}}},
+        {"state", {{"type", "string"}, {"enum", {"running", "stopping", "succeeded", "stopped", "failed"}}}},
+        {"reason", {{"type", "string"}}},
+        {"metric", {{"type", "string"}}},
+        {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
+        {"budget",
+         {{"type", "object"},
+          {"properties",
+           {{"trials", {{"type", "integer"}}},
+            {"gpu_seconds", {{"type", "integer"}, {"description", "GPU-seconds of all trials; 0 = none"}}}}}}},
+        {"parallelism", {{"type", "integer"}}},
+        {"sampler", {{"type", "string"}}},
+        {"pruner", {{"type", "string"}}},
+        {"counts", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}},
+        {"gpu_seconds", {{"type", "number"}, {"description", "metered GPU time of all trials"}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"updated_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"spec_yaml", {{"type", "string"}}}}}};
+  schemas["Trial"] = {{"type", "object"},
+                      {"properties",
+                       {{"number", {{"type", "integer"}}},
+                        {"state", {{"type", "string"}, {"enum", {"running", "complete", "pruned", "failed"}}}},
+                        {"params", {{"type", "object"}}},
+                        {"value", {{"type", "number"}, {"nullable", true}}},
+                        {"job_id", {{"type", "string"}}},
+                        {"reason", {{"type", "string"}}},
+                        {"last_step", {{"type", "integer"}, {"nullable", true}}},
+                        {"last_value", {{"type", "number"}, {"nullable", true}}},
+                        {"gpu_seconds", {{"type", "number"}}},
+                        {"intermediate",
+                         {{"type", "array"},
+                          {"description", "[step, value] pairs (GET .../trials/{number} only)"},
+                          {"items", {{"type", "array"}, {"items", {{"type", "number"}}}}}}}}}};
+  paths["/v1/experiments"]["post"] =
+      Op("Start a hyper-parameter experiment; its trials run as jobs of the caller's tenant",
+         JsonResponse("stored (durable)", Ref("Experiment")), "201");
+  paths["/v1/experiments"]["post"]["requestBody"] =
+      Body({{"type", "object"}, {"required", {"spec_yaml"}}, {"properties", {{"spec_yaml", {{"type", "string"}}}}}});
+  paths["/v1/experiments"]["get"] = Op("List experiments (the caller's tenant's; an admin's: every tenant's)",
+                                       JsonResponse("a page", page_of("experiments", "Experiment")));
+  paths["/v1/experiments"]["get"]["parameters"] = {
+      QueryParam("state", "string", "running, stopping, succeeded, stopped or failed"),
+      QueryParam("tenant", "string", "admins: only this tenant"),
+      QueryParam("after", "string", "the last id of the previous page"),
+      QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/experiments/{id}"]["get"] =
+      Op("An experiment with a page of its trials, the best-so-far curve, parameter importance and the best trial",
+         JsonResponse("the experiment",
+                      {{"allOf",
+                        {Ref("Experiment"),
+                         {{"type", "object"},
+                          {"properties",
+                           {{"trials", {{"type", "array"}, {"items", Ref("Trial")}}},
+                            {"next_after", {{"type", "integer"}, {"nullable", true}}},
+                            {"best_so_far", {{"type", "array"}, {"items", {{"type", "number"}, {"nullable", true}}}}},
+                            {"importance", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                            {"best", {{"type", "object"}, {"nullable", true}}}}}}}}}));
+  paths["/v1/experiments/{id}"]["get"]["parameters"] = {
+      QueryParam("after", "integer", "the last trial number of the previous page"),
+      QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/experiments/{id}"]["parameters"] = {PathParam("id")};
+  paths["/v1/experiments/{id}/trials/{number}"]["get"] =
+      Op("One trial with every value it reported", JsonResponse("the trial", Ref("Trial")));
+  paths["/v1/experiments/{id}/trials/{number}"]["parameters"] = {PathParam("id"), PathParam("number")};
+  paths["/v1/experiments/{id}/export"]["get"] =
+      Op("Every trial as CSV: number,state,value,<parameters>,last_step,last_intermediate",
+         {{"description", "CSV (RFC 4180)"}, {"content", {{"text/csv", {{"schema", {{"type", "string"}}}}}}}});
+  paths["/v1/experiments/{id}/export"]["parameters"] = {PathParam("id")};
+  paths["/v1/experiments/{id}/stop"]["post"] =
+      Op("Stop an experiment: no new trials; running ones are cancelled", JsonResponse("stopping", Ref("Experiment")));
+  paths["/v1/experiments/{id}/stop"]["parameters"] = {PathParam("id")};
 
   // Who may call what (access.h): the security requirement and error answers of each operation.
   schemas["AuditRecord"] = {

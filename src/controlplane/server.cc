@@ -12,6 +12,7 @@
 #include "controlplane/api_routes.h"
 #include "controlplane/archive_routes.h"
 #include "controlplane/dataset_routes.h"
+#include "controlplane/experiment_routes.h"
 #include "controlplane/metrics.h"
 #include "controlplane/model_routes.h"
 #include "controlplane/secret_routes.h"
@@ -192,6 +193,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RegisterArchiveRoutes(*s->http_, *s->accounts_, *s->archives_);
   RegisterDatasetRoutes(*s->http_, *s->accounts_, *s->datasets_);
   RegisterModelRoutes(*s->http_, *s->accounts_, *s->models_, *s->model_registry_);
+  s->experiments_ = std::make_unique<ExperimentController>(*s->control_plane_, *s->store_, s->control_plane_->clock());
+  RegisterExperimentRoutes(*s->http_, *s->accounts_, *s->control_plane_, *s->store_, *s->experiments_);
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;
@@ -211,6 +214,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RETURN_IF_ERROR(s->agents_http_->Start());
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });
+  s->experiments_loop_ = std::thread([p = s.get()] { p->ExperimentsLoop(); });
   spdlog::info("gpugeek server listening on {} (agents on {}; data in {})", s->url(), s->agent_url(), options.data_dir);
   if (s->tls()) {
     spdlog::info("TLS 1.3 with {} (clients trust {})", s->options_.tls.cert_file,
@@ -272,8 +276,24 @@ void ControlPlaneServer::Stop() {
     stopping_ = true;
   }
   if (loop_.joinable()) loop_.join();
+  if (experiments_) experiments_->Wake();  // its loop then sees stopping_
+  if (experiments_loop_.joinable()) experiments_loop_.join();
   if (http_) http_->Stop();
   if (agents_http_) agents_http_->Stop();
+}
+
+// The experiment controller's own loop (controllers/experiment.h): a pass every 200 ms, or at once when
+// an experiment is created or stopped. It calls the control plane as the API does, never under its
+// writer token.
+void ControlPlaneServer::ExperimentsLoop() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    experiments_->Reconcile();
+    experiments_->WaitForWork(std::chrono::milliseconds(200));
+  }
 }
 
 void ControlPlaneServer::Loop() {

@@ -43,6 +43,7 @@
 #include "controlplane/archive_store.h"
 #include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/controllers/experiment.h"
 #include "controlplane/dataset_store.h"
 #include "controlplane/exec_relay.h"
 #include "controlplane/model_registry.h"
@@ -180,6 +181,7 @@ class ControlPlaneServer {
  private:
   ControlPlaneServer() = default;
   void Loop();
+  void ExperimentsLoop();
 
   // Runs pki::EnsureLocalPki for kLocalPki and fills options_.tls and ca_file_.
   absl::Status PrepareTls();
@@ -201,13 +203,15 @@ class ControlPlaneServer {
   std::unique_ptr<DatasetStores> models_;
   std::unique_ptr<ModelRegistry> model_registry_;
   std::unique_ptr<ControlPlane> control_plane_;
-  std::unique_ptr<AuditLog> audit_log_;  // before accounts_, which borrows it
+  std::unique_ptr<ExperimentController> experiments_;  // a client of control_plane_, on its own thread
+  std::unique_ptr<AuditLog> audit_log_;                // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<NodeAuthority> nodes_;
   const std::unique_ptr<ExecTokens> exec_tokens_ = std::make_unique<ExecTokens>();  // exec_relay.h
   std::unique_ptr<http::Server> http_;                                              // users
   std::unique_ptr<http::Server> agents_http_;                                       // agents
   std::thread loop_;
+  std::thread experiments_loop_;
   std::mutex mu_;
   bool stopping_ = false;  // guarded by mu_
   std::mutex rotate_mu_;   // one key rotation at a time

@@ -232,8 +232,9 @@ api::JobSpec TrialJob(const ExperimentSpec& spec, int64_t number, const Point& p
   return job;
 }
 
-std::map<std::string, std::string> TrialEnv(const ExperimentSpec& spec, int64_t number, const Point& point) {
-  return {{"GPUGEEK_EXPERIMENT", spec.name},
+std::map<std::string, std::string> TrialEnv(const ExperimentSpec& spec, const std::string& experiment_id,
+                                            int64_t number, const Point& point) {
+  return {{"GPUGEEK_EXPERIMENT", experiment_id},
           {"GPUGEEK_TRIAL_ID", std::to_string(number)},
           {"GPUGEEK_PARAMS", spec.space.PointToJson(point).dump()}};
 }

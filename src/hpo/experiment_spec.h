@@ -16,9 +16,9 @@
 //     run: python3 train.py --lr {{lr}} --width {{width}}
 //
 // `{{NAME}}` in the trial's `run` becomes the parameter's value, shell-quoted ('' when inactive); every
-// placeholder must name a parameter. Each trial's job is named NAME-tN; its members get GPUGEEK_EXPERIMENT,
-// GPUGEEK_TRIAL_ID (N) and GPUGEEK_PARAMS (the point as compact JSON) beside the platform's other GPUGEEK_*
-// variables (a spec's own env may not set GPUGEEK_*). The trial spec's own `name` may be left out.
+// placeholder must name a parameter. Each trial's job is named NAME-tN; its members get GPUGEEK_EXPERIMENT
+// (the experiment's id), GPUGEEK_TRIAL_ID (N) and GPUGEEK_PARAMS (the point as compact JSON) beside the platform's
+// other GPUGEEK_* variables (a spec's own env may not set GPUGEEK_*). The trial spec's own `name` may be left out.
 
 #include <cstdint>
 #include <map>
@@ -59,7 +59,9 @@ absl::StatusOr<ExperimentSpec> ParseExperimentSpec(std::string_view yaml_text,
 // The job of trial `number` at `point` (a point of spec.space): the trial spec named NAME-tN with the
 // placeholders of `run` filled.
 api::JobSpec TrialJob(const ExperimentSpec& spec, int64_t number, const Point& point);
-// The variables the platform gives that trial's members: GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, GPUGEEK_PARAMS.
-std::map<std::string, std::string> TrialEnv(const ExperimentSpec& spec, int64_t number, const Point& point);
+// The variables the platform gives that trial's members: GPUGEEK_EXPERIMENT (`experiment_id`, e.g.
+// "x-000003"), GPUGEEK_TRIAL_ID (`number`), GPUGEEK_PARAMS (the point as compact JSON).
+std::map<std::string, std::string> TrialEnv(const ExperimentSpec& spec, const std::string& experiment_id,
+                                            int64_t number, const Point& point);
 
 }  // namespace gpugeek::hpo

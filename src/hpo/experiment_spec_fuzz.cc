@@ -14,6 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gpugeek::Rng rng(size);
   const Point p = SampleUniform(spec->space, rng);
   (void)TrialJob(*spec, 3, p);
-  (void)TrialEnv(*spec, 3, p);
+  (void)TrialEnv(*spec, "x-000001", 3, p);
   return 0;
 }

@@ -50,9 +50,9 @@ TEST(ExperimentSpecTest, TrialJobFillsPlaceholdersShellQuoted) {
   const api::JobSpec job = TrialJob(*spec, 12, {0.001, 64, 1});
   EXPECT_EQ(job.name, "gpt-tune-t12");
   EXPECT_EQ(job.run, "python3 train.py --lr '0.001' --width '64' --opt 'sgd'\\''s'");
-  const auto env = TrialEnv(*spec, 12, {0.001, 64, 1});
+  const auto env = TrialEnv(*spec, "x-000004", 12, {0.001, 64, 1});
   EXPECT_EQ(env.at("GPUGEEK_TRIAL_ID"), "12");
-  EXPECT_EQ(env.at("GPUGEEK_EXPERIMENT"), "gpt-tune");
+  EXPECT_EQ(env.at("GPUGEEK_EXPERIMENT"), "x-000004");
   EXPECT_EQ(env.at("GPUGEEK_PARAMS"), R"({"lr":0.001,"opt":"sgd's","width":64})");
 }
 

@@ -154,6 +154,49 @@ ALTER TABLE jobs ADD COLUMN usage_json TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE jobs ADD COLUMN checkpoint_region TEXT NOT NULL DEFAULT '';
 )sql",
+    // 12: hyper-parameter experiments (store/experiment_records.h): experiments (spec_yaml sealed like a
+    // job's), their trials, the metrics members report per step; and the platform's own variables of a
+    // job (JSON object, "" = none).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN platform_env TEXT NOT NULL DEFAULT '';
+CREATE TABLE experiments (
+  id            TEXT PRIMARY KEY,
+  tenant        TEXT NOT NULL,
+  user          TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  spec_yaml     BLOB NOT NULL,
+  state         TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  updated_at_ns INTEGER NOT NULL,
+  version       INTEGER NOT NULL
+);
+CREATE INDEX experiments_by_tenant ON experiments(tenant, id);
+CREATE TABLE trials (
+  experiment_id TEXT NOT NULL,
+  number        INTEGER NOT NULL,
+  params_json   TEXT NOT NULL,
+  state         TEXT NOT NULL,
+  job_id        TEXT NOT NULL,
+  value         REAL,
+  reason        TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  updated_at_ns INTEGER NOT NULL,
+  PRIMARY KEY (experiment_id, number)
+);
+CREATE TABLE metric_reports (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id         TEXT NOT NULL,
+  epoch          INTEGER NOT NULL,
+  node_rank      INTEGER NOT NULL,
+  seq            INTEGER NOT NULL,
+  step           INTEGER NOT NULL,
+  value          REAL NOT NULL,
+  reported_at_ns INTEGER NOT NULL,
+  UNIQUE (job_id, epoch, node_rank, seq)
+);
+CREATE INDEX metric_reports_by_job ON metric_reports(job_id, id);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/numbers.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
@@ -157,7 +159,26 @@ class Transaction {
 constexpr char kJobColumns[] =
     "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
     "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json, "
-    "checkpoint_region";
+    "checkpoint_region, platform_env";
+
+// The platform_env column: a JSON object of strings ("" = none).
+std::string FormatPlatformEnv(const std::map<std::string, std::string>& env) {
+  return env.empty() ? std::string() : nlohmann::json(env).dump();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ParsePlatformEnv(const std::string& job, const std::string& text) {
+  if (text.empty()) return std::map<std::string, std::string>{};
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::map<std::string, std::string> out;
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      if (!v.is_string()) break;
+      out[k] = v.get<std::string>();
+    }
+    if (out.size() == j.size()) return out;
+  }
+  return absl::DataLossError(fmt::format("sqlite: job {} has a malformed platform_env value", job));
+}
 
 // The retries column: "error=1,node-failure=2" (cause=count, by cause name; "" = none).
 std::string FormatRetries(const std::map<std::string, int>& retries) {
@@ -212,10 +233,11 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   j.checkpoint_at = FromNs(s.Int(17));
   j.usage_json = s.Text(18);
   j.checkpoint_region = s.Text(19);
+  ASSIGN_OR_RETURN(j.platform_env, ParsePlatformEnv(j.id, s.Text(20)));
   return j;
 }
 
-// Binds a job's columns 1..20 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
+// Binds a job's columns 1..21 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
 // when `sealed`, else the text.
 void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::string& spec, bool sealed) {
   s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name);
@@ -241,6 +263,7 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
   s.Bind(18, ToNs(j.checkpoint_at));
   s.Bind(19, j.usage_json);
   s.Bind(20, j.checkpoint_region);
+  s.Bind(21, FormatPlatformEnv(j.platform_env));
 }
 
 absl::Status InsertEvent(StatementCache& statements, const std::string& job_id, TimePoint time, api::JobState from,
@@ -423,7 +446,7 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   stored.version = 1;
   ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
   Statement s(*statements_,
-              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
+              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) {
@@ -545,7 +568,7 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
       "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
       "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
       "= ?13, updated_at_ns = ?14, version = ?15, retries = ?16, checkpoint_step = ?17, checkpoint_at_ns = ?18, "
-      "usage_json = ?19, checkpoint_region = ?20 WHERE id = ?1");
+      "usage_json = ?19, checkpoint_region = ?20, platform_env = ?21 WHERE id = ?1");
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");
@@ -1093,6 +1116,245 @@ absl::StatusOr<std::vector<TenantUsageRecord>> SqliteStore::ListTenantUsage() {
   while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), s.Double(1), FromNs(s.Int(2))});
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list tenant usage");
   return out;
+}
+
+namespace {
+
+constexpr char kExperimentColumns[] =
+    "id, tenant, user, name, spec_yaml, state, reason, created_at_ns, updated_at_ns, version";
+std::string ExperimentAad(const std::string& id) { return "experiment-spec:" + id; }
+
+ExperimentRecord ReadExperiment(const Statement& s, bool* sealed) {
+  ExperimentRecord e;
+  e.id = s.Text(0);
+  e.tenant = s.Text(1);
+  e.user = s.Text(2);
+  e.name = s.Text(3);
+  *sealed = s.IsBlob(4);
+  e.spec_yaml = *sealed ? s.Blob(4) : s.Text(4);
+  e.state = s.Text(5);
+  e.reason = s.Text(6);
+  e.created_at = FromNs(s.Int(7));
+  e.updated_at = FromNs(s.Int(8));
+  e.version = s.Int(9);
+  return e;
+}
+
+void BindExperiment(Statement& s, const ExperimentRecord& e, const std::string& spec, bool sealed) {
+  s.Bind(1, e.id).Bind(2, e.tenant).Bind(3, e.user).Bind(4, e.name);
+  if (sealed) {
+    s.BindBlob(5, spec);
+  } else {
+    s.Bind(5, spec);
+  }
+  s.Bind(6, e.state).Bind(7, e.reason).Bind(8, ToNs(e.created_at)).Bind(9, ToNs(e.updated_at)).Bind(10, e.version);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SqliteStore::SealExperiment(const ExperimentRecord& e) const {
+  if (sealer_ == nullptr) return e.spec_yaml;
+  return sealer_->Seal(SealTenant(e.tenant), e.spec_yaml, ExperimentAad(e.id));
+}
+
+absl::Status SqliteStore::OpenExperiment(ExperimentRecord& e, bool sealed) const {
+  if (!sealed) return absl::OkStatus();
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("sqlite: experiment {}'s spec is sealed and this store was opened without a key", e.id));
+  }
+  absl::StatusOr<std::string> spec = sealer_->Open(SealTenant(e.tenant), e.spec_yaml, ExperimentAad(e.id));
+  if (!spec.ok()) {
+    return absl::DataLossError(fmt::format("sqlite: experiment {}'s spec: {}", e.id, spec.status().message()));
+  }
+  e.spec_yaml = std::move(*spec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExperimentRecord> SqliteStore::CreateExperiment(const ExperimentRecord& experiment) {
+  if (experiment.id.empty()) return absl::InvalidArgumentError("store: an experiment needs an id");
+  ExperimentRecord stored = experiment;
+  stored.version = 1;
+  const TimePoint now = clock_.Now();
+  stored.created_at = stored.updated_at = now;
+  ASSIGN_OR_RETURN(const std::string spec, SealExperiment(stored));
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              fmt::format("INSERT INTO experiments ({}) VALUES (?,?,?,?,?,?,?,?,?,?)", kExperimentColumns));
+  RETURN_IF_ERROR(s.status());
+  BindExperiment(s, stored, spec, sealer_ != nullptr);
+  if (s.Step() != SQLITE_DONE) {
+    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return absl::AlreadyExistsError(fmt::format("store: experiment '{}' already exists", stored.id));
+    }
+    return SqliteError(db_, "insert experiment");
+  }
+  return stored;
+}
+
+absl::StatusOr<ExperimentRecord> SqliteStore::GetExperiment(const std::string& id) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, fmt::format("SELECT {} FROM experiments WHERE id = ?", kExperimentColumns));
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  const int rc = s.Step();
+  if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no experiment '{}'", id));
+  if (rc != SQLITE_ROW) return SqliteError(r.db, "get experiment");
+  bool sealed = false;
+  ExperimentRecord e = ReadExperiment(s, &sealed);
+  RETURN_IF_ERROR(OpenExperiment(e, sealed));
+  return e;
+}
+
+absl::StatusOr<std::vector<ExperimentRecord>> SqliteStore::ListExperiments(const ExperimentFilter& filter) {
+  if (filter.limit < 1 || filter.limit > 10000) {
+    return absl::InvalidArgumentError(fmt::format("store: limit {} is outside 1..10000", filter.limit));
+  }
+  Reader r = ReadAccess();
+  Statement s(*r.statements, fmt::format("SELECT {} FROM experiments WHERE (?1 = '' OR tenant = ?1) AND (?2 = '' OR "
+                                         "state = ?2) AND id > ?3 ORDER BY id LIMIT ?4",
+                                         kExperimentColumns));
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, filter.tenant).Bind(2, filter.state).Bind(3, filter.after_id).Bind(4, int64_t{filter.limit});
+  std::vector<ExperimentRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    bool sealed = false;
+    ExperimentRecord e = ReadExperiment(s, &sealed);
+    RETURN_IF_ERROR(OpenExperiment(e, sealed));
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list experiments");
+  return out;
+}
+
+absl::StatusOr<ExperimentRecord> SqliteStore::UpdateExperiment(const ExperimentRecord& experiment) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  Statement get(*statements_, "SELECT version, created_at_ns FROM experiments WHERE id = ?");
+  RETURN_IF_ERROR(get.status());
+  get.Bind(1, experiment.id);
+  const int rc = get.Step();
+  if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no experiment '{}'", experiment.id));
+  if (rc != SQLITE_ROW) return SqliteError(db_, "get experiment");
+  if (get.Int(0) != experiment.version) {
+    return absl::AbortedError(
+        fmt::format("store: experiment '{}' is at version {}, not {}", experiment.id, get.Int(0), experiment.version));
+  }
+  ExperimentRecord stored = experiment;
+  stored.version = experiment.version + 1;
+  stored.created_at = FromNs(get.Int(1));
+  stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealExperiment(stored));
+  Statement s(*statements_,
+              "UPDATE experiments SET id = ?1, tenant = ?2, user = ?3, name = ?4, spec_yaml = ?5, state = ?6, "
+              "reason = ?7, created_at_ns = ?8, updated_at_ns = ?9, version = ?10 WHERE id = ?1");
+  RETURN_IF_ERROR(s.status());
+  BindExperiment(s, stored, spec, sealer_ != nullptr);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update experiment");
+  RETURN_IF_ERROR(tx.Commit());
+  return stored;
+}
+
+absl::Status SqliteStore::PutTrial(const TrialRecord& trial) {
+  const TimePoint now = clock_.Now();
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO trials (experiment_id, number, params_json, state, job_id, value, reason, created_at_ns, "
+              "updated_at_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (experiment_id, number) DO "
+              "UPDATE SET params_json = ?3, state = ?4, job_id = ?5, value = ?6, reason = ?7, updated_at_ns = ?8");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, trial.experiment_id).Bind(2, trial.number).Bind(3, trial.params_json).Bind(4, trial.state);
+  s.Bind(5, trial.job_id);
+  if (trial.value) {
+    s.Bind(6, *trial.value);
+  } else {
+    s.BindNull(6);
+  }
+  s.Bind(7, trial.reason).Bind(8, ToNs(now));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put trial");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TrialRecord>> SqliteStore::ListTrials(const std::string& experiment_id) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT experiment_id, number, params_json, state, job_id, value, reason, created_at_ns, updated_at_ns "
+              "FROM trials WHERE experiment_id = ? ORDER BY number");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, experiment_id);
+  std::vector<TrialRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    TrialRecord t;
+    t.experiment_id = s.Text(0);
+    t.number = s.Int(1);
+    t.params_json = s.Text(2);
+    t.state = s.Text(3);
+    t.job_id = s.Text(4);
+    if (!s.IsNull(5)) t.value = s.Double(5);
+    t.reason = s.Text(6);
+    t.created_at = FromNs(s.Int(7));
+    t.updated_at = FromNs(s.Int(8));
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list trials");
+  return out;
+}
+
+absl::Status SqliteStore::AppendMetricReports(const std::vector<MetricReportRecord>& reports) {
+  if (reports.empty()) return absl::OkStatus();
+  const TimePoint now = clock_.Now();
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  for (const MetricReportRecord& m : reports) {
+    Statement s(*statements_,
+                "INSERT OR IGNORE INTO metric_reports (job_id, epoch, node_rank, seq, step, value, reported_at_ns) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    RETURN_IF_ERROR(s.status());
+    s.Bind(1, m.job_id).Bind(2, m.epoch).Bind(3, int64_t{m.node_rank}).Bind(4, m.seq).Bind(5, m.step);
+    s.Bind(6, m.value).Bind(7, ToNs(now));
+    if (s.Step() != SQLITE_DONE) return SqliteError(db_, "insert metric report");
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<MetricReportRecord>> SqliteStore::ListMetricReports(const std::string& job_id,
+                                                                               int64_t after_id, int limit) {
+  if (limit < 1 || limit > 10000) {
+    return absl::InvalidArgumentError(fmt::format("store: limit {} is outside 1..10000", limit));
+  }
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT id, job_id, epoch, node_rank, seq, step, value, reported_at_ns FROM metric_reports WHERE "
+              "job_id = ? AND id > ? ORDER BY id LIMIT ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, job_id).Bind(2, after_id).Bind(3, int64_t{limit});
+  std::vector<MetricReportRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({.id = s.Int(0),
+                   .job_id = s.Text(1),
+                   .epoch = s.Int(2),
+                   .node_rank = static_cast<int>(s.Int(3)),
+                   .seq = s.Int(4),
+                   .step = s.Int(5),
+                   .value = s.Double(6),
+                   .reported_at = FromNs(s.Int(7))});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list metric reports");
+  return out;
+}
+
+absl::StatusOr<int64_t> SqliteStore::CountMetricReports(const std::string& job_id, int64_t epoch, int node_rank) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, "SELECT COUNT(*) FROM metric_reports WHERE job_id = ? AND epoch = ? AND node_rank = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, job_id).Bind(2, epoch).Bind(3, int64_t{node_rank});
+  if (s.Step() != SQLITE_ROW) return SqliteError(r.db, "count metric reports");
+  return s.Int(0);
 }
 
 }  // namespace gpugeek::store

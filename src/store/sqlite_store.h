@@ -81,6 +81,16 @@ class SqliteStore final : public Store {
   absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) override;
   absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() override;
   absl::Status BeginWriteBatch() override;
+  absl::StatusOr<ExperimentRecord> CreateExperiment(const ExperimentRecord& experiment) override;
+  absl::StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override;
+  absl::StatusOr<std::vector<ExperimentRecord>> ListExperiments(const ExperimentFilter& filter) override;
+  absl::StatusOr<ExperimentRecord> UpdateExperiment(const ExperimentRecord& experiment) override;
+  absl::Status PutTrial(const TrialRecord& trial) override;
+  absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& experiment_id) override;
+  absl::Status AppendMetricReports(const std::vector<MetricReportRecord>& reports) override;
+  absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& job_id, int64_t after_id,
+                                                                    int limit) override;
+  absl::StatusOr<int64_t> CountMetricReports(const std::string& job_id, int64_t epoch, int node_rank) override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
 
@@ -93,6 +103,9 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::string> SealSpec(const JobRecord& job);
   // Opens a job's spec read as a sealed BLOB (ReadJob marks it); TEXT rows are plaintext already.
   absl::Status OpenSpec(JobRecord& job, bool sealed) const;
+  // The same for an experiment's spec.
+  absl::StatusOr<std::string> SealExperiment(const ExperimentRecord& experiment) const;
+  absl::Status OpenExperiment(ExperimentRecord& experiment, bool sealed) const;
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   // Ends the open batch (the caller holds mu_ through `lock`): COMMIT when `commit`, else ROLLBACK.

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "api/job_state.h"
 #include "common/clock.h"
+#include "store/experiment_records.h"
 
 namespace gpugeek::store {
 
@@ -50,6 +51,9 @@ struct JobRecord {
   std::string checkpoint_region;
   // The usage metered so far (controlplane/usage.h's stored form); "" = none.
   std::string usage_json;
+  // Variables the platform gives every member beside the spec's env (api::kPlatformEnvNames: a trial's
+  // GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, GPUGEEK_PARAMS), set by internal submitters. Empty = none.
+  std::map<std::string, std::string> platform_env;
   TimePoint created_at;
   TimePoint updated_at;
   int64_t version = 0;  // set by the store; bumped on every write
@@ -320,6 +324,46 @@ class Store {
   // Inserts or replaces the usage row of each tenant of `usage`, all in one transaction.
   virtual absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) = 0;
   virtual absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() = 0;
+
+  // Experiments (store/experiment_records.h). The defaults answer Unimplemented (test doubles).
+  // CreateExperiment: AlreadyExists for a taken id. Get: NotFound. Update: compare-and-set on `version`
+  // (Aborted when it moved; NotFound when absent); returns the stored record.
+  virtual absl::StatusOr<ExperimentRecord> CreateExperiment(const ExperimentRecord& /*experiment*/) {
+    return absl::UnimplementedError("store: this store keeps no experiments");
+  }
+  virtual absl::StatusOr<ExperimentRecord> GetExperiment(const std::string& id) {
+    return absl::NotFoundError("store: no experiment " + id);
+  }
+  virtual absl::StatusOr<std::vector<ExperimentRecord>> ListExperiments(const ExperimentFilter& /*filter*/) {
+    return std::vector<ExperimentRecord>{};
+  }
+  virtual absl::StatusOr<ExperimentRecord> UpdateExperiment(const ExperimentRecord& /*experiment*/) {
+    return absl::UnimplementedError("store: this store keeps no experiments");
+  }
+  // Inserts or replaces the trial (experiment_id, number); created_at is kept from the first write.
+  virtual absl::Status PutTrial(const TrialRecord& /*trial*/) {
+    return absl::UnimplementedError("store: this store keeps no experiments");
+  }
+  // The experiment's trials by number.
+  virtual absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& /*experiment_id*/) {
+    return std::vector<TrialRecord>{};
+  }
+  // Stores each report not stored yet (by job, epoch, node_rank, seq; a resent one is skipped), all in
+  // one transaction; id and reported_at are set here.
+  virtual absl::Status AppendMetricReports(const std::vector<MetricReportRecord>& /*reports*/) {
+    return absl::UnimplementedError("store: this store keeps no metric reports");
+  }
+  // The job's reports with id > after_id, by id, at most `limit` (1..10000).
+  virtual absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& /*job_id*/,
+                                                                            int64_t /*after_id*/, int /*limit*/) {
+    return std::vector<MetricReportRecord>{};
+  }
+  // How many reports of (job, epoch, node_rank) are stored: the seq its member's next report gets
+  // acknowledged from (seq numbers are stored as a prefix 0..n-1).
+  virtual absl::StatusOr<int64_t> CountMetricReports(const std::string& /*job_id*/, int64_t /*epoch*/,
+                                                     int /*node_rank*/) {
+    return int64_t{0};
+  }
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

@@ -579,6 +579,91 @@ std::string FileBytes(const std::filesystem::path& p) {
   return all;
 }
 
+TEST_F(SqliteStoreTest, ExperimentsTrialsAndMetricReportsSurviveAReopen) {
+  ExperimentRecord e{.id = "x-000001", .tenant = "acme", .user = "alice", .name = "tune", .spec_yaml = "name: tune\n"};
+  auto created = store_->CreateExperiment(e);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->version, 1);
+  EXPECT_EQ(store_->CreateExperiment(e).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store_->CreateExperiment({.id = "x-000002", .tenant = "other", .name = "b", .spec_yaml = "s"}).ok());
+
+  // Compare-and-set on version.
+  ExperimentRecord stale = *created;
+  created->state = "stopping";
+  created->reason = "stopped by alice";
+  auto updated = store_->UpdateExperiment(*created);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->version, 2);
+  EXPECT_EQ(store_->UpdateExperiment(stale).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(store_->GetExperiment("x-9").status().code(), absl::StatusCode::kNotFound);
+
+  // Trials: inserted, then replaced in place.
+  ASSERT_TRUE(store_->PutTrial({.experiment_id = "x-000001", .number = 1, .params_json = R"({"lr":0.1})"}).ok());
+  ASSERT_TRUE(store_->PutTrial({.experiment_id = "x-000001", .number = 0, .params_json = R"({"lr":0.01})"}).ok());
+  ASSERT_TRUE(store_
+                  ->PutTrial({.experiment_id = "x-000001",
+                              .number = 0,
+                              .params_json = R"({"lr":0.01})",
+                              .state = "complete",
+                              .job_id = "j-7",
+                              .value = 0.25})
+                  .ok());
+
+  // Reports: a resent one is stored once.
+  std::vector<MetricReportRecord> reports = {
+      {.job_id = "j-7", .epoch = 1, .node_rank = 0, .seq = 0, .step = 1, .value = 2.5},
+      {.job_id = "j-7", .epoch = 1, .node_rank = 0, .seq = 1, .step = 2, .value = 1.5}};
+  ASSERT_TRUE(store_->AppendMetricReports(reports).ok());
+  reports.push_back({.job_id = "j-7", .epoch = 1, .node_rank = 0, .seq = 2, .step = 3, .value = 1.25});
+  ASSERT_TRUE(store_->AppendMetricReports(reports).ok());
+  ASSERT_TRUE(store_->AppendMetricReports({{.job_id = "j-8", .epoch = 1, .seq = 0, .step = 1, .value = 9}}).ok());
+
+  Reopen();
+  auto got = store_->GetExperiment("x-000001");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->state, "stopping");
+  EXPECT_EQ(got->user, "alice");
+  EXPECT_EQ(got->spec_yaml, "name: tune\n");
+  auto mine = store_->ListExperiments({.tenant = "acme"});
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 1u);
+  auto page = store_->ListExperiments({.after_id = "x-000001", .limit = 10});
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].id, "x-000002");
+  EXPECT_EQ(store_->ListExperiments({.limit = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto trials = store_->ListTrials("x-000001");
+  ASSERT_TRUE(trials.ok());
+  ASSERT_EQ(trials->size(), 2u);
+  EXPECT_EQ((*trials)[0].number, 0);
+  EXPECT_EQ((*trials)[0].state, "complete");
+  EXPECT_EQ((*trials)[0].job_id, "j-7");
+  EXPECT_EQ((*trials)[0].value, 0.25);
+  EXPECT_FALSE((*trials)[1].value.has_value());
+
+  auto listed = store_->ListMetricReports("j-7", 0, 100);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[2].step, 3);
+  EXPECT_EQ((*listed)[2].value, 1.25);
+  EXPECT_EQ(store_->ListMetricReports("j-7", (*listed)[1].id, 100)->size(), 1u);
+  EXPECT_EQ(*store_->CountMetricReports("j-7", 1, 0), 3);
+  EXPECT_EQ(*store_->CountMetricReports("j-7", 2, 0), 0);
+}
+
+TEST_F(SqliteStoreTest, PlatformEnvIsStoredWithTheJob) {
+  JobRecord j = NewJob("j-1");
+  j.platform_env = {{"GPUGEEK_TRIAL_ID", "3"}, {"GPUGEEK_PARAMS", R"({"lr":0.01,"opt":"a'b"})"}};
+  ASSERT_TRUE(store_->CreateJob(j).ok());
+  Reopen();
+  auto got = store_->GetJob("j-1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->platform_env, j.platform_env);
+  got->platform_env.clear();
+  ASSERT_TRUE(store_->UpdateJob(*got).ok());
+  EXPECT_TRUE(store_->GetJob("j-1")->platform_env.empty());
+}
+
 TEST(SealedStoreTest, SpecsAndSecretsAreSealedAtRestAndOldPlainRowsStillRead) {
   const auto dir = std::filesystem::temp_directory_path() / ("gpugeek_sealed_store_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

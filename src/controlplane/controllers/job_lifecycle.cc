@@ -35,6 +35,30 @@ absl::Status JobLifecycleController::RecordCheckpoint(ControllerContext& ctx, Li
   return absl::OkStatus();
 }
 
+absl::Status JobLifecycleController::RecordMetrics(ControllerContext& ctx, LiveJob& live,
+                                                   const api::WorkloadReport& report) {
+  MemberStatus& member = live.members[report.node_rank];
+  if (member.metrics_stored < 0) {
+    ASSIGN_OR_RETURN(member.metrics_stored,
+                     ctx.store.CountMetricReports(live.record.id, live.record.epoch, report.node_rank));
+  }
+  std::vector<store::MetricReportRecord> fresh;
+  for (const api::MetricPoint& m : report.metrics) {
+    if (m.seq < member.metrics_stored) continue;  // resent: stored already
+    fresh.push_back({.job_id = live.record.id,
+                     .epoch = live.record.epoch,
+                     .node_rank = report.node_rank,
+                     .seq = m.seq,
+                     .step = m.step,
+                     .value = m.value});
+  }
+  if (fresh.empty()) return absl::OkStatus();
+  RETURN_IF_ERROR(ctx.store.AppendMetricReports(fresh));
+  member.metrics_stored = fresh.back().seq + 1;
+  ctx.state.dirty = true;  // the acknowledgement goes out with the next snapshot
+  return absl::OkStatus();
+}
+
 absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::string& node,
                                            const api::WorkloadReport& report) {
   auto it = ctx.state.live.find(report.job_id);
@@ -47,6 +71,7 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
         fmt::format("rank {} of {} is not on node {}", report.node_rank, report.job_id, node));
   }
   if (report.checkpoint_step) RETURN_IF_ERROR(RecordCheckpoint(ctx, live, node, *report.checkpoint_step));
+  if (!report.metrics.empty()) RETURN_IF_ERROR(RecordMetrics(ctx, live, report));
   MemberStatus& member = live.members[report.node_rank];
   if (member.exited) return absl::OkStatus();  // already final (reported before, or presumed)
   const bool fenced = report.phase == api::WorkloadPhase::kExited && report.message.starts_with(api::kFencedPrefix);

@@ -30,6 +30,9 @@ class JobLifecycleController {
   // the first report of a placement as it is, later ones only when they move forward (the members of a
   // gang may report one after another).
   absl::Status RecordCheckpoint(ControllerContext& ctx, LiveJob& live, const std::string& node, int64_t step);
+  // Stores the report's metrics the store does not hold yet (store::MetricReportRecord) and moves the
+  // member's acknowledgement (api::Assignment::metrics_stored) past them.
+  absl::Status RecordMetrics(ControllerContext& ctx, LiveJob& live, const api::WorkloadReport& report);
 };
 
 }  // namespace gpugeek::controlplane

@@ -1,5 +1,7 @@
 #include "controlplane/state/snapshot.h"
 
+#include <algorithm>
+
 #include "api/job_state.h"
 
 namespace gpugeek::controlplane {
@@ -64,6 +66,8 @@ std::unordered_map<std::string, std::vector<api::Assignment>> BuildAssignments(c
               .count();
       a.restart_count = live.record.restarts - (live.draining ? 1 : 0);
       a.cancel = api::IsTerminal(live.record.state) || live.draining || live.reform;
+      a.metrics_stored = std::max<int64_t>(0, live.members[static_cast<size_t>(m.rank)].metrics_stored);
+      a.platform_env = live.record.platform_env;
       out[m.node].push_back(std::move(a));
     }
   }

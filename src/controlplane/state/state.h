@@ -55,6 +55,9 @@ struct MemberStatus {
   bool exited = false;  // confirmed by the agent, or presumed after the fencing deadline
   bool failed = false;
   std::string detail;
+  // How many of its metric reports (api::MetricPoint, by seq) of this epoch the store holds; -1 until the
+  // first report of this placement (or after a reload), when the store is asked.
+  int64_t metrics_stored = -1;
 };
 
 // A job whose allocation holds resources: placed, or being taken back (requeued, cancelled or ended

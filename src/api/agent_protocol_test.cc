@@ -406,6 +406,9 @@ TEST(AgentProtocol, FuzzSeedsDecode) {
   auto binary = HeartbeatFromJson(load("heartbeat_binary_log.json"));
   ASSERT_TRUE(binary.ok()) << binary.status();
   EXPECT_EQ(binary->logs.at(0).data, std::string("\xff\xfe") + "hello world\n" + std::string("\0\x80\xc3", 3));
+  auto metrics = HeartbeatFromJson(load("heartbeat_metrics.json"));
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->workloads.at(0).metrics.at(1).value, 2.5);
   auto reply = HeartbeatReplyFromJson(load("reply.json"));
   ASSERT_TRUE(reply.ok()) << reply.status();
   EXPECT_EQ(reply->assignments.at(0).gpu_uuids.size(), 2u);

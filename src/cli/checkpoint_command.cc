@@ -29,20 +29,8 @@ void RegisterCheckpointCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 53));
   sub->callback([o] {
     const std::string cmd = "checkpoint";
-    const char* url = std::getenv("GPUGEEK_AGENT_URL");
-    const char* token = std::getenv("GPUGEEK_MEMBER_TOKEN");
-    if (url == nullptr || *url == '\0' || token == nullptr || *token == '\0') {
-      Fail(cmd,
-           "GPUGEEK_AGENT_URL and GPUGEEK_MEMBER_TOKEN are not set: run it inside a job's member (its run "
-           "command, or gpugeek exec), on an agent with a workload endpoint (--workload-listen)",
-           kExitUsage);
-    }
-    auto client = http::Client::Create({.base_url = url,
-                                        .connect_timeout = std::chrono::seconds(3),
-                                        .read_timeout = std::chrono::seconds(10),
-                                        .bearer_token = token});
-    if (!client.ok()) Fail(cmd, fmt::format("GPUGEEK_AGENT_URL {}: {}", url, client.status().message()), kExitUsage);
-    const nlohmann::json reply = OrFail(cmd, (*client)->Post("/v1/checkpoint", {{"step", o->step}}));
+    std::unique_ptr<http::Client> client = ConnectToAgent(cmd);
+    const nlohmann::json reply = OrFail(cmd, client->Post("/v1/checkpoint", {{"step", o->step}}));
     std::cout << fmt::format("checkpoint at step {} reported for {}\n", o->step, reply.value("member", std::string()));
   });
 }

@@ -210,4 +210,21 @@ std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& 
   return *std::move(text);
 }
 
+std::unique_ptr<http::Client> ConnectToAgent(const std::string& cmd) {
+  const char* url = std::getenv("GPUGEEK_AGENT_URL");
+  const char* token = std::getenv("GPUGEEK_MEMBER_TOKEN");
+  if (url == nullptr || *url == '\0' || token == nullptr || *token == '\0') {
+    Fail(cmd,
+         "GPUGEEK_AGENT_URL and GPUGEEK_MEMBER_TOKEN are not set: run it inside a job's member (its run "
+         "command, or gpugeek exec), on an agent with a workload endpoint (--workload-listen)",
+         kExitUsage);
+  }
+  auto client = http::Client::Create({.base_url = url,
+                                      .connect_timeout = std::chrono::seconds(3),
+                                      .read_timeout = std::chrono::seconds(10),
+                                      .bearer_token = token});
+  if (!client.ok()) Fail(cmd, fmt::format("GPUGEEK_AGENT_URL {}: {}", url, client.status().message()), kExitUsage);
+  return *std::move(client);
+}
+
 }  // namespace gpugeek::cli

@@ -57,6 +57,10 @@ std::string ResolveServerUrl(const ClientFlags& flags);
 std::unique_ptr<http::Client> Connect(const std::string& cmd, const ClientFlags& flags,
                                       Duration read_timeout = std::chrono::seconds(30));
 
+// Inside a job's member: a client of its node's workload endpoint ($GPUGEEK_AGENT_URL, with the member's
+// $GPUGEEK_MEMBER_TOKEN; agent/workload_listener.h); the command fails with kExitUsage outside a member.
+std::unique_ptr<http::Client> ConnectToAgent(const std::string& cmd);
+
 // A local file of at most 16 MiB (what the server accepts in one request), or the command fails with
 // kExitUsage naming it as `what`.
 std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& path, const std::string& what);

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -136,6 +137,16 @@ std::string UploadTrialWorkdir(const std::string& cmd, http::Client& client, con
   (quiet ? std::cerr : std::cout) << fmt::format(
       "trial.workdir: {} ({} files, {} bytes); {}\n", dir.string(), up->files, up->content_bytes,
       up->put_requests == 0 ? "the server has it already" : fmt::format("uploaded {} bytes", up->bytes_sent));
+  // The `workdir:` line of the block-style trial becomes `workdir_digest:`, so the rest of the file (its
+  // quoting: "64" stays a string) is sent as written; a flow-style trial is emitted again.
+  static const std::regex line(R"((\n[ \t]+)workdir:[ \t]*[^\n]*)");
+  const size_t trial = yaml.find("\ntrial:");
+  std::smatch m;
+  if (trial != std::string::npos &&
+      std::regex_search(yaml.begin() + static_cast<std::ptrdiff_t>(trial), yaml.end(), m, line)) {
+    const size_t at = trial + static_cast<size_t>(m.position(0));
+    return yaml.substr(0, at) + m[1].str() + "workdir_digest: " + up->digest + yaml.substr(at + m.length(0));
+  }
   YAML::Node root = YAML::Load(yaml);
   root["trial"].remove("workdir");
   root["trial"]["workdir_digest"] = up->digest;

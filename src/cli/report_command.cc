@@ -35,20 +35,8 @@ void RegisterReportCommand(CLI::App& app) {
   sub->callback([o] {
     const std::string cmd = "report";
     if (!std::isfinite(o->value)) Fail(cmd, "--value: must be a finite number", kExitUsage);
-    const char* url = std::getenv("GPUGEEK_AGENT_URL");
-    const char* token = std::getenv("GPUGEEK_MEMBER_TOKEN");
-    if (url == nullptr || *url == '\0' || token == nullptr || *token == '\0') {
-      Fail(cmd,
-           "GPUGEEK_AGENT_URL and GPUGEEK_MEMBER_TOKEN are not set: run it inside a job's member (its run "
-           "command, or gpugeek exec), on an agent with a workload endpoint (--workload-listen)",
-           kExitUsage);
-    }
-    auto client = http::Client::Create({.base_url = url,
-                                        .connect_timeout = std::chrono::seconds(3),
-                                        .read_timeout = std::chrono::seconds(10),
-                                        .bearer_token = token});
-    if (!client.ok()) Fail(cmd, fmt::format("GPUGEEK_AGENT_URL {}: {}", url, client.status().message()), kExitUsage);
-    const nlohmann::json reply = OrFail(cmd, (*client)->Post("/v1/report", {{"step", o->step}, {"value", o->value}}));
+    std::unique_ptr<http::Client> client = ConnectToAgent(cmd);
+    const nlohmann::json reply = OrFail(cmd, client->Post("/v1/report", {{"step", o->step}, {"value", o->value}}));
     std::cout << fmt::format("value {} at step {} reported for {}\n", o->value, o->step,
                              reply.value("member", std::string()));
     if (reply.value("should_stop", false)) std::cout << "stop\n";

@@ -1592,22 +1592,33 @@ absl::StatusOr<Agent::MetricAck> Agent::ReportMetric(std::string_view member_tok
   }
   if (!std::isfinite(value)) return absl::InvalidArgumentError("value: must be a finite number");
   std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Member * member, LiveMemberByTokenLocked(member_token, "report"));
+  Member& m = *member;
+  const std::string who = MemberName(m);
+  if (m.metrics.size() >= api::kMaxMetricsPerReport) {
+    return absl::ResourceExhaustedError(
+        fmt::format("job {}: {} reports wait for the server to store them; report less often (once per "
+                    "evaluation) or retry after the next heartbeat",
+                    who, m.metrics.size()));
+  }
+  const int64_t seq = m.next_metric_seq++;
+  m.metrics.push_back({.seq = seq, .step = step, .value = value});
+  report_soon_ = true;
+  return MetricAck{.member = who, .seq = seq, .stop = m.assignment.cancel || m.state == State::kStopping};
+}
+
+std::string Agent::MemberName(const Member& m) {
+  return fmt::format("{} rank {} epoch {}", m.assignment.job_id, m.assignment.node_rank, m.assignment.epoch);
+}
+
+absl::StatusOr<Agent::Member*> Agent::LiveMemberByTokenLocked(std::string_view member_token, std::string_view what) {
   for (auto& [job, m] : members_) {
     if (m.member_token.empty() || !SecretEquals(member_token, m.member_token)) continue;
-    const std::string who = fmt::format("{} rank {} epoch {}", job, m.assignment.node_rank, m.assignment.epoch);
     if (m.state != State::kRunning && m.state != State::kStopping) {
-      return absl::FailedPreconditionError(fmt::format("job {} has ended here; its report is not taken", who));
+      return absl::FailedPreconditionError(
+          fmt::format("job {} has ended here; its {} is not taken", MemberName(m), what));
     }
-    if (m.metrics.size() >= api::kMaxMetricsPerReport) {
-      return absl::ResourceExhaustedError(
-          fmt::format("job {}: {} reports wait for the server to store them; report less often (once per "
-                      "evaluation) or retry after the next heartbeat",
-                      who, m.metrics.size()));
-    }
-    const int64_t seq = m.next_metric_seq++;
-    m.metrics.push_back({.seq = seq, .step = step, .value = value});
-    report_soon_ = true;
-    return MetricAck{.member = who, .seq = seq, .stop = m.assignment.cancel || m.state == State::kStopping};
+    return &m;
   }
   return absl::UnauthenticatedError(
       "no member of this node has that token: send the GPUGEEK_MEMBER_TOKEN of the job's environment "
@@ -1620,22 +1631,15 @@ absl::StatusOr<std::string> Agent::ReportCheckpoint(std::string_view member_toke
         fmt::format("step: {} is out of range; a checkpoint's step is 0..{}", step, api::kMaxCheckpointStep));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [job, m] : members_) {
-    if (m.member_token.empty() || !SecretEquals(member_token, m.member_token)) continue;
-    const std::string who = fmt::format("{} rank {} epoch {}", job, m.assignment.node_rank, m.assignment.epoch);
-    if (m.state != State::kRunning && m.state != State::kStopping) {
-      return absl::FailedPreconditionError(fmt::format("job {} has ended here; its checkpoint is not taken", who));
-    }
-    // A new step goes out with the next poll's heartbeat (at most one per poll period, however often a
-    // workload posts); the same step again changes nothing.
-    if (m.checkpoint_step != step) report_soon_ = true;
-    m.checkpoint_step = step;
-    spdlog::info("agent {}: job {}: checkpoint at step {} complete", node_, who, step);
-    return who;
-  }
-  return absl::UnauthenticatedError(
-      "no member of this node has that token: send the GPUGEEK_MEMBER_TOKEN of the job's environment "
-      "(Authorization: Bearer)");
+  ASSIGN_OR_RETURN(Member * member, LiveMemberByTokenLocked(member_token, "checkpoint"));
+  Member& m = *member;
+  const std::string who = MemberName(m);
+  // A new step goes out with the next poll's heartbeat (at most one per poll period, however often a
+  // workload posts); the same step again changes nothing.
+  if (m.checkpoint_step != step) report_soon_ = true;
+  m.checkpoint_step = step;
+  spdlog::info("agent {}: job {}: checkpoint at step {} complete", node_, who, step);
+  return who;
 }
 
 bool Agent::ExecTokenMatches(std::string_view presented) const {

@@ -393,6 +393,11 @@ class Agent {
     std::vector<api::MetricPoint> metrics;      // reported, not yet stored by the server (by seq)
     int64_t next_metric_seq = 0;                // the seq of its next report
   };
+  // "<job id> rank <node rank> epoch <epoch>".
+  static std::string MemberName(const Member& m);
+  // The running (or stopping) member whose GPUGEEK_MEMBER_TOKEN is `member_token` (constant-time compare):
+  // Unauthenticated for none, FailedPrecondition naming `what` for one that has ended. Call with mu_ held.
+  absl::StatusOr<Member*> LiveMemberByTokenLocked(std::string_view member_token, std::string_view what);
   struct Fence {
     int64_t max_seen = 0;                 // highest epoch any reply listed
     std::optional<int64_t> handled;       // highest epoch started or declined

@@ -77,6 +77,7 @@ class CausalSelfAttention(nn.Module):
         self.attn_drop = nn.Dropout(cfg.attn_pdrop)
         self.resid_drop = nn.Dropout(cfg.resid_pdrop)
         # A plain attribute, not a buffer: DDP broadcasts buffers and gloo cannot broadcast bool tensors.
+        # So Module.to() does not move it: forward() moves it to the input's device on first use.
         self.causal_mask = torch.tril(torch.ones(cfg.n_positions, cfg.n_positions, dtype=torch.bool))
 
     def forward(self, x):
@@ -86,6 +87,8 @@ class CausalSelfAttention(nn.Module):
         # [b, t, c] -> [b, heads, t, head_dim]
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+        if self.causal_mask.device != x.device:
+            self.causal_mask = self.causal_mask.to(x.device)
         scores = scores.masked_fill(~self.causal_mask[:t, :t], float("-inf"))
         y = self.attn_drop(F.softmax(scores, dim=-1)) @ v
         y = y.transpose(1, 2).contiguous().view(b, t, c)

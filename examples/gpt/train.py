@@ -1,5 +1,8 @@
 #!/usr/bin/python3
-"""Trains the GPT of config.json on the Debian licence texts with DistributedDataParallel over gloo.
+"""Trains the GPT of config.json on the Debian licence texts with DistributedDataParallel.
+
+--device auto (the default) trains on the GPU when PyTorch sees one (rank r on GPU LOCAL_RANK, NCCL between
+ranks), else on the CPU (gloo); --device cpu or cuda forces one. The arithmetic is float32 on both.
 
 Run one process per rank with the env:// variables set (launch_local.py does that on one machine; a
 gpugeek agent's GPUGEEK_* variables are read too, see dist_env.py). Without them it runs as one process.
@@ -68,6 +71,8 @@ def parse_args(argv):
     p.add_argument("--eval-every", type=int, default=0,
                    help="also evaluate every this many steps and report the validation loss to a gpugeek "
                         "experiment (gpugeek_hpo.report; a pruned trial stops); 0: only at the end")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="where to train: auto is cuda when a GPU is visible, else cpu")
     p.add_argument("--n-embd", type=int, default=0, help="the model's width instead of config.json's n_embd")
     p.add_argument("--dataset", default=None,
                    help="NAME@REV: read the licence texts from this dataset version in a gpugeek store "
@@ -79,6 +84,8 @@ def parse_args(argv):
                    help="folder holding the licence texts: default $GPUGEEK_DATASET_DIR (the checkout of the "
                         "job's `dataset:` version the node made), else /usr/share/common-licenses")
     args = p.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: PyTorch sees no GPU (use --device cpu or auto)")
     if args.dataset is not None:
         name, _, rev = args.dataset.partition("@")
         if not args.data_store:
@@ -124,9 +131,18 @@ def usage_error(message):
     sys.exit(2)
 
 
-def all_reduce_sum(values):
-    """Element-wise sum over ranks of a list of floats."""
-    t = torch.tensor(values, dtype=torch.float64)
+def pick_device(args, env):
+    """The torch.device this rank trains on and its process-group backend (NCCL on a GPU, else gloo)."""
+    if args.device == "cpu" or (args.device == "auto" and not torch.cuda.is_available()):
+        return torch.device("cpu"), "gloo"
+    device = torch.device("cuda", env.local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+    return device, "nccl"
+
+
+def all_reduce_sum(values, device=torch.device("cpu")):
+    """Element-wise sum over ranks of a list of floats (a tensor on `device`, as the backend needs)."""
+    t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
     return t.tolist()
 
@@ -150,7 +166,7 @@ def save_checkpoint(args, env, model, optimizer, progress):
         gpugeek_checkpoint.report(progress["step"])
 
 
-def resume(args, env, model, optimizer):
+def resume(args, env, model, optimizer, device):
     """The progress dict of the checkpoint in args.out after loading it into model and optimizer (and
     this rank's RNG), or a fresh one. Every rank loads the same checkpoint: a barrier orders the loads
     after any earlier write, and the ranks' steps are compared."""
@@ -168,7 +184,7 @@ def resume(args, env, model, optimizer):
             torch.set_rng_state(state["rng"][env.rank]["torch"])
             random.setstate(state["rng"][env.rank]["python"])
         progress = {k: state[k] for k in progress}
-    lo, hi = all_reduce_sum([-progress["step"], progress["step"]])
+    lo, hi = all_reduce_sum([-progress["step"], progress["step"]], device)
     if -lo != hi:
         raise RuntimeError(f"ranks loaded different checkpoints (steps {-lo:.0f}..{hi:.0f})")
     if state is not None and env.rank == 0:
@@ -180,7 +196,7 @@ def resume(args, env, model, optimizer):
     return progress
 
 
-def evaluate(model, val_tokens, args, env):
+def evaluate(model, val_tokens, args, env, device):
     """Mean validation loss (nats per byte) over the first --eval-windows windows, shared by the ranks."""
     n = min(args.eval_windows, data.num_windows(val_tokens, args.seq_len))
     mine = list(range(env.rank, n, env.world_size))
@@ -188,10 +204,10 @@ def evaluate(model, val_tokens, args, env):
     model.eval()
     with torch.no_grad():
         if mine:
-            x, y = data.windows(val_tokens, mine, args.seq_len)
+            x, y = (t.to(device) for t in data.windows(val_tokens, mine, args.seq_len))
             total = model.module(x, y)[1].item() * len(mine)
     model.train()
-    total, count = all_reduce_sum([total, len(mine)])
+    total, count = all_reduce_sum([total, len(mine)], device)
     return total / count
 
 
@@ -201,18 +217,22 @@ def train(args, env, stop_request):
     # env:// reads these four; dist_env may have filled them in from GPUGEEK_* variables.
     os.environ.update(MASTER_ADDR=env.master_addr, MASTER_PORT=str(env.master_port), RANK=str(env.rank),
                       WORLD_SIZE=str(env.world_size))
-    dist.init_process_group("gloo", init_method="env://", timeout=timedelta(minutes=5))
+    device, backend = pick_device(args, env)
+    dist.init_process_group(backend, init_method="env://", timeout=timedelta(minutes=5))
     model = build_model(args.config, args.seed, {"n_embd": args.n_embd} if args.n_embd else None)
     n_params = count_parameters(model)
     if args.seq_len > model.cfg.n_positions:
         usage_error(f"--seq-len {args.seq_len} exceeds n_positions {model.cfg.n_positions}")
-    model = DistributedDataParallel(model)
+    model = model.to(device)  # after the seeded build: the same initial weights on every device
+    model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = make_optimizer(model, args)
     train_tokens, val_tokens = data.split_corpus(data.load_corpus(args.data_dir, version=args.version))
     sampler = data.ShardedSampler(data.num_windows(train_tokens, args.seq_len), args.batch_size,
                                   env.world_size, env.rank, args.seed)
-    progress = resume(args, env, model, optimizer)
+    progress = resume(args, env, model, optimizer, device)
     if env.rank == 0:
+        where = f"{device} ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "cpu"
+        print(f"device={where} backend={backend}", flush=True)
         print(f"params={n_params} world_size={env.world_size} train_bytes={len(train_tokens)} "
               f"val_bytes={len(val_tokens)} windows={sampler.n} steps_per_epoch={sampler.steps_per_epoch()}",
               flush=True)
@@ -229,7 +249,7 @@ def train(args, env, stop_request):
     while progress["step"] < args.steps:
         step, epoch, position = progress["step"], progress["epoch"], progress["position"]
         indices = sampler.batch(epoch, position)
-        x, y = data.windows(train_tokens, indices, args.seq_len)
+        x, y = (t.to(device, non_blocking=True) for t in data.windows(train_tokens, indices, args.seq_len))
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(args, step)
         _, loss = model(x, y)
@@ -240,7 +260,8 @@ def train(args, env, stop_request):
         os.write(samples_fd, f"{step + 1} {epoch} {position} {' '.join(map(str, indices))}\n".encode())
         out_of_time = env.rank == 0 and args.max_minutes > 0 and time.monotonic() - start > args.max_minutes * 60
         # Any rank's SIGTERM stops them all after this step (the platform signals every rank).
-        loss_sum, stop, signalled = all_reduce_sum([loss.item(), float(out_of_time), float(stop_request.requested)])
+        loss_sum, stop, signalled = all_reduce_sum([loss.item(), float(out_of_time), float(stop_request.requested)],
+                                                   device)
         stop = stop or signalled
         loss_value = progress["last_loss"] = loss_sum / env.world_size
         progress["epoch"], progress["position"] = sampler.advance(epoch, position)
@@ -257,7 +278,7 @@ def train(args, env, stop_request):
         if args.eval_every and progress["step"] % args.eval_every == 0 and progress["step"] < args.steps:
             # A trial of an experiment: its pruner may stop it on this value (then SIGTERM follows; the
             # next step's all-reduce sees it on every rank).
-            val_loss = evaluate(model, val_tokens, args, env)
+            val_loss = evaluate(model, val_tokens, args, env, device)
             if env.rank == 0:
                 print(f"eval step={progress['step']} val_loss={val_loss:.4f}", flush=True)
                 if gpugeek_hpo.report(progress["step"], val_loss):
@@ -275,7 +296,7 @@ def train(args, env, stop_request):
         if stop:
             break
     os.close(samples_fd)
-    val_loss = evaluate(model, val_tokens, args, env)
+    val_loss = evaluate(model, val_tokens, args, env, device)
     if env.rank == 0:
         summary = {"first_loss": progress["first_loss"], "last_loss": progress["last_loss"], "val_loss": val_loss,
                    "steps": progress["step"], "world_size": env.world_size, "parameters": n_params,

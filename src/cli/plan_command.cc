@@ -1,5 +1,7 @@
 // `gpugeek plan MODEL.json --task lora [--seq 4096 --batch 1] [--gpus A100-80GB:8,H100-SXM-80GB:16@2.5]
-//  [--objective time|cost|gpus] [--top 5] [--json] [--svg FILE]`: sizes a job from its model's
+//  [--objective time|cost|gpus] [--recipe auto|megatron|deepspeed|hf|peft|torchtune] [--framework F]
+//  [--precision mixed|bf16|fp32|autocast] [--optimizer adamw|adamw-8bit|sgd-momentum|adafactor]
+//  [--recompute auto|none|selective|full] [--top 5] [--json] [--svg FILE]`: sizes a job from its model's
 // config.json and ranks the GPU combinations that fit (src/workload/planner.h).
 
 #include <cmath>
@@ -74,10 +76,17 @@ std::string Money(int64_t micros) { return FormatMoney(micros); }
 std::string MemoryBar(const PlanCandidate& c, int width = 60) {
   const double scale = static_cast<double>(std::max<uint64_t>(c.usable_bytes, c.memory.Total())) / width;
   std::string bar, legend;
-  const std::pair<const char*, char> kLetters[] = {
-      {"weights", 'W'},  {"gradients", 'G'},     {"optimizer_states", 'O'},    {"activations", 'A'},
-      {"kv_cache", 'K'}, {"qlora_dequant", 'Q'}, {"recompute_workspace", 'C'}, {"embedding_logits", 'L'},
-      {"runtime", 'R'}};
+  const std::pair<const char*, char> kLetters[] = {{"weights", 'W'},
+                                                   {"gradients", 'G'},
+                                                   {"optimizer_states", 'O'},
+                                                   {"activations", 'A'},
+                                                   {"kv_cache", 'K'},
+                                                   {"qlora_dequant", 'Q'},
+                                                   {"recompute_workspace", 'C'},
+                                                   {"embedding_logits", 'L'},
+                                                   {"autocast_cache", 'X'},
+                                                   {"peft_fp32_inputs", 'P'},
+                                                   {"runtime", 'R'}};
   for (const auto& t : c.memory.terms) {
     char letter = '#';
     for (const auto& [label, l] : kLetters) {
@@ -178,6 +187,9 @@ void RegisterPlanCommand(CLI::App& app) {
     std::string lora_targets = "all-linear";
     std::string dtype;  // empty: the checkpoint's format
     std::string kv_dtype = "bf16";
+    std::string recipe = "auto";
+    std::string framework, precision, optimizer;  // empty: the recipe's
+    std::string recompute = "auto";
     bool json = false;
     std::string svg;
   };
@@ -199,6 +211,17 @@ void RegisterPlanCommand(CLI::App& app) {
   sub->add_option("--dtype", o->dtype,
                   "Serving weight format: bf16 fp16 fp8 int8 int4 nf4 (default: the checkpoint's)");
   sub->add_option("--kv-dtype", o->kv_dtype, "KV cache format: bf16 fp8")->capture_default_str();
+  sub->add_option("--recipe", o->recipe,
+                  "Training defaults of a tool: auto (Megatron-LM or DeepSpeed) megatron deepspeed hf peft torchtune")
+      ->capture_default_str();
+  sub->add_option("--framework", o->framework, "auto megatron deepspeed hf (default: the recipe's)");
+  sub->add_option("--precision", o->precision,
+                  "mixed (bf16 + fp32 master) bf16 (pure) fp32 autocast (fp32 weights, bf16 compute) (default: the "
+                  "recipe's)");
+  sub->add_option("--optimizer", o->optimizer, "adamw adamw-8bit sgd-momentum adafactor (default: the recipe's)");
+  sub->add_option("--recompute", o->recompute,
+                  "Activation recompute: auto (the plan chooses none or full) none selective full")
+      ->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON instead of a table");
   sub->add_option("--svg", o->svg, "Write an SVG chart of the memory breakdowns to FILE");
   sub->callback([o] {
@@ -220,6 +243,29 @@ void RegisterPlanCommand(CLI::App& app) {
     auto kv = workload::ParseDType(o->kv_dtype);
     if (!dtype.ok() || !kv.ok()) Fail(std::string((!dtype.ok() ? dtype : kv).status().message()));
 
+    auto recipe = workload::RecipePreset(o->recipe);
+    if (!recipe.ok()) Fail(fmt::format("--recipe: {}", std::string(recipe.status().message())));
+    if (!o->framework.empty()) {
+      auto f = workload::ParseFramework(o->framework);
+      if (!f.ok()) Fail(fmt::format("--framework: {}", std::string(f.status().message())));
+      recipe->framework = *f;
+    }
+    if (!o->precision.empty()) {
+      auto p = workload::ParsePrecision(o->precision);
+      if (!p.ok()) Fail(fmt::format("--precision: {}", std::string(p.status().message())));
+      recipe->precision = *p;
+    }
+    if (!o->optimizer.empty()) {
+      auto opt = workload::ParseOptimizer(o->optimizer);
+      if (!opt.ok()) Fail(fmt::format("--optimizer: {}", std::string(opt.status().message())));
+      recipe->optimizer = *opt;
+    }
+    if (o->recompute != "auto") {
+      auto r = workload::ParseRecompute(o->recompute);
+      if (!r.ok()) Fail(fmt::format("--recompute: {} (or auto)", std::string(r.status().message())));
+      recipe->recompute = *r;
+    }
+
     const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin();
     const std::vector<workload::PoolEntry> pool =
         o->gpus.empty() ? workload::DefaultPool(catalog) : ParsePool(o->gpus, catalog);
@@ -232,6 +278,7 @@ void RegisterPlanCommand(CLI::App& app) {
     task.lora.targets = absl::StrSplit(o->lora_targets, ',', absl::SkipEmpty());
     if (!o->dtype.empty()) task.inference_dtype = *dtype;
     task.kv_dtype = *kv;
+    task.recipe = *recipe;
     workload::PlannerOptions po;
     po.objective = *objective;
     po.top_k = o->top;
@@ -263,6 +310,19 @@ void RegisterPlanCommand(CLI::App& app) {
           launch_json["megatron"] = *m;
           launch_text += "  megatron: " + workload::ShellJoin(*m) + "\n";
         }
+        if (auto h = workload::HfTrainerArgs(best, task); h.ok()) {
+          launch_json["hf_trainer"] = *h;
+          launch_text += "  hf trainer: " + workload::ShellJoin(*h) + "\n";
+          if (task.recipe.precision == workload::Precision::kPureBf16) {
+            launch_text += "  (pure bf16: load the model with torch_dtype=torch.bfloat16; no --bf16)\n";
+          }
+        }
+        if (launch_json.size() == 1) {
+          launch_text += fmt::format(
+              "  (no tool launch renders this recipe: framework {}, precision {}, optimizer {})\n",
+              workload::FrameworkName(task.recipe.framework), workload::PrecisionName(task.recipe.precision),
+              workload::OptimizerName(task.recipe.optimizer));
+        }
       }
     }
 
@@ -282,6 +342,11 @@ void RegisterPlanCommand(CLI::App& app) {
                    {"seq", task.seq},
                    {"batch", task.batch},
                    {"tokens", task.tokens}};
+      j["recipe"] = {{"framework", std::string(workload::FrameworkName(task.recipe.framework))},
+                     {"precision", std::string(workload::PrecisionName(task.recipe.precision))},
+                     {"optimizer", std::string(workload::OptimizerName(task.recipe.optimizer))},
+                     {"recompute", task.recipe.recompute ? std::string(workload::RecomputeName(*task.recipe.recompute))
+                                                         : std::string("auto")}};
       j["candidates"] = nlohmann::json::array();
       for (const auto& c : plan->candidates) j["candidates"].push_back(workload::PlanCandidateToJson(c));
       j["rejected"] = plan->rejected;

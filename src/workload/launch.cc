@@ -39,6 +39,16 @@ absl::StatusOr<nlohmann::json> DeepSpeedConfig(const PlanCandidate& plan, const 
   if (plan.layout.pp > 1) {
     return absl::InvalidArgumentError("DeepSpeed config: pipeline-parallel plans need Megatron-LM (use MegatronArgs)");
   }
+  const Recipe& r = task.recipe;
+  if (r.framework != Framework::kAuto && r.framework != Framework::kDeepSpeed) {
+    return absl::InvalidArgumentError(
+        fmt::format("DeepSpeed config: the plan's recipe is {}", FrameworkName(r.framework)));
+  }
+  if (r.precision != Precision::kMixed && r.precision != Precision::kFp32) {
+    return absl::InvalidArgumentError(
+        fmt::format("DeepSpeed config: precision {} is not a DeepSpeed mode (bf16 with fp32 master, or fp32)",
+                    PrecisionName(r.precision)));
+  }
   const int64_t dp = plan.layout.dp;
   const int64_t accumulation = std::max<int64_t>(1, task.batch / (plan.micro_batch * dp));
   nlohmann::json j;
@@ -46,7 +56,7 @@ absl::StatusOr<nlohmann::json> DeepSpeedConfig(const PlanCandidate& plan, const 
   j["train_micro_batch_size_per_gpu"] = plan.micro_batch;
   j["gradient_accumulation_steps"] = accumulation;
   j["gradient_clipping"] = 1.0;
-  j["bf16"] = {{"enabled", true}};
+  j["bf16"] = {{"enabled", r.precision == Precision::kMixed}};
   nlohmann::json zero = {{"stage", plan.zero_stage}, {"overlap_comm", true}, {"contiguous_gradients", true}};
   if (plan.cpu_offload_bytes > 0) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   j["zero_optimization"] = zero;
@@ -63,6 +73,24 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
   if (c.kind != ArchitectureKind::kDecoder) {
     return absl::InvalidArgumentError(
         fmt::format("Megatron-LM arguments: model_type '{}' is not a decoder-only model", c.model_type));
+  }
+  const Recipe& r = task.recipe;
+  if (r.framework != Framework::kAuto && r.framework != Framework::kMegatron) {
+    return absl::InvalidArgumentError(
+        fmt::format("Megatron-LM arguments: the plan's recipe is {}", FrameworkName(r.framework)));
+  }
+  if (plan.zero_stage >= 2) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Megatron-LM arguments: ZeRO-{} is DeepSpeed's (Megatron's distributed optimizer is ZeRO-1)", plan.zero_stage));
+  }
+  if (r.precision != Precision::kMixed && r.precision != Precision::kFp32) {
+    return absl::InvalidArgumentError(
+        fmt::format("Megatron-LM arguments: precision {} is not a Megatron mode (--bf16 with fp32 master, or fp32)",
+                    PrecisionName(r.precision)));
+  }
+  if (r.optimizer != Optimizer::kAdamW && r.optimizer != Optimizer::kSgdMomentum) {
+    return absl::InvalidArgumentError(fmt::format(
+        "Megatron-LM arguments: optimizer {} is not one of Megatron's (adam, sgd)", OptimizerName(r.optimizer)));
   }
   const ParallelLayout& l = plan.layout;
   std::vector<std::string> a = {"--tensor-model-parallel-size",
@@ -86,8 +114,9 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
                                 "--num-attention-heads",
                                 Str(c.num_heads),
                                 "--kv-channels",
-                                Str(c.head_dim),
-                                "--bf16"};
+                                Str(c.head_dim)};
+  if (r.precision == Precision::kMixed) a.push_back("--bf16");
+  if (r.optimizer == Optimizer::kSgdMomentum) a.insert(a.end(), {"--optimizer", "sgd"});
   if (c.num_kv_heads != c.num_heads) {
     a.insert(a.end(), {"--group-query-attention", "--num-query-groups", Str(c.num_kv_heads)});
   }
@@ -118,6 +147,43 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
       break;
   }
   a.insert(a.end(), {"--attention-backend", "flash"});
+  return a;
+}
+
+absl::StatusOr<std::vector<std::string>> HfTrainerArgs(const PlanCandidate& plan, const Task& task) {
+  if (!IsTraining(task)) return absl::InvalidArgumentError("Hugging Face Trainer arguments: not a training plan");
+  const Recipe& r = task.recipe;
+  if (r.framework != Framework::kHuggingFace) {
+    return absl::InvalidArgumentError(
+        fmt::format("Hugging Face Trainer arguments: the plan's recipe is {}", FrameworkName(r.framework)));
+  }
+  if (r.precision == Precision::kMixed) {
+    return absl::InvalidArgumentError(
+        "Hugging Face Trainer arguments: bf16 weights with an fp32 master copy is not a Trainer mode (use "
+        "--precision autocast or bf16)");
+  }
+  if (plan.recompute == Recompute::kSelective) {
+    return absl::InvalidArgumentError("Hugging Face Trainer arguments: selective recompute is Megatron's");
+  }
+  const int64_t accumulation = std::max<int64_t>(1, task.batch / (plan.micro_batch * plan.layout.dp));
+  std::vector<std::string> a = {"--per_device_train_batch_size", Str(plan.micro_batch), "--gradient_accumulation_steps",
+                                Str(accumulation)};
+  if (r.precision == Precision::kAutocast) a.push_back("--bf16");
+  if (plan.recompute == Recompute::kFull) a.push_back("--gradient_checkpointing");
+  switch (r.optimizer) {
+    case Optimizer::kAdamW:
+      a.insert(a.end(), {"--optim", "adamw_torch"});
+      break;
+    case Optimizer::kAdamW8bit:
+      a.insert(a.end(), {"--optim", "adamw_bnb_8bit"});
+      break;
+    case Optimizer::kSgdMomentum:
+      a.insert(a.end(), {"--optim", "sgd"});
+      break;
+    case Optimizer::kAdafactor:
+      a.insert(a.end(), {"--optim", "adafactor"});
+      break;
+  }
   return a;
 }
 

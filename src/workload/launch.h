@@ -5,6 +5,9 @@
 //  - a DeepSpeed JSON config (batch sizes, bf16, ZeRO stage and offload, activation checkpointing)
 //    for plans without pipeline parallelism (DeepSpeed's pipeline engine needs model changes);
 //  - Megatron-LM `pretrain_gpt.py` arguments (parallel sizes, the model's shape, recompute);
+//  - Hugging Face `TrainingArguments` flags for the Hugging Face recipe;
+// Each renders only plans of a recipe its tool runs (training_memory.h Recipe), so the memory of the
+// plan is the memory of the launched run.
 //  - vLLM `serve` arguments for inference plans.
 // Flag names follow each tool's documentation (torchrun --help; DeepSpeed "Configuration JSON";
 // Megatron-LM megatron/training/arguments.py; vLLM "Engine Arguments").
@@ -42,6 +45,13 @@ absl::StatusOr<nlohmann::json> DeepSpeedConfig(const PlanCandidate& plan, const 
 // plans and for encoder-decoder / vision models.
 absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& config, const PlanCandidate& plan,
                                                       const Task& task);
+
+// Hugging Face `TrainingArguments` flags for a plan of the Hugging Face recipe (Framework::kHuggingFace):
+// --per_device_train_batch_size, --gradient_accumulation_steps, --bf16 (autocast), --gradient_checkpointing
+// (full recompute), --optim (adamw_torch, adamw_bnb_8bit, sgd, adafactor). Pure bf16 has no flag: the
+// model is loaded with torch_dtype=bfloat16 and the Trainer runs without --bf16. InvalidArgument for
+// inference plans, other frameworks, mixed precision (no Trainer mode) and selective recompute.
+absl::StatusOr<std::vector<std::string>> HfTrainerArgs(const PlanCandidate& plan, const Task& task);
 
 // `vllm serve MODEL ...` for an inference plan. InvalidArgument for training plans.
 absl::StatusOr<std::vector<std::string>> VllmServeArgs(const ModelConfig& config, const PlanCandidate& plan,

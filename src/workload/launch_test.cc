@@ -66,10 +66,19 @@ TEST(LaunchTest, TorchrunMultiNode) {
 
 TEST(LaunchTest, MegatronForPretrainPlan) {
   const ModelConfig llama = Load("llama/Meta-Llama-3.1-70B.json");
-  const Task task{TaskKind::kPretrain, 8192, 256};
+  Task task{TaskKind::kPretrain, 8192, 256};
+  // The default search may pick DeepSpeed's ZeRO-3, which Megatron-LM cannot run: it is refused, and
+  // the Megatron recipe plans only what Megatron runs (its distributed optimizer is ZeRO-1).
+  const PlanCandidate any = Best(llama, task, "H100-SXM-80GB", 64, 64);
+  if (any.zero_stage >= 2) {
+    EXPECT_FALSE(MegatronArgs(llama, any, task).ok());
+  }
+  task.recipe = *RecipePreset("megatron");
   const PlanCandidate plan = Best(llama, task, "H100-SXM-80GB", 64, 64);
+  EXPECT_LE(plan.zero_stage, 1);
   auto args = MegatronArgs(llama, plan, task);
   ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(std::count(args->begin(), args->end(), "--use-distributed-optimizer"), plan.zero_stage == 1 ? 1 : 0);
   EXPECT_EQ(Flag(*args, "--tensor-model-parallel-size"), std::to_string(plan.layout.tp));
   EXPECT_EQ(Flag(*args, "--pipeline-model-parallel-size"), std::to_string(plan.layout.pp));
   EXPECT_EQ(Flag(*args, "--global-batch-size"), "256");

@@ -23,6 +23,7 @@ absl::StatusOr<LoraParams> CountLoraParams(const ModelConfig& config, const Lora
     seen.insert(g.name);
     p.trainable += lora.rank * (g.in_features + g.out_features) * g.copies;
     p.adapted_matrices += g.copies;
+    p.adapted_inputs_per_token += g.in_features * g.active_copies;
   }
   if (!all) {
     for (const std::string& w : wanted) {

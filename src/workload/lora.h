@@ -26,6 +26,9 @@ struct LoraConfig {
 struct LoraParams {
   int64_t trainable = 0;  // r·(d_in + d_out) summed over adapted matrices
   int64_t adapted_matrices = 0;
+  // Sum of in_features over the adapted matrices a token passes through (routed experts: only its
+  // experts_per_token), whole model: PEFT casts each adapted layer's input to the adapters' fp32.
+  int64_t adapted_inputs_per_token = 0;
 };
 
 // Trainable adapter parameters. InvalidArgument when a target names no projection of the model

@@ -147,7 +147,13 @@ bool Better(const PlanCandidate& a, const PlanCandidate& b, Objective o) {
 class Planner {
  public:
   Planner(const ModelConfig& config, const Task& task, const PlannerOptions& options)
-      : c_(config), task_(task), opt_(options), inventory_(ParamInventory(config)) {}
+      : c_(config), task_(task), opt_(options), inventory_(ParamInventory(config)) {
+    if (task_.recipe.recompute) {
+      recompute_modes_ = {*task_.recipe.recompute};
+    } else {
+      recompute_modes_ = opt_.recompute_modes;
+    }
+  }
 
   absl::Status Init() {
     if (task_.kind == TaskKind::kLora || task_.kind == TaskKind::kQlora) {
@@ -158,7 +164,7 @@ class Planner {
     if (task_.kind == TaskKind::kInference) {
       inference_flops_ = ComputeInferenceFlops(c_, task_.seq);
     } else {
-      for (Recompute r : opt_.recompute_modes) flops_[r] = ComputeFlopsPerToken(c_, task_.seq, r);
+      for (Recompute r : recompute_modes_) flops_[r] = ComputeFlopsPerToken(c_, task_.seq, r);
     }
     return absl::OkStatus();
   }
@@ -187,7 +193,11 @@ class Planner {
              : task_.kind == TaskKind::kQlora ? FineTune::kQlora
                                               : FineTune::kFull;
     o.lora = task_.lora;
-    o.fp32_grads = task_.kind == TaskKind::kPretrain;  // Megatron-style main grads for pre-training
+    o.fp32_grads = task_.kind == TaskKind::kPretrain &&  // Megatron-style main grads for pre-training
+                   (task_.recipe.framework == Framework::kAuto || task_.recipe.framework == Framework::kMegatron);
+    o.framework = task_.recipe.framework;
+    o.precision = task_.recipe.precision;
+    o.optimizer = task_.recipe.optimizer;
     o.zero_stage = zero;
     o.seq = task_.seq;
     o.micro_batch = mb;
@@ -238,6 +248,16 @@ class Planner {
     if (tps.empty()) tps.push_back(1);
     return tps;
   }
+  // Megatron-LM's distributed optimizer is ZeRO-1; Hugging Face on DDP shards nothing.
+  static int MaxZeroStage(Framework f) {
+    return f == Framework::kDeepSpeed || f == Framework::kAuto ? 3 : f == Framework::kMegatron ? 1 : 0;
+  }
+  // DeepSpeed's config has no pipeline (its pipeline engine needs model changes); Hugging Face on DDP
+  // has neither tensor nor pipeline parallelism.
+  static bool FrameworkRuns(Framework f, int tp, int pp) {
+    if (f == Framework::kHuggingFace) return tp == 1 && pp == 1;
+    return f != Framework::kDeepSpeed || pp == 1;
+  }
   static bool Allowed(const std::vector<int>& list, int v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   }
@@ -247,6 +267,7 @@ class Planner {
   const PlannerOptions& opt_;
   const std::vector<ParamGroup> inventory_;
   std::optional<LoraParams> lora_;
+  std::vector<Recompute> recompute_modes_;  // the recipe's, else the options'
   std::map<Recompute, FlopsPerToken> flops_;
   InferenceFlops inference_flops_;
   std::map<std::tuple<int, int, int>, GpuShard> shards_;
@@ -308,6 +329,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
     for (int pp : pps) {
       if ((n / tp) % pp != 0 || !Allowed(opt_.allowed_pp, pp)) continue;
       if (pp > 1 && tp != tps.back()) continue;  // PP only once TP fills the domain
+      if (task_.kind != TaskKind::kInference && !FrameworkRuns(task_.recipe.framework, tp, pp)) continue;
       // Serving replicas: TP x PP is the replica size (below it, one replica of all n GPUs, which
       // cannot hold the load but says by how much).
       if (replica > 0 && tp * pp != std::min(n, replica)) continue;
@@ -369,10 +391,10 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
             }
           }
           for (int zero : zeros) {
-            if (!Allowed(opt_.zero_stages, zero)) continue;
+            if (!Allowed(opt_.zero_stages, zero) || zero > MaxZeroStage(task_.recipe.framework)) continue;
             for (int64_t mb : opt_.micro_batches) {
               if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
-              for (Recompute r : opt_.recompute_modes) {
+              for (Recompute r : recompute_modes_) {
                 const TrainingOptions o = TrainingFor(l, zero, mb, r);
                 MemoryContext ctx{&inventory_, &shard, lora_ ? &*lora_ : nullptr, false};
                 auto mem = EstimateTrainingMemory(c_, o, ctx);

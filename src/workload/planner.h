@@ -69,6 +69,7 @@ struct Task {
   int64_t batch = 1;
   double tokens = 0;  // token budget (trained or generated); 0: report one step's time
   LoraConfig lora{16, {"all-linear"}};
+  Recipe recipe;  // training: framework, precision, optimizer, forced recompute (training_memory.h)
   // Weights when serving; unset: the checkpoint's own format (quantization_config, else torch_dtype,
   // dtype.h CheckpointScheme), e.g. DeepSeek-V3's fp8 blocks or gpt-oss's MXFP4 experts.
   std::optional<DType> inference_dtype;

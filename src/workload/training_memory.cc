@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "workload/inference_memory.h"
 #include "workload/param_count.h"
@@ -35,8 +38,67 @@ std::string_view OptimizerName(Optimizer o) {
       return "adamw-8bit";
     case Optimizer::kSgdMomentum:
       return "sgd-momentum";
+    case Optimizer::kAdafactor:
+      return "adafactor";
   }
   return "?";
+}
+
+std::string_view PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kMixed:
+      return "mixed";
+    case Precision::kPureBf16:
+      return "bf16";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kAutocast:
+      return "autocast";
+  }
+  return "?";
+}
+
+std::string_view FrameworkName(Framework f) {
+  switch (f) {
+    case Framework::kAuto:
+      return "auto";
+    case Framework::kMegatron:
+      return "megatron";
+    case Framework::kDeepSpeed:
+      return "deepspeed";
+    case Framework::kHuggingFace:
+      return "hf";
+  }
+  return "?";
+}
+
+namespace {
+
+// The enumerator of `E` whose Name(e) is `name`, over the `count` enumerators 0..count-1.
+template <typename E, typename NameFn>
+absl::StatusOr<E> ParseByName(std::string_view name, int count, NameFn name_of, std::string_view what) {
+  std::vector<std::string_view> names;
+  for (int i = 0; i < count; ++i) {
+    const E e = static_cast<E>(i);
+    if (name_of(e) == name) return e;
+    names.push_back(name_of(e));
+  }
+  return absl::InvalidArgumentError(fmt::format("unknown {} '{}' (one of: {})", what, name, fmt::join(names, ", ")));
+}
+
+}  // namespace
+
+absl::StatusOr<Optimizer> ParseOptimizer(std::string_view name) {
+  return ParseByName<Optimizer>(name, 4, OptimizerName, "optimizer");
+}
+absl::StatusOr<Recompute> ParseRecompute(std::string_view name) {
+  return ParseByName<Recompute>(name, 3, RecomputeName, "recompute");
+}
+absl::StatusOr<Precision> ParsePrecision(std::string_view name) {
+  return ParseByName<Precision>(name, 4, PrecisionName, "precision");
+}
+absl::StatusOr<Framework> ParseFramework(std::string_view name) {
+  return ParseByName<Framework>(name, 4, FrameworkName, "framework");
 }
 
 std::string_view RecomputeName(Recompute r) {
@@ -51,18 +113,55 @@ std::string_view RecomputeName(Recompute r) {
   return "?";
 }
 
+absl::StatusOr<Recipe> RecipePreset(std::string_view name) {
+  Recipe r;
+  if (name == "auto") return r;
+  if (name == "megatron") {
+    r.framework = Framework::kMegatron;
+    return r;
+  }
+  if (name == "deepspeed") {
+    r.framework = Framework::kDeepSpeed;
+    return r;
+  }
+  if (name == "hf" || name == "peft") {
+    r.framework = Framework::kHuggingFace;
+    r.precision = Precision::kAutocast;
+    return r;
+  }
+  if (name == "torchtune") {
+    r.framework = Framework::kHuggingFace;
+    r.precision = Precision::kPureBf16;
+    r.recompute = Recompute::kFull;
+    return r;
+  }
+  return absl::InvalidArgumentError(
+      fmt::format("unknown recipe '{}' (one of: auto, megatron, deepspeed, hf, peft, torchtune)", name));
+}
+
 StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads) {
+  return RecipeStates(optimizer, Precision::kMixed, fp32_grads);
+}
+
+StateBytes RecipeStates(Optimizer optimizer, Precision precision, bool fp32_grads) {
   StateBytes b;
-  b.grad = fp32_grads ? 4 : 2;
+  const bool wide = precision == Precision::kFp32 || precision == Precision::kAutocast;
+  b.weight = wide ? 4 : 2;
+  b.grad = wide || fp32_grads ? 4 : 2;
+  b.master = precision == Precision::kMixed ? 4 : 0;
+  const double moment = precision == Precision::kPureBf16 ? 2 : 4;
   switch (optimizer) {
     case Optimizer::kAdamW:
-      b.optimizer = 8;  // fp32 momentum + variance
+      b.optimizer = 2 * moment;  // momentum + variance
       break;
     case Optimizer::kAdamW8bit:
       b.optimizer = 2;  // bitsandbytes 8-bit blockwise states (Dettmers et al. 2021, arXiv:2110.02861)
       break;
     case Optimizer::kSgdMomentum:
-      b.optimizer = 4;  // fp32 momentum
+      b.optimizer = moment;
+      break;
+    case Optimizer::kAdafactor:
+      b.optimizer = 0;
       break;
   }
   return b;
@@ -195,8 +294,12 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   r.params_on_gpu = shard.Params();
   const int expert_dp = std::max(l.dp / l.ep, 1);
 
+  const bool eager = o.framework == Framework::kHuggingFace;
+  double step_temporary = 0;  // eager: live with the gradients during the optimizer step
+  std::string step_formula;
+  double lora_inputs_per_token = 0;
   if (o.mode == FineTune::kFull) {
-    const StateBytes b = MixedPrecisionStates(o.optimizer, o.fp32_grads);
+    const StateBytes b = RecipeStates(o.optimizer, o.precision, o.fp32_grads);
     const ModelStates d = ZeroModelStates(dense, b, o.zero_stage, l.dp, o.offload_optimizer, o.offload_params);
     const ModelStates e = ZeroModelStates(expert, b, o.zero_stage, expert_dp, o.offload_optimizer, o.offload_params);
     const std::string shard_note = F("{:.4g} params/GPU (TP {} PP {} EP {}), ZeRO-{} over DP {}", r.params_on_gpu, l.tp,
@@ -207,6 +310,21 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
           F("{} master + {} {} B/param x {}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note));
     r.cpu_offload_bytes = d.cpu + e.cpu;
     for (const ParamGroup& g : inventory) r.trainable_params += static_cast<double>(g.Total());
+    if (o.precision == Precision::kAutocast) {
+      m.Add("autocast_cache", 2 * r.params_on_gpu,
+            F("torch.autocast's bf16 copy of every weight: 2 B/param x {:.4g}", r.params_on_gpu));
+    }
+    if (o.precision == Precision::kMixed && !o.offload_optimizer) {
+      double largest = 0;
+      for (const ShardedGroup& g : shard.groups) {
+        largest = std::max(largest, static_cast<double>(g.in_features) * static_cast<double>(g.out_features));
+      }
+      step_temporary = 4 * largest;
+      step_formula = F("fp32 copy of the largest gradient ({:.4g} params) while the master steps", largest);
+    } else if (o.optimizer == Optimizer::kAdamW && !o.offload_optimizer) {
+      step_temporary = b.optimizer / 2 * r.params_on_gpu / (o.zero_stage >= 1 ? l.dp : 1);
+      step_formula = F("one moment-sized temporary of torch.optim.AdamW's foreach step ({} B/param)", b.optimizer / 2);
+    }
   } else {
     const bool qlora = o.mode == FineTune::kQlora;
     const QuantScheme base = qlora ? QuantScheme{DType::kNf4, 0, true} : QuantScheme{DType::kBf16};
@@ -219,6 +337,7 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     absl::StatusOr<LoraParams> lora = ctx.lora != nullptr ? *ctx.lora : CountLoraParams(config, o.lora);
     if (!lora.ok()) return lora.status();
     r.trainable_params = static_cast<double>(lora->trainable);
+    lora_inputs_per_token = static_cast<double>(lora->adapted_inputs_per_token);
     // Adapters split with their base matrices over TP and PP.
     double total_linear = 0;
     for (const ParamGroup& g : inventory) {
@@ -262,10 +381,46 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   double extra = 2 * s * bsz * config.hidden_size * in_flight / (l.sequence_parallel ? l.tp : 1);
   std::string extra_formula = F("embedding output 2 x s x b x h x {} in flight", in_flight);
   if (l.pp == 1 && config.vocab_size > 0) {
-    extra += 4 * s * bsz * CeilDiv(config.vocab_size, l.tp);
-    extra_formula += F(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
+    const double per_logit = eager ? 14 : 4;
+    extra += per_logit * s * bsz * CeilDiv(config.vocab_size, l.tp);
+    extra_formula += eager ? F(" + Hugging Face loss 14 (bf16 logits 2, fp32 copy 4, log-softmax 4, its grad 4)"
+                               " x s x b x ceil(V/t)={}",
+                               CeilDiv(config.vocab_size, l.tp))
+                           : F(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
   }
   m.Add("embedding_logits", extra, extra_formula);
+  if (eager && o.mode != FineTune::kFull && lora_inputs_per_token > 0) {
+    // PEFT casts each adapted layer's input to the fp32 adapters; kept for the adapters' backward.
+    const double inputs_per_layer = lora_inputs_per_token / std::max<int64_t>(config.TotalLayers(), 1);
+    const double held = o.recompute == Recompute::kFull ? 1 : layers;
+    m.Add("peft_fp32_inputs", 4 * s * bsz * inputs_per_layer / l.tp * held,
+          F("4 B x s x b x {:.4g} adapted input features per layer / t={} x {:.4g} layers", inputs_per_layer, l.tp,
+            held));
+  }
+  if (eager) {
+    // Gradients and the step's temporaries are live after the activations are freed: only what they
+    // add above the activation-side peak counts.
+    double activation_side = 0;
+    for (const MemoryTerm& t : m.terms) {
+      if (t.label == "activations" || t.label == "recompute_workspace" || t.label == "embedding_logits" ||
+          t.label == "peft_fp32_inputs" || t.label == "autocast_cache") {
+        activation_side += static_cast<double>(t.bytes);
+      }
+    }
+    for (MemoryTerm& t : m.terms) {
+      if (t.label != "gradients") continue;
+      const double grads = static_cast<double>(t.bytes);
+      const double above = std::max(0.0, grads + step_temporary - activation_side);
+      const std::string was = t.formula;
+      t.bytes = static_cast<uint64_t>(above + 0.5);
+      if (ctx.formulas) {
+        t.formula = fmt::format(
+            "max(0, gradients {:.4g} B ({}){} - activation side {:.4g} B): eager PyTorch frees "
+            "gradients after each step",
+            grads, was, step_temporary > 0 ? " + " + step_formula : std::string(), activation_side);
+      }
+    }
+  }
   m.Add("runtime", static_cast<double>(kCudaContextBytes), "CUDA context and kernels (kCudaContextBytes)");
   return r;
 }

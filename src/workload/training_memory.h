@@ -21,9 +21,29 @@
 // layer (I = 4h, MHA) this is exactly the paper's 34. FlashAttention drops the 5as/(ht) term
 // (Dao et al. 2022, arXiv:2205.14135). Pipeline: the first stage holds L/p layers for min(p, m)
 // micro-batches (1F1B), times 1 + (p − 1)/(p·v) when interleaved with v chunks.
+//
+// Recipes. The precision sets the bytes per parameter (RecipeStates); the framework sets what is live
+// at the peak:
+//  - Megatron-LM and DeepSpeed (Framework::kAuto, kMegatron, kDeepSpeed) keep gradients in buffers allocated
+//    once, so weights, gradients, optimizer states and the activations are live together, and compute
+//    the loss from fp32 logits (4 B per logit).
+//  - Hugging Face Transformers / PEFT / torchtune on eager PyTorch (Framework::kHuggingFace) free the
+//    gradients after each step (`zero_grad(set_to_none=True)`), so the peak is
+//      weights + optimizer states + max(autocast cache + activations + loss + PEFT inputs,
+//                                        gradients + optimizer-step temporaries);
+//    its loss (`ForCausalLMLoss`) holds bf16 logits 2 + their fp32 copy 4 + log-softmax 4 + its
+//    gradient 4 = 14 B per logit; PEFT keeps LoRA adapters in fp32 and casts each adapted layer's
+//    input to fp32 (4 B per input feature per token, beside the bf16 activations); torch.autocast
+//    caches a bf16 copy of every weight it casts until the step (2 B/param); torch.optim.AdamW's
+//    foreach step makes one moment-sized temporary (PyTorch's default on CUDA).
+//    Calibrated on one H200 against torch.cuda.max_memory_allocated, 0.5B-8B models, full and LoRA,
+//    with and without recompute: 12 rows within 10% (docs/device-check.md, training_memory_test.cc).
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
 
 #include "workload/dtype.h"
 #include "workload/lora.h"
@@ -33,10 +53,26 @@
 
 namespace gpugeek::workload {
 
-enum class Optimizer { kAdamW, kAdamW8bit, kSgdMomentum };
+enum class Optimizer { kAdamW, kAdamW8bit, kSgdMomentum, kAdafactor };
 enum class Recompute { kNone, kSelective, kFull };
+// kMixed: bf16 weights and gradients, an fp32 master copy, fp32 moments (Megatron --bf16, DeepSpeed
+// bf16). kPureBf16: bf16 weights, gradients and moments, no master (torchtune's default). kFp32:
+// everything fp32. kAutocast: fp32 weights, gradients and moments under torch.autocast(bf16) (the
+// Hugging Face Trainer's `bf16=True`).
+enum class Precision { kMixed, kPureBf16, kFp32, kAutocast };
+// kAuto: Megatron-LM or DeepSpeed, whichever the layout needs (pipeline parallelism: Megatron-LM;
+// ZeRO-2/3: DeepSpeed); both have the same memory semantics.
+enum class Framework { kAuto, kMegatron, kDeepSpeed, kHuggingFace };
 std::string_view OptimizerName(Optimizer o);
 std::string_view RecomputeName(Recompute r);
+std::string_view PrecisionName(Precision p);
+std::string_view FrameworkName(Framework f);
+// By name ("adamw", "adamw-8bit", "sgd-momentum", "adafactor"; "none", "selective", "full";
+// "mixed", "bf16", "fp32", "autocast"; "auto", "megatron", "deepspeed", "hf"). InvalidArgument lists the names.
+absl::StatusOr<Optimizer> ParseOptimizer(std::string_view name);
+absl::StatusOr<Recompute> ParseRecompute(std::string_view name);
+absl::StatusOr<Precision> ParsePrecision(std::string_view name);
+absl::StatusOr<Framework> ParseFramework(std::string_view name);
 
 // Bytes per parameter of each model-state kind (see the header comment).
 struct StateBytes {
@@ -50,6 +86,27 @@ struct StateBytes {
 // including the fp32 master, 8-bit AdamW 6, SGD with momentum 8). `fp32_grads`: Megatron keeps
 // fp32 main gradients (g = 4) instead of bf16 ones (g = 2, the ZeRO paper's convention).
 StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads);
+// How a training job runs: the framework, its precision and optimizer, and the activation recompute
+// (unset: the planner chooses none or full, whichever the plan needs).
+struct Recipe {
+  Framework framework = Framework::kAuto;
+  Precision precision = Precision::kMixed;
+  Optimizer optimizer = Optimizer::kAdamW;
+  std::optional<Recompute> recompute;
+};
+// The defaults of the tools users name (`gpugeek plan --recipe NAME`):
+//   auto (the default), megatron, deepspeed: mixed precision (bf16 with an fp32 master), AdamW, recompute chosen;
+//   hf: Hugging Face Trainer with `bf16=True` (autocast over fp32 weights), AdamW (adamw_torch);
+//   peft: the same with LoRA adapters (PEFT); recompute chosen;
+//   torchtune: its full fine-tune configs: bf16 weights and AdamW states (`dtype: bf16`), activation
+//   checkpointing on (`enable_activation_checkpointing: True`).
+// InvalidArgument for any other name, listing these.
+absl::StatusOr<Recipe> RecipePreset(std::string_view name);
+
+// The states of any precision: moments are fp32 except under kPureBf16 (bf16); 8-bit AdamW keeps
+// 1 + 1 B whatever the precision; Adafactor (no momentum, factored second moment: O(rows + cols)
+// per matrix, Shazeer & Stern 2018, arXiv:1804.04235) is counted as 0 B/param.
+StateBytes RecipeStates(Optimizer optimizer, Precision precision, bool fp32_grads);
 
 struct ModelStates {
   double weights = 0, grads = 0, optimizer = 0;  // GPU bytes (optimizer includes the master copy)
@@ -95,6 +152,8 @@ struct TrainingOptions {
   FineTune mode = FineTune::kFull;
   LoraConfig lora;  // kLora / kQlora
   Optimizer optimizer = Optimizer::kAdamW;
+  Precision precision = Precision::kMixed;
+  Framework framework = Framework::kAuto;
   bool fp32_grads = false;  // Megatron main grads
   int zero_stage = 0;       // 0-3; Megatron distributed optimizer = 1
   bool offload_optimizer = false;
@@ -112,8 +171,11 @@ struct TrainingOptions {
 // adapter states), "activations" (per layer x layers in flight), "recompute_workspace" (one layer
 // without recompute, live during its backward under full recompute), "embedding_logits" (input
 // embedding output s·b·h·2 per micro-batch in flight on the first stage; fp32 logits 4·s·b·V/t on
-// the last), "qlora_dequant" (one bf16 copy of the largest base projection), "runtime"
-// (kCudaContextBytes). The CPU bytes of offload are in `cpu_offload_bytes`.
+// the last; 14 B per logit under kHuggingFace), "qlora_dequant" (one bf16 copy of the largest base
+// projection), "autocast_cache" and "peft_fp32_inputs" (kHuggingFace, see Recipes), "runtime"
+// (kCudaContextBytes). Under kHuggingFace "gradients" holds only what the gradients and step
+// temporaries add above the activation peak (they are not live together). The CPU bytes of offload are in
+// `cpu_offload_bytes`.
 struct TrainingMemory {
   MemoryBreakdown gpu;
   double cpu_offload_bytes = 0;

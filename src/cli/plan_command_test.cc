@@ -1,0 +1,99 @@
+// End-to-end tests of `gpugeek plan` recipes: run the built binary and read what it prints.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace gpugeek::cli {
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result Plan(const std::string& args) {
+  const std::string cmd =
+      std::string(GPUGEEK_BINARY) + " plan " + std::string(GPUGEEK_SHARED_DIR) + "/models/" + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(PlanCommandTest, TorchtuneRecipeRendersTrainerFlagsAndNoMegatron) {
+  const Result r = Plan(
+      "llama/Llama-3.2-1B-Instruct.json --task full --seq 2048 --batch 8 --gpus H200:1 "
+      "--recipe torchtune --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(
+      j["recipe"],
+      nlohmann::json({{"framework", "hf"}, {"precision", "bf16"}, {"optimizer", "adamw"}, {"recompute", "full"}}));
+  const nlohmann::json& best = j["candidates"][0];
+  EXPECT_EQ(best["recompute"], "full");
+  EXPECT_EQ(best["zero_stage"], 0);
+  EXPECT_EQ(j["launch"]["hf_trainer"],
+            nlohmann::json({"--per_device_train_batch_size", "1", "--gradient_accumulation_steps", "8",
+                            "--gradient_checkpointing", "--optim", "adamw_torch"}));
+  EXPECT_FALSE(j["launch"].contains("megatron"));
+  EXPECT_FALSE(j["launch"].contains("deepspeed"));
+  // Pure bf16 AdamW: 2 + 2 + 4 B/param; Llama-3.2-1B has 1,235,814,400 parameters. The gradients and
+  // the step's temporary are live after the activations are freed: both counted in the total.
+  uint64_t states = 0;
+  for (const auto& t : best["memory"]) {
+    if (t["label"] == "weights" || t["label"] == "optimizer_states") states += t["bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(states, 6ull * 1235814400);
+}
+
+TEST(PlanCommandTest, TextShowsThePureBf16NoteAndTheNewTerms) {
+  const Result r = Plan("llama/Meta-Llama-3.1-8B.json --task lora --seq 2048 --batch 4 --gpus H200:1 --recipe peft");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("peft_fp32_inputs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hf trainer: --per_device_train_batch_size 1 --gradient_accumulation_steps 4 --bf16"),
+            std::string::npos)
+      << r.out;
+  const Result t = Plan(
+      "llama/Llama-3.2-1B-Instruct.json --task full --seq 2048 --batch 8 --gpus H200:1 "
+      "--recipe torchtune");
+  ASSERT_EQ(t.exit_code, 0) << t.out;
+  EXPECT_NE(t.out.find("(pure bf16: load the model with torch_dtype=torch.bfloat16; no --bf16)"), std::string::npos)
+      << t.out;
+}
+
+TEST(PlanCommandTest, RecipeWithoutAToolLaunchSaysSo) {
+  const Result r =
+      Plan("llama/Llama-3.2-1B-Instruct.json --task full --seq 2048 --batch 8 --gpus H200:1 --precision autocast");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(no tool launch renders this recipe: framework auto, precision autocast, optimizer adamw)"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(PlanCommandTest, BadRecipeFlagsNameTheFlagAndTheChoices) {
+  const Result p = Plan("llama/Llama-3.2-1B-Instruct.json --task full --precision fp16");
+  EXPECT_EQ(p.exit_code, 2) << p.out;
+  EXPECT_NE(p.out.find("--precision: unknown precision 'fp16' (one of: mixed, bf16, fp32, autocast)"),
+            std::string::npos)
+      << p.out;
+  const Result r = Plan("llama/Llama-3.2-1B-Instruct.json --task full --recipe sky");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("--recipe: unknown recipe 'sky'"), std::string::npos) << r.out;
+  const Result c = Plan("llama/Llama-3.2-1B-Instruct.json --task full --recompute sometimes");
+  EXPECT_EQ(c.exit_code, 2) << c.out;
+  EXPECT_NE(c.out.find("--recompute: unknown recompute 'sometimes' (one of: none, selective, full) (or auto)"),
+            std::string::npos)
+      << c.out;
+}
+
+}  // namespace
+}  // namespace gpugeek::cli

@@ -16,10 +16,12 @@
 #include "absl/strings/str_split.h"
 #include "api/quantity.h"
 #include "cli/commands.h"
+#include "common/file.h"
 #include "common/table.h"
 #include "common/units.h"
 #include "hw/gpu_catalog.h"
 #include "workload/launch.h"
+#include "workload/measured_peaks.h"
 #include "workload/param_count.h"
 #include "workload/plan_json.h"
 #include "workload/planner.h"
@@ -172,6 +174,61 @@ std::string Svg(const std::vector<PlanCandidate>& cands, const std::string& titl
 
 }  // namespace
 
+// `gpugeek plan --compare-measured FILE`: the planner's figure for each measured run of FILE
+// (workload/measured_peaks.h), the error per row, and the median and worst. Exit 1 when `max_error` > 0
+// and a row's |error| exceeds it.
+void CompareMeasured(const std::string& file, const std::string& models_dir, double max_error, bool json) {
+  auto text = ReadFileBounded(file, 16 << 20, "--compare-measured");
+  if (!text.ok()) Fail(std::string(text.status().message()));
+  auto runs = workload::ParseMeasuredRuns(*text);
+  if (!runs.ok()) Fail(fmt::format("--compare-measured {}: {}", file, std::string(runs.status().message())));
+  const std::string base = !models_dir.empty()                   ? models_dir
+                           : file.find('/') != std::string::npos ? file.substr(0, file.rfind('/'))
+                                                                 : std::string(".");
+  TextTable table({"LINE", "MODEL", "TASK", "SEQ", "RECIPE", "PLAN", "PLANNED", "MEASURED", "ERROR"});
+  for (size_t i : {0, 3, 6, 7, 8}) table.AlignRight(i);
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> errors;
+  bool over = false;
+  for (const workload::MeasuredRun& run : *runs) {
+    const std::string path = !run.model.empty() && run.model[0] == '/' ? run.model : base + "/" + run.model;
+    auto config = workload::LoadModelConfig(path);
+    if (!config.ok()) {
+      Fail(fmt::format("--compare-measured {} line {}: {}", file, run.line, std::string(config.status().message())));
+    }
+    auto c = workload::CompareMeasured(*config, run, hw::GpuCatalog::Builtin());
+    if (!c.ok()) Fail(fmt::format("--compare-measured {}: {}", file, std::string(c.status().message())));
+    errors.push_back(std::abs(c->error));
+    over = over || (max_error > 0 && std::abs(c->error) > max_error);
+    const workload::Recipe& r = run.task.recipe;
+    const std::string recipe = fmt::format("{} {} {}", workload::FrameworkName(r.framework),
+                                           workload::PrecisionName(r.precision), workload::OptimizerName(r.optimizer));
+    table.AddRow({std::to_string(run.line), run.model, std::string(workload::TaskKindName(run.task.kind)),
+                  std::to_string(run.task.seq), recipe, c->plan, FormatBytes(c->planned_bytes),
+                  FormatBytes(static_cast<uint64_t>(run.measured_bytes)), fmt::format("{:+.1f}%", 100 * c->error)});
+    rows.push_back({{"line", run.line},
+                    {"model", run.model},
+                    {"recipe", recipe},
+                    {"plan", c->plan},
+                    {"planned_bytes", c->planned_bytes},
+                    {"measured_bytes", run.measured_bytes},
+                    {"error", c->error},
+                    {"source", run.source}});
+  }
+  std::sort(errors.begin(), errors.end());
+  const double median = errors.empty() ? 0 : errors[errors.size() / 2];
+  const double worst = errors.empty() ? 0 : errors.back();
+  if (json) {
+    std::cout << nlohmann::json({{"rows", rows}, {"median_abs_error", median}, {"worst_abs_error", worst}}).dump(2)
+              << "\n";
+  } else {
+    std::cout << table.Render()
+              << fmt::format("\n{} runs: median |error| {:.1f}%, worst {:.1f}%{}\n", errors.size(), 100 * median,
+                             100 * worst, max_error > 0 ? fmt::format(" (limit {:.1f}%)", 100 * max_error) : "");
+  }
+  if (over) throw CLI::RuntimeError(1);
+}
+
 void RegisterPlanCommand(CLI::App& app) {
   struct Options {
     std::string model;
@@ -190,12 +247,20 @@ void RegisterPlanCommand(CLI::App& app) {
     std::string recipe = "auto";
     std::string framework, precision, optimizer;  // empty: the recipe's
     std::string recompute = "auto";
+    std::string compare_measured, models_dir;
+    double max_error = 0;
     bool json = false;
     std::string svg;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("plan", "Size a job from its model's config.json and rank the GPU plans that fit");
-  sub->add_option("model", o->model, "Hugging Face config.json of the model")->required();
+  sub->add_option("model", o->model, "Hugging Face config.json of the model (not with --compare-measured)");
+  sub->add_option("--compare-measured", o->compare_measured,
+                  "CSV of measured training peaks (docs/planner.md): print the planner's error per run");
+  sub->add_option("--models-dir", o->models_dir,
+                  "With --compare-measured: where relative model paths are (default: the CSV's folder)");
+  sub->add_option("--max-error", o->max_error,
+                  "With --compare-measured: exit 1 when a run's |error| exceeds this fraction (0: report only)");
   sub->add_option("--task", o->task, "inference | lora | qlora | full | pretrain")->capture_default_str();
   sub->add_option("--seq", o->seq, "Sequence length (context for inference)")->capture_default_str();
   sub->add_option("--batch", o->batch, "Global batch in sequences (concurrent sequences for inference)")
@@ -225,6 +290,15 @@ void RegisterPlanCommand(CLI::App& app) {
   sub->add_flag("--json", o->json, "Print JSON instead of a table");
   sub->add_option("--svg", o->svg, "Write an SVG chart of the memory breakdowns to FILE");
   sub->callback([o] {
+    if (!o->compare_measured.empty()) {
+      if (!o->model.empty()) Fail("model: not with --compare-measured (the CSV names each run's model)");
+      if (!(o->max_error >= 0 && std::isfinite(o->max_error))) {
+        Fail(fmt::format("--max-error {} must be a fraction >= 0, e.g. 0.1", o->max_error));
+      }
+      CompareMeasured(o->compare_measured, o->models_dir, o->max_error, o->json);
+      return;
+    }
+    if (o->model.empty()) Fail("model: a Hugging Face config.json is required (or --compare-measured FILE)");
     // Flag values first, by flag name (NaN fails each comparison, so it is refused too).
     if (o->seq < 1) Fail(fmt::format("--seq {} must be at least 1", o->seq));
     if (o->batch < 1) Fail(fmt::format("--batch {} must be at least 1", o->batch));

@@ -15,9 +15,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result Plan(const std::string& args) {
-  const std::string cmd =
-      std::string(GPUGEEK_BINARY) + " plan " + std::string(GPUGEEK_SHARED_DIR) + "/models/" + args + " 2>&1";
+// `gpugeek ARGS`, stdout and stderr together.
+Result RunGpugeek(const std::string& args) {
+  const std::string cmd = std::string(GPUGEEK_BINARY) + " " + args + " 2>&1";
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -27,6 +27,11 @@ Result Plan(const std::string& args) {
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// `gpugeek plan ../shared/models/ARGS`.
+Result Plan(const std::string& args) {
+  return RunGpugeek("plan " + std::string(GPUGEEK_SHARED_DIR) + "/models/" + args);
 }
 
 TEST(PlanCommandTest, TorchtuneRecipeRendersTrainerFlagsAndNoMegatron) {
@@ -93,6 +98,30 @@ TEST(PlanCommandTest, BadRecipeFlagsNameTheFlagAndTheChoices) {
   EXPECT_NE(c.out.find("--recompute: unknown recompute 'sometimes' (one of: none, selective, full) (or auto)"),
             std::string::npos)
       << c.out;
+}
+
+TEST(PlanCommandTest, CompareMeasuredPrintsTheErrorPerRunAndHonoursTheLimit) {
+  const std::string csv = std::string(GPUGEEK_SOURCE_DIR) + "/docs/measured/h200-2026-12-04.csv";
+  const std::string models = std::string(GPUGEEK_SHARED_DIR) + "/models";
+  Result r = RunGpugeek("plan --compare-measured " + csv + " --models-dir " + models + " --max-error 0.10 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 12u);
+  EXPECT_EQ(j["rows"][0]["line"], 5);
+  EXPECT_EQ(j["rows"][0]["measured_bytes"], 20866460672.0);
+  EXPECT_LE(j["worst_abs_error"].get<double>(), 0.10);
+  EXPECT_LE(j["median_abs_error"].get<double>(), 0.03);
+  // gpt2-xl is 7.7% low: a 5% limit fails the command.
+  r = RunGpugeek("plan --compare-measured " + csv + " --models-dir " + models + " --max-error 0.05");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("12 runs: median |error|"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(limit 5.0%)"), std::string::npos) << r.out;
+  r = RunGpugeek("plan --compare-measured " + csv + " --models-dir /nonexistent");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("line 5"), std::string::npos) << r.out;
+  r = RunGpugeek("plan llama.json --compare-measured " + csv);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("model: not with --compare-measured"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/file.h"
 #include "workload/launch.h"
+#include "workload/measured_peaks.h"
 #include "workload/planner.h"
 #include "workload/training_memory.h"
 
@@ -59,43 +61,29 @@ TEST(RecipeTest, NamesParseAndBadNamesListTheChoices) {
   EXPECT_THAT(std::string(RecipePreset("sky").status().message()), HasSubstr("one of: auto, megatron, deepspeed"));
 }
 
-// Measured on one NVIDIA H200 (141 GB) by scripts/device-check.sh, 2026-12-04 (docs/device-check.md):
-// three training steps of the model built from its config.json with random weights, transformers 5 +
-// PEFT on PyTorch 2.11, micro-batch 1, SDPA attention; bytes = torch.cuda.max_memory_allocated() + the
-// CUDA context (cudaMemGetInfo minus the allocator's reservation, 718,077,952 B). "mixed" ran bf16 weights
-// with an fp32 master stepped one parameter at a time; "autocast" fp32 weights under torch.autocast(bf16);
-// "bf16" bf16 weights and AdamW moments. LoRA: rank 16 on all linear layers, PEFT's fp32 adapters.
-struct MeasuredPeak {
-  const char* model;
-  FineTune mode;
-  int64_t seq;
-  Precision precision;
-  Recompute recompute;
-  double bytes;
-};
-constexpr MeasuredPeak kH200Peaks[] = {
-    {"qwen/Qwen2-0.5B-Instruct.json", FineTune::kFull, 4096, Precision::kMixed, Recompute::kNone, 20866460672},
-    {"llama/Llama-3.2-1B-Instruct.json", FineTune::kFull, 2048, Precision::kMixed, Recompute::kNone, 24837102080},
-    {"llama/Llama-3.2-1B-Instruct.json", FineTune::kFull, 2048, Precision::kAutocast, Recompute::kNone, 25513822720},
-    {"llama/Llama-3.2-1B-Instruct.json", FineTune::kFull, 2048, Precision::kPureBf16, Recompute::kNone, 14948489728},
-    {"llama/Llama-3.2-1B-Instruct.json", FineTune::kFull, 2048, Precision::kPureBf16, Recompute::kFull, 13146494976},
-    {"gpt2/gpt2-xl.json", FineTune::kFull, 1024, Precision::kMixed, Recompute::kNone, 28216104448},
-    {"qwen/Qwen2.5-3B.json", FineTune::kFull, 2048, Precision::kMixed, Recompute::kNone, 57611033088},
-    {"qwen/Qwen2.5-3B.json", FineTune::kFull, 2048, Precision::kAutocast, Recompute::kNone, 62515513344},
-    {"llama/Meta-Llama-3.1-8B.json", FineTune::kLora, 2048, Precision::kMixed, Recompute::kNone, 39867771392},
-    {"llama/Meta-Llama-3.1-8B.json", FineTune::kLora, 2048, Precision::kMixed, Recompute::kFull, 21072562688},
-    {"qwen/Qwen3-8B.json", FineTune::kLora, 4096, Precision::kMixed, Recompute::kNone, 68758915584},
-    {"llama/Meta-Llama-3.1-8B.json", FineTune::kFull, 2048, Precision::kMixed, Recompute::kFull, 134522750976},
-};
+// Measured on one NVIDIA H200 (141 GB) by scripts/device-check.sh, 2026-12-04 (docs/device-check.md),
+// kept in docs/measured/h200-2026-12-04.csv: three training steps of the model built from its config.json
+// with random weights, transformers 5 + PEFT on PyTorch 2.11, micro-batch 1, SDPA attention; bytes =
+// torch.cuda.max_memory_allocated() + the CUDA context. Rows: 0 Qwen2-0.5B mixed, 1-4 Llama-3.2-1B (mixed,
+// autocast, bf16, bf16 + full recompute), 5 gpt2-xl, 6-7 Qwen2.5-3B (mixed, autocast), 8-9 Llama-3.1-8B
+// LoRA (none, full recompute), 10 Qwen3-8B LoRA, 11 Llama-3.1-8B full (mixed, full recompute).
+std::vector<MeasuredRun> H200Runs() {
+  auto text = ReadFileBounded(std::string(GPUGEEK_SOURCE_DIR) + "/docs/measured/h200-2026-12-04.csv", 1 << 20, "csv");
+  EXPECT_TRUE(text.ok()) << text.status();
+  auto runs = ParseMeasuredRuns(text.ok() ? *text : std::string());
+  EXPECT_TRUE(runs.ok()) << runs.status();
+  EXPECT_EQ(runs.ok() ? runs->size() : 0u, 12u);
+  return runs.ok() ? *runs : std::vector<MeasuredRun>{};
+}
 
-TrainingOptions OneGpu(const MeasuredPeak& row, Framework framework) {
+TrainingOptions OneGpu(const MeasuredRun& run, Framework framework) {
   TrainingOptions o;
   o.framework = framework;
-  o.mode = row.mode;
-  o.lora = LoraConfig{16, {"all-linear"}};
-  o.precision = row.precision;
-  o.recompute = row.recompute;
-  o.seq = row.seq;
+  o.mode = run.task.kind == TaskKind::kLora ? FineTune::kLora : FineTune::kFull;
+  o.lora = run.task.lora;
+  o.precision = run.task.recipe.precision;
+  o.recompute = run.task.recipe.recompute.value_or(Recompute::kNone);
+  o.seq = run.task.seq;
   o.micro_batch = 1;
   o.dropout_masks = false;
   return o;
@@ -103,14 +91,11 @@ TrainingOptions OneGpu(const MeasuredPeak& row, Framework framework) {
 
 TEST(RecipeTest, HuggingFaceRecipeWithinTenPercentOfH200Peaks) {
   double worst = 0;
-  for (const MeasuredPeak& row : kH200Peaks) {
-    const ModelConfig c = Load(row.model);
-    auto m = EstimateTrainingMemory(c, OneGpu(row, Framework::kHuggingFace));
-    ASSERT_TRUE(m.ok()) << m.status();
-    const double err = (static_cast<double>(m->gpu.Total()) - row.bytes) / row.bytes;
-    EXPECT_LE(std::abs(err), 0.10) << row.model << " seq " << row.seq << " precision " << PrecisionName(row.precision)
-                                   << " recompute " << RecomputeName(row.recompute);
-    worst = std::max(worst, std::abs(err));
+  for (const MeasuredRun& run : H200Runs()) {
+    auto c = CompareMeasured(Load(run.model), run, hw::GpuCatalog::Builtin());
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_LE(std::abs(c->error), 0.10) << "line " << run.line << " " << run.model << ": " << c->plan;
+    worst = std::max(worst, std::abs(c->error));
   }
   EXPECT_LE(worst, 0.08);  // 12 rows: -7.7% (gpt2-xl, its unfused tanh GELU) .. +6.0% (LoRA), most within 3%
 }
@@ -119,11 +104,12 @@ TEST(RecipeTest, MegatronSemanticsMissTheEagerRunsItDoesNotDescribe) {
   // The same runs priced as Megatron/DeepSpeed would run them (one fp32 copy of the logits, no PEFT
   // input casts): a long-vocabulary run and PEFT LoRA are 23-38% low. This is why the framework is a
   // recipe input.
+  const std::vector<MeasuredRun> runs = H200Runs();
+  ASSERT_EQ(runs.size(), 12u);
   for (int i : {0, 8, 10}) {
-    const MeasuredPeak& row = kH200Peaks[i];
-    auto m = EstimateTrainingMemory(Load(row.model), OneGpu(row, Framework::kMegatron));
+    auto m = EstimateTrainingMemory(Load(runs[i].model), OneGpu(runs[i], Framework::kMegatron));
     ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_LT(static_cast<double>(m->gpu.Total()), 0.8 * row.bytes) << row.model;
+    EXPECT_LT(static_cast<double>(m->gpu.Total()), 0.8 * runs[i].measured_bytes) << runs[i].model;
   }
 }
 
@@ -131,13 +117,15 @@ TEST(RecipeTest, EagerGradientsAreNotLiveWithActivations) {
   // Llama-3.2-1B, pure bf16, seq 2048: gradients 2 B/param = 2.47 GB and the foreach AdamW temporary
   // 2.47 GB (4.94 GB together) are under the activation side (activations 3.0 GB + loss 14 B x 2048 x
   // 128,256 = 3.68 GB): the gradients add nothing to the peak.
+  const std::vector<MeasuredRun> runs = H200Runs();
+  ASSERT_EQ(runs.size(), 12u);
   const ModelConfig c = Load("llama/Llama-3.2-1B-Instruct.json");
-  auto m = EstimateTrainingMemory(c, OneGpu(kH200Peaks[3], Framework::kHuggingFace));
+  auto m = EstimateTrainingMemory(c, OneGpu(runs[3], Framework::kHuggingFace));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->gpu.Bytes("gradients"), 0u);
   EXPECT_EQ(m->gpu.Bytes("embedding_logits"), 2 * 2048 * 2048 + 14ull * 2048 * 128256);
   // With full recompute the activation side shrinks below them: gradients + temporary - activation side.
-  auto r = EstimateTrainingMemory(c, OneGpu(kH200Peaks[4], Framework::kHuggingFace));
+  auto r = EstimateTrainingMemory(c, OneGpu(runs[4], Framework::kHuggingFace));
   ASSERT_TRUE(r.ok());
   const double side = static_cast<double>(r->gpu.Bytes("activations") + r->gpu.Bytes("recompute_workspace") +
                                           r->gpu.Bytes("embedding_logits"));
@@ -147,12 +135,13 @@ TEST(RecipeTest, EagerGradientsAreNotLiveWithActivations) {
 TEST(RecipeTest, PeftInputCastsCountPerAdaptedLayer) {
   // Llama-3.1-8B, all-linear: q, k, v, gate, up take h = 4096 inputs, o 4096, down 14336: 38,912 fp32
   // input features per layer and token. seq 2048, 32 layers: 4 x 2048 x 38,912 x 32 = 10,200,547,328 B.
-  MeasuredPeak row = kH200Peaks[8];
-  auto m = EstimateTrainingMemory(Load(row.model), OneGpu(row, Framework::kHuggingFace));
+  const std::vector<MeasuredRun> runs = H200Runs();
+  ASSERT_EQ(runs.size(), 12u);
+  auto m = EstimateTrainingMemory(Load(runs[8].model), OneGpu(runs[8], Framework::kHuggingFace));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->gpu.Bytes("peft_fp32_inputs"), 10200547328u);
-  row.recompute = Recompute::kFull;  // only the layer being recomputed holds them
-  m = EstimateTrainingMemory(Load(row.model), OneGpu(row, Framework::kHuggingFace));
+  // Row 9, the same run with full recompute: only the layer being recomputed holds them.
+  m = EstimateTrainingMemory(Load(runs[9].model), OneGpu(runs[9], Framework::kHuggingFace));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->gpu.Bytes("peft_fp32_inputs"), 10200547328u / 32);
 }

@@ -78,17 +78,10 @@ std::string Money(int64_t micros) { return FormatMoney(micros); }
 std::string MemoryBar(const PlanCandidate& c, int width = 60) {
   const double scale = static_cast<double>(std::max<uint64_t>(c.usable_bytes, c.memory.Total())) / width;
   std::string bar, legend;
-  const std::pair<const char*, char> kLetters[] = {{"weights", 'W'},
-                                                   {"gradients", 'G'},
-                                                   {"optimizer_states", 'O'},
-                                                   {"activations", 'A'},
-                                                   {"kv_cache", 'K'},
-                                                   {"qlora_dequant", 'Q'},
-                                                   {"recompute_workspace", 'C'},
-                                                   {"embedding_logits", 'L'},
-                                                   {"autocast_cache", 'X'},
-                                                   {"peft_fp32_inputs", 'P'},
-                                                   {"runtime", 'R'}};
+  const std::pair<const char*, char> kLetters[] = {
+      {"weights", 'W'},        {"gradients", 'G'},     {"optimizer_states", 'O'},    {"activations", 'A'},
+      {"kv_cache", 'K'},       {"qlora_dequant", 'Q'}, {"recompute_workspace", 'C'}, {"embedding_logits", 'L'},
+      {"autocast_cache", 'X'}, {"zero3_gather", 'Z'},  {"peft_fp32_inputs", 'P'},    {"runtime", 'R'}};
   for (const auto& t : c.memory.terms) {
     char letter = '#';
     for (const auto& [label, l] : kLetters) {
@@ -247,6 +240,7 @@ void RegisterPlanCommand(CLI::App& app) {
     std::string recipe = "auto";
     std::string framework, precision, optimizer;  // empty: the recipe's
     std::string recompute = "auto";
+    std::string offload = "none";
     std::string compare_measured, models_dir;
     double max_error = 0;
     bool json = false;
@@ -255,6 +249,10 @@ void RegisterPlanCommand(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("plan", "Size a job from its model's config.json and rank the GPU plans that fit");
   sub->add_option("model", o->model, "Hugging Face config.json of the model (not with --compare-measured)");
+  sub->add_option("--offload", o->offload,
+                  "CPU offload (DeepSpeed ZeRO-Offload): none optimizer optimizer+params, or auto (the search "
+                  "offloads when that is the best plan that fits; the plan reports the host memory)")
+      ->capture_default_str();
   sub->add_option("--compare-measured", o->compare_measured,
                   "CSV of measured training peaks (docs/planner.md): print the planner's error per run");
   sub->add_option("--models-dir", o->models_dir,
@@ -339,6 +337,13 @@ void RegisterPlanCommand(CLI::App& app) {
       if (!r.ok()) Fail(fmt::format("--recompute: {} (or auto)", std::string(r.status().message())));
       recipe->recompute = *r;
     }
+    if (o->offload == "auto") {
+      recipe->offload.reset();
+    } else {
+      auto off = workload::ParseOffload(o->offload);
+      if (!off.ok()) Fail(fmt::format("--offload: {} (or auto)", std::string(off.status().message())));
+      recipe->offload = *off;
+    }
 
     const hw::GpuCatalog& catalog = hw::GpuCatalog::Builtin();
     const std::vector<workload::PoolEntry> pool =
@@ -420,7 +425,9 @@ void RegisterPlanCommand(CLI::App& app) {
                      {"precision", std::string(workload::PrecisionName(task.recipe.precision))},
                      {"optimizer", std::string(workload::OptimizerName(task.recipe.optimizer))},
                      {"recompute", task.recipe.recompute ? std::string(workload::RecomputeName(*task.recipe.recompute))
-                                                         : std::string("auto")}};
+                                                         : std::string("auto")},
+                     {"offload", task.recipe.offload ? std::string(workload::OffloadName(*task.recipe.offload))
+                                                     : std::string("auto")}};
       j["candidates"] = nlohmann::json::array();
       for (const auto& c : plan->candidates) j["candidates"].push_back(workload::PlanCandidateToJson(c));
       j["rejected"] = plan->rejected;
@@ -448,6 +455,12 @@ void RegisterPlanCommand(CLI::App& app) {
       std::cout << "Memory per GPU of #1 (" << best.Summary() << "):\n" << MemoryBar(best);
       std::cout << "Next smaller: " << best.next_smaller << "\n";
       if (!best.size_note.empty()) std::cout << "Size: " << best.size_note << "\n";
+      if (best.cpu_offload_bytes > 0) {
+        const int per_node = workload::GpusPerNode(best);
+        std::cout << fmt::format("Host memory for offload: {} per GPU, {} per node of {} GPUs\n",
+                                 FormatBytes(static_cast<uint64_t>(best.cpu_offload_bytes)),
+                                 FormatBytes(static_cast<uint64_t>(best.cpu_offload_bytes * per_node)), per_node);
+      }
       if (!launch_text.empty()) std::cout << "\nLaunch #1:\n" << launch_text;
     }
     for (const auto& r : plan->rejected) std::cout << "Rejected: " << r << "\n";

@@ -40,9 +40,11 @@ TEST(PlanCommandTest, TorchtuneRecipeRendersTrainerFlagsAndNoMegatron) {
       "--recipe torchtune --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(
-      j["recipe"],
-      nlohmann::json({{"framework", "hf"}, {"precision", "bf16"}, {"optimizer", "adamw"}, {"recompute", "full"}}));
+  EXPECT_EQ(j["recipe"], nlohmann::json({{"framework", "hf"},
+                                         {"precision", "bf16"},
+                                         {"optimizer", "adamw"},
+                                         {"recompute", "full"},
+                                         {"offload", "none"}}));
   const nlohmann::json& best = j["candidates"][0];
   EXPECT_EQ(best["recompute"], "full");
   EXPECT_EQ(best["zero_stage"], 0);

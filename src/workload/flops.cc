@@ -144,7 +144,18 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
     t.dp_comm_s += m * std::max(0.0, gather - compute_mb);
   }
   t.dp_comm_s += std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
-  t.total_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.pp_bubble_s + t.dp_comm_s;
+  if (o.offload_optimizer) {
+    const double host_link =
+        static_cast<double>(gpu.interconnect.PcieBytesPerSecond()) / 2 * model.collective_efficiency;
+    const double partition = shard.Params() * trainable_fraction / (o.zero_stage >= 1 ? l.dp : 1);
+    if (host_link > 0) t.offload_s += (2 + 2) * partition / host_link;  // bf16 gradients out, weights in
+    t.offload_s += kCpuAdamBytesPerParam * partition / model.host_memory_bytes_per_second_per_gpu;
+    if (o.offload_params && host_link > 0) {
+      const double fetch = 2 * 2 * shard.Params() / std::max(l.dp, 1) / host_link;
+      t.offload_s += m * std::max(0.0, fetch - compute_mb);
+    }
+  }
+  t.total_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.pp_bubble_s + t.dp_comm_s + t.offload_s;
   t.tokens = static_cast<double>(global_batch) * seq;
   t.model_flops_per_gpu = f.training * frozen_factor * t.tokens / (t.total_s * gpus);
   t.hardware_flops_per_gpu = f.hardware * frozen_factor * t.tokens / (t.total_s * gpus);

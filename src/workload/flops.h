@@ -53,6 +53,12 @@ inline constexpr double kDefaultInterNodeBytesPerSecond = 25e9;
 // Fraction of link bandwidth NCCL ring collectives reach (nccl-tests "busbw" is ~70-80 % of the
 // NVLink line rate on DGX A100; the 0.7 is our conservative default).
 inline constexpr double kDefaultCollectiveEfficiency = 0.7;
+// Host DRAM bandwidth one GPU's CPU optimizer step gets under ZeRO-Offload: a two-socket server's
+// ~200 GB/s shared by its 8 GPUs (an assumption; the catalog has no host figures).
+inline constexpr double kDefaultHostMemoryBytesPerSecondPerGpu = 25e9;
+// Bytes the CPU AdamW step moves per parameter: reads fp32 master, two moments and the gradient
+// (4 x 4), writes master, moments (3 x 4) and the bf16 copy sent back (2): 30.
+inline constexpr double kCpuAdamBytesPerParam = 30;
 // Matmul efficiency: eff(h) = kMaxMatmulEfficiency x h / (h + kHalfEfficiencyHidden), h the model's
 // hidden size. Calibrated on Megatron SC'21 Table 1 (A100, bf16): 0.62 x 2304/(2304+700) = 0.48 of
 // peak for the 1.7B model, 0.60 for 1T; flops_test.cc checks all ten rows within 15 %.
@@ -75,6 +81,7 @@ struct TimeModel {
   double nvlink_hop_latency_s = kNvlinkHopLatencySeconds;
   double pcie_hop_latency_s = kPcieHopLatencySeconds;
   double network_hop_latency_s = kNetworkHopLatencySeconds;
+  double host_memory_bytes_per_second_per_gpu = kDefaultHostMemoryBytesPerSecondPerGpu;
 };
 
 // One ring all-reduce of `bytes` over `ranks` GPUs (NCCL's model above): 0 for one rank.
@@ -105,6 +112,10 @@ struct StepTime {
   double pp_bubble_s = 0;  // pipeline fill and drain
   double pp_comm_s = 0;    // stage-to-stage activations
   double dp_comm_s = 0;    // exposed gradient all-reduce
+  // ZeRO-Offload: gradients to the host and updated bf16 weights back over PCIe, and the CPU AdamW step
+  // (memory-bound, kCpuAdamBytesPerParam); with parameter offload also the weights fetched for every
+  // micro-batch's forward and backward, prefetched behind compute. Not overlapped with the step.
+  double offload_s = 0;
   double total_s = 0;
   double tokens = 0;               // per step (global batch x seq)
   double model_flops_per_gpu = 0;  // FLOP/s per GPU counting model FLOPs (for MFU)

@@ -58,7 +58,8 @@ absl::StatusOr<nlohmann::json> DeepSpeedConfig(const PlanCandidate& plan, const 
   j["gradient_clipping"] = 1.0;
   j["bf16"] = {{"enabled", r.precision == Precision::kMixed}};
   nlohmann::json zero = {{"stage", plan.zero_stage}, {"overlap_comm", true}, {"contiguous_gradients", true}};
-  if (plan.cpu_offload_bytes > 0) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+  if (plan.offload != Offload::kNone) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+  if (plan.offload == Offload::kOptimizerAndParams) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   j["zero_optimization"] = zero;
   if (plan.recompute != Recompute::kNone) {
     j["activation_checkpointing"] = {{"partition_activations", plan.layout.tp > 1},
@@ -78,6 +79,9 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
   if (r.framework != Framework::kAuto && r.framework != Framework::kMegatron) {
     return absl::InvalidArgumentError(
         fmt::format("Megatron-LM arguments: the plan's recipe is {}", FrameworkName(r.framework)));
+  }
+  if (plan.offload != Offload::kNone) {
+    return absl::InvalidArgumentError("Megatron-LM arguments: CPU offload is DeepSpeed's (ZeRO-Offload)");
   }
   if (plan.zero_stage >= 2) {
     return absl::InvalidArgumentError(fmt::format(
@@ -164,6 +168,9 @@ absl::StatusOr<std::vector<std::string>> HfTrainerArgs(const PlanCandidate& plan
   }
   if (plan.recompute == Recompute::kSelective) {
     return absl::InvalidArgumentError("Hugging Face Trainer arguments: selective recompute is Megatron's");
+  }
+  if (plan.offload != Offload::kNone) {
+    return absl::InvalidArgumentError("Hugging Face Trainer arguments: CPU offload is DeepSpeed's (ZeRO-Offload)");
   }
   const int64_t accumulation = std::max<int64_t>(1, task.batch / (plan.micro_batch * plan.layout.dp));
   std::vector<std::string> a = {"--per_device_train_batch_size", Str(plan.micro_batch), "--gradient_accumulation_steps",

@@ -18,6 +18,7 @@ nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
           {"zero_stage", c.zero_stage},
           {"micro_batch", c.micro_batch},
           {"recompute", std::string(RecomputeName(c.recompute))},
+          {"offload", std::string(OffloadName(c.offload))},
           {"memory_per_gpu_bytes", c.memory.Total()},
           {"usable_bytes", c.usable_bytes},
           {"memory", terms},

@@ -186,7 +186,8 @@ class Planner {
     }
     return it->second;
   }
-  TrainingOptions TrainingFor(const ParallelLayout& l, int zero, int64_t mb, Recompute r) const {
+  TrainingOptions TrainingFor(const ParallelLayout& l, int zero, int64_t mb, Recompute r,
+                              Offload off = Offload::kNone) const {
     TrainingOptions o;
     o.layout = l;
     o.mode = task_.kind == TaskKind::kLora    ? FineTune::kLora
@@ -198,6 +199,8 @@ class Planner {
     o.framework = task_.recipe.framework;
     o.precision = task_.recipe.precision;
     o.optimizer = task_.recipe.optimizer;
+    o.offload_optimizer = off != Offload::kNone;
+    o.offload_params = off == Offload::kOptimizerAndParams;
     o.zero_stage = zero;
     o.seq = task_.seq;
     o.micro_batch = mb;
@@ -257,6 +260,21 @@ class Planner {
   static bool FrameworkRuns(Framework f, int tp, int pp) {
     if (f == Framework::kHuggingFace) return tp == 1 && pp == 1;
     return f != Framework::kDeepSpeed || pp == 1;
+  }
+  // The offload choices at a ZeRO stage: the recipe's, or (unset) every one DeepSpeed runs there:
+  // ZeRO-Offload from stage 1, parameters too (ZeRO-Infinity) at stage 3.
+  std::vector<Offload> OffloadsFor(int zero) const {
+    const bool deepspeed =
+        task_.recipe.framework == Framework::kAuto || task_.recipe.framework == Framework::kDeepSpeed;
+    if (task_.recipe.offload) {
+      const Offload o = *task_.recipe.offload;
+      const bool runs = o == Offload::kNone || (deepspeed && zero >= (o == Offload::kOptimizerAndParams ? 3 : 1));
+      return runs ? std::vector<Offload>{o} : std::vector<Offload>{};
+    }
+    std::vector<Offload> v = {Offload::kNone};
+    if (deepspeed && zero >= 1) v.push_back(Offload::kOptimizer);
+    if (deepspeed && zero >= 3) v.push_back(Offload::kOptimizerAndParams);
+    return v;
   }
   static bool Allowed(const std::vector<int>& list, int v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
@@ -389,41 +407,49 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
               zeros.push_back(1);
               if (pp == 1) zeros.insert(zeros.end(), {2, 3});
             }
+          } else if (pp == 1 && task_.kind != TaskKind::kLora && task_.kind != TaskKind::kQlora &&
+                     task_.recipe.offload != Offload::kNone) {
+            zeros.insert(zeros.end(), {2, 3});  // ZeRO-Offload on one GPU (ZeRO-Offload paper: 13B on one V100)
           }
           for (int zero : zeros) {
             if (!Allowed(opt_.zero_stages, zero) || zero > MaxZeroStage(task_.recipe.framework)) continue;
             for (int64_t mb : opt_.micro_batches) {
               if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
               for (Recompute r : recompute_modes_) {
-                const TrainingOptions o = TrainingFor(l, zero, mb, r);
-                MemoryContext ctx{&inventory_, &shard, lora_ ? &*lora_ : nullptr, false};
-                auto mem = EstimateTrainingMemory(c_, o, ctx);
-                ++evaluated;
-                if (!mem.ok()) continue;
-                if (static_cast<double>(mem->gpu.Total()) > usable) {
-                  Miss(mem->gpu,
-                       fmt::format("TP{} PP{} DP{} ZeRO-{} mb{} recompute={}", tp, pp, dp, zero, mb, RecomputeName(r)),
-                       out);
-                  continue;
+                for (Offload off : OffloadsFor(zero)) {
+                  const TrainingOptions o = TrainingFor(l, zero, mb, r, off);
+                  MemoryContext ctx{&inventory_, &shard, lora_ ? &*lora_ : nullptr, false};
+                  auto mem = EstimateTrainingMemory(c_, o, ctx);
+                  ++evaluated;
+                  if (!mem.ok()) continue;
+                  if (static_cast<double>(mem->gpu.Total()) > usable) {
+                    Miss(mem->gpu,
+                         fmt::format("TP{} PP{} DP{} ZeRO-{} mb{} recompute={}{}", tp, pp, dp, zero, mb,
+                                     RecomputeName(r),
+                                     off == Offload::kNone ? "" : " offload=" + std::string(OffloadName(off))),
+                         out);
+                    continue;
+                  }
+                  const StepTime t = EstimateStepTime(c_, o, task_.batch, gpu, opt_.time_model, &shard, &flops_.at(r));
+                  PlanCandidate cand;
+                  cand.gpu = &gpu;
+                  cand.gpus = n;
+                  cand.layout = l;
+                  cand.zero_stage = zero;
+                  cand.micro_batch = mb;
+                  cand.recompute = r;
+                  cand.offload = off;
+                  cand.memory = std::move(mem->gpu);
+                  cand.cpu_offload_bytes = mem->cpu_offload_bytes;
+                  cand.usable_bytes = static_cast<uint64_t>(usable);
+                  cand.step_seconds = t.total_s;
+                  cand.tp_comm_seconds = t.tp_comm_s;
+                  cand.tokens_per_second = t.total_s > 0 ? t.tokens / t.total_s : 0;
+                  cand.mfu = t.mfu;
+                  cand.seconds = task_.tokens > 0 && cand.tokens_per_second > 0 ? task_.tokens / cand.tokens_per_second
+                                                                                : t.total_s;
+                  Consider(e, n, std::move(cand), out);
                 }
-                const StepTime t = EstimateStepTime(c_, o, task_.batch, gpu, opt_.time_model, &shard, &flops_.at(r));
-                PlanCandidate cand;
-                cand.gpu = &gpu;
-                cand.gpus = n;
-                cand.layout = l;
-                cand.zero_stage = zero;
-                cand.micro_batch = mb;
-                cand.recompute = r;
-                cand.memory = std::move(mem->gpu);
-                cand.cpu_offload_bytes = mem->cpu_offload_bytes;
-                cand.usable_bytes = static_cast<uint64_t>(usable);
-                cand.step_seconds = t.total_s;
-                cand.tp_comm_seconds = t.tp_comm_s;
-                cand.tokens_per_second = t.total_s > 0 ? t.tokens / t.total_s : 0;
-                cand.mfu = t.mfu;
-                cand.seconds =
-                    task_.tokens > 0 && cand.tokens_per_second > 0 ? task_.tokens / cand.tokens_per_second : t.total_s;
-                Consider(e, n, std::move(cand), out);
               }
             }
           }
@@ -447,7 +473,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
 
 PlanCandidate Planner::Finish(PlanCandidate c) const {
   if (task_.kind == TaskKind::kInference) return c;  // InferenceMemory always writes formulas
-  const TrainingOptions o = TrainingFor(c.layout, c.zero_stage, c.micro_batch, c.recompute);
+  const TrainingOptions o = TrainingFor(c.layout, c.zero_stage, c.micro_batch, c.recompute, c.offload);
   auto mem = EstimateTrainingMemory(c_, o);
   if (mem.ok()) c.memory = std::move(mem->gpu);
   return c;
@@ -477,6 +503,7 @@ std::string PlanCandidate::Summary() const {
   if (layout.virtual_stages > 1) s += fmt::format(" v{}", layout.virtual_stages);
   if (zero_stage > 0) s += fmt::format(" ZeRO-{}", zero_stage);
   if (recompute != Recompute::kNone) s += fmt::format(" recompute={}", RecomputeName(recompute));
+  if (offload != Offload::kNone) s += fmt::format(" offload={}", OffloadName(offload));
   return s;
 }
 

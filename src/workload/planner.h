@@ -118,6 +118,7 @@ struct PlanCandidate {
   int zero_stage = 0;
   int64_t micro_batch = 1;
   Recompute recompute = Recompute::kNone;
+  Offload offload = Offload::kNone;
   MemoryBreakdown memory;     // per GPU, with formulas
   uint64_t usable_bytes = 0;  // GPU memory x (1 − safety margin)
   double cpu_offload_bytes = 0;

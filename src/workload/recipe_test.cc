@@ -179,6 +179,65 @@ TEST(RecipeTest, HuggingFacePlansAreDataParallelOnly) {
   EXPECT_LE(m.zero_stage, 1);
 }
 
+TEST(RecipeTest, OffloadIsSearchedWhenAskedAndRenderedForDeepSpeedOnly) {
+  // Llama-3.1-70B (70,553,706,496 parameters) full fine-tuning, seq 2048, on 8 x H100 80GB: the model
+  // states alone are 16 B x 70.55B / 8 = 141 GB per GPU at ZeRO-3, so nothing fits without offload.
+  const ModelConfig c = Load("llama/Meta-Llama-3.1-70B.json");
+  Task t{TaskKind::kFull, 2048, 16};
+  t.recipe = *RecipePreset("deepspeed");
+  const PoolEntry h100{hw::GpuCatalog::Builtin().Resolve("H100-SXM-80GB"), 8, 1'000'000};
+  auto none = MakePlan(c, t, {h100}, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->candidates.empty());
+  t.recipe.offload.reset();  // --offload auto
+  auto with = MakePlan(c, t, {h100}, {});
+  ASSERT_TRUE(with.ok());
+  ASSERT_FALSE(with->candidates.empty());
+  const PlanCandidate& best = with->candidates[0];
+  EXPECT_NE(best.offload, Offload::kNone);
+  EXPECT_EQ(best.zero_stage, 3);
+  EXPECT_LE(best.memory.Total(), best.usable_bytes);
+  EXPECT_EQ(best.memory.Bytes("optimizer_states"), 0u);
+  // Host memory per GPU: the master and moments (12 B) and, at ZeRO >= 2, the gradient partition (2 B):
+  // 14 x 70,553,706,496 / dp, + 2 B for the weights with parameter offload.
+  const double per_param = best.offload == Offload::kOptimizerAndParams ? 16 : 14;
+  EXPECT_NEAR(best.cpu_offload_bytes, per_param * 70553706496.0 / best.layout.dp, 1e3);
+  // ZeRO-3 gathers two copies of the largest unit: the 128,256 x 8,192 embedding (1.05B params).
+  EXPECT_EQ(best.memory.Bytes("zero3_gather"), 2u * 2 * 128256 * 8192);
+  auto ds = DeepSpeedConfig(best, t);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)["zero_optimization"]["offload_optimizer"]["device"], "cpu");
+  EXPECT_EQ((*ds)["zero_optimization"].contains("offload_param"), best.offload == Offload::kOptimizerAndParams);
+  EXPECT_FALSE(MegatronArgs(c, best, t).ok());
+  // Offload costs time: the same plan without offload on 16 GPUs (where it fits) is faster per step.
+  EXPECT_GT(best.step_seconds, 0);
+  t.recipe.offload = Offload::kNone;
+  auto more = MakePlan(c, t, {PoolEntry{h100.gpu, 16, 1'000'000}}, {});
+  ASSERT_TRUE(more.ok());
+  ASSERT_FALSE(more->candidates.empty());
+  EXPECT_LT(more->candidates[0].step_seconds, best.step_seconds);
+}
+
+TEST(RecipeTest, ForcedOffloadOnOneGpu) {
+  // ZeRO-Offload's headline (Ren et al. 2021, arXiv:2101.06840): a 13B model trained on one 32 GB
+  // V100. Here Llama-2-13B (13,015,864,320 parameters) full fine-tuning at seq 512 on one A100 40GB:
+  // weights 26 GB and gradients leave no room without offload; with it the optimizer and gradients
+  // (14 B/param, 182 GB) live on the host.
+  const ModelConfig c = Load("llama/Llama-2-13b-hf.json");
+  Task t{TaskKind::kFull, 512, 1};
+  t.recipe = *RecipePreset("deepspeed");
+  t.recipe.offload = Offload::kOptimizer;
+  t.recipe.recompute = Recompute::kFull;
+  auto p = MakePlan(c, t, {PoolEntry{hw::GpuCatalog::Builtin().Resolve("A100-PCIe-40GB"), 1, 1'000'000}}, {});
+  ASSERT_TRUE(p.ok());
+  ASSERT_FALSE(p->candidates.empty()) << (p->rejected.empty() ? "" : p->rejected[0]);
+  const PlanCandidate& best = p->candidates[0];
+  EXPECT_EQ(best.offload, Offload::kOptimizer);
+  EXPECT_GE(best.zero_stage, 2);
+  EXPECT_NEAR(best.cpu_offload_bytes, 14 * 13015864320.0, 1e3);
+  EXPECT_EQ(best.memory.Bytes("weights"), 2u * 13015864320);
+}
+
 // Reads back what a launch line says about memory, and prices that: the launch must describe the run
 // the plan priced.
 TrainingOptions FromHfTrainerArgs(const std::vector<std::string>& a, const Task& t) {

@@ -88,6 +88,22 @@ absl::StatusOr<E> ParseByName(std::string_view name, int count, NameFn name_of, 
 
 }  // namespace
 
+std::string_view OffloadName(Offload o) {
+  switch (o) {
+    case Offload::kNone:
+      return "none";
+    case Offload::kOptimizer:
+      return "optimizer";
+    case Offload::kOptimizerAndParams:
+      return "optimizer+params";
+  }
+  return "?";
+}
+
+absl::StatusOr<Offload> ParseOffload(std::string_view name) {
+  return ParseByName<Offload>(name, 3, OffloadName, "offload");
+}
+
 absl::StatusOr<Optimizer> ParseOptimizer(std::string_view name) {
   return ParseByName<Optimizer>(name, 4, OptimizerName, "optimizer");
 }
@@ -304,10 +320,14 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     const ModelStates e = ZeroModelStates(expert, b, o.zero_stage, expert_dp, o.offload_optimizer, o.offload_params);
     const std::string shard_note = F("{:.4g} params/GPU (TP {} PP {} EP {}), ZeRO-{} over DP {}", r.params_on_gpu, l.tp,
                                      l.pp, l.ep, o.zero_stage, l.dp);
-    m.Add("weights", d.weights + e.weights, F("{} B/param x {}", b.weight, shard_note));
-    m.Add("gradients", d.grads + e.grads, F("{} B/param x {}", b.grad, shard_note));
+    const std::string offloaded = o.offload_optimizer ? ", offloaded to the CPU" : "";
+    m.Add("weights", d.weights + e.weights,
+          F("{} B/param x {}{}", b.weight, shard_note, o.offload_params && o.zero_stage >= 3 ? offloaded : ""));
+    m.Add("gradients", d.grads + e.grads,
+          F("{} B/param x {}{}", b.grad, shard_note, o.offload_optimizer && o.zero_stage >= 2 ? offloaded : ""));
     m.Add("optimizer_states", d.optimizer + e.optimizer,
-          F("{} master + {} {} B/param x {}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note));
+          F("{} master + {} {} B/param x {}{}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note,
+            offloaded));
     r.cpu_offload_bytes = d.cpu + e.cpu;
     for (const ParamGroup& g : inventory) r.trainable_params += static_cast<double>(g.Total());
     if (o.precision == Precision::kAutocast) {
@@ -362,6 +382,25 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     }
   }
 
+  if (o.zero_stage >= 3 && l.dp > 1) {
+    // ZeRO-3 / FSDP gather each layer's full weights before using them and prefetch the next: two of the
+    // largest unit (one transformer layer, or the biggest tensor outside the layers, e.g. the embedding)
+    // in 16-bit are live beside the shards (DeepSpeed stage3_prefetch_bucket_size, FSDP's one-unit
+    // prefetch).
+    double layer = 0, outside = 0;
+    for (const ShardedGroup& g : shard.groups) {
+      const double elements = static_cast<double>(g.in_features) * static_cast<double>(g.out_features);
+      if (g.group->in_layers) {
+        layer += elements * g.copies;
+      } else {
+        outside = std::max(outside, elements);
+      }
+    }
+    layer /= std::max<int64_t>(shard.layers, 1);
+    const double unit = std::max(layer, outside);
+    m.Add("zero3_gather", 2 * 2 * unit,
+          F("2 gathered units x 2 B x {:.4g} params (the largest layer or tensor)", unit));
+  }
   ActivationOptions a{o.seq, o.micro_batch, l.tp, l.sequence_parallel, o.recompute, o.flash_attention, o.dropout_masks};
   if (config.kind == ArchitectureKind::kVisionEncoder) a.seq = config.VisionSequenceLength();
   const double per_layer = ActivationBytesPerLayer(config, a);

@@ -63,16 +63,22 @@ enum class Precision { kMixed, kPureBf16, kFp32, kAutocast };
 // kAuto: Megatron-LM or DeepSpeed, whichever the layout needs (pipeline parallelism: Megatron-LM;
 // ZeRO-2/3: DeepSpeed); both have the same memory semantics.
 enum class Framework { kAuto, kMegatron, kDeepSpeed, kHuggingFace };
+// ZeRO-Offload (Ren et al. 2021, arXiv:2101.06840): the fp32 master, moments (and at ZeRO >= 2 the fp32
+// gradient partition) in host memory, stepped by the CPU; kOptimizerAndParams (ZeRO-Infinity,
+// Rajbhandari et al. 2021, arXiv:2104.07857) also the bf16 weights, ZeRO-3 only. DeepSpeed's.
+enum class Offload { kNone, kOptimizer, kOptimizerAndParams };
 std::string_view OptimizerName(Optimizer o);
 std::string_view RecomputeName(Recompute r);
 std::string_view PrecisionName(Precision p);
 std::string_view FrameworkName(Framework f);
+std::string_view OffloadName(Offload o);  // "none", "optimizer", "optimizer+params"
 // By name ("adamw", "adamw-8bit", "sgd-momentum", "adafactor"; "none", "selective", "full";
 // "mixed", "bf16", "fp32", "autocast"; "auto", "megatron", "deepspeed", "hf"). InvalidArgument lists the names.
 absl::StatusOr<Optimizer> ParseOptimizer(std::string_view name);
 absl::StatusOr<Recompute> ParseRecompute(std::string_view name);
 absl::StatusOr<Precision> ParsePrecision(std::string_view name);
 absl::StatusOr<Framework> ParseFramework(std::string_view name);
+absl::StatusOr<Offload> ParseOffload(std::string_view name);
 
 // Bytes per parameter of each model-state kind (see the header comment).
 struct StateBytes {
@@ -93,6 +99,10 @@ struct Recipe {
   Precision precision = Precision::kMixed;
   Optimizer optimizer = Optimizer::kAdamW;
   std::optional<Recompute> recompute;
+  // Unset: the planner may offload (DeepSpeed frameworks, ZeRO >= 1) when that is the fastest plan
+  // that fits; set: exactly this. Presets leave it at kNone (the host memory it needs is not in the
+  // catalog: the plan reports it, `cpu_offload_bytes` per GPU).
+  std::optional<Offload> offload = Offload::kNone;
 };
 // The defaults of the tools users name (`gpugeek plan --recipe NAME`):
 //   auto (the default), megatron, deepspeed: mixed precision (bf16 with an fp32 master), AdamW, recompute chosen;
@@ -172,7 +182,8 @@ struct TrainingOptions {
 // without recompute, live during its backward under full recompute), "embedding_logits" (input
 // embedding output s·b·h·2 per micro-batch in flight on the first stage; fp32 logits 4·s·b·V/t on
 // the last; 14 B per logit under kHuggingFace), "qlora_dequant" (one bf16 copy of the largest base
-// projection), "autocast_cache" and "peft_fp32_inputs" (kHuggingFace, see Recipes), "runtime"
+// projection), "zero3_gather" (ZeRO-3: two gathered 16-bit copies of the largest layer or tensor),
+// "autocast_cache" and "peft_fp32_inputs" (kHuggingFace, see Recipes), "runtime"
 // (kCudaContextBytes). Under kHuggingFace "gradients" holds only what the gradients and step
 // temporaries add above the activation peak (they are not live together). The CPU bytes of offload are in
 // `cpu_offload_bytes`.

@@ -22,6 +22,7 @@
 #include "hw/gpu_catalog.h"
 #include "workload/launch.h"
 #include "workload/measured_peaks.h"
+#include "workload/memory_sources.h"
 #include "workload/param_count.h"
 #include "workload/plan_json.h"
 #include "workload/planner.h"
@@ -74,8 +75,9 @@ std::string Duration(double s) {
 
 std::string Money(int64_t micros) { return FormatMoney(micros); }
 
-// A terminal bar of the breakdown against the usable memory: one letter per term.
-std::string MemoryBar(const PlanCandidate& c, int width = 60) {
+// A terminal bar of the breakdown against the usable memory: one letter per term; with `explain`, each
+// term's source under its formula.
+std::string MemoryBar(const PlanCandidate& c, bool explain, int width = 60) {
   const double scale = static_cast<double>(std::max<uint64_t>(c.usable_bytes, c.memory.Total())) / width;
   std::string bar, legend;
   const std::pair<const char*, char> kLetters[] = {
@@ -90,6 +92,8 @@ std::string MemoryBar(const PlanCandidate& c, int width = 60) {
     const int n = static_cast<int>(static_cast<double>(t.bytes) / scale + 0.5);
     bar += std::string(n, letter);
     legend += fmt::format("  {} {:<20} {:>10}  {}\n", letter, t.label, FormatBytes(t.bytes), t.formula);
+    const std::string_view source = workload::MemoryTermSource(t.label, c.memory.Bytes("kv_cache") == 0);
+    if (explain && !source.empty()) legend += fmt::format("  {:<33}  source: {}\n", "", source);
   }
   const int usable_at = static_cast<int>(static_cast<double>(c.usable_bytes) / scale);
   if (static_cast<int>(bar.size()) < usable_at) bar += std::string(usable_at - bar.size(), '.');
@@ -244,6 +248,7 @@ void RegisterPlanCommand(CLI::App& app) {
     std::string compare_measured, models_dir;
     double max_error = 0;
     bool json = false;
+    bool explain = false;
     std::string svg;
   };
   auto o = std::make_shared<Options>();
@@ -286,6 +291,7 @@ void RegisterPlanCommand(CLI::App& app) {
                   "Activation recompute: auto (the plan chooses none or full) none selective full")
       ->capture_default_str();
   sub->add_flag("--json", o->json, "Print JSON instead of a table");
+  sub->add_flag("--explain", o->explain, "Show where each memory term's formula comes from");
   sub->add_option("--svg", o->svg, "Write an SVG chart of the memory breakdowns to FILE");
   sub->callback([o] {
     if (!o->compare_measured.empty()) {
@@ -452,7 +458,7 @@ void RegisterPlanCommand(CLI::App& app) {
       }
       std::cout << table.Render() << "\n";
       const PlanCandidate& best = plan->candidates[0];
-      std::cout << "Memory per GPU of #1 (" << best.Summary() << "):\n" << MemoryBar(best);
+      std::cout << "Memory per GPU of #1 (" << best.Summary() << "):\n" << MemoryBar(best, o->explain);
       std::cout << "Next smaller: " << best.next_smaller << "\n";
       if (!best.size_note.empty()) std::cout << "Size: " << best.size_note << "\n";
       if (best.cpu_offload_bytes > 0) {

@@ -77,6 +77,21 @@ TEST(PlanCommandTest, TextShowsThePureBf16NoteAndTheNewTerms) {
       << t.out;
 }
 
+TEST(PlanCommandTest, ExplainShowsEachTermsSource) {
+  const Result r = Plan(
+      "llama/Meta-Llama-3.1-8B.json --task lora --seq 2048 --batch 4 --gpus H200:1 --recipe peft "
+      "--explain");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("source: Korthikanti et al. 2022 (arXiv:2205.05198) Table 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("source: PEFT LoRA layers cast the input"), std::string::npos) << r.out;
+  const Result j = Plan("llama/Meta-Llama-3.1-8B.json --task inference --gpus H200:1 --json");
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  const nlohmann::json plan = nlohmann::json::parse(j.out);
+  for (const auto& t : plan["candidates"][0]["memory"]) {
+    EXPECT_FALSE(t["source"].get<std::string>().empty()) << t;
+  }
+}
+
 TEST(PlanCommandTest, RecipeWithoutAToolLaunchSaysSo) {
   const Result r =
       Plan("llama/Llama-3.2-1B-Instruct.json --task full --seq 2048 --batch 8 --gpus H200:1 --precision autocast");

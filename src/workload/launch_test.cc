@@ -94,6 +94,19 @@ TEST(LaunchTest, MegatronForPretrainPlan) {
   EXPECT_FALSE(MegatronArgs(Load("t5/t5-v1_1-base.json"), plan, task).ok());
 }
 
+TEST(LaunchTest, Float32CheckpointIsSizedAsTheBf16ItIsServedIn) {
+  // A config saved with torch_dtype float32: `vllm serve --dtype auto` loads it in 16-bit, and the
+  // printed line says --dtype bfloat16, so the plan sizes 2 B per weight, not 4.
+  ModelConfig qwen = Load("qwen/Qwen2.5-3B.json");
+  qwen.torch_dtype = "float32";
+  const Task task{TaskKind::kInference, 4096, 1};
+  const PlanCandidate plan = Best(qwen, task, "H100-SXM-80GB", 1);
+  EXPECT_EQ(plan.memory.Bytes("weights"), 2u * 3085938688);
+  auto args = VllmServeArgs(qwen, plan, task);
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(Flag(*args, "--dtype"), "bfloat16");
+}
+
 TEST(LaunchTest, VllmServeForInferencePlan) {
   const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
   Task task{TaskKind::kInference, 4096, 32};

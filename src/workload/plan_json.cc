@@ -1,11 +1,18 @@
 #include "workload/plan_json.h"
 
+#include "workload/memory_sources.h"
+
 namespace gpugeek::workload {
 
 nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
   nlohmann::json terms = nlohmann::json::array();
-  for (const auto& t : c.memory.terms)
-    terms.push_back({{"label", t.label}, {"bytes", t.bytes}, {"formula", t.formula}});
+  const bool training = c.memory.Bytes("kv_cache") == 0 && c.prefill_seconds == 0;  // serving plans hold a KV cache
+  for (const auto& t : c.memory.terms) {
+    terms.push_back({{"label", t.label},
+                     {"bytes", t.bytes},
+                     {"formula", t.formula},
+                     {"source", std::string(MemoryTermSource(t.label, training))}});
+  }
   return {{"summary", c.Summary()},
           {"gpu_model", c.gpu->id},
           {"gpus", c.gpus},

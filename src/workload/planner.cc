@@ -215,7 +215,9 @@ class Planner {
     if (task_.inference_dtype) {
       o.weights = o.expert_weights = ServingScheme(*task_.inference_dtype);
     } else {
-      const QuantScheme checkpoint = CheckpointScheme(c_.torch_dtype, c_.quant_method, c_.quant_block_size);
+      QuantScheme checkpoint = CheckpointScheme(c_.torch_dtype, c_.quant_method, c_.quant_block_size);
+      // vLLM's `--dtype auto` serves a float32 checkpoint in 16-bit (the launch line says bfloat16).
+      if (checkpoint.dtype == DType::kFp32) checkpoint = QuantScheme{DType::kBf16};
       o.weights = o.expert_weights = checkpoint;
       // gpt-oss quantizes only its experts (quantization_config.modules_to_not_convert).
       if (c_.quant_method == "mxfp4") o.weights = QuantScheme{DType::kBf16};

@@ -71,7 +71,8 @@ struct Task {
   LoraConfig lora{16, {"all-linear"}};
   Recipe recipe;  // training: framework, precision, optimizer, forced recompute (training_memory.h)
   // Weights when serving; unset: the checkpoint's own format (quantization_config, else torch_dtype,
-  // dtype.h CheckpointScheme), e.g. DeepSeek-V3's fp8 blocks or gpt-oss's MXFP4 experts.
+  // dtype.h CheckpointScheme), e.g. DeepSeek-V3's fp8 blocks or gpt-oss's MXFP4 experts; a float32
+  // checkpoint is served in bf16, as vLLM's `--dtype auto` and the printed `vllm serve` line do.
   std::optional<DType> inference_dtype;
   DType kv_dtype = DType::kBf16;
 };

@@ -1,5 +1,7 @@
 #include "workload/measured_peaks.h"
 
+#include "api/csv_lines.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,22 +15,6 @@ namespace {
 
 constexpr std::string_view kColumns[] = {"model",  "task",      "seq",       "batch",     "micro_batch",    "gpu",
                                          "recipe", "precision", "optimizer", "recompute", "measured_bytes", "source"};
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (size_t start = 0;;) {
-    const size_t end = s.find(sep, start);
-    parts.push_back(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 absl::Status At(int line, std::string_view column, std::string_view what) {
   return absl::InvalidArgumentError(fmt::format("line {}, column {}: {}", line, column, what));
@@ -48,27 +34,22 @@ absl::StatusOr<int64_t> PositiveInt(int line, std::string_view column, std::stri
 absl::StatusOr<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv) {
   std::vector<MeasuredRun> runs;
   std::vector<std::string> header;
-  int line_no = 0;
-  for (std::string_view raw : Split(csv, '\n')) {
-    ++line_no;
-    const std::string_view line = Trim(raw);
-    if (line.empty() || line.front() == '#') continue;
-    std::vector<std::string_view> cells = Split(line, ',');
-    for (std::string_view& c : cells) c = Trim(c);
+  // No line starts with "\n": every record reaches the callback, the first one being the header.
+  absl::Status st = api::ForEachCsvRecord(csv, "\n", [&](int line_no, const std::vector<std::string>& cells) {
     if (header.empty()) {
-      for (std::string_view c : cells) {
+      for (const std::string& c : cells) {
         if (std::find(std::begin(kColumns), std::end(kColumns), c) == std::end(kColumns)) {
           return At(line_no, c, fmt::format("unknown column (known: {})", fmt::join(kColumns, ", ")));
         }
         if (std::find(header.begin(), header.end(), c) != header.end()) return At(line_no, c, "named twice");
-        header.emplace_back(c);
+        header.push_back(c);
       }
       for (std::string_view need : {"model", "task", "seq", "batch", "gpu", "measured_bytes"}) {
         if (std::find(header.begin(), header.end(), need) == header.end()) {
           return At(line_no, need, "missing from the header");
         }
       }
-      continue;
+      return absl::OkStatus();
     }
     if (cells.size() != header.size()) {
       return absl::InvalidArgumentError(
@@ -133,7 +114,9 @@ absl::StatusOr<std::vector<MeasuredRun>> ParseMeasuredRuns(std::string_view csv)
     }
     r.source = std::string(get("source"));
     runs.push_back(std::move(r));
-  }
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
   if (header.empty()) return absl::InvalidArgumentError("no header line (model,task,seq,batch,gpu,measured_bytes,...)");
   return runs;
 }

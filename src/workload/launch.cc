@@ -127,6 +127,15 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
   if (l.virtual_stages > 1) {
     a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", Str(c.num_layers / (l.pp * l.virtual_stages))});
   }
+  if (l.pp > 1 && c.num_layers % l.pp != 0) {
+    const auto [first, last] = UnevenPipelineStages(c.num_layers, l.pp);
+    if (first < 1 || l.virtual_stages > 1) {
+      return absl::InvalidArgumentError(
+          fmt::format("Megatron-LM arguments: {} layers do not split over PP {}", c.num_layers, l.pp));
+    }
+    a.insert(a.end(),
+             {"--decoder-first-pipeline-num-layers", Str(first), "--decoder-last-pipeline-num-layers", Str(last)});
+  }
   if (l.sequence_parallel && l.tp > 1) a.push_back("--sequence-parallel");
   if (plan.zero_stage >= 1) a.push_back("--use-distributed-optimizer");
   if (c.IsMoe()) {

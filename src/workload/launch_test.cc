@@ -107,6 +107,44 @@ TEST(LaunchTest, Float32CheckpointIsSizedAsTheBf16ItIsServedIn) {
   EXPECT_EQ(Flag(*args, "--dtype"), "bfloat16");
 }
 
+TEST(LaunchTest, UnevenPipelineStagesShareTheRestBetweenFirstAndLast) {
+  // Llama 3 405B: 126 layers over PP16, "one Transformer layer fewer in each of the first and the last
+  // stages" (Llama 3 paper, arXiv:2407.21783, Sec. 3.3.2): 14 x 8 + 7 + 7.
+  EXPECT_EQ(UnevenPipelineStages(126, 16), std::make_pair(int64_t{7}, int64_t{7}));
+  EXPECT_EQ(UnevenPipelineStages(80, 16), std::make_pair(int64_t{5}, int64_t{5}));
+  EXPECT_EQ(UnevenPipelineStages(10, 4), std::make_pair(int64_t{2}, int64_t{2}));
+  EXPECT_EQ(UnevenPipelineStages(9, 4), std::make_pair(int64_t{1}, int64_t{2}));
+  EXPECT_EQ(UnevenPipelineStages(5, 2), std::make_pair(int64_t{2}, int64_t{3}));
+  EXPECT_EQ(UnevenPipelineStages(5, 4), std::make_pair(int64_t{0}, int64_t{0}));  // the first stage would be empty
+}
+
+TEST(LaunchTest, Llama405bPretrainingAtPp16IsPlannedWithUnevenStages) {
+  // Llama 3 405B's pre-training layout (paper Table 4): TP8, PP16 at 8K tokens; 1,024 H100s here (DP8).
+  const ModelConfig llama = Load("llama/Meta-Llama-3.1-405B.json");
+  Task task{TaskKind::kPretrain, 8192, 2048};
+  task.recipe = *RecipePreset("megatron");
+  PlannerOptions o;
+  o.exact_gpus = 1024;
+  o.allowed_tp = {8};
+  o.allowed_pp = {16};
+  auto p = MakePlan(llama, task, {PoolEntry{hw::GpuCatalog::Builtin().Resolve("H100-SXM-80GB"), 1024, 1'000'000}}, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_FALSE(p->candidates.empty()) << (p->rejected.empty() ? "" : p->rejected[0]);
+  const PlanCandidate& plan = p->candidates[0];
+  EXPECT_EQ(plan.layout.tp, 8);
+  EXPECT_EQ(plan.layout.pp, 16);
+  EXPECT_EQ(plan.layout.dp, 8);
+  auto args = MegatronArgs(llama, plan, task);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(Flag(*args, "--decoder-first-pipeline-num-layers"), "7");
+  EXPECT_EQ(Flag(*args, "--decoder-last-pipeline-num-layers"), "7");
+  // Without the named size only divisors of 126 are tried: no PP16.
+  o.allowed_pp.clear();
+  auto any = MakePlan(llama, task, {PoolEntry{hw::GpuCatalog::Builtin().Resolve("H100-SXM-80GB"), 1024, 1'000'000}}, o);
+  ASSERT_TRUE(any.ok());
+  for (const PlanCandidate& c : any->candidates) EXPECT_EQ(126 % c.layout.pp, 0);
+}
+
 TEST(LaunchTest, VllmServeForInferencePlan) {
   const ModelConfig llama = Load("llama/Llama-2-70b-hf.json");
   Task task{TaskKind::kInference, 4096, 32};

@@ -342,6 +342,17 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
     for (int pp = 1; pp <= layers && pp <= n; ++pp) pps.push_back(pp);
   } else if (layered) {
     pps = DivisorsOf(layers);
+    // A pipeline size the caller names may split the layers unevenly: the middle stages hold
+    // ceil(L/p) layers, the first and last share the rest (Megatron-LM --decoder-first/last-pipeline-
+    // num-layers; Llama 3 405B's PP16 over 126 layers, Llama 3 paper Sec. 3.3.2). Memory is priced at
+    // ceil(L/p) layers per stage.
+    for (int pp : opt_.allowed_pp) {
+      if (pp > 1 && pp <= layers && std::find(pps.begin(), pps.end(), pp) == pps.end() &&
+          UnevenPipelineStages(layers, pp).first > 0) {
+        pps.push_back(pp);
+      }
+    }
+    std::sort(pps.begin(), pps.end());
   }
   bool any_valid = false;
   for (int tp : tps) {
@@ -496,6 +507,17 @@ absl::StatusOr<Objective> ParseObjective(std::string_view name) {
   if (name == "cost") return Objective::kCost;
   if (name == "gpus") return Objective::kGpus;
   return absl::InvalidArgumentError(fmt::format("unknown objective '{}' (time, cost, gpus)", std::string(name)));
+}
+
+std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp) {
+  if (pp < 1 || layers < pp) return {0, 0};
+  if (layers % pp == 0) return {layers / pp, layers / pp};
+  if (pp == 2) return {layers / 2, layers - layers / 2};
+  const int64_t middle = (layers + pp - 1) / pp;
+  const int64_t rest = layers - (pp - 2) * middle;
+  const int64_t first = rest / 2;
+  if (first < 1) return {0, 0};
+  return {first, rest - first};
 }
 
 std::string PlanCandidate::Summary() const {

@@ -10,7 +10,8 @@
 //
 // Validity rules (anchors/planner.md §4.4): attention heads divisible by TP, KV heads divisible by TP
 // or TP by KV heads (replicated); the vocabulary is padded to a multiple of TP (never a reason to
-// refuse); for training, layers divisible by PP (and by PP x v when interleaved); for serving any
+// refuse); for training, layers divisible by PP (and by PP x v when interleaved), or any PP named in
+// PlannerOptions::allowed_pp, split unevenly (UnevenPipelineStages); for serving any
 // PP up to the layer count (vLLM splits layers unevenly); TP no larger than the GPU's
 // NVLink / XGMI domain (flops.h NvlinkDomainSize); PP only once TP fills the domain (Narayanan et
 // al. SC'21 takeaway 1); ZeRO-2/3 only without PP (DeepSpeed refuses the combination); EP divides
@@ -42,6 +43,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -76,6 +78,11 @@ struct Task {
   std::optional<DType> inference_dtype;
   DType kv_dtype = DType::kBf16;
 };
+
+// Layers of the first and last pipeline stages when `pp` stages split `layers` unevenly: the middle
+// stages hold ceil(layers/pp) each, the first and last the rest, first <= last. {0, 0} when the split
+// leaves the first stage no layer; {layers/pp, layers/pp} when it is even.
+std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp);
 
 struct PoolEntry {
   const hw::GpuModel* gpu = nullptr;  // borrowed from a catalog that outlives the plan

@@ -22,6 +22,8 @@
 #   GPUGEEK_BIN=FILE   a gpugeek binary to use instead of building one
 #   PYTHON=python3     the Python that has torch (and transformers + peft for part 2)
 #   PARTS=123          which parts to run (e.g. PARTS=3 reruns the GPT check alone)
+#   GPUGEEK_SHARED_DIR=../shared   where the model configs of part 2 are (models/...)
+#   PLANS_FILE=FILE    part 2's rows from FILE instead of PLANS below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}

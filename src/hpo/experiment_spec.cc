@@ -10,6 +10,7 @@
 #include "api/quantity.h"
 #include "common/quote.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "fmt/format.h"
 
 namespace gpugeek::hpo {
@@ -207,6 +208,8 @@ absl::StatusOr<ExperimentSpec> ParseDocument(const YAML::Node& doc, const hw::Gp
 }  // namespace
 
 absl::StatusOr<ExperimentSpec> ParseExperimentSpec(std::string_view yaml_text, const hw::GpuCatalog& catalog) {
+  // Its names, values and commands end up in JSON (GPUGEEK_PARAMS, the API): UTF-8 text only.
+  if (!IsUtf8(yaml_text)) return absl::InvalidArgumentError("experiment spec: not UTF-8 text; send UTF-8");
   ASSIGN_OR_RETURN(const YAML::Node doc, api::LoadBoundedYaml(yaml_text, "experiment spec", "experiment"));
   try {
     return ParseDocument(doc, catalog);

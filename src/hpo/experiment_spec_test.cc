@@ -62,6 +62,10 @@ TEST(ExperimentSpecTest, ErrorsNameTheField) {
   const std::string trial = "trial:\n  resources: {accelerators: A100-80GB:1}\n  run: echo {{lr}}\n";
   EXPECT_THAT(err(base + trial), HasSubstr("budget: is required"));
   EXPECT_TRUE(ParseExperimentSpec(base + "budget: {trials: 5}\n" + trial).ok());
+  // A parameter name that is not text (a byte the fuzz target found) is refused, not dumped into
+  // GPUGEEK_PARAMS, where the JSON writer would throw.
+  EXPECT_THAT(err("name: x\nspace: [{name: l\xf2, type: float, low: 0.1, high: 1}]\nbudget: {trials: 5}\n" + trial),
+              HasSubstr("experiment spec: not UTF-8 text"));
   EXPECT_THAT(err(base + "budget: {trials: 0}\n" + trial), HasSubstr("budget.trials: must be a whole number 1..10000"));
   EXPECT_THAT(err(base + "budget: {trials: 5}\nparallelism: 6\n" + trial),
               HasSubstr("parallelism: 6 is more than budget.trials (5)"));

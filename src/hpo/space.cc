@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "fmt/format.h"
 
 namespace gpugeek::hpo {
@@ -42,11 +43,16 @@ absl::StatusOr<SearchSpace> SearchSpace::Create(std::vector<ParamSpec> params) {
     const std::string where = fmt::format("parameter {:?}", p.name);
     if (p.name.empty() || p.name.size() > 128)
       return Invalid(fmt::format("parameter {}: name must be 1-128 characters", i));
+    // Names and choices travel as JSON (GPUGEEK_PARAMS, the API): text only.
+    if (!IsUtf8(p.name)) return Invalid(fmt::format("parameter {}: name is not UTF-8 text", i));
     if (!names.insert(p.name).second) return Invalid(fmt::format("{}: defined twice", where));
     if (p.kind == ParamKind::kCategorical) {
       if (p.choices.empty()) return Invalid(fmt::format("{}: choices is empty; give at least one", where));
       if (p.choices.size() > kMaxChoices) {
         return Invalid(fmt::format("{}: {} choices; at most {}", where, p.choices.size(), kMaxChoices));
+      }
+      for (const std::string& c : p.choices) {
+        if (!IsUtf8(c)) return Invalid(fmt::format("{}: a choice is not UTF-8 text", where));
       }
       if (std::set<std::string>(p.choices.begin(), p.choices.end()).size() != p.choices.size()) {
         return Invalid(fmt::format("{}: choices repeat a value", where));

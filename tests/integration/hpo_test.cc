@@ -149,7 +149,9 @@ TEST_F(HpoTest, FortyTrialsFourAtOnceWithAshaSurviveAServerKill) {
     if (experiment.value("state", "") != "running") break;
     std::this_thread::sleep_for(milliseconds(250));
   }
-  ASSERT_EQ(experiment.value("state", ""), "succeeded") << experiment.dump(1) << "\n" << server_->output();
+  ASSERT_EQ(experiment.value("state", ""), "succeeded") << experiment.dump(1) << "\n"
+                                                        << server_->output() << "\nagents:\n"
+                                                        << AgentOutputs();
   const nlohmann::json& trials = experiment["trials"];
   ASSERT_EQ(trials.size(), 40u);
   const nlohmann::json& counts = experiment["counts"];

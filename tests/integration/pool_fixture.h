@@ -77,10 +77,14 @@ class PoolFixture : public ::testing::Test {
       if (nodes.ok() && (*nodes)["nodes"].size() == n) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    ADD_FAILURE() << "the agents did not register: " << AgentOutputs();
+    return false;
+  }
+  // Everything the agents printed, one after another (for failure messages).
+  std::string AgentOutputs() const {
     std::string outputs;
     for (const auto& a : agents_) outputs += a->output();
-    ADD_FAILURE() << "the agents did not register: " << outputs;
-    return false;
+    return outputs;
   }
   void TearDown() override {
     agents_.clear();

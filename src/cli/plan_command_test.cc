@@ -1,11 +1,13 @@
 // End-to-end tests of `gpugeek plan` recipes: run the built binary and read what it prints.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "common/testing/process.h"
 
 namespace gpugeek::cli {
 namespace {
@@ -15,18 +17,13 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-// `gpugeek ARGS`, stdout and stderr together.
+// `gpugeek ARGS` (words split at spaces), through the project's subprocess runner.
 Result RunGpugeek(const std::string& args) {
-  const std::string cmd = std::string(GPUGEEK_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.out.append(buf, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  std::vector<std::string> words;
+  std::istringstream in(args);
+  for (std::string w; in >> w;) words.push_back(w);
+  auto [code, out] = subprocess::RunCli(words, ::testing::TempDir() + "gpugeek_plan_cli.log");
+  return {code, out};
 }
 
 // `gpugeek plan ../shared/models/ARGS`.

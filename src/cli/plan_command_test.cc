@@ -1,6 +1,8 @@
 // End-to-end tests of `gpugeek plan` recipes: run the built binary and read what it prints.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,7 +24,11 @@ Result RunGpugeek(const std::string& args) {
   std::vector<std::string> words;
   std::istringstream in(args);
   for (std::string w; in >> w;) words.push_back(w);
-  auto [code, out] = subprocess::RunCli(words, ::testing::TempDir() + "gpugeek_plan_cli.log");
+  // One log per test process: ctest runs this binary's tests in parallel, and a shared file mixed
+  // one test's output into another's.
+  const std::string log = ::testing::TempDir() + "gpugeek_plan_cli." + std::to_string(::getpid()) + "." +
+                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".log";
+  auto [code, out] = subprocess::RunCli(words, log);
   return {code, out};
 }
 

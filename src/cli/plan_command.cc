@@ -247,7 +247,7 @@ void RegisterPlanCommand(CLI::App& app) {
     std::string offload = "none";
     std::string compare_measured, models_dir;
     double max_error = 0;
-    int tp = 0, pp = 0;  // 0: any
+    int tp = 0, pp = 0, cp = 0;  // 0: any
     bool json = false;
     bool explain = false;
     std::string svg;
@@ -260,6 +260,9 @@ void RegisterPlanCommand(CLI::App& app) {
                   "offloads when that is the best plan that fits; the plan reports the host memory)")
       ->capture_default_str();
   sub->add_option("--tp", o->tp, "Only this tensor-parallel size (default: any)");
+  sub->add_option("--cp", o->cp,
+                  "Only this context-parallel size (Megatron-LM; default: 1, and more when each rank keeps >= 8192 "
+                  "tokens)");
   sub->add_option("--pp", o->pp,
                   "Only this pipeline-parallel size; training may then split the layers unevenly (default: any "
                   "divisor of the layers)");
@@ -316,7 +319,9 @@ void RegisterPlanCommand(CLI::App& app) {
     if (!(o->margin >= 0 && o->margin < 1)) Fail(fmt::format("--margin {} must be in [0, 1), e.g. 0.1", o->margin));
     if (o->top < 1) Fail(fmt::format("--top {} must be at least 1", o->top));
     if (o->lora_rank < 1) Fail(fmt::format("--lora-rank {} must be at least 1", o->lora_rank));
-    if (o->tp < 0 || o->pp < 0) Fail(fmt::format("--tp {} / --pp {} must be at least 1", o->tp, o->pp));
+    if (o->tp < 0 || o->pp < 0 || o->cp < 0) {
+      Fail(fmt::format("--tp {} / --pp {} / --cp {} must be at least 1", o->tp, o->pp, o->cp));
+    }
     auto config = workload::LoadModelConfig(o->model);
     if (!config.ok()) Fail(std::string(config.status().message()));
     auto kind = workload::ParseTaskKind(o->task);
@@ -376,6 +381,7 @@ void RegisterPlanCommand(CLI::App& app) {
     po.safety_margin = o->margin;
     if (o->tp > 0) po.allowed_tp = {o->tp};
     if (o->pp > 0) po.allowed_pp = {o->pp};
+    if (o->cp > 0) po.allowed_cp = {o->cp};
     auto plan = workload::MakePlan(*config, task, pool, po);
     if (!plan.ok()) Fail(std::string(plan.status().message()));
     const workload::ParamCounts n = workload::CountParameters(*config);

@@ -190,6 +190,7 @@ nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::stri
                     {"gpus_per_node", a.gpus_per_node},
                     {"tp", a.tp},
                     {"pp", a.pp},
+                    {"cp", a.cp},
                     {"dp", a.dp},
                     {"zero_stage", a.zero_stage},
                     {"micro_batch", a.micro_batch},
@@ -214,6 +215,7 @@ absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_t
     ASSIGN_OR_RETURN(int64_t tp, a.Int("tp", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t pp, a.Int("pp", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t dp, a.Int("dp", 1, 1, 1 << 20));
+    ASSIGN_OR_RETURN(int64_t cp, a.Int("cp", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t zero, a.Int("zero_stage", 0, 0, 3));
     ASSIGN_OR_RETURN(alt.micro_batch, a.Int("micro_batch", 1, 1, 1 << 20));
     ASSIGN_OR_RETURN(int64_t mem, a.Int("memory_per_gpu_bytes", 0, 0, INT64_MAX));
@@ -224,6 +226,7 @@ absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_t
     alt.tp = static_cast<int>(tp);
     alt.pp = static_cast<int>(pp);
     alt.dp = static_cast<int>(dp);
+    alt.cp = static_cast<int>(cp);
     alt.zero_stage = static_cast<int>(zero);
     alt.memory_per_gpu_bytes = static_cast<uint64_t>(mem);
     out.alternatives.push_back(alt);

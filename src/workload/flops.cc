@@ -98,7 +98,8 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   const FlopsPerToken f = given_flops != nullptr ? *given_flops : ComputeFlopsPerToken(config, seq, o.recompute);
   const double h = static_cast<double>(config.hidden_size);
   const double eff = model.max_matmul_efficiency * h / (h + model.half_efficiency_hidden);
-  const double tokens_mb = static_cast<double>(seq) * o.micro_batch;
+  const int cp = std::max(l.cp, 1);
+  const double tokens_mb = static_cast<double>(seq) * o.micro_batch / cp;  // on one context-parallel rank
   // LoRA / QLoRA skip the weight gradients of the frozen base (about a third of the backward).
   const double frozen_factor = o.mode == FineTune::kFull ? 1.0 : 2.0 / 3.0;
   const double compute_mb = f.hardware * frozen_factor * tokens_mb / (l.tp * l.pp) / (peak * eff);
@@ -115,13 +116,30 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   const double tp_mb = layers_on_stage * allreduces_per_layer *
                        RingAllReduceSeconds(act_bytes, l.tp, tp_link.bytes_per_second, model.all_reduce_base_latency_s,
                                             tp_link.hop_latency_s);
-  const double pp_bw = l.tp * l.pp <= domain ? intra : inter;
+  const double pp_bw = l.tp * cp * l.pp <= domain ? intra : inter;
   const double pp_mb = l.pp > 1 ? 2 * act_bytes / l.tp / pp_bw : 0;
-  const double mb = compute_mb + tp_mb + pp_mb;
+  // Context parallelism (Megatron-LM's ring attention, Liu et al. 2023 arXiv:2310.01889): in every
+  // layer each rank passes its K/V chunk cp - 1 times around the ring, behind the attention compute of
+  // the chunk in hand; the backward passes K/V and their gradients (twice the bytes), and full
+  // recomputation repeats the forward. Only what the attention compute does not cover is exposed.
+  double cp_mb = 0;
+  if (cp > 1) {
+    const double kv_heads = std::ceil(static_cast<double>(config.num_kv_heads) / l.tp);
+    const double chunk_bytes = 2 * tokens_mb * kv_heads * static_cast<double>(config.head_dim) * 2;
+    const double cp_bw = l.tp * cp <= domain ? intra : inter;
+    const double ring_s = (cp - 1) * chunk_bytes / cp_bw;
+    // Attention FLOPs of one layer on this rank: QK^T and AV of its tokens over the whole sequence.
+    const double attention_s = 2 * tokens_mb * static_cast<double>(seq) * config.num_heads / l.tp * 2 *
+                               static_cast<double>(config.head_dim) / (peak * eff);
+    const double passes = o.recompute == Recompute::kFull ? 4 : 3;  // forward (again), backward x 2
+    cp_mb = layers_on_stage * passes * std::max(0.0, ring_s - attention_s);
+  }
+  const double mb = compute_mb + tp_mb + pp_mb + cp_mb;
 
   t.compute_s = m * compute_mb;
   t.tp_comm_s = m * tp_mb;
   t.pp_comm_s = m * pp_mb;
+  t.cp_comm_s = m * cp_mb;
   t.pp_bubble_s = (l.pp - 1.0) / std::max(l.virtual_stages, 1) * mb;
 
   // Gradients: all-reduce (ZeRO 0-1) or reduce-scatter (ZeRO 2-3, half the traffic) of the trainable
@@ -137,25 +155,26 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
       o.mode == FineTune::kFull ? 1.0 : std::min(1.0, 0.01);  // adapters are ~1 % of the weights at most
   const double grad_bytes = shard.Params() * trainable_fraction * (o.fp32_grads ? 4 : 2);
   const double dp_bw = l.Gpus() <= domain ? intra : inter;
-  double dp = RingAllReduceSeconds(grad_bytes, l.dp, dp_bw) * (o.zero_stage >= 2 ? 0.5 : 1.0);
-  if (o.zero_stage >= 3 && l.dp > 1) {
+  const int replicas = l.ReplicaRanks();  // gradients are reduced over DP x CP
+  double dp = RingAllReduceSeconds(grad_bytes, replicas, dp_bw) * (o.zero_stage >= 2 ? 0.5 : 1.0);
+  if (o.zero_stage >= 3 && replicas > 1) {
     // Parameters gathered for every micro-batch's forward and backward, prefetched behind compute.
-    const double gather = 2 * (l.dp - 1.0) / l.dp * 2 * shard.Params() / dp_bw;
+    const double gather = 2 * (replicas - 1.0) / replicas * 2 * shard.Params() / dp_bw;
     t.dp_comm_s += m * std::max(0.0, gather - compute_mb);
   }
   t.dp_comm_s += std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
   if (o.offload_optimizer) {
     const double host_link =
         static_cast<double>(gpu.interconnect.PcieBytesPerSecond()) / 2 * model.collective_efficiency;
-    const double partition = shard.Params() * trainable_fraction / (o.zero_stage >= 1 ? l.dp : 1);
+    const double partition = shard.Params() * trainable_fraction / (o.zero_stage >= 1 ? replicas : 1);
     if (host_link > 0) t.offload_s += (2 + 2) * partition / host_link;  // bf16 gradients out, weights in
     t.offload_s += kCpuAdamBytesPerParam * partition / model.host_memory_bytes_per_second_per_gpu;
     if (o.offload_params && host_link > 0) {
-      const double fetch = 2 * 2 * shard.Params() / std::max(l.dp, 1) / host_link;
+      const double fetch = 2 * 2 * shard.Params() / replicas / host_link;
       t.offload_s += m * std::max(0.0, fetch - compute_mb);
     }
   }
-  t.total_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.pp_bubble_s + t.dp_comm_s + t.offload_s;
+  t.total_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.cp_comm_s + t.pp_bubble_s + t.dp_comm_s + t.offload_s;
   t.tokens = static_cast<double>(global_batch) * seq;
   t.model_flops_per_gpu = f.training * frozen_factor * t.tokens / (t.total_s * gpus);
   t.hardware_flops_per_gpu = f.hardware * frozen_factor * t.tokens / (t.total_s * gpus);

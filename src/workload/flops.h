@@ -111,6 +111,7 @@ struct StepTime {
   double tp_comm_s = 0;    // exposed tensor-parallel all-reduces
   double pp_bubble_s = 0;  // pipeline fill and drain
   double pp_comm_s = 0;    // stage-to-stage activations
+  double cp_comm_s = 0;    // exposed context-parallel K/V ring passes
   double dp_comm_s = 0;    // exposed gradient all-reduce
   // ZeRO-Offload: gradients to the host and updated bf16 weights back over PCIe, and the CPU AdamW step
   // (memory-bound, kCpuAdamBytesPerParam); with parameter offload also the weights fetched for every

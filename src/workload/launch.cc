@@ -39,6 +39,9 @@ absl::StatusOr<nlohmann::json> DeepSpeedConfig(const PlanCandidate& plan, const 
   if (plan.layout.pp > 1) {
     return absl::InvalidArgumentError("DeepSpeed config: pipeline-parallel plans need Megatron-LM (use MegatronArgs)");
   }
+  if (plan.layout.cp > 1) {
+    return absl::InvalidArgumentError("DeepSpeed config: context-parallel plans need Megatron-LM (use MegatronArgs)");
+  }
   const Recipe& r = task.recipe;
   if (r.framework != Framework::kAuto && r.framework != Framework::kDeepSpeed) {
     return absl::InvalidArgumentError(
@@ -124,12 +127,15 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
   if (c.num_kv_heads != c.num_heads) {
     a.insert(a.end(), {"--group-query-attention", "--num-query-groups", Str(c.num_kv_heads)});
   }
-  if (l.virtual_stages > 1) {
+  if (l.cp > 1) a.insert(a.end(), {"--context-parallel-size", Str(l.cp)});
+  if (l.virtual_stages > 1 && c.num_layers % (l.pp * l.virtual_stages) == 0) {
     a.insert(a.end(), {"--num-layers-per-virtual-pipeline-stage", Str(c.num_layers / (l.pp * l.virtual_stages))});
+  } else if (l.virtual_stages > 1) {  // uneven stages: Megatron-Core splits each stage's layers itself
+    a.insert(a.end(), {"--num-virtual-stages-per-pipeline-rank", Str(l.virtual_stages)});
   }
   if (l.pp > 1 && c.num_layers % l.pp != 0) {
     const auto [first, last] = UnevenPipelineStages(c.num_layers, l.pp);
-    if (first < 1 || l.virtual_stages > 1) {
+    if (first < 1) {
       return absl::InvalidArgumentError(
           fmt::format("Megatron-LM arguments: {} layers do not split over PP {}", c.num_layers, l.pp));
     }
@@ -177,6 +183,9 @@ absl::StatusOr<std::vector<std::string>> HfTrainerArgs(const PlanCandidate& plan
   }
   if (plan.recompute == Recompute::kSelective) {
     return absl::InvalidArgumentError("Hugging Face Trainer arguments: selective recompute is Megatron's");
+  }
+  if (plan.layout.cp > 1) {
+    return absl::InvalidArgumentError("Hugging Face Trainer arguments: context parallelism is Megatron-LM's");
   }
   if (plan.offload != Offload::kNone) {
     return absl::InvalidArgumentError("Hugging Face Trainer arguments: CPU offload is DeepSpeed's (ZeRO-Offload)");

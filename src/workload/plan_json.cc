@@ -18,6 +18,7 @@ nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
           {"gpus", c.gpus},
           {"tp", c.layout.tp},
           {"pp", c.layout.pp},
+          {"cp", c.layout.cp},
           {"dp", c.layout.dp},
           {"ep", c.layout.ep},
           {"virtual_stages", c.layout.virtual_stages},

@@ -278,6 +278,26 @@ class Planner {
     if (deepspeed && zero >= 3) v.push_back(Offload::kOptimizerAndParams);
     return v;
   }
+  // Context-parallel sizes for `rest` GPUs beside a TP group: 1, and for long-sequence training with a
+  // framework that has it (Megatron-LM), once TP fills the NVLink domain, every power of two that
+  // divides `rest`, splits the sequence into 2 x cp equal chunks (Megatron's causal load balance) and
+  // leaves each rank at least kMinContextParallelTokens tokens; or exactly the sizes the caller named.
+  std::vector<int> ContextParallelSizes(int rest, bool tp_fills_domain) const {
+    std::vector<int> cps = {1};
+    const bool megatron = task_.recipe.framework == Framework::kAuto || task_.recipe.framework == Framework::kMegatron;
+    if (task_.kind == TaskKind::kInference || c_.kind != ArchitectureKind::kDecoder || !megatron) {
+      return Allowed(opt_.allowed_cp, 1) ? cps : std::vector<int>{};
+    }
+    for (int cp : PowersOfTwoUpTo(rest)) {
+      if (cp == 1 || rest % cp != 0 || task_.seq % (2 * cp) != 0) continue;
+      const bool named = !opt_.allowed_cp.empty() && Allowed(opt_.allowed_cp, cp);
+      if (named || (opt_.allowed_cp.empty() && tp_fills_domain && task_.seq / cp >= kMinContextParallelTokens)) {
+        cps.push_back(cp);
+      }
+    }
+    if (!Allowed(opt_.allowed_cp, 1)) cps.erase(cps.begin());
+    return cps;
+  }
   static bool Allowed(const std::vector<int>& list, int v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   }
@@ -342,11 +362,13 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
     for (int pp = 1; pp <= layers && pp <= n; ++pp) pps.push_back(pp);
   } else if (layered) {
     pps = DivisorsOf(layers);
-    // A pipeline size the caller names may split the layers unevenly: the middle stages hold
-    // ceil(L/p) layers, the first and last share the rest (Megatron-LM --decoder-first/last-pipeline-
-    // num-layers; Llama 3 405B's PP16 over 126 layers, Llama 3 paper Sec. 3.3.2). Memory is priced at
-    // ceil(L/p) layers per stage.
-    for (int pp : opt_.allowed_pp) {
+    // Powers of two and any pipeline size the caller names may split the layers unevenly: the middle
+    // stages hold ceil(L/p) layers, the first and last share the rest (Megatron-LM --decoder-first/last-
+    // pipeline-num-layers; Llama 3 405B's PP16 over 126 layers, Llama 3 paper Sec. 3.3.2). Memory is
+    // priced at ceil(L/p) layers per stage.
+    std::vector<int> uneven = opt_.allowed_pp;
+    for (int pp : PowersOfTwoUpTo(layers)) uneven.push_back(pp);
+    for (int pp : uneven) {
       if (pp > 1 && pp <= layers && std::find(pps.begin(), pps.end(), pp) == pps.end() &&
           UnevenPipelineStages(layers, pp).first > 0) {
         pps.push_back(pp);
@@ -357,111 +379,123 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
   bool any_valid = false;
   for (int tp : tps) {
     if (n % tp != 0 || !Allowed(opt_.allowed_tp, tp)) continue;
-    for (int pp : pps) {
-      if ((n / tp) % pp != 0 || !Allowed(opt_.allowed_pp, pp)) continue;
-      if (pp > 1 && tp != tps.back()) continue;  // PP only once TP fills the domain
-      if (task_.kind != TaskKind::kInference && !FrameworkRuns(task_.recipe.framework, tp, pp)) continue;
-      // Serving replicas: TP x PP is the replica size (below it, one replica of all n GPUs, which
-      // cannot hold the load but says by how much).
-      if (replica > 0 && tp * pp != std::min(n, replica)) continue;
-      const int dp = n / (tp * pp);
-      any_valid = true;
-      // Serving: a replica without a sequence to serve is no plan.
-      if (task_.kind == TaskKind::kInference && dp > task_.batch) continue;
-      std::vector<int> eps = {1};
-      if (c_.IsMoe() && task_.kind != TaskKind::kInference) {
-        for (int ep : PowersOfTwoUpTo(dp)) {
-          if (ep > 1 && dp % ep == 0 && c_.moe.num_experts % ep == 0) eps.push_back(ep);
+    for (int cp : ContextParallelSizes(n / tp, tp == tps.back())) {
+      for (int pp : pps) {
+        if ((n / (tp * cp)) % pp != 0 || !Allowed(opt_.allowed_pp, pp)) continue;
+        if (pp > 1 && tp != tps.back()) continue;  // PP only once TP fills the domain
+        if (task_.kind != TaskKind::kInference && !FrameworkRuns(task_.recipe.framework, tp, pp)) continue;
+        // Serving replicas: TP x PP is the replica size (below it, one replica of all n GPUs, which
+        // cannot hold the load but says by how much).
+        if (replica > 0 && tp * pp != std::min(n, replica)) continue;
+        const int dp = n / (tp * cp * pp);
+        any_valid = true;
+        // Serving: a replica without a sequence to serve is no plan.
+        if (task_.kind == TaskKind::kInference && dp > task_.batch) continue;
+        std::vector<int> eps = {1};
+        if (c_.IsMoe() && task_.kind != TaskKind::kInference) {
+          for (int ep : PowersOfTwoUpTo(dp)) {
+            if (ep > 1 && dp % ep == 0 && c_.moe.num_experts % ep == 0) eps.push_back(ep);
+          }
         }
-      }
-      std::vector<int> vs = {1};
-      if (task_.kind == TaskKind::kPretrain && pp > 1 && layers % (2 * pp) == 0) vs.push_back(2);
-      for (int ep : eps) {
-        const GpuShard& shard = Shard(tp, pp, ep);
-        for (int v : vs) {
-          ParallelLayout l{tp, pp, dp, ep, v, tp > 1};
-          if (task_.kind == TaskKind::kInference) {
-            l.sequence_parallel = false;
-            const InferenceOptions io = InferenceFor(l);
-            MemoryBreakdown m = InferenceMemory(c_, io);
-            ++evaluated;
-            const std::string desc = fmt::format("TP{} PP{} DP{}", tp, pp, dp);
-            if (static_cast<double>(m.Total()) > usable) {
-              Miss(m, desc, out);
+        std::vector<int> vs = {1};
+        // Interleaving (v = 2 chunks per stage): an even split into 2 x PP chunks, or an uneven split whose
+        // first and last stages keep at least 2 layers (Megatron-Core --num-virtual-stages-per-pipeline-rank;
+        // Llama 3 interleaved its uneven PP16, paper Sec. 3.3.2).
+        if (task_.kind == TaskKind::kPretrain && pp > 1 &&
+            (layers % (2 * pp) == 0 || (layers % pp != 0 && UnevenPipelineStages(layers, pp).first >= 2))) {
+          vs.push_back(2);
+        }
+        for (int ep : eps) {
+          const GpuShard& shard = Shard(tp, pp, ep);
+          for (int v : vs) {
+            ParallelLayout l{tp, pp, dp, ep, v, tp > 1};
+            l.cp = cp;
+            if (task_.kind == TaskKind::kInference) {
+              l.sequence_parallel = false;
+              const InferenceOptions io = InferenceFor(l);
+              MemoryBreakdown m = InferenceMemory(c_, io);
+              ++evaluated;
+              const std::string desc = fmt::format("TP{} PP{} DP{}", tp, pp, dp);
+              if (static_cast<double>(m.Total()) > usable) {
+                Miss(m, desc, out);
+                continue;
+              }
+              PlanCandidate cand;
+              cand.gpu = &gpu;
+              cand.gpus = n;
+              cand.layout = l;
+              cand.memory = std::move(m);
+              cand.usable_bytes = static_cast<uint64_t>(usable);
+              const double kv = KvBytesPerSequence(c_, task_.seq, ElementBytes(task_.kv_dtype), l) *
+                                static_cast<double>(io.concurrent_sequences);
+              const InferenceTime it =
+                  EstimateInferenceTime(c_, cand.memory.Bytes("weights"), kv, io.concurrent_sequences, task_.seq, l,
+                                        gpu, opt_.time_model, &inference_flops_);
+              cand.step_seconds = it.decode_step_s;
+              cand.prefill_seconds = it.prefill_s;
+              cand.tp_comm_seconds = it.decode_tp_comm_s;
+              // Every sequence advances one token per step of its replica (the fullest replica's step
+              // for all: replicas with one sequence fewer are a little faster).
+              cand.tokens_per_second = it.decode_step_s > 0 ? static_cast<double>(task_.batch) / it.decode_step_s : 0;
+              cand.seconds = task_.tokens > 0 && cand.tokens_per_second > 0 ? task_.tokens / cand.tokens_per_second
+                                                                            : cand.step_seconds;
+              Consider(e, n, std::move(cand), out);
               continue;
             }
-            PlanCandidate cand;
-            cand.gpu = &gpu;
-            cand.gpus = n;
-            cand.layout = l;
-            cand.memory = std::move(m);
-            cand.usable_bytes = static_cast<uint64_t>(usable);
-            const double kv = KvBytesPerSequence(c_, task_.seq, ElementBytes(task_.kv_dtype), l) *
-                              static_cast<double>(io.concurrent_sequences);
-            const InferenceTime it =
-                EstimateInferenceTime(c_, cand.memory.Bytes("weights"), kv, io.concurrent_sequences, task_.seq, l, gpu,
-                                      opt_.time_model, &inference_flops_);
-            cand.step_seconds = it.decode_step_s;
-            cand.prefill_seconds = it.prefill_s;
-            cand.tp_comm_seconds = it.decode_tp_comm_s;
-            // Every sequence advances one token per step of its replica (the fullest replica's step
-            // for all: replicas with one sequence fewer are a little faster).
-            cand.tokens_per_second = it.decode_step_s > 0 ? static_cast<double>(task_.batch) / it.decode_step_s : 0;
-            cand.seconds = task_.tokens > 0 && cand.tokens_per_second > 0 ? task_.tokens / cand.tokens_per_second
-                                                                          : cand.step_seconds;
-            Consider(e, n, std::move(cand), out);
-            continue;
-          }
-          std::vector<int> zeros = {0};
-          if (dp > 1) {
-            if (task_.kind == TaskKind::kLora || task_.kind == TaskKind::kQlora) {
-              if (pp == 1) zeros.push_back(3);
-            } else {
-              zeros.push_back(1);
-              if (pp == 1) zeros.insert(zeros.end(), {2, 3});
+            std::vector<int> zeros = {0};
+            if (l.ReplicaRanks() > 1) {
+              if (task_.kind == TaskKind::kLora || task_.kind == TaskKind::kQlora) {
+                if (pp == 1) zeros.push_back(3);
+              } else {
+                zeros.push_back(1);
+                if (pp == 1) zeros.insert(zeros.end(), {2, 3});
+              }
+            } else if (pp == 1 && task_.kind != TaskKind::kLora && task_.kind != TaskKind::kQlora &&
+                       task_.recipe.offload != Offload::kNone) {
+              zeros.insert(zeros.end(), {2, 3});  // ZeRO-Offload on one GPU (ZeRO-Offload paper: 13B on one V100)
             }
-          } else if (pp == 1 && task_.kind != TaskKind::kLora && task_.kind != TaskKind::kQlora &&
-                     task_.recipe.offload != Offload::kNone) {
-            zeros.insert(zeros.end(), {2, 3});  // ZeRO-Offload on one GPU (ZeRO-Offload paper: 13B on one V100)
-          }
-          for (int zero : zeros) {
-            if (!Allowed(opt_.zero_stages, zero) || zero > MaxZeroStage(task_.recipe.framework)) continue;
-            for (int64_t mb : opt_.micro_batches) {
-              if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
-              for (Recompute r : recompute_modes_) {
-                for (Offload off : OffloadsFor(zero)) {
-                  const TrainingOptions o = TrainingFor(l, zero, mb, r, off);
-                  MemoryContext ctx{&inventory_, &shard, lora_ ? &*lora_ : nullptr, false};
-                  auto mem = EstimateTrainingMemory(c_, o, ctx);
-                  ++evaluated;
-                  if (!mem.ok()) continue;
-                  if (static_cast<double>(mem->gpu.Total()) > usable) {
-                    Miss(mem->gpu,
-                         fmt::format("TP{} PP{} DP{} ZeRO-{} mb{} recompute={}{}", tp, pp, dp, zero, mb,
-                                     RecomputeName(r),
-                                     off == Offload::kNone ? "" : " offload=" + std::string(OffloadName(off))),
-                         out);
-                    continue;
+            for (int zero : zeros) {
+              if (!Allowed(opt_.zero_stages, zero) || zero > MaxZeroStage(task_.recipe.framework)) continue;
+              for (int64_t mb : opt_.micro_batches) {
+                if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
+                for (Recompute r : recompute_modes_) {
+                  for (Offload off : OffloadsFor(zero)) {
+                    const TrainingOptions o = TrainingFor(l, zero, mb, r, off);
+                    MemoryContext ctx{&inventory_, &shard, lora_ ? &*lora_ : nullptr, false};
+                    auto mem = EstimateTrainingMemory(c_, o, ctx);
+                    ++evaluated;
+                    if (!mem.ok()) continue;
+                    if (static_cast<double>(mem->gpu.Total()) > usable) {
+                      Miss(mem->gpu,
+                           fmt::format("TP{}{} PP{} DP{} ZeRO-{} mb{} recompute={}{}", tp,
+                                       cp > 1 ? fmt::format(" CP{}", cp) : std::string(), pp, dp, zero, mb,
+                                       RecomputeName(r),
+                                       off == Offload::kNone ? "" : " offload=" + std::string(OffloadName(off))),
+                           out);
+                      continue;
+                    }
+                    const StepTime t =
+                        EstimateStepTime(c_, o, task_.batch, gpu, opt_.time_model, &shard, &flops_.at(r));
+                    PlanCandidate cand;
+                    cand.gpu = &gpu;
+                    cand.gpus = n;
+                    cand.layout = l;
+                    cand.zero_stage = zero;
+                    cand.micro_batch = mb;
+                    cand.recompute = r;
+                    cand.offload = off;
+                    cand.memory = std::move(mem->gpu);
+                    cand.cpu_offload_bytes = mem->cpu_offload_bytes;
+                    cand.usable_bytes = static_cast<uint64_t>(usable);
+                    cand.step_seconds = t.total_s;
+                    cand.tp_comm_seconds = t.tp_comm_s;
+                    cand.tokens_per_second = t.total_s > 0 ? t.tokens / t.total_s : 0;
+                    cand.mfu = t.mfu;
+                    cand.seconds = task_.tokens > 0 && cand.tokens_per_second > 0
+                                       ? task_.tokens / cand.tokens_per_second
+                                       : t.total_s;
+                    Consider(e, n, std::move(cand), out);
                   }
-                  const StepTime t = EstimateStepTime(c_, o, task_.batch, gpu, opt_.time_model, &shard, &flops_.at(r));
-                  PlanCandidate cand;
-                  cand.gpu = &gpu;
-                  cand.gpus = n;
-                  cand.layout = l;
-                  cand.zero_stage = zero;
-                  cand.micro_batch = mb;
-                  cand.recompute = r;
-                  cand.offload = off;
-                  cand.memory = std::move(mem->gpu);
-                  cand.cpu_offload_bytes = mem->cpu_offload_bytes;
-                  cand.usable_bytes = static_cast<uint64_t>(usable);
-                  cand.step_seconds = t.total_s;
-                  cand.tp_comm_seconds = t.tp_comm_s;
-                  cand.tokens_per_second = t.total_s > 0 ? t.tokens / t.total_s : 0;
-                  cand.mfu = t.mfu;
-                  cand.seconds = task_.tokens > 0 && cand.tokens_per_second > 0 ? task_.tokens / cand.tokens_per_second
-                                                                                : t.total_s;
-                  Consider(e, n, std::move(cand), out);
                 }
               }
             }
@@ -521,8 +555,8 @@ std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp) {
 }
 
 std::string PlanCandidate::Summary() const {
-  std::string s =
-      fmt::format("{} x {} TP{} PP{} DP{}", gpus, gpu != nullptr ? gpu->id : "?", layout.tp, layout.pp, layout.dp);
+  std::string s = fmt::format("{} x {} TP{}{} PP{} DP{}", gpus, gpu != nullptr ? gpu->id : "?", layout.tp,
+                              layout.cp > 1 ? fmt::format(" CP{}", layout.cp) : std::string(), layout.pp, layout.dp);
   if (layout.ep > 1) s += fmt::format(" EP{}", layout.ep);
   if (layout.virtual_stages > 1) s += fmt::format(" v{}", layout.virtual_stages);
   if (zero_stage > 0) s += fmt::format(" ZeRO-{}", zero_stage);
@@ -646,6 +680,7 @@ ResourceRequest ToResourceRequest(const Plan& plan) {
     a.gpus_per_node = std::min(c.gpus, NvlinkDomainSize(*c.gpu));
     a.tp = c.layout.tp;
     a.pp = c.layout.pp;
+    a.cp = c.layout.cp;
     a.dp = c.layout.dp;
     a.zero_stage = c.zero_stage;
     a.micro_batch = c.micro_batch;

@@ -10,12 +10,13 @@
 //
 // Validity rules (anchors/planner.md §4.4): attention heads divisible by TP, KV heads divisible by TP
 // or TP by KV heads (replicated); the vocabulary is padded to a multiple of TP (never a reason to
-// refuse); for training, layers divisible by PP (and by PP x v when interleaved), or any PP named in
-// PlannerOptions::allowed_pp, split unevenly (UnevenPipelineStages); for serving any
+// refuse); for training, layers divisible by PP (and by PP x v when interleaved), or a power-of-two
+// PP or one named in PlannerOptions::allowed_pp, split unevenly (UnevenPipelineStages); for serving any
 // PP up to the layer count (vLLM splits layers unevenly); TP no larger than the GPU's
-// NVLink / XGMI domain (flops.h NvlinkDomainSize); PP only once TP fills the domain (Narayanan et
-// al. SC'21 takeaway 1); ZeRO-2/3 only without PP (DeepSpeed refuses the combination); EP divides
-// DP and the expert count.
+// NVLink / XGMI domain (flops.h NvlinkDomainSize); PP and context parallelism (CP) only once TP fills
+// the domain (Narayanan et al. SC'21 takeaway 1); CP only for Megatron-LM training, with the sequence
+// in 2 x CP equal chunks and at least kMinContextParallelTokens per rank; ZeRO-2/3 only without PP
+// (DeepSpeed refuses the combination); EP divides DP and the expert count. GPUs = TP x CP x PP x DP.
 //
 // Serving layouts (PlannerOptions::serving_smallest_model_parallel, on by default): model
 // parallelism is for fitting, data parallelism for throughput. A replica's TP x PP is the smallest
@@ -96,6 +97,12 @@ enum class Objective { kTime, kCost, kGpus };
 inline constexpr double kMinSpeedupPerDoubling = 1.6;
 absl::StatusOr<Objective> ParseObjective(std::string_view name);  // "time", "cost", "gpus"
 
+// Context parallelism is searched only while each rank keeps at least this many tokens of a sequence:
+// below it the K/V ring traffic outgrows the attention compute it hides behind (our choice; Llama 3
+// ran CP16 at 131,072 tokens, 8,192 per rank, Llama 3 paper arXiv:2407.21783 Table 4). A size named in
+// PlannerOptions::allowed_cp is tried whatever the tokens per rank.
+inline constexpr int64_t kMinContextParallelTokens = 8192;
+
 struct PlannerOptions {
   Objective objective = Objective::kTime;
   int top_k = 5;
@@ -110,6 +117,7 @@ struct PlannerOptions {
   std::vector<int> zero_stages = {0, 1, 2, 3};
   std::vector<int> allowed_tp;
   std::vector<int> allowed_pp;
+  std::vector<int> allowed_cp;  // context-parallel sizes; empty: 1, and more for long sequences (below)
   TimeModel time_model;
   // "time": the speedup per doubling of GPUs a larger count must deliver to be preferred; 1 (or
   // less) turns the rule off (plain fastest first).
@@ -167,6 +175,7 @@ struct ResourceRequest {
     int gpus = 0;
     int gpus_per_node = 0;  // the NVLink domain the plan assumes (TP stays inside it)
     int tp = 1, pp = 1, dp = 1;
+    int cp = 1;                         // context-parallel ranks (gpus = tp x cp x pp x dp)
     int zero_stage = 0;                 // ZeRO / FSDP sharding stage 0..3
     int64_t micro_batch = 1;            // sequences per GPU per forward pass
     uint64_t memory_per_gpu_bytes = 0;  // the plan's peak, margin excluded

@@ -12,7 +12,7 @@
 //    counts it twice although the parameter count does not, bigscience Megatron-DeepSpeed#99);
 //  - expert parallelism (EP = e) splits routed experts e ways and each expert's matrices TP ways
 //    (expert tensor parallel = TP, Megatron's default); dense parts are not split by EP.
-// Data parallelism replicates everything here; ZeRO sharding is applied in training_memory.h.
+// Data and context parallelism replicate everything here; ZeRO sharding is applied in training_memory.h.
 
 #include <cstdint>
 #include <string>
@@ -31,7 +31,14 @@ struct ParallelLayout {
   int ep = 1;              // expert-parallel ranks, taken from the data-parallel ranks (divides dp)
   int virtual_stages = 1;  // interleaved pipeline chunks per stage (v in Narayanan et al.)
   bool sequence_parallel = false;
-  int Gpus() const { return tp * pp * dp; }
+  // Context-parallel ranks (Megatron-LM --context-parallel-size; Llama 3 paper Sec. 3.3.2): each holds
+  // seq / cp tokens of every sequence (two chunks, for causal load balance) and a full replica of its
+  // TP x PP shard; K and V travel around the CP ring inside attention. Gradients are reduced, and the
+  // distributed optimizer shards, over DP x CP.
+  int cp = 1;
+  int Gpus() const { return tp * cp * pp * dp; }
+  // Ranks that hold the same weights: gradients are reduced and ZeRO shards over them.
+  int ReplicaRanks() const { return dp * cp; }
 };
 
 // One parameter group as one GPU of the heaviest pipeline stage holds it.

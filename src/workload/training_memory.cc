@@ -286,9 +286,13 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   auto F = [&ctx](std::string_view f, const auto&... a) -> std::string {
     return ctx.formulas ? fmt::vformat(f, fmt::make_format_args(a...)) : std::string();
   };
-  const ParallelLayout& l = o.layout;
+  // Context-parallel ranks hold replicas of the weights, as data-parallel ones do: the model states
+  // shard over DP x CP (Megatron-LM's distributed optimizer and gradient reduce span both).
+  ParallelLayout l = o.layout;
+  l.dp = o.layout.ReplicaRanks();
+  const int cp = o.layout.cp;
   if (o.zero_stage < 0 || o.zero_stage > 3) return absl::InvalidArgumentError("zero_stage must be 0, 1, 2 or 3");
-  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.ep < 1 || l.virtual_stages < 1) {
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.ep < 1 || l.virtual_stages < 1 || cp < 1) {
     return absl::InvalidArgumentError("parallel sizes must be at least 1");
   }
   if (l.dp % l.ep != 0) return absl::InvalidArgumentError("expert parallel size must divide the data-parallel size");
@@ -401,7 +405,9 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     m.Add("zero3_gather", 2 * 2 * unit,
           F("2 gathered units x 2 B x {:.4g} params (the largest layer or tensor)", unit));
   }
-  ActivationOptions a{o.seq, o.micro_batch, l.tp, l.sequence_parallel, o.recompute, o.flash_attention, o.dropout_masks};
+  // Each context-parallel rank holds seq / cp tokens of every activation.
+  ActivationOptions a{CeilDiv(o.seq, cp), o.micro_batch,     l.tp,           l.sequence_parallel,
+                      o.recompute,        o.flash_attention, o.dropout_masks};
   if (config.kind == ArchitectureKind::kVisionEncoder) a.seq = config.VisionSequenceLength();
   const double per_layer = ActivationBytesPerLayer(config, a);
   const double layers = LayersOfActivationsInFlight(config.TotalLayers(), l.pp, o.micro_batches, l.virtual_stages);
@@ -414,6 +420,15 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     one.recompute = Recompute::kNone;
     m.Add("recompute_workspace", ActivationBytesPerLayer(config, one),
           "one layer's activations rebuilt during its backward pass");
+  }
+  if (cp > 1) {
+    // Ring attention (Megatron-LM's context parallelism, Liu et al. 2023 arXiv:2310.01889): while one
+    // chunk's K and V are used, the next arrives: two chunks of K and V in flight, forward and backward.
+    const double kv_heads = static_cast<double>(CeilDiv(config.num_kv_heads, l.tp));
+    const double chunk = 2.0 * static_cast<double>(a.seq) * o.micro_batch * kv_heads * config.head_dim * 2;
+    m.Add("cp_kv_buffers", 2 * chunk,
+          F("2 K/V chunks in flight x 2 (K, V) x s/cp={} x b={} x {} KV heads/t x d={} x 2 B", a.seq, o.micro_batch,
+            kv_heads, config.head_dim));
   }
   const double s = static_cast<double>(a.seq), bsz = static_cast<double>(o.micro_batch);
   const double in_flight = static_cast<double>(std::min<int64_t>(l.pp, std::max<int64_t>(o.micro_batches, 1)));

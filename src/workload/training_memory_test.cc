@@ -287,5 +287,34 @@ TEST(TrainingMemoryTest, ExpertParallelShardsExperts) {
   EXPECT_NEAR(ep1->params_on_gpu - ep8->params_on_gpu, experts * 7 / 8, 1);
 }
 
+// Context parallelism (Megatron-LM --context-parallel-size): a CP rank holds seq / cp tokens of every
+// activation and a replica of the weights, so its activations are those of a cp-times shorter sequence,
+// ZeRO-1 shards over DP x CP, and two K/V chunks of the ring are in flight.
+TEST(TrainingMemoryTest, ContextParallelSplitsActivationsAndShardsStatesOverDpTimesCp) {
+  const ModelConfig llama = Llama70b();
+  TrainingOptions o;
+  o.layout = ParallelLayout{8, 4, 2, 1, 1, true};
+  o.layout.cp = 4;
+  o.zero_stage = 1;
+  o.seq = 32768;
+  o.micro_batch = 1;
+  o.micro_batches = 8;
+  o.recompute = Recompute::kSelective;
+  auto with_cp = EstimateTrainingMemory(llama, o);
+  ASSERT_TRUE(with_cp.ok()) << with_cp.status();
+  TrainingOptions same = o;  // the activations of an 8,192-token sequence, states over DP 8
+  same.layout.cp = 1;
+  same.layout.dp = 8;
+  same.seq = 8192;
+  auto without = EstimateTrainingMemory(llama, same);
+  ASSERT_TRUE(without.ok());
+  for (const char* term : {"weights", "gradients", "optimizer_states", "activations", "embedding_logits"}) {
+    EXPECT_EQ(with_cp->gpu.Bytes(term), without->gpu.Bytes(term)) << term;
+  }
+  // Two chunks of K and V: 2 x 2 x 8,192 tokens x 1 KV head per TP rank (8 / 8) x 128 x 2 B = 8 MiB.
+  EXPECT_EQ(with_cp->gpu.Bytes("cp_kv_buffers"), 2u * 2 * 8192 * 1 * 128 * 2);
+  EXPECT_EQ(without->gpu.Bytes("cp_kv_buffers"), 0u);
+}
+
 }  // namespace
 }  // namespace gpugeek::workload

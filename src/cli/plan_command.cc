@@ -23,6 +23,7 @@
 #include "workload/launch.h"
 #include "workload/measured_peaks.h"
 #include "workload/memory_sources.h"
+#include "workload/model_source.h"
 #include "workload/param_count.h"
 #include "workload/plan_json.h"
 #include "workload/planner.h"
@@ -254,7 +255,9 @@ void RegisterPlanCommand(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand("plan", "Size a job from its model's config.json and rank the GPU plans that fit");
-  sub->add_option("model", o->model, "Hugging Face config.json of the model (not with --compare-measured)");
+  sub->add_option("model", o->model,
+                  "Hugging Face config.json, a model directory, *.safetensors or model.safetensors.index.json "
+                  "(not with --compare-measured)");
   sub->add_option("--offload", o->offload,
                   "CPU offload (DeepSpeed ZeRO-Offload): none optimizer optimizer+params, or auto (the search "
                   "offloads when that is the best plan that fits; the plan reports the host memory)")
@@ -310,7 +313,9 @@ void RegisterPlanCommand(CLI::App& app) {
       CompareMeasured(o->compare_measured, o->models_dir, o->max_error, o->json);
       return;
     }
-    if (o->model.empty()) Fail("model: a Hugging Face config.json is required (or --compare-measured FILE)");
+    if (o->model.empty()) {
+      Fail("model: a config.json, model directory or safetensors file is required (or --compare-measured FILE)");
+    }
     // Flag values first, by flag name (NaN fails each comparison, so it is refused too).
     if (o->seq < 1) Fail(fmt::format("--seq {} must be at least 1", o->seq));
     if (o->batch < 1) Fail(fmt::format("--batch {} must be at least 1", o->batch));
@@ -322,8 +327,11 @@ void RegisterPlanCommand(CLI::App& app) {
     if (o->tp < 0 || o->pp < 0 || o->cp < 0) {
       Fail(fmt::format("--tp {} / --pp {} / --cp {} must be at least 1", o->tp, o->pp, o->cp));
     }
-    auto config = workload::LoadModelConfig(o->model);
-    if (!config.ok()) Fail(std::string(config.status().message()));
+    // A config.json, a model directory, a *.safetensors or a model.safetensors.index.json: an unknown
+    // architecture is sized from its safetensors headers (workload/model_source.h).
+    auto loaded = workload::LoadModelForPlan(o->model);
+    if (!loaded.ok()) Fail(std::string(loaded.status().message()));
+    const std::optional<workload::ModelConfig> config = loaded->config;
     auto kind = workload::ParseTaskKind(o->task);
     if (!kind.ok()) Fail(std::string(kind.status().message()));
     auto objective = workload::ParseObjective(o->objective);
@@ -437,6 +445,7 @@ void RegisterPlanCommand(CLI::App& app) {
                     {"parameters", n.total},
                     {"non_embedding", n.non_embedding},
                     {"active", n.active}};
+      if (!loaded->note.empty()) j["model"]["weights"] = loaded->note;
       j["task"] = {{"kind", std::string(workload::TaskKindName(task.kind))},
                    {"seq", task.seq},
                    {"batch", task.batch},
@@ -459,6 +468,7 @@ void RegisterPlanCommand(CLI::App& app) {
     std::cout << fmt::format("{}: {:.4g}B parameters ({:.4g}B active), task {} seq {} batch {}, objective {}\n\n",
                              config->model_type, n.total / 1e9, n.active / 1e9, workload::TaskKindName(task.kind),
                              task.seq, task.batch, o->objective);
+    if (!loaded->note.empty()) std::cout << "Weights: " << loaded->note << "\n\n";
     if (plan->candidates.empty()) {
       std::cout << "No plan fits the pool.\n";
     } else {

@@ -27,6 +27,8 @@ int64_t KvLayers(const ModelConfig& c) {
     case ArchitectureKind::kEncoderDecoder:
       return 2 * c.num_decoder_layers;
     case ArchitectureKind::kVisionEncoder:
+    case ArchitectureKind::kEncoder:     // bidirectional: no cache across steps
+    case ArchitectureKind::kStateSpace:  // a fixed state per sequence instead (see "ssm_state")
       return 0;
   }
   return 0;
@@ -70,6 +72,15 @@ MemoryBreakdown InferenceMemory(const ModelConfig& config, const InferenceOption
                     o.concurrent_sequences, o.context_tokens, KvBytesPerToken(config, kv_elem, o.layout.tp),
                     DTypeName(o.kv_dtype), config.sliding_window));
 
+  if (config.kind == ArchitectureKind::kStateSpace) {
+    // Mamba's recurrent state does not grow with the context: conv window + SSM state per layer
+    // (SsmConfig::StateElementsPerLayer), in the KV dtype, split over TP with the inner channels.
+    const double per_seq = static_cast<double>(config.ssm.StateElementsPerLayer()) * config.num_layers *
+                           ElementBytes(o.kv_dtype) / o.layout.tp;
+    m.Add("ssm_state", per_seq * o.concurrent_sequences,
+          fmt::format("{} seqs x {} layers x {} state elements / TP {} ({} each); no KV cache", o.concurrent_sequences,
+                      config.num_layers, config.ssm.StateElementsPerLayer(), o.layout.tp, DTypeName(o.kv_dtype)));
+  }
   const int64_t t = o.layout.tp;
   const int64_t q_width =
       CeilDiv(config.num_heads, t) * config.head_dim + 2 * CeilDiv(config.num_kv_heads, t) * config.head_dim;

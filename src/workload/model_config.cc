@@ -13,135 +13,12 @@
 #include "common/file.h"
 #include "common/json_parse.h"
 #include "common/status_macros.h"
+#include "workload/config_reader.h"
+#include "workload/model_families.h"
 #include "workload/param_count.h"
 
 namespace gpugeek::workload {
-namespace {
-
-using nlohmann::json;
-
-// Upper bounds that keep every product in the parameter and memory arithmetic far inside int64
-// while admitting any real model (the largest config in ../shared/models has hidden 25,600 in the
-// Megatron tables, vocab 256,000 and 256 experts).
-constexpr int64_t kMaxDim = int64_t{1} << 22;  // hidden, intermediate, head_dim, ranks
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
-constexpr int64_t kMaxCount = int64_t{1} << 16;  // layers, heads, experts, positions / 64
-constexpr double kMaxParameters = 1e15;          // 1000x today's largest models
-// A Hugging Face config.json is a few KiB, nested three or four levels (quantization_config,
-// rope_scaling, text_config.rope_scaling); these bounds refuse hostile text before it is parsed.
-constexpr size_t kMaxConfigBytes = size_t{4} << 20;
-constexpr int kMaxConfigDepth = 64;
-
-// Typed access to one config object with errors that name the field and the model type.
-class Reader {
- public:
-  Reader(const json& j, std::string model_type) : j_(j), model_type_(std::move(model_type)) {}
-
-  const std::string& model_type() const { return model_type_; }
-
-  bool Has(std::initializer_list<const char*> keys) const {
-    for (const char* k : keys) {
-      auto it = j_.find(k);
-      if (it != j_.end() && !it->is_null()) return true;
-    }
-    return false;
-  }
-
-  // The first present, non-null key of `keys`, as a positive integer no larger than `max`.
-  absl::StatusOr<int64_t> Int(std::initializer_list<const char*> keys, int64_t max = kMaxDim) const {
-    for (const char* k : keys) {
-      auto it = j_.find(k);
-      if (it == j_.end() || it->is_null()) continue;
-      return Checked(k, *it, max);
-    }
-    return Error(fmt::format("missing field '{}'", *keys.begin()));
-  }
-  absl::StatusOr<int64_t> IntOr(std::initializer_list<const char*> keys, int64_t fallback,
-                                int64_t max = kMaxDim) const {
-    if (!Has(keys)) return fallback;
-    return Int(keys, max);
-  }
-  // A non-negative integer (0 allowed), e.g. first_k_dense_replace.
-  absl::StatusOr<int64_t> Count(const char* key, int64_t fallback, int64_t max = kMaxCount) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > max) {
-      return Error(fmt::format("field '{}' must be an integer in [0, {}]", key, max));
-    }
-    return it->get<int64_t>();
-  }
-  absl::StatusOr<bool> Bool(const char* key, bool fallback) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return fallback;
-    if (!it->is_boolean()) return Error(fmt::format("field '{}' must be a boolean", key));
-    return it->get<bool>();
-  }
-  std::string String(const char* key) const {
-    auto it = j_.find(key);
-    return it != j_.end() && it->is_string() ? it->get<std::string>() : std::string();
-  }
-  const json* Find(const char* key) const {
-    auto it = j_.find(key);
-    return it == j_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  absl::Status Error(const std::string& what) const {
-    return absl::InvalidArgumentError(fmt::format("model_type '{}': {}", model_type_, what));
-  }
-
- private:
-  absl::StatusOr<int64_t> Checked(const char* key, const json& v, int64_t max) const {
-    // Configs sometimes write integral values as floats ("rope_theta": 10000.0 style); accept 4096.0.
-    double d = 0;
-    if (v.is_number_integer()) {
-      d = static_cast<double>(v.get<int64_t>());
-    } else if (v.is_number_float()) {
-      d = v.get<double>();
-      if (d != static_cast<double>(static_cast<int64_t>(std::clamp(d, -1e18, 1e18)))) {
-        return Error(fmt::format("field '{}' must be an integer", key));
-      }
-    } else {
-      return Error(fmt::format("field '{}' must be a number", key));
-    }
-    if (d < 1 || d > static_cast<double>(max)) {
-      return Error(fmt::format("field '{}' must be in [1, {}]", key, max));
-    }
-    return static_cast<int64_t>(d);
-  }
-
-  const json& j_;
-  std::string model_type_;
-};
-
-enum class Family {
-  kLlamaLike,  // llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, mixtral, qwen3_moe, llama4_text
-  kDeepseek,
-  kGptOss,
-  kGpt2,
-  kOpt,
-  kBloom,
-  kFalcon,
-  kT5,
-  kVit,
-  kUnsupported,
-};
-
-Family FamilyOf(const std::string& t) {
-  static const char* kLlamaLike[] = {"llama",  "mistral", "qwen2",   "qwen3",     "gemma",
-                                     "gemma2", "phi3",    "mixtral", "qwen3_moe", "llama4_text"};
-  for (const char* f : kLlamaLike) {
-    if (t == f) return Family::kLlamaLike;
-  }
-  if (t == "deepseek_v2" || t == "deepseek_v3") return Family::kDeepseek;
-  if (t == "gpt_oss") return Family::kGptOss;
-  if (t == "gpt2") return Family::kGpt2;
-  if (t == "opt") return Family::kOpt;
-  if (t == "bloom") return Family::kBloom;
-  if (t == "falcon" || t == "RefinedWeb" || t == "RefinedWebModel") return Family::kFalcon;
-  if (t == "t5") return Family::kT5;
-  if (t == "vit") return Family::kVit;
-  return Family::kUnsupported;
-}
+namespace config_internal {
 
 // Attention geometry shared by the llama-like, DeepSeek and gpt-oss readers.
 absl::Status ReadHeads(const Reader& r, ModelConfig& c) {
@@ -169,6 +46,7 @@ absl::Status ReadSlidingWindow(const Reader& r, ModelConfig& c) {
   if (!r.Has({"sliding_window"}) || !use_sliding) return absl::OkStatus();
   ASSIGN_OR_RETURN(c.sliding_window, r.Int({"sliding_window"}, int64_t{1} << 40));
   c.sliding_layers.assign(c.num_layers, false);
+  const json* pattern = r.Find("sliding_window_pattern");
   if (const json* types = r.Find("layer_types")) {
     if (!types->is_array() || static_cast<int64_t>(types->size()) != c.num_layers) {
       return r.Error("field 'layer_types' must be an array with one entry per layer");
@@ -180,6 +58,10 @@ absl::Status ReadSlidingWindow(const Reader& r, ModelConfig& c) {
   } else if (c.model_type == "gemma2") {
     // modeling_gemma2.py: `is_sliding = not bool(layer_idx % 2)`.
     for (int64_t i = 0; i < c.num_layers; i += 2) c.sliding_layers[i] = true;
+  } else if (pattern != nullptr && pattern->is_number_integer()) {
+    // Gemma 3 (configuration_gemma3.py): every `sliding_window_pattern`-th layer is global.
+    ASSIGN_OR_RETURN(const int64_t every, r.Int({"sliding_window_pattern"}, kMaxCount));
+    for (int64_t i = 0; i < c.num_layers; ++i) c.sliding_layers[i] = (i + 1) % every != 0;
   } else {
     c.sliding_layers.assign(c.num_layers, true);  // Mistral v0.1 style: every layer slides
   }
@@ -189,6 +71,52 @@ absl::Status ReadSlidingWindow(const Reader& r, ModelConfig& c) {
 absl::Status ReadTieDefault(const Reader& r, bool fallback, ModelConfig& c) {
   ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", fallback));
   return absl::OkStatus();
+}
+
+}  // namespace config_internal
+
+namespace {
+
+using config_internal::json;
+using config_internal::kMaxConfigBytes;
+using config_internal::kMaxConfigDepth;
+using config_internal::kMaxCount;
+using config_internal::kMaxDim;
+using config_internal::kMaxParameters;
+using config_internal::kMaxVocab;
+using config_internal::Reader;
+using config_internal::ReadHeads;
+using config_internal::ReadSlidingWindow;
+using config_internal::ReadTieDefault;
+
+enum class Family {
+  kLlamaLike,  // llama, mistral, qwen2, qwen3, gemma, gemma2, phi3, mixtral, qwen3_moe, llama4_text
+  kDeepseek,
+  kGptOss,
+  kGpt2,
+  kOpt,
+  kBloom,
+  kFalcon,
+  kT5,
+  kVit,
+  kUnsupported,
+};
+
+Family FamilyOf(const std::string& t) {
+  static const char* kLlamaLike[] = {"llama",  "mistral", "qwen2",   "qwen3",     "gemma",
+                                     "gemma2", "phi3",    "mixtral", "qwen3_moe", "llama4_text"};
+  for (const char* f : kLlamaLike) {
+    if (t == f) return Family::kLlamaLike;
+  }
+  if (t == "deepseek_v2" || t == "deepseek_v3") return Family::kDeepseek;
+  if (t == "gpt_oss") return Family::kGptOss;
+  if (t == "gpt2") return Family::kGpt2;
+  if (t == "opt") return Family::kOpt;
+  if (t == "bloom") return Family::kBloom;
+  if (t == "falcon" || t == "RefinedWeb" || t == "RefinedWebModel") return Family::kFalcon;
+  if (t == "t5" || t == "mt5") return Family::kT5;
+  if (t == "vit") return Family::kVit;
+  return Family::kUnsupported;
 }
 
 absl::Status ReadLlamaLike(const Reader& r, ModelConfig& c) {
@@ -396,7 +324,8 @@ absl::Status ReadT5(const Reader& r, ModelConfig& c) {
   const std::string ff = r.String("feed_forward_proj");
   c.mlp = ff.rfind("gated-", 0) == 0 ? MlpKind::kGated : MlpKind::kPlain;
   c.norm = NormKind::kRmsNorm;
-  return ReadTieDefault(r, true, c);
+  // MT5Config unties the head by default (configuration_mt5.py); T5Config ties it.
+  return ReadTieDefault(r, c.model_type != "mt5", c);
 }
 
 absl::Status ReadVit(const Reader& r, ModelConfig& c) {
@@ -439,6 +368,18 @@ absl::Status ReadQuantization(const Reader& r, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// Guards the integer arithmetic downstream: estimates the count in floating point first.
+absl::Status CheckPlausibleSize(const Reader& r, const ModelConfig& c) {
+  double approx = 0;
+  for (const ParamGroup& g : ParamInventory(c)) {
+    approx += static_cast<double>(g.in_features) * static_cast<double>(g.out_features) * static_cast<double>(g.copies);
+  }
+  if (approx > kMaxParameters) {
+    return r.Error(fmt::format("implausible size: {:.3g} parameters (limit {:.0e})", approx, kMaxParameters));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelConfig> ParseObject(const json& root, int depth) {
   if (!root.is_object()) return absl::InvalidArgumentError("config.json: the top level must be a JSON object");
   auto it = root.find("model_type");
@@ -447,9 +388,23 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, int depth) {
         "config.json: missing field 'model_type' (not a Hugging Face transformers config?)");
   }
   const std::string model_type = it->get<std::string>();
+  if (config_internal::IsTowerWrapper(model_type) && depth == 0) {
+    // Llava, Qwen2-VL, Gemma 3: the language model is read by its reader, the vision side here.
+    const json text = config_internal::TowerTextConfig(root, model_type);
+    ASSIGN_OR_RETURN(ModelConfig inner, ParseObject(text, depth + 1));
+    inner.model_type = model_type + "/" + inner.model_type;
+    if (inner.torch_dtype.empty()) {
+      inner.torch_dtype = Reader(root, model_type).String("torch_dtype");
+      if (inner.torch_dtype.empty()) inner.torch_dtype = Reader(root, model_type).String("dtype");
+    }
+    RETURN_IF_ERROR(config_internal::ReadTower(root, model_type, inner));
+    RETURN_IF_ERROR(CheckPlausibleSize(Reader(root, model_type), inner));  // now with the tower
+    return inner;
+  }
   Family family = FamilyOf(model_type);
-  if (family == Family::kUnsupported) {
-    // Multimodal wrappers (Llama 4, Llava, Mistral 3, ...) keep the language model in text_config.
+  const config_internal::FamilyReader extra = config_internal::FindFamilyReader(model_type);
+  if (family == Family::kUnsupported && extra == nullptr) {
+    // Other multimodal wrappers (Llama 4, Mistral 3, ...) keep the language model in text_config.
     auto text = root.find("text_config");
     if (text != root.end() && text->is_object() && depth == 0) {
       ASSIGN_OR_RETURN(ModelConfig inner, ParseObject(*text, depth + 1));
@@ -460,15 +415,16 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, int depth) {
       }
       return inner;
     }
-    return absl::InvalidArgumentError(
-        fmt::format("model_type '{}': unsupported architecture (supported: llama, mistral, mixtral, qwen2, qwen3, "
-                    "qwen3_moe, gemma, gemma2, phi3, falcon, gpt2, opt, bloom, deepseek_v2, deepseek_v3, gpt_oss, "
-                    "llama4, t5, vit)",
-                    model_type));
+    return absl::InvalidArgumentError(fmt::format(
+        "model_type '{}': unsupported architecture (the accepted types are listed in workload/model_config.h and "
+        "docs/planner.md; for any other model, plan from its safetensors headers: `gpugeek plan DIR` with the "
+        "model's *.safetensors or model.safetensors.index.json)",
+        model_type));
   }
   ModelConfig c;
   c.model_type = model_type;
   Reader r(root, model_type);
+  if (extra != nullptr) RETURN_IF_ERROR(extra(r, c));
   switch (family) {
     case Family::kLlamaLike:
       RETURN_IF_ERROR(ReadLlamaLike(r, c));
@@ -501,19 +457,32 @@ absl::StatusOr<ModelConfig> ParseObject(const json& root, int depth) {
       break;
   }
   RETURN_IF_ERROR(ReadQuantization(r, c));
-
-  // Guard the integer arithmetic downstream: estimate the count in floating point first.
-  double approx = 0;
-  for (const ParamGroup& g : ParamInventory(c)) {
-    approx += static_cast<double>(g.in_features) * static_cast<double>(g.out_features) * static_cast<double>(g.copies);
-  }
-  if (approx > kMaxParameters) {
-    return r.Error(fmt::format("implausible size: {:.3g} parameters (limit {:.0e})", approx, kMaxParameters));
-  }
+  RETURN_IF_ERROR(CheckPlausibleSize(r, c));
   return c;
 }
 
 }  // namespace
+
+int64_t NormParamCount(NormKind kind, int64_t width) {
+  switch (kind) {
+    case NormKind::kLayerNorm:
+      return 2 * width;
+    case NormKind::kRmsNorm:
+    case NormKind::kLayerNormNoBias:
+      return width;
+    case NormKind::kNonParametric:
+      return 0;
+  }
+  return width;
+}
+
+int64_t SsmConfig::StateElementsPerLayer() const {
+  // Mamba: conv window over the inner channels + an N-wide state per channel (MambaCache).
+  // Mamba-2: the conv also runs over B and C (n_groups·N each); the state is heads x head_dim x N.
+  if (version == 1) return inner * (conv_kernel + state_size);
+  if (version == 2) return (inner + 2 * n_groups * state_size) * conv_kernel + inner * state_size;
+  return 0;
+}
 
 int64_t ModelConfig::VisionSequenceLength() const {
   if (kind != ArchitectureKind::kVisionEncoder || patch_size <= 0) return 0;

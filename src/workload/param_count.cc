@@ -20,13 +20,19 @@ class Builder {
     if (in <= 0 || out <= 0) return;
     groups_.push_back(ParamGroup{std::move(name), kind, split, in, out, 1, 1, false, false});
   }
+  // A tensor of a multimodal wrapper's vision tower or projector (replicated, first stage).
+  void Tower(std::string name, TensorKind kind, int64_t in, int64_t out, int64_t copies = 1) {
+    if (in <= 0 || out <= 0 || copies <= 0) return;
+    groups_.push_back(
+        ParamGroup{std::move(name), kind, TpSplit::kReplicated, in, out, copies, copies, false, false, true});
+  }
   std::vector<ParamGroup> Take() { return std::move(groups_); }
 
  private:
   std::vector<ParamGroup> groups_;
 };
 
-int64_t NormParams(const ModelConfig& c, int64_t width) { return c.norm == NormKind::kLayerNorm ? 2 * width : width; }
+int64_t NormParams(const ModelConfig& c, int64_t width) { return NormParamCount(c.norm, width); }
 
 // Standard (MHA / GQA / MQA) self-attention of a decoder-like layer, `layers` copies.
 void AddAttention(const ModelConfig& c, int64_t layers, const std::string& prefix, Builder& b) {
@@ -38,7 +44,14 @@ void AddAttention(const ModelConfig& c, int64_t layers, const std::string& prefi
   if (c.qkv_bias) b.Layer(prefix + "qkv_bias", TensorKind::kBias, TpSplit::kSharded, 1, q + 2 * kv, layers);
   // A row-parallel output bias is added after the all-reduce, so every rank holds it.
   if (c.o_bias) b.Layer(prefix + "o_proj.bias", TensorKind::kBias, TpSplit::kReplicated, 1, h, layers);
-  if (c.qk_norm) b.Layer(prefix + "qk_norm", TensorKind::kNorm, TpSplit::kReplicated, 1, 2 * c.head_dim, layers);
+  if (c.qk_norm) {
+    // Per-head weights (OLMo-2, Cohere, StableLM) span q's and k's full widths; shared ones
+    // (Qwen3, Gemma 3, Phi, Persimmon) are one head_dim vector each.
+    const int64_t width = c.qk_norm_per_head ? q + kv : 2 * c.head_dim;
+    const int64_t n =
+        c.qk_norm_per_head ? NormParamCount(c.qk_norm_kind, width) : 2 * NormParamCount(c.qk_norm_kind, c.head_dim);
+    b.Layer(prefix + "qk_norm", TensorKind::kNorm, TpSplit::kReplicated, 1, n, layers);
+  }
   if (c.attention_sinks) b.Layer(prefix + "sinks", TensorKind::kOther, TpSplit::kSharded, 1, c.num_heads, layers);
 }
 
@@ -99,6 +112,7 @@ void AddMoe(const ModelConfig& c, int64_t layers, Builder& b) {
   if (c.moe.num_shared_experts > 0) {
     AddMlp(c, c.moe.shared_expert_intermediate_size, layers, "shared_experts.", b, c.moe.num_shared_experts);
   }
+  if (c.moe.shared_expert_gate) b.Layer("shared_expert_gate", TensorKind::kOther, TpSplit::kReplicated, h, 1, layers);
 }
 
 void AddTokenEmbeddingAndHead(const ModelConfig& c, Builder& b) {
@@ -112,9 +126,80 @@ void AddTokenEmbeddingAndHead(const ModelConfig& c, Builder& b) {
     b.Outside("project_in", TensorKind::kLinear, TpSplit::kReplicated, emb_dim, h);
     b.Outside("project_out", TensorKind::kLinear, TpSplit::kReplicated, h, emb_dim);
   }
+  if (c.type_vocab_size > 0) {
+    b.Outside("token_type_embeddings", TensorKind::kEmbedding, TpSplit::kReplicated, h, c.type_vocab_size);
+  }
   if (c.embedding_norm) b.Outside("word_embeddings_layernorm", TensorKind::kNorm, TpSplit::kReplicated, 1, 2 * h);
   if (c.final_norm) b.Outside("norm", TensorKind::kNorm, TpSplit::kReplicated, 1, NormParams(c, h));
   if (!c.tie_word_embeddings) b.Outside("lm_head", TensorKind::kLmHead, TpSplit::kVocab, emb_dim, c.vocab_size);
+  if (c.lm_head_bias) b.Outside("lm_head.bias", TensorKind::kBias, TpSplit::kVocab, 1, c.vocab_size);
+}
+
+// CLIP (Llava) and SigLIP (Gemma 3) vision transformers: patch conv, learned positions, pre-norm
+// layers with biases everywhere (CLIPVisionTransformer / SiglipVisionTransformer).
+void ClipLikeTower(const TowerConfig& t, bool clip, Builder& b) {
+  const int64_t v = t.hidden_size, side = t.image_size / t.patch_size;
+  const int64_t positions = side * side + (clip ? 1 : 0);  // CLIP adds the class token's position
+  const int64_t patch_in = t.num_channels * t.patch_size * t.patch_size;
+  b.Tower("vision.patch_embedding", TensorKind::kEmbedding, patch_in + (clip ? 0 : 1), v);  // SigLIP: conv bias
+  if (clip) b.Tower("vision.class_embedding", TensorKind::kEmbedding, 1, v);
+  b.Tower("vision.position_embedding", TensorKind::kEmbedding, v, positions);
+  for (const char* p : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+    b.Tower(std::string("vision.") + p, TensorKind::kLinear, v + 1, v, t.num_layers);  // + bias
+  }
+  b.Tower("vision.fc1", TensorKind::kLinear, v + 1, t.intermediate_size, t.num_layers);
+  b.Tower("vision.fc2", TensorKind::kLinear, t.intermediate_size + 1, v, t.num_layers);
+  b.Tower("vision.layer_norms", TensorKind::kNorm, 1, 4 * v, t.num_layers);
+  // CLIP: pre_layrnorm + post_layernorm; SigLIP: post_layernorm (its pooling head is unused by Gemma 3
+  // and not in the checkpoint: vision_use_head false).
+  b.Tower("vision.final_norms", TensorKind::kNorm, 1, (clip ? 4 : 2) * v);
+}
+
+// The vision tower and projector of a multimodal wrapper (see TowerKind for the sources).
+void AddTower(const ModelConfig& c, Builder& b) {
+  const TowerConfig& t = c.tower;
+  const int64_t v = t.hidden_size, out = t.out_hidden_size;
+  switch (t.kind) {
+    case TowerKind::kNone:
+      return;
+    case TowerKind::kClip: {
+      ClipLikeTower(t, true, b);
+      const int64_t bias = t.projector_bias ? 1 : 0;
+      b.Tower("multi_modal_projector.linear_1", TensorKind::kLinear, v + bias, out);
+      b.Tower("multi_modal_projector.linear_2", TensorKind::kLinear, out + bias, out);
+      if (t.image_newline) b.Tower("image_newline", TensorKind::kOther, 1, out);
+      return;
+    }
+    case TowerKind::kSiglip:
+      ClipLikeTower(t, false, b);
+      // Gemma3MultiModalProjector: mm_input_projection_weight (v x h) and mm_soft_emb_norm (RMS, v).
+      b.Tower("multi_modal_projector.mm_input_projection", TensorKind::kLinear, v, out);
+      b.Tower("multi_modal_projector.mm_soft_emb_norm", TensorKind::kNorm, 1, v);
+      return;
+    case TowerKind::kQwen2Vl:
+    case TowerKind::kQwen25Vl: {
+      const bool v25 = t.kind == TowerKind::kQwen25Vl;
+      const int64_t patch_in = t.num_channels * t.temporal_patch_size * t.patch_size * t.patch_size;
+      b.Tower("visual.patch_embed", TensorKind::kEmbedding, patch_in, v);  // Conv3d without bias
+      b.Tower("visual.attn.qkv", TensorKind::kLinear, v + 1, 3 * v, t.num_layers);
+      b.Tower("visual.attn.proj", TensorKind::kLinear, v + 1, v, t.num_layers);
+      if (v25) {  // Qwen2_5_VLMLP: gate / up / down, all with bias
+        b.Tower("visual.mlp.gate_proj", TensorKind::kLinear, v + 1, t.intermediate_size, t.num_layers);
+        b.Tower("visual.mlp.up_proj", TensorKind::kLinear, v + 1, t.intermediate_size, t.num_layers);
+      } else {  // VisionMlp: fc1 / fc2
+        b.Tower("visual.mlp.fc1", TensorKind::kLinear, v + 1, t.intermediate_size, t.num_layers);
+      }
+      b.Tower("visual.mlp.down_proj", TensorKind::kLinear, t.intermediate_size + 1, v, t.num_layers);
+      const NormKind norm = v25 ? NormKind::kRmsNorm : NormKind::kLayerNorm;
+      b.Tower("visual.norms", TensorKind::kNorm, 1, 2 * NormParamCount(norm, v), t.num_layers);
+      // Patch merger: ln_q over the tower width, then an MLP over merge^2 concatenated patches.
+      const int64_t merged = v * t.spatial_merge_size * t.spatial_merge_size;
+      b.Tower("visual.merger.ln_q", TensorKind::kNorm, 1, NormParamCount(norm, v));
+      b.Tower("visual.merger.mlp.0", TensorKind::kLinear, merged + 1, merged);
+      b.Tower("visual.merger.mlp.2", TensorKind::kLinear, merged + 1, out);
+      return;
+    }
+  }
 }
 
 void Decoder(const ModelConfig& c, Builder& b) {
@@ -131,6 +216,40 @@ void Decoder(const ModelConfig& c, Builder& b) {
   if (moe_layers > 0) AddMoe(c, moe_layers, b);
   b.Layer("layer_norms", TensorKind::kNorm, TpSplit::kReplicated, 1, c.norms_per_layer * NormParams(c, h),
           c.num_layers);
+  AddTokenEmbeddingAndHead(c, b);
+  AddTower(c, b);
+}
+
+// BERT-family encoders: the decoder's tensors (post-norm, biases) plus token types and the pooler.
+void Encoder(const ModelConfig& c, Builder& b) {
+  AddAttention(c, c.num_layers, "", b);
+  AddMlp(c, c.intermediate_size, c.num_layers, "", b);
+  b.Layer("layer_norms", TensorKind::kNorm, TpSplit::kReplicated, 1, 2 * NormParams(c, c.hidden_size), c.num_layers);
+  AddTokenEmbeddingAndHead(c, b);
+  if (c.pooler) b.Outside("pooler", TensorKind::kLinear, TpSplit::kReplicated, c.hidden_size + 1, c.hidden_size);
+}
+
+// Mamba / Mamba-2 mixers (modeling_mamba.py MambaMixer, modeling_mamba2.py Mamba2Mixer), one per
+// layer behind an RMSNorm.
+void StateSpace(const ModelConfig& c, Builder& b) {
+  const SsmConfig& s = c.ssm;
+  const int64_t h = c.hidden_size, L = c.num_layers, d = s.inner, n = s.state_size;
+  const int64_t bias = s.proj_bias ? 1 : 0;
+  if (s.version == 2) {
+    const int64_t conv_dim = d + 2 * s.n_groups * n;
+    b.Layer("in_proj", TensorKind::kLinear, TpSplit::kSharded, h + bias, 2 * d + 2 * s.n_groups * n + s.num_heads, L);
+    b.Layer("conv1d", TensorKind::kOther, TpSplit::kSharded, s.conv_kernel + (s.conv_bias ? 1 : 0), conv_dim, L);
+    b.Layer("dt_bias_A_log_D", TensorKind::kOther, TpSplit::kSharded, 3, s.num_heads, L);
+    b.Layer("mixer.norm", TensorKind::kNorm, TpSplit::kSharded, 1, d, L);
+  } else {
+    b.Layer("in_proj", TensorKind::kLinear, TpSplit::kSharded, h + bias, 2 * d, L);
+    b.Layer("conv1d", TensorKind::kOther, TpSplit::kSharded, s.conv_kernel + (s.conv_bias ? 1 : 0), d, L);
+    b.Layer("x_proj", TensorKind::kLinear, TpSplit::kSharded, d, s.dt_rank + 2 * n, L);
+    b.Layer("dt_proj", TensorKind::kLinear, TpSplit::kSharded, s.dt_rank + 1, d, L);  // + bias
+    b.Layer("A_log_D", TensorKind::kOther, TpSplit::kSharded, n + 1, d, L);
+  }
+  b.Layer("out_proj", TensorKind::kLinear, TpSplit::kSharded, d + bias, h, L);
+  b.Layer("layer_norms", TensorKind::kNorm, TpSplit::kReplicated, 1, NormParams(c, h), L);
   AddTokenEmbeddingAndHead(c, b);
 }
 
@@ -166,10 +285,49 @@ void VisionEncoder(const ModelConfig& c, Builder& b) {
   if (c.vit_pooler) b.Outside("pooler", TensorKind::kLinear, TpSplit::kReplicated, h + 1, h);
 }
 
+// The generic path: tensors exactly as the safetensors headers list them, classified by name.
+void FromHeaders(const ModelConfig& c, Builder& b) {
+  for (const HeaderTensorGroup& g : c.header_tensors) {
+    TensorKind kind = TensorKind::kOther;
+    TpSplit split = TpSplit::kReplicated;
+    switch (g.role) {
+      case HeaderTensorRole::kLinear:
+        kind = TensorKind::kLinear;
+        split = TpSplit::kSharded;
+        break;
+      case HeaderTensorRole::kBias:
+        kind = TensorKind::kBias;
+        break;
+      case HeaderTensorRole::kEmbedding:
+        kind = TensorKind::kEmbedding;
+        split = TpSplit::kVocab;
+        break;
+      case HeaderTensorRole::kLmHead:
+        kind = TensorKind::kLmHead;
+        split = TpSplit::kVocab;
+        break;
+      case HeaderTensorRole::kNorm:
+        kind = TensorKind::kNorm;
+        break;
+      case HeaderTensorRole::kOther:
+        break;
+    }
+    if (g.in_layers) {
+      b.Layer(g.name, kind, split, g.cols, g.rows, g.copies);
+    } else {
+      for (int64_t i = 0; i < g.copies; ++i) b.Outside(g.name, kind, split, g.cols, g.rows);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<ParamGroup> ParamInventory(const ModelConfig& config) {
   Builder b;
+  if (!config.header_tensors.empty()) {
+    FromHeaders(config, b);
+    return b.Take();
+  }
   switch (config.kind) {
     case ArchitectureKind::kDecoder:
       Decoder(config, b);
@@ -179,6 +337,12 @@ std::vector<ParamGroup> ParamInventory(const ModelConfig& config) {
       break;
     case ArchitectureKind::kVisionEncoder:
       VisionEncoder(config, b);
+      break;
+    case ArchitectureKind::kEncoder:
+      Encoder(config, b);
+      break;
+    case ArchitectureKind::kStateSpace:
+      StateSpace(config, b);
       break;
   }
   return b.Take();

@@ -42,6 +42,7 @@ struct ParamGroup {
   int64_t active_copies = 0;  // copies a token passes through (== copies unless routed experts)
   bool expert = false;        // routed-expert weight: sharded by expert parallelism
   bool in_layers = true;      // false: outside the layer stack (embeddings, head, final norm)
+  bool tower = false;         // multimodal vision tower or projector: on the first pipeline stage
 
   int64_t Elements() const { return in_features * out_features; }
   int64_t Total() const { return Elements() * copies; }

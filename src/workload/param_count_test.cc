@@ -178,9 +178,9 @@ TEST(ModelConfigTest, ErrorsNameFieldAndModelType) {
   EXPECT_THAT(missing.status().message(), testing::HasSubstr("'llama'"));
   EXPECT_THAT(missing.status().message(), testing::HasSubstr("'hidden_size'"));
 
-  auto unsupported = ParseModelConfig(R"({"model_type":"mamba","hidden_size":8})");
+  auto unsupported = ParseModelConfig(R"({"model_type":"rwkv","hidden_size":8})");
   ASSERT_FALSE(unsupported.ok());
-  EXPECT_THAT(unsupported.status().message(), testing::HasSubstr("'mamba'"));
+  EXPECT_THAT(unsupported.status().message(), testing::HasSubstr("'rwkv'"));
   EXPECT_THAT(unsupported.status().message(), testing::HasSubstr("unsupported"));
 
   auto wrong_type = ParseModelConfig(

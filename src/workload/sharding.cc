@@ -27,7 +27,7 @@ GpuShard Stage(const ModelConfig& config, const std::vector<ParamGroup>& invento
     if (g.in_layers) {
       s.copies *= layer_fraction;
     } else {
-      const bool input_side = g.kind == TensorKind::kEmbedding;
+      const bool input_side = g.kind == TensorKind::kEmbedding || g.tower;  // vision towers feed stage 1
       const bool output_side = !input_side;  // head, final norm, T5 relative bias / final norms
       bool here = (input_side && first) || (output_side && last);
       // Tied embeddings: the last stage needs the matrix for the head (Megatron keeps a copy).

@@ -95,9 +95,15 @@ MemoryBreakdown InferenceMemory(const ModelConfig& config, const InferenceOption
       static_cast<double>(tokens) * (2 * config.hidden_size + std::max(q_width, mlp_width)) * act_bytes;
   const int64_t logit_rows = std::min(o.max_num_seqs, std::max<int64_t>(o.concurrent_sequences, 1));
   const double logits = config.vocab_size > 0 ? 4.0 * logit_rows * CeilDiv(config.vocab_size, t) : 0;
+  // Geometry the planner does not model exactly is marked: an SSM mixer is sized as an MLP of its
+  // expanded width; a model read from safetensors headers has its widths from config fields.
+  const char* approximation = config.kind == ArchitectureKind::kStateSpace
+                                  ? " (estimate: the SSM mixer sized as an MLP of its expanded width)"
+                              : !config.header_tensors.empty() ? " (estimate: widths from config fields)"
+                                                               : "";
   m.Add("activations", hidden_act + logits,
-        fmt::format("{} tokens x (2 x {} + {}) x {} B + fp32 logits {} x {}", tokens, config.hidden_size,
-                    std::max(q_width, mlp_width), act_bytes, logit_rows, CeilDiv(config.vocab_size, t)));
+        fmt::format("{} tokens x (2 x {} + {}) x {} B + fp32 logits {} x {}{}", tokens, config.hidden_size,
+                    std::max(q_width, mlp_width), act_bytes, logit_rows, CeilDiv(config.vocab_size, t), approximation));
   m.Add("runtime", static_cast<double>(kCudaContextBytes), "CUDA context and kernels (kCudaContextBytes)");
   return m;
 }

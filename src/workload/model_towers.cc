@@ -49,7 +49,8 @@ json TowerTextConfig(const json& root, std::string_view model_type) {
                    {"intermediate_size", 11008},      {"num_hidden_layers", 32},     {"num_attention_heads", 32},
                    {"max_position_embeddings", 2048}, {"tie_word_embeddings", false}};
     if (has_text) {
-      if (text->value("model_type", "llama") != "llama") return *text;
+      auto inner = text->find("model_type");
+      if (inner != text->end() && !(inner->is_string() && inner->get<std::string>() == "llama")) return *text;
       for (const auto& [k, v] : text->items()) merged[k] = v;
     }
     return merged;

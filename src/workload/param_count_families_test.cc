@@ -249,6 +249,47 @@ TEST(ParamCountFamiliesTest, PlannerHandlesNewKinds) {
   EXPECT_EQ(InferenceMemory(Load("bert/snowflake-arctic-embed-m.json"), o).Bytes("kv_cache"), 0u);
 }
 
+// Families read without a collected reference config: tiny configs whose counts follow, tensor by
+// tensor, from each family's modelling file (named beside each case).
+TEST(ParamCountFamiliesTest, FamiliesWithoutReferenceConfigsFollowTheirModellingCode) {
+  struct Case {
+    const char* json;
+    int64_t total;
+  };
+  const Case cases[] = {
+      // modeling_mpt.py: Wqkv 8x24 + out_proj 8x8 + up 8x32 + down 32x8, weight-only norm_1/norm_2,
+      // no biases (no_bias), ALiBi (no position table), tied wte 10x8, norm_f 8.
+      {R"({"model_type":"mpt","d_model":8,"n_heads":2,"n_layers":1,"expansion_ratio":4,"vocab_size":10,
+           "attn_config":{"alibi":true}})",
+       192 + 64 + 256 + 256 + 16 + 80 + 8},
+      // modeling_codegen.py: qkv_proj 8x24 and out_proj 8x8 without bias, fc_in 8x32+32, fc_out 32x8+8,
+      // ln_1 16, wte 80, ln_f 16, lm_head 80 + bias 10.
+      {R"({"model_type":"codegen","n_embd":8,"n_layer":1,"n_head":2,"n_positions":16,"vocab_size":10})",
+       192 + 64 + 288 + 264 + 16 + 80 + 16 + 90},
+      // modeling_mamba2.py: in_proj 8 x (2x8 + 2x1x4 + 2), conv1d over 8 + 2x4 channels (k 4 + bias),
+      // dt_bias / A_log / D per head, gated norm 8, out_proj 8x8, layer norm 8, embeddings 80, norm_f 8.
+      {R"({"model_type":"mamba2","hidden_size":8,"num_hidden_layers":1,"vocab_size":10,"num_heads":2,
+           "head_dim":4,"state_size":4,"n_groups":1,"conv_kernel":4})",
+       208 + 80 + 6 + 8 + 64 + 8 + 80 + 8},
+      // modeling_olmo.py: LayerNorms without parameters; q/k/v/o 4 x 64, gated MLP 3 x 8 x 16, untied.
+      {R"({"model_type":"olmo","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,
+           "intermediate_size":16,"vocab_size":10})",
+       256 + 384 + 80 + 80},
+      // modeling_persimmon.py: query_key_value 8x24+24, dense 8x8+8, dense_h_to_4h 8x16+16,
+      // dense_4h_to_h 16x8+8, two LayerNorms 32, q/k LayerNorms over head_dim 4 (2 x 2 x 4),
+      // final LayerNorm 16, untied embeddings and head 2 x 80.
+      {R"({"model_type":"persimmon","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,
+           "intermediate_size":16,"vocab_size":10})",
+       216 + 72 + 144 + 136 + 32 + 16 + 16 + 160},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.json);
+    auto config = ParseModelConfig(c.json);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(CountParameters(*config).total, c.total);
+  }
+}
+
 // PEFT's default target modules per family (huggingface/peft@5d602fd
 // src/peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
 TEST(ParamCountFamiliesTest, PeftTargetNamesPerFamily) {

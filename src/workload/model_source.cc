@@ -91,6 +91,7 @@ ModelConfig FromHeaders(const WeightsSummary& w, const nlohmann::json& cfg, std:
 
 absl::StatusOr<LoadedModel> LoadModelForPlan(const std::string& path) {
   std::error_code ec;
+  if (!fs::exists(path, ec)) return absl::NotFoundError(fmt::format("{}: no such file or directory", path));
   std::string config_path, weights_path;
   if (fs::is_directory(path, ec)) {
     config_path = (fs::path(path) / "config.json").string();
@@ -142,6 +143,10 @@ absl::StatusOr<LoadedModel> LoadModelForPlan(const std::string& path) {
   }
   // An architecture the reader does not know (or no config.json): the generic path.
   if (!m.weights) return config_error;
+  if (m.weights->parameters <= 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("{}: the safetensors hold no parameter tensors ({})", path, DescribeWeights(*m.weights)));
+  }
   if (config_error.code() != absl::StatusCode::kInvalidArgument && config_error.code() != absl::StatusCode::kNotFound) {
     return config_error;
   }

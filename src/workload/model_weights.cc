@@ -34,7 +34,7 @@ std::optional<std::string> ExclusionReason(const SafetensorsTensor& t) {
   if (EndsWith(n, "inv_freq")) return "rotary inv_freq buffer";
   if (EndsWith(n, "position_ids")) return "position_ids buffer";
   if ((EndsWith(n, "attn.bias") && t.shape.size() >= 3) || EndsWith(n, "masked_bias")) return "causal-mask buffer";
-  for (const char* s : {"weight_scale_inv", "weight_scale", "input_scale", "output_scale", "k_scale", "v_scale"}) {
+  for (const char* s : {"scale_inv", "weight_scale", "input_scale", "output_scale", "k_scale", "v_scale"}) {
     if (EndsWith(n, s)) return "fp8 / int8 quantization scale";
   }
   for (const char* s : {".scales", ".qzeros", ".g_idx"}) {

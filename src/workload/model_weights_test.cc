@@ -164,6 +164,15 @@ TEST_F(GenericModelTest, HostileIndexIsRefused) {
   std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map":{}})";
   EXPECT_FALSE(SummarizeSafetensors(dir_.string()).ok());
   EXPECT_EQ(SummarizeSafetensors((dir_ / "absent").string()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadModelForPlan((dir_ / "absent").string()).status().code(), absl::StatusCode::kNotFound);
+  // A checkpoint of buffers only has nothing to plan.
+  fs::remove(dir_ / "model.safetensors.index.json");
+  fs::remove(dir_ / "model-00001-of-00002.safetensors");
+  fs::remove(dir_ / "model-00002-of-00002.safetensors");
+  WriteSafetensors(dir_ / "model.safetensors", {{"rotary.inv_freq", "F32", {8}}});
+  auto empty = LoadModelForPlan(dir_.string());
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(), testing::HasSubstr("no parameter tensors"));
 }
 
 }  // namespace

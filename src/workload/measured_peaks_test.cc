@@ -61,6 +61,59 @@ TEST(MeasuredPeaksTest, ErrorsNameTheLineAndColumn) {
   EXPECT_THAT(Error("# only a comment\n"), HasSubstr("no header line"));
 }
 
+TEST(MeasuredPeaksTest, ReadsLayoutColumnsAndDocumentedMisses) {
+  auto runs = ParseMeasuredRuns(
+      "model,task,seq,batch,micro_batch,gpu,gpus,tp,zero,offload,recipe,framework,features,lora_rank,lora_targets,"
+      "measures,measured_bytes,expected_error,reason\n"
+      "a.json,lora,2048,16,2,A100,8,2,3,optimizer+params,torchtune,hf,chunked-loss;compile,8,q_proj; v_proj,active,"
+      "1e10,-0.2,compile not modelled\n"
+      "b.json,inference,1024,1,,A10G,2,2,,,,,,,,weights,1.6e10,,\n"
+      "c.json,full,512,1,,H200,,,,,,,,,,,1e9,,\n");
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 3u);
+  const MeasuredRun& a = (*runs)[0];
+  EXPECT_TRUE(a.own_layout);
+  EXPECT_EQ(a.gpus, 8);
+  EXPECT_EQ(a.tp, 2);
+  EXPECT_EQ(a.zero_stage, 3);
+  EXPECT_EQ(a.task.recipe.offload, Offload::kOptimizerAndParams);
+  EXPECT_EQ(a.task.recipe.framework, Framework::kHuggingFace);
+  EXPECT_TRUE(a.task.recipe.features.chunked_loss && a.task.recipe.features.compile);
+  EXPECT_EQ(a.task.lora.rank, 8);
+  EXPECT_EQ(a.task.lora.targets, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_EQ(a.measures, Measure::kActive);
+  EXPECT_EQ(a.expected_error, -0.2);
+  EXPECT_EQ(a.reason, "compile not modelled");
+  const MeasuredRun& b = (*runs)[1];
+  EXPECT_EQ(b.task.kind, TaskKind::kInference);
+  EXPECT_EQ(b.measures, Measure::kWeights);
+  const MeasuredRun& c = (*runs)[2];
+  EXPECT_FALSE(c.own_layout);
+  EXPECT_EQ(c.measures, Measure::kAllocatedWithContext);
+  EXPECT_FALSE(c.expected_error.has_value());
+  // A documented miss is checked against its expected error.
+  EXPECT_TRUE(MeasuredWithinTolerance(a, MeasuredComparison{0, "", -0.25}, 0.10));
+  EXPECT_FALSE(MeasuredWithinTolerance(a, MeasuredComparison{0, "", 0.0}, 0.10));
+  EXPECT_TRUE(MeasuredWithinTolerance(c, MeasuredComparison{0, "", 0.09}, 0.10));
+  EXPECT_FALSE(MeasuredWithinTolerance(c, MeasuredComparison{0, "", -0.11}, 0.10));
+}
+
+TEST(MeasuredPeaksTest, LayoutColumnErrorsNameTheLineAndColumn) {
+  const std::string head = "model,task,seq,batch,micro_batch,gpu,gpus,tp,zero,features,measures,measured_bytes\n";
+  EXPECT_THAT(Error(head + "m,full,1,8,1,H200,0,,,,,1\n"), HasSubstr("line 2, column gpus: '0'"));
+  EXPECT_THAT(Error(head + "m,full,1,8,1,H200,8,3,,,,1\n"), HasSubstr("column tp: 3 does not divide the 8 GPUs"));
+  EXPECT_THAT(Error(head + "m,full,1,8,1,H200,8,,4,,,1\n"), HasSubstr("column zero: '4' is not a ZeRO stage"));
+  EXPECT_THAT(Error(head + "m,full,1,8,1,H200,,,,fp8,,1\n"), HasSubstr("column features: unknown recipe feature"));
+  EXPECT_THAT(Error(head + "m,full,1,8,1,H200,,,,,peak,1\n"), HasSubstr("column measures: unknown measure 'peak'"));
+  EXPECT_THAT(Error(head + "m,full,1,8,,H200,2,,,,,1\n"), HasSubstr("column micro_batch: empty: a row with its own"));
+  EXPECT_THAT(Error(head + "m,inference,1,8,1,H200,,,,,,1\n"), HasSubstr("column task: 'inference' is not a training"));
+  EXPECT_THAT(Error(head + "m,full,1,8,1,H200,,,,,weights,1\n"), HasSubstr("measures=weights is a serving figure"));
+  const std::string miss = "model,task,seq,batch,gpu,measured_bytes,expected_error,reason\n";
+  EXPECT_THAT(Error(miss + "m,full,1,8,H200,1,-0.3,\n"), HasSubstr("line 2, column reason: empty"));
+  EXPECT_THAT(Error(miss + "m,full,1,8,H200,1,x,why\n"), HasSubstr("column expected_error: 'x' is not a number"));
+  EXPECT_THAT(Error(miss + "m,full,1,8,H200,1,-1,why\n"), HasSubstr("column expected_error: -1 is not a fraction"));
+}
+
 TEST(MeasuredPeaksTest, UnknownGpuIsNotFound) {
   auto runs = ParseMeasuredRuns("model,task,seq,batch,gpu,measured_bytes\nm.json,full,1,1,TPU-v9,1e9\n");
   ASSERT_TRUE(runs.ok());

@@ -129,6 +129,57 @@ std::string_view RecomputeName(Recompute r) {
   return "?";
 }
 
+namespace {
+
+struct FeatureName {
+  std::string_view name;
+  bool RecipeFeatures::*flag;
+};
+constexpr FeatureName kFeatures[] = {
+    {"paged-optimizer", &RecipeFeatures::paged_optimizer},
+    {"optimizer-in-backward", &RecipeFeatures::optimizer_in_backward},
+    {"fused-optimizer", &RecipeFeatures::fused_optimizer},
+    {"chunked-loss", &RecipeFeatures::chunked_loss},
+    {"activation-offload", &RecipeFeatures::activation_offload},
+    {"compile", &RecipeFeatures::compile},
+};
+
+}  // namespace
+
+absl::StatusOr<RecipeFeatures> ParseRecipeFeatures(std::string_view list) {
+  RecipeFeatures f;
+  while (!list.empty()) {
+    const size_t end = list.find(';');
+    std::string_view item = list.substr(0, end);
+    list = end == std::string_view::npos ? std::string_view() : list.substr(end + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) continue;
+    bool known = false;
+    for (const FeatureName& n : kFeatures) {
+      if (n.name == item) {
+        f.*n.flag = true;
+        known = true;
+      }
+    }
+    if (!known) {
+      std::vector<std::string_view> names;
+      for (const FeatureName& n : kFeatures) names.push_back(n.name);
+      return absl::InvalidArgumentError(
+          fmt::format("unknown recipe feature '{}' (';'-separated, any of: {})", item, fmt::join(names, ", ")));
+    }
+  }
+  return f;
+}
+
+std::string RecipeFeaturesName(const RecipeFeatures& f) {
+  std::vector<std::string_view> names;
+  for (const FeatureName& n : kFeatures) {
+    if (f.*n.flag) names.push_back(n.name);
+  }
+  return fmt::format("{}", fmt::join(names, ";"));
+}
+
 absl::StatusOr<Recipe> RecipePreset(std::string_view name) {
   Recipe r;
   if (name == "auto") return r;
@@ -315,7 +366,8 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   const int expert_dp = std::max(l.dp / l.ep, 1);
 
   const bool eager = o.framework == Framework::kHuggingFace;
-  double step_temporary = 0;  // eager: live with the gradients during the optimizer step
+  bool grads_with_activations = false;  // optimizer in backward: gradients live during the backward
+  double step_temporary = 0;            // eager: live with the gradients during the optimizer step
   std::string step_formula;
   double lora_inputs_per_token = 0;
   if (o.mode == FineTune::kFull) {
@@ -325,39 +377,63 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     const std::string shard_note = F("{:.4g} params/GPU (TP {} PP {} EP {}), ZeRO-{} over DP {}", r.params_on_gpu, l.tp,
                                      l.pp, l.ep, o.zero_stage, l.dp);
     const std::string offloaded = o.offload_optimizer ? ", offloaded to the CPU" : "";
+    double largest = 0;  // elements of the largest tensor on this GPU
+    for (const ShardedGroup& g : shard.groups) {
+      largest = std::max(largest, static_cast<double>(g.in_features) * static_cast<double>(g.out_features));
+    }
     m.Add("weights", d.weights + e.weights,
           F("{} B/param x {}{}", b.weight, shard_note, o.offload_params && o.zero_stage >= 3 ? offloaded : ""));
-    m.Add("gradients", d.grads + e.grads,
-          F("{} B/param x {}{}", b.grad, shard_note, o.offload_optimizer && o.zero_stage >= 2 ? offloaded : ""));
-    m.Add("optimizer_states", d.optimizer + e.optimizer,
-          F("{} master + {} {} B/param x {}{}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note,
-            offloaded));
-    r.cpu_offload_bytes = d.cpu + e.cpu;
+    if (o.features.optimizer_in_backward && !o.offload_optimizer) {
+      // torchtune optimizer_in_bwd: a hook steps each parameter and frees its gradient as soon as it is
+      // accumulated, during the backward: one gradient is live, beside the activations.
+      grads_with_activations = true;
+      m.Add("gradients", b.grad * largest / (o.zero_stage >= 2 ? l.dp : 1),
+            F("{} B x the largest tensor ({:.4g} params): stepped and freed in the backward (optimizer in "
+              "backward)",
+              b.grad, largest));
+    } else {
+      m.Add("gradients", d.grads + e.grads,
+            F("{} B/param x {}{}", b.grad, shard_note, o.offload_optimizer && o.zero_stage >= 2 ? offloaded : ""));
+    }
+    double optimizer = d.optimizer + e.optimizer;
+    double paged = 0;
+    if (o.features.paged_optimizer && !o.offload_optimizer && b.master + b.optimizer > 0) {
+      // The moments are in unified memory that pages to the host; the fp32 master (if any) is not.
+      paged = optimizer * b.optimizer / (b.master + b.optimizer);
+      optimizer -= paged;
+    }
+    m.Add("optimizer_states", optimizer,
+          F("{} master + {} {} B/param x {}{}{}", b.master, b.optimizer, OptimizerName(o.optimizer), shard_note,
+            offloaded, paged > 0 ? ", moments paged (unified memory, host-backed)" : ""));
+    r.cpu_offload_bytes = d.cpu + e.cpu + paged;
     for (const ParamGroup& g : inventory) r.trainable_params += static_cast<double>(g.Total());
     if (o.precision == Precision::kAutocast) {
       m.Add("autocast_cache", 2 * r.params_on_gpu,
             F("torch.autocast's bf16 copy of every weight: 2 B/param x {:.4g}", r.params_on_gpu));
     }
-    if (o.precision == Precision::kMixed && !o.offload_optimizer) {
-      double largest = 0;
-      for (const ShardedGroup& g : shard.groups) {
-        largest = std::max(largest, static_cast<double>(g.in_features) * static_cast<double>(g.out_features));
-      }
+    if (grads_with_activations) {
+      // Stepped tensor by tensor inside the backward: no step after it.
+    } else if (o.precision == Precision::kMixed && !o.offload_optimizer) {
       step_temporary = 4 * largest;
       step_formula = F("fp32 copy of the largest gradient ({:.4g} params) while the master steps", largest);
-    } else if (o.optimizer == Optimizer::kAdamW && !o.offload_optimizer) {
+    } else if (o.optimizer == Optimizer::kAdamW && !o.offload_optimizer && !o.features.fused_optimizer) {
       step_temporary = b.optimizer / 2 * r.params_on_gpu / (o.zero_stage >= 1 ? l.dp : 1);
       step_formula = F("one moment-sized temporary of torch.optim.AdamW's foreach step ({} B/param)", b.optimizer / 2);
     }
   } else {
     const bool qlora = o.mode == FineTune::kQlora;
     const QuantScheme base = qlora ? QuantScheme{DType::kNf4, 0, true} : QuantScheme{DType::kBf16};
-    const double base_bytes =
+    double base_bytes =
         static_cast<double>(shard.WeightBytes(base, base, QuantScheme{DType::kBf16})) / (o.zero_stage >= 3 ? l.dp : 1);
+    // Parameter offload (ZeRO-Infinity offload_param, FSDP CPUOffload(offload_params=True)) keeps the frozen
+    // base shards in host memory too; they are gathered layer by layer (the zero3_gather term).
+    const double base_offloaded = o.offload_params && o.zero_stage >= 3 ? base_bytes : 0;
+    base_bytes -= base_offloaded;
     m.Add("weights", base_bytes,
-          F("frozen base {:.4g} params/GPU at {} ({:.4g} B/param){}", r.params_on_gpu,
+          F("frozen base {:.4g} params/GPU at {} ({:.4g} B/param){}{}", r.params_on_gpu,
             qlora ? "nf4+double-quant" : "bf16", base.BytesPerWeight(),
-            o.zero_stage >= 3 ? F(", ZeRO-3 over DP {}", l.dp) : std::string()));
+            o.zero_stage >= 3 ? F(", ZeRO-3 over DP {}", l.dp) : std::string(),
+            base_offloaded > 0 ? ", offloaded to the CPU" : ""));
     absl::StatusOr<LoraParams> lora = ctx.lora != nullptr ? *ctx.lora : CountLoraParams(config, o.lora);
     if (!lora.ok()) return lora.status();
     r.trainable_params = static_cast<double>(lora->trainable);
@@ -369,12 +445,19 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
     }
     const double linear_here = shard.LinearParams() + expert;
     const double adapters = total_linear > 0 ? lora->trainable * linear_here / total_linear : 0;
-    StateBytes b{4, 4, 0, MixedPrecisionStates(o.optimizer, false).optimizer};
+    // PEFT keeps adapters in fp32 whatever the base; torchtune's `dtype: bf16` (kPureBf16) builds them in bf16
+    // with bf16 moments.
+    const bool bf16_adapters = o.precision == Precision::kPureBf16;
+    StateBytes b{bf16_adapters ? 2.0 : 4.0, bf16_adapters ? 2.0 : 4.0, 0,
+                 RecipeStates(o.optimizer, bf16_adapters ? Precision::kPureBf16 : Precision::kMixed, false).optimizer};
     const ModelStates a = ZeroModelStates(adapters, b, o.zero_stage, l.dp, o.offload_optimizer, false);
-    m.Add("gradients", a.grads, F("fp32 adapter grads: {:.4g} LoRA params/GPU (r={})", adapters, o.lora.rank));
-    m.Add("optimizer_states", a.weights + a.optimizer,
-          F("fp32 adapter weights 4 + {} {} B/param", OptimizerName(o.optimizer), b.optimizer));
-    r.cpu_offload_bytes = a.cpu;
+    const double paged = o.features.paged_optimizer ? a.optimizer : 0;
+    m.Add("gradients", a.grads,
+          F("{} adapter grads: {:.4g} LoRA params/GPU (r={})", bf16_adapters ? "bf16" : "fp32", adapters, o.lora.rank));
+    m.Add("optimizer_states", a.weights + a.optimizer - paged,
+          F("{} adapter weights {} + {} {} B/param{}", bf16_adapters ? "bf16" : "fp32", b.weight,
+            OptimizerName(o.optimizer), b.optimizer, paged > 0 ? " (moments paged, host-backed)" : ""));
+    r.cpu_offload_bytes = a.cpu + paged + base_offloaded;
     if (qlora) {
       double largest = 0;
       for (const ShardedGroup& g : shard.groups) {
@@ -410,11 +493,14 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
                       o.recompute,        o.flash_attention, o.dropout_masks};
   if (config.kind == ArchitectureKind::kVisionEncoder) a.seq = config.VisionSequenceLength();
   const double per_layer = ActivationBytesPerLayer(config, a);
-  const double layers = LayersOfActivationsInFlight(config.TotalLayers(), l.pp, o.micro_batches, l.virtual_stages);
-  m.Add(
-      "activations", per_layer * layers,
-      F("{:.4g} B/layer (s={} b={} t={}{} recompute={}{}) x {:.4g} layers in flight", per_layer, a.seq, a.micro_batch,
-        l.tp, l.sequence_parallel ? " SP" : "", RecomputeName(o.recompute), o.flash_attention ? " flash" : "", layers));
+  double layers = LayersOfActivationsInFlight(config.TotalLayers(), l.pp, o.micro_batches, l.virtual_stages);
+  // torchtune OffloadActivations: saved tensors go to the host on a side stream; the layer being copied out
+  // and the one brought back stay on the GPU.
+  if (o.features.activation_offload) layers = std::min(layers, 2.0);
+  m.Add("activations", per_layer * layers,
+        F("{:.4g} B/layer (s={} b={} t={}{} recompute={}{}) x {:.4g} layers in flight{}", per_layer, a.seq,
+          a.micro_batch, l.tp, l.sequence_parallel ? " SP" : "", RecomputeName(o.recompute),
+          o.flash_attention ? " flash" : "", layers, o.features.activation_offload ? " (rest offloaded)" : ""));
   if (o.recompute == Recompute::kFull) {
     ActivationOptions one = a;
     one.recompute = Recompute::kNone;
@@ -435,15 +521,28 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   double extra = 2 * s * bsz * config.hidden_size * in_flight / (l.sequence_parallel ? l.tp : 1);
   std::string extra_formula = F("embedding output 2 x s x b x h x {} in flight", in_flight);
   if (l.pp == 1 && config.vocab_size > 0) {
-    const double per_logit = eager ? 14 : 4;
+    // torchtune CEWithChunkedOutputLoss (`torchtune/modules/loss/ce_chunked_output_loss.py`, 8 chunks):
+    // the bf16 logits 2 and every chunk's fp32 log-softmax 4 (saved for the backward) are live together;
+    // the fp32 copy and its gradient (4 + 4) exist one chunk at a time: 2 + 4 + 8/8 = 7 B per logit.
+    // Compiled (torchtune `compile: True` compiles the loss too), each chunk's upcast, log-softmax and their
+    // backward are one fused kernel that keeps only the bf16 logits and a log-sum-exp per row (inductor's
+    // partitioner recomputes the pointwise work instead of saving fp32 tensors): 2 B per logit + one chunk's
+    // fp32 transients 8/8 = 3.
+    const bool chunked = eager && o.features.chunked_loss;
+    const double chunked_per_logit = o.features.compile ? 3 : 7;
+    const double per_logit = chunked ? chunked_per_logit : eager ? 14 : 4;
     extra += per_logit * s * bsz * CeilDiv(config.vocab_size, l.tp);
-    extra_formula += eager ? F(" + Hugging Face loss 14 (bf16 logits 2, fp32 copy 4, log-softmax 4, its grad 4)"
-                               " x s x b x ceil(V/t)={}",
-                               CeilDiv(config.vocab_size, l.tp))
-                           : F(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
+    extra_formula += chunked ? F(" + chunked loss {} ({}) x s x b x ceil(V/t)={}", chunked_per_logit,
+                                 o.features.compile ? "compiled: bf16 logits 2, one chunk of 8 upcast 8/8"
+                                                    : "bf16 logits 2, fp32 log-softmax 4, one chunk of 8 upcast 8/8",
+                                 CeilDiv(config.vocab_size, l.tp))
+                     : eager ? F(" + Hugging Face loss 14 (bf16 logits 2, fp32 copy 4, log-softmax 4, its grad 4)"
+                                 " x s x b x ceil(V/t)={}",
+                                 CeilDiv(config.vocab_size, l.tp))
+                             : F(" + fp32 logits 4 x s x b x ceil(V/t)={}", CeilDiv(config.vocab_size, l.tp));
   }
   m.Add("embedding_logits", extra, extra_formula);
-  if (eager && o.mode != FineTune::kFull && lora_inputs_per_token > 0) {
+  if (eager && o.mode != FineTune::kFull && lora_inputs_per_token > 0 && o.precision != Precision::kPureBf16) {
     // PEFT casts each adapted layer's input to the fp32 adapters; kept for the adapters' backward.
     const double inputs_per_layer = lora_inputs_per_token / std::max<int64_t>(config.TotalLayers(), 1);
     const double held = o.recompute == Recompute::kFull ? 1 : layers;
@@ -462,7 +561,7 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
       }
     }
     for (MemoryTerm& t : m.terms) {
-      if (t.label != "gradients") continue;
+      if (t.label != "gradients" || grads_with_activations) continue;
       const double grads = static_cast<double>(t.bytes);
       const double above = std::max(0.0, grads + step_temporary - activation_side);
       const std::string was = t.formula;

@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -92,6 +93,35 @@ struct StateBytes {
 // including the fp32 master, 8-bit AdamW 6, SGD with momentum 8). `fp32_grads`: Megatron keeps
 // fp32 main gradients (g = 4) instead of bf16 ones (g = 2, the ZeRO paper's convention).
 StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads);
+// Memory levers of the eager recipes (torchtune's memory optimizations, bitsandbytes), each off by default.
+// Their terms are described at EstimateTrainingMemory.
+struct RecipeFeatures {
+  // bitsandbytes paged optimizers (`PagedAdamW8bit`, `paged_adamw_8bit`): the optimizer moments live in
+  // CUDA unified memory (cudaMallocManaged, outside PyTorch's allocator) that the driver pages to host
+  // memory under pressure, so they are host-backed rather than part of the GPU peak (bitsandbytes docs,
+  // "Paged optimizers"; `bitsandbytes/functional.py` get_paged).
+  bool paged_optimizer = false;
+  // torchtune `optimizer_in_bwd: True`: each parameter is stepped and its gradient freed by a hook as
+  // soon as it is accumulated, so one gradient (the largest tensor's) is live, beside the activations.
+  bool optimizer_in_backward = false;
+  // torchtune `CEWithChunkedOutputLoss` (8 chunks): the logits are upcast to fp32 one chunk at a time.
+  bool chunked_loss = false;
+  // torchtune `enable_activation_offloading: True` (OffloadActivations): saved activations go to host
+  // memory on a side stream; about two layers' worth stay on the GPU (the one being copied out and the
+  // one brought back for the backward).
+  bool activation_offload = false;
+  // torch.optim.AdamW(fused=True) (torchtune's AdamW configs): one kernel per tensor, no moment-sized
+  // temporary as the default foreach step makes.
+  bool fused_optimizer = false;
+  // torch.compile: modelled only in the chunked loss (3 B per logit instead of 7: the fused kernel keeps the
+  // bf16 logits); its other fusions, which save part of the activations, are not.
+  bool compile = false;
+};
+// "paged-optimizer;optimizer-in-backward;fused-optimizer;chunked-loss;activation-offload;compile" (any subset, any
+// order, ';'-separated; empty: none). InvalidArgument names an unknown feature and lists the known ones.
+absl::StatusOr<RecipeFeatures> ParseRecipeFeatures(std::string_view list);
+std::string RecipeFeaturesName(const RecipeFeatures& f);  // the same list; "" when none
+
 // How a training job runs: the framework, its precision and optimizer, and the activation recompute
 // (unset: the planner chooses none or full, whichever the plan needs).
 struct Recipe {
@@ -103,6 +133,7 @@ struct Recipe {
   // that fits; set: exactly this. Presets leave it at kNone (the host memory it needs is not in the
   // catalog: the plan reports it, `cpu_offload_bytes` per GPU).
   std::optional<Offload> offload = Offload::kNone;
+  RecipeFeatures features;
 };
 // The defaults of the tools users name (`gpugeek plan --recipe NAME`):
 //   auto (the default), megatron, deepspeed: mixed precision (bf16 with an fp32 master), AdamW, recompute chosen;
@@ -174,6 +205,7 @@ struct TrainingOptions {
   Recompute recompute = Recompute::kNone;
   bool flash_attention = true;
   bool dropout_masks = true;
+  RecipeFeatures features;
 };
 
 // Per-GPU training memory (heaviest pipeline stage). Terms: "weights", "gradients",
@@ -187,6 +219,11 @@ struct TrainingOptions {
 // (kCudaContextBytes). Under kHuggingFace "gradients" holds only what the gradients and step
 // temporaries add above the activation peak (they are not live together). The CPU bytes of offload are in
 // `cpu_offload_bytes`.
+// RecipeFeatures (torchtune's memory optimizations): paged_optimizer moves the optimizer moments to
+// `cpu_offload_bytes` (host-backed unified memory); optimizer_in_backward makes "gradients" one gradient of
+// the largest tensor, live with the activations, and drops the step temporary; chunked_loss makes the eager
+// loss 7 B per logit instead of 14 (3 when compiled); activation_offload keeps two layers of activations (and PEFT
+// inputs) on the GPU; under kPureBf16 LoRA adapters are bf16 (torchtune) and PEFT's fp32 input casts are not counted.
 struct TrainingMemory {
   MemoryBreakdown gpu;
   double cpu_offload_bytes = 0;

@@ -4,10 +4,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/testing/process.h"
@@ -145,6 +149,56 @@ TEST(PlanCommandTest, CompareMeasuredPrintsTheErrorPerRunAndHonoursTheLimit) {
   EXPECT_NE(r.out.find("model: not with --compare-measured"), std::string::npos) << r.out;
 }
 
+// Narayanan et al. SC'21 (arXiv:2104.04473) Table 1 (anchors/planner.md §4.1) through the CLI at the
+// recipe the paper ran: Megatron-LM of 2021 (no distributed optimizer: --zero 0), full recomputation,
+// A100-80GB, seq 2048, vocabulary 51,200. A row passes when the best plan is the paper's TP x PP, or the
+// paper's is among the three runners-up and at most 5% slower. Rows 2 and 3 (3.6B, 7.5B) are not: the
+// time model prefers a smaller TP (less all-reduce traffic) by 5.4% and 8.4%; the paper chose the
+// smallest model-parallel size its memory needed.
+TEST(PlanCommandTest, MegatronSc21Table1LayoutsRankFirstOrWithinFivePercent) {
+  struct Row {
+    int heads, hidden, layers, tp, pp, gpus, batch;
+    bool passes;
+  };
+  const Row rows[] = {
+      {24, 2304, 24, 1, 1, 32, 512, true},        {32, 3072, 30, 2, 1, 64, 512, false},
+      {32, 4096, 36, 4, 1, 128, 512, false},      {48, 6144, 40, 8, 1, 256, 1024, true},
+      {64, 8192, 48, 8, 2, 512, 1536, true},      {80, 10240, 60, 8, 4, 1024, 1792, true},
+      {96, 12288, 80, 8, 8, 1536, 2304, true},    {128, 16384, 96, 8, 16, 1920, 2160, true},
+      {128, 20480, 105, 8, 35, 2520, 2520, true}, {160, 25600, 128, 8, 64, 3072, 3072, true},
+  };
+  const std::string dir = ::testing::TempDir();
+  int passed = 0;
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.hidden);
+    const std::string config = dir + "sc21_" + std::to_string(r.hidden) + ".json";
+    std::ofstream(config) << nlohmann::json({{"model_type", "gpt2"},
+                                             {"n_embd", r.hidden},
+                                             {"n_layer", r.layers},
+                                             {"n_head", r.heads},
+                                             {"n_positions", 2048},
+                                             {"vocab_size", 51200},
+                                             {"tie_word_embeddings", true}})
+                                 .dump();
+    const Result res = RunGpugeek(
+        fmt::format("plan {} --task pretrain --seq 2048 --batch {} --gpus A100-SXM-80GB:{} --recipe megatron --zero 0 "
+                    "--recompute full --top 1 --json",
+                    config, r.batch, r.gpus));
+    ASSERT_EQ(res.exit_code, 0) << res.out;
+    const nlohmann::json best = nlohmann::json::parse(res.out)["candidates"][0];
+    ASSERT_EQ(best["gpus"], r.gpus);
+    const std::string paper = fmt::format(" TP{} PP{} ", r.tp, r.pp);
+    bool ok = best["tp"] == r.tp && best["pp"] == r.pp;
+    for (const nlohmann::json& other : best["other_layouts"]) {
+      const std::string summary = other["summary"].get<std::string>() + " ";
+      if (summary.find(paper) != std::string::npos) ok |= other["slower"].get<double>() <= 0.05;
+    }
+    EXPECT_EQ(ok, r.passes) << best.dump();
+    passed += ok ? 1 : 0;
+  }
+  EXPECT_EQ(passed, 8);
+}
+
 // Seven runs planned first and measured after on one H200 (docs/device-check.md, "held-out planner rows"):
 // full fine-tunes within 3.1% (gemma-2-2b -3.04%), the two PEFT LoRA runs high by 9.0% and 10.9%.
 TEST(PlanCommandTest, HeldOutH200PeaksStayWithinElevenPercent) {
@@ -161,6 +215,42 @@ TEST(PlanCommandTest, HeldOutH200PeaksStayWithinElevenPercent) {
     const double limit = lora ? 0.11 : 0.035;
     EXPECT_LE(std::abs(row["error"].get<double>()), limit) << row.dump();
   }
+}
+
+// An architecture the reader does not know, planned from its safetensors headers (docs/planner.md "Any
+// other architecture"): a directory, its index, and the file itself all give the exact count.
+TEST(PlanCommandTest, UnknownArchitectureIsPlannedFromSafetensorsHeaders) {
+  const std::string dir = ::testing::TempDir() + "plan_headers_" + std::to_string(::getpid());
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  // One BF16 [64, 32] embedding, one [96, 32] projection in layer 0, and a rotary buffer (left out).
+  const std::string header =
+      R"({"model.embed.weight":{"dtype":"BF16","shape":[64,32],"data_offsets":[0,4096]},)"
+      R"("model.layers.0.qkv.weight":{"dtype":"BF16","shape":[96,32],"data_offsets":[4096,10240]},)"
+      R"("model.layers.0.rotary.inv_freq":{"dtype":"F32","shape":[8],"data_offsets":[10240,10272]}})";
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << prefix << header << std::string(10272, '\0');
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << R"({"metadata":{"total_size":10272},"weight_map":{"model.embed.weight":"model.safetensors",)"
+      << R"("model.layers.0.qkv.weight":"model.safetensors","model.layers.0.rotary.inv_freq":"model.safetensors"}})";
+  std::ofstream(dir + "/config.json") << R"({"model_type":"acme_lm","hidden_size":32,"num_attention_heads":4})";
+  for (const std::string& target : {dir, dir + "/model.safetensors.index.json", dir + "/model.safetensors"}) {
+    SCOPED_TRACE(target);
+    const Result r = RunGpugeek("plan " + target + " --task inference --seq 128 --gpus L40S:1 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["model"]["model_type"], "acme_lm");
+    EXPECT_EQ(j["model"]["parameters"], 64 * 32 + 96 * 32);
+    EXPECT_NE(j["model"]["weights"].get<std::string>().find("from safetensors headers"), std::string::npos);
+    EXPECT_NE(j["model"]["weights"].get<std::string>().find("rotary inv_freq"), std::string::npos);
+    EXPECT_FALSE(j["candidates"].empty());
+  }
+  // Without the safetensors, the config alone is refused, naming the type.
+  std::remove((dir + "/model.safetensors").c_str());
+  std::remove((dir + "/model.safetensors.index.json").c_str());
+  const Result refused = RunGpugeek("plan " + dir + "/config.json --task inference --gpus L40S:1");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.out.find("'acme_lm'"), std::string::npos) << refused.out;
 }
 
 }  // namespace

@@ -250,11 +250,13 @@ void RegisterPlanCommand(CLI::App& app) {
     std::string kv_dtype = "bf16";
     std::string recipe = "auto";
     std::string framework, precision, optimizer;  // empty: the recipe's
+    std::string features;                         // empty: the recipe's (none)
     std::string recompute = "auto";
     std::string offload = "none";
     std::string compare_measured, models_dir;
     double max_error = 0;
     int tp = 0, pp = 0, cp = 0;  // 0: any
+    int zero = -1;               // -1: any stage the framework has
     bool json = false;
     bool explain = false;
     std::string svg;
@@ -269,6 +271,9 @@ void RegisterPlanCommand(CLI::App& app) {
                   "offloads when that is the best plan that fits; the plan reports the host memory)")
       ->capture_default_str();
   sub->add_option("--tp", o->tp, "Only this tensor-parallel size (default: any)");
+  sub->add_option("--zero", o->zero,
+                  "Only this ZeRO stage 0-3 (Megatron-LM's distributed optimizer is 1; 0 for software without one; "
+                  "default: any the framework has)");
   sub->add_option("--cp", o->cp,
                   "Only this context-parallel size (Megatron-LM; default: 1, and more when each rank keeps >= 8192 "
                   "tokens)");
@@ -304,6 +309,9 @@ void RegisterPlanCommand(CLI::App& app) {
                   "mixed (bf16 + fp32 master) bf16 (pure) fp32 autocast (fp32 weights, bf16 compute) (default: the "
                   "recipe's)");
   sub->add_option("--optimizer", o->optimizer, "adamw adamw-8bit sgd-momentum adafactor (default: the recipe's)");
+  sub->add_option("--features", o->features,
+                  "Memory levers of the eager recipes, ';'-separated: paged-optimizer optimizer-in-backward "
+                  "fused-optimizer chunked-loss activation-offload compile (default: none)");
   sub->add_option("--recompute", o->recompute,
                   "Activation recompute: auto (the plan chooses none or full) none selective full")
       ->capture_default_str();
@@ -363,6 +371,11 @@ void RegisterPlanCommand(CLI::App& app) {
       if (!opt.ok()) Fail(fmt::format("--optimizer: {}", std::string(opt.status().message())));
       recipe->optimizer = *opt;
     }
+    if (!o->features.empty()) {
+      auto f = workload::ParseRecipeFeatures(o->features);
+      if (!f.ok()) Fail(fmt::format("--features: {}", std::string(f.status().message())));
+      recipe->features = *f;
+    }
     if (o->recompute != "auto") {
       auto r = workload::ParseRecompute(o->recompute);
       if (!r.ok()) Fail(fmt::format("--recompute: {} (or auto)", std::string(r.status().message())));
@@ -396,6 +409,8 @@ void RegisterPlanCommand(CLI::App& app) {
     if (o->tp > 0) po.allowed_tp = {o->tp};
     if (o->pp > 0) po.allowed_pp = {o->pp};
     if (o->cp > 0) po.allowed_cp = {o->cp};
+    if (o->zero > 3 || o->zero < -1) Fail(fmt::format("--zero {}: a ZeRO stage is 0, 1, 2 or 3", o->zero));
+    if (o->zero >= 0) po.zero_stages = {o->zero};
     auto plan = workload::MakePlan(*config, task, pool, po);
     if (!plan.ok()) Fail(std::string(plan.status().message()));
     const workload::ParamCounts n = workload::CountParameters(*config);
@@ -462,7 +477,8 @@ void RegisterPlanCommand(CLI::App& app) {
                      {"recompute", task.recipe.recompute ? std::string(workload::RecomputeName(*task.recipe.recompute))
                                                          : std::string("auto")},
                      {"offload", task.recipe.offload ? std::string(workload::OffloadName(*task.recipe.offload))
-                                                     : std::string("auto")}};
+                                                     : std::string("auto")},
+                     {"features", workload::RecipeFeaturesName(task.recipe.features)}};
       j["candidates"] = nlohmann::json::array();
       for (const auto& c : plan->candidates) j["candidates"].push_back(workload::PlanCandidateToJson(c));
       j["rejected"] = plan->rejected;
@@ -490,6 +506,13 @@ void RegisterPlanCommand(CLI::App& app) {
       const PlanCandidate& best = plan->candidates[0];
       std::cout << "Memory per GPU of #1 (" << best.Summary() << "):\n" << MemoryBar(best, o->explain);
       std::cout << "Next smaller: " << best.next_smaller << "\n";
+      if (!best.other_layouts.empty()) {
+        std::string others;
+        for (const PlanCandidate::OtherLayout& l : best.other_layouts) {
+          others += fmt::format("{}{} ({:+.1f}% time)", others.empty() ? "" : "; ", l.summary, 100 * l.slower);
+        }
+        std::cout << "Other layouts at this size: " << others << "\n";
+      }
       if (!best.size_note.empty()) std::cout << "Size: " << best.size_note << "\n";
       if (best.cpu_offload_bytes > 0) {
         const int per_node = workload::GpusPerNode(best);

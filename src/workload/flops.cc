@@ -154,8 +154,14 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   const double trainable_fraction =
       o.mode == FineTune::kFull ? 1.0 : std::min(1.0, 0.01);  // adapters are ~1 % of the weights at most
   const double grad_bytes = shard.Params() * trainable_fraction * (o.fp32_grads ? 4 : 2);
-  const double dp_bw = l.Gpus() <= domain ? intra : inter;
-  const int replicas = l.ReplicaRanks();  // gradients are reduced over DP x CP
+  // Gradients are reduced over DP x CP. Ranks are placed TP fastest, then CP, then DP, PP outermost
+  // (Megatron-LM's order): a group that fits in one NVLink domain reduces over it; one that spans nodes
+  // runs NCCL's rings over every NIC of a node, so its r ranks per node each carry 1/r of the buffer
+  // across the network (nccl-tests all_reduce busbw across DGX A100 nodes is about the 8 NICs' total).
+  const int replicas = l.ReplicaRanks();
+  const int model_ranks = l.tp * cp;
+  const int per_node = model_ranks <= domain ? std::max(1, std::min(replicas, domain / model_ranks)) : 1;
+  const double dp_bw = replicas * model_ranks <= domain ? intra : inter * per_node;
   double dp = RingAllReduceSeconds(grad_bytes, replicas, dp_bw) * (o.zero_stage >= 2 ? 0.5 : 1.0);
   if (o.zero_stage >= 3 && replicas > 1) {
     // Parameters gathered for every micro-batch's forward and backward, prefetched behind compute.

@@ -13,6 +13,10 @@ nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
                      {"formula", t.formula},
                      {"source", std::string(MemoryTermSource(t.label, training))}});
   }
+  nlohmann::json others = nlohmann::json::array();
+  for (const PlanCandidate::OtherLayout& o : c.other_layouts) {
+    others.push_back({{"summary", o.summary}, {"seconds", o.seconds}, {"slower", o.slower}});
+  }
   return {{"summary", c.Summary()},
           {"gpu_model", c.gpu->id},
           {"gpus", c.gpus},
@@ -39,6 +43,7 @@ nlohmann::json PlanCandidateToJson(const PlanCandidate& c) {
           {"seconds", c.seconds},
           {"cost_micros", c.cost_micros},
           {"next_smaller", c.next_smaller},
+          {"other_layouts", others},
           {"preferred_size", c.preferred_size},
           {"size_note", c.size_note}};
 }

@@ -67,6 +67,8 @@ std::string LargestTerms(const MemoryBreakdown& m) {
 // The best outcome for one (GPU model, count): a fitting plan, or the smallest need that failed.
 struct Outcome {
   std::optional<PlanCandidate> best;
+  // The best candidate of every TP x CP x PP (memory breakdown dropped), for the runners-up.
+  std::map<std::tuple<int, int, int>, PlanCandidate> by_layout;
   double min_need = 0;
   MemoryBreakdown min_need_breakdown;
   std::string min_need_layout;
@@ -208,6 +210,7 @@ class Planner {
     o.recompute = r;
     o.flash_attention = true;
     o.dropout_masks = false;  // LLM fine-tuning and pre-training recipes run without dropout
+    o.features = task_.recipe.features;
     return o;
   }
   InferenceOptions InferenceFor(const ParallelLayout& l) const {
@@ -231,6 +234,13 @@ class Planner {
   void Consider(const PoolEntry& e, int n, PlanCandidate cand, Outcome& out) const {
     const double hours = cand.seconds / 3600.0;
     cand.cost_micros = std::llround(static_cast<double>(e.price_micros_per_gpu_hour) * n * hours);
+    const auto key = std::make_tuple(cand.layout.tp, cand.layout.cp, cand.layout.pp);
+    auto it = out.by_layout.find(key);
+    if (it == out.by_layout.end() || Better(cand, it->second, opt_.objective)) {
+      PlanCandidate lite = cand;
+      lite.memory = MemoryBreakdown{};
+      out.by_layout.insert_or_assign(key, std::move(lite));
+    }
     if (!out.best || Better(cand, *out.best, opt_.objective)) out.best = std::move(cand);
   }
   void Miss(const MemoryBreakdown& m, const std::string& layout, Outcome& out) const {
@@ -509,7 +519,20 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
         "no valid layout: {} heads / {} KV heads / {} layers do not split over {} GPUs with TP "
         "<= {} (NVLink domain)",
         c_.num_heads, c_.num_kv_heads, layers, n, domain);
-  } else if (!out.best && out.min_need == 0) {
+  }
+  if (out.best) {
+    std::vector<const PlanCandidate*> others;
+    for (const auto& [key, c] : out.by_layout) {
+      if (key != std::make_tuple(out.best->layout.tp, out.best->layout.cp, out.best->layout.pp)) others.push_back(&c);
+    }
+    std::sort(others.begin(), others.end(),
+              [this](const PlanCandidate* a, const PlanCandidate* b) { return Better(*a, *b, opt_.objective); });
+    for (size_t i = 0; i < others.size() && i < kOtherLayouts; ++i) {
+      const double slower = out.best->seconds > 0 ? others[i]->seconds / out.best->seconds - 1 : 0;
+      out.best->other_layouts.push_back({others[i]->Summary(), others[i]->seconds, slower});
+    }
+  }
+  if (any_valid && !out.best && out.min_need == 0) {
     out.invalid = task_.kind == TaskKind::kInference
                       ? fmt::format("{} concurrent sequences leave replicas idle on {} GPUs", task_.batch, n)
                       : fmt::format("global batch {} does not split into micro-batches over {} data-parallel ranks",

@@ -97,6 +97,9 @@ enum class Objective { kTime, kCost, kGpus };
 inline constexpr double kMinSpeedupPerDoubling = 1.6;
 absl::StatusOr<Objective> ParseObjective(std::string_view name);  // "time", "cost", "gpus"
 
+// Runners-up kept per (GPU model, count): PlanCandidate::other_layouts.
+inline constexpr size_t kOtherLayouts = 3;
+
 // Context parallelism is searched only while each rank keeps at least this many tokens of a sequence:
 // below it the K/V ring traffic outgrows the attention compute it hides behind (our choice; Llama 3
 // ran CP16 at 131,072 tokens, 8,192 per rank, Llama 3 paper arXiv:2407.21783 Table 4). A size named in
@@ -146,6 +149,14 @@ struct PlanCandidate {
   double seconds = 0;        // for the token budget (or one step when the budget is 0)
   int64_t cost_micros = 0;   // gpus x price x seconds / 3600, rounded
   std::string next_smaller;  // why the next smaller GPU count of this model does not do better
+  // The best plan of each other TP x CP x PP at this GPU model and count, best first (at most
+  // kOtherLayouts): how close the runners-up are, e.g. a published layout the search ranked second.
+  struct OtherLayout {
+    std::string summary;  // PlanCandidate::Summary()
+    double seconds = 0;   // as `seconds`
+    double slower = 0;    // seconds / the chosen plan's seconds - 1 (time objective; 0 when unknown)
+  };
+  std::vector<OtherLayout> other_layouts;
   // "time": whether this is its GPU model's chosen size under the size rule, and why (or why not).
   bool preferred_size = true;
   std::string size_note;

@@ -312,8 +312,9 @@ TEST(PlannerTest, Errors) {
 }
 
 // Megatron-LM SC'21 Table 1 (anchors/planner.md §4.1): given each row's model, GPU count and batch
-// on A100s, the planner's TP x PP is the paper's or within 10 % of its predicted throughput, and
-// its predicted TFLOP/s per GPU (hardware FLOPs, full recompute as the paper ran) is within 15 %.
+// on A100s, the predicted TFLOP/s per GPU at the paper's own TP x PP (hardware FLOPs, full recompute as
+// the paper ran, no distributed optimizer) is within 10 % of the published one, and the planner's best
+// TP x PP is the paper's or at most 10 % faster than it (src/cli/plan_command_test.cc ranks them).
 TEST(PlannerTest, MegatronTable1Layouts) {
   struct Row {
     int64_t heads, hidden, layers;
@@ -342,25 +343,23 @@ TEST(PlannerTest, MegatronTable1Layouts) {
     ASSERT_TRUE(p.ok()) << p.status();
     ASSERT_FALSE(p->candidates.empty()) << (p->rejected.empty() ? "" : p->rejected[0]);
     const PlanCandidate& best = p->candidates[0];
+    PlannerOptions fixed = o;  // the paper's TP x PP with the best remaining settings (micro-batch, interleaving)
+    fixed.allowed_tp = {r.tp};
+    fixed.allowed_pp = {r.pp};
+    auto paper = MakePlan(c, t, {PoolEntry{&a100, r.gpus, 0}}, fixed);
+    ASSERT_TRUE(paper.ok());
+    ASSERT_FALSE(paper->candidates.empty()) << "the paper's layout does not fit: " << best.Summary();
+    const PlanCandidate& published = paper->candidates[0];
     TrainingOptions chosen;
-    chosen.layout = best.layout;
-    chosen.zero_stage = best.zero_stage;
+    chosen.layout = published.layout;
+    chosen.zero_stage = published.zero_stage;
     chosen.fp32_grads = true;
     chosen.seq = 2048;
-    chosen.micro_batch = best.micro_batch;
+    chosen.micro_batch = published.micro_batch;
     chosen.recompute = Recompute::kFull;
     const StepTime ours = EstimateStepTime(c, chosen, r.batch, a100);
-    EXPECT_NEAR(ours.hardware_flops_per_gpu / 1e12, r.tflops, 0.15 * r.tflops) << best.Summary();
-    if (best.layout.tp != r.tp || best.layout.pp != r.pp) {
-      // The paper's TP x PP with the best remaining settings (micro-batch, interleaving).
-      PlannerOptions fixed = o;
-      fixed.allowed_tp = {r.tp};
-      fixed.allowed_pp = {r.pp};
-      auto paper = MakePlan(c, t, {PoolEntry{&a100, r.gpus, 0}}, fixed);
-      ASSERT_TRUE(paper.ok());
-      ASSERT_FALSE(paper->candidates.empty()) << "the paper's layout does not fit: " << best.Summary();
-      EXPECT_GE(paper->candidates[0].tokens_per_second, 0.9 * best.tokens_per_second) << best.Summary();
-    }
+    EXPECT_NEAR(ours.hardware_flops_per_gpu / 1e12, r.tflops, 0.10 * r.tflops) << published.Summary();
+    EXPECT_GE(published.tokens_per_second, 0.9 * best.tokens_per_second) << best.Summary();
   }
 }
 

@@ -55,6 +55,28 @@ json TowerTextConfig(const json& root, std::string_view model_type) {
     }
     return merged;
   }
+  if (model_type == "gemma3") {
+    // Gemma3Config: text_config's missing fields take Gemma3TextConfig's defaults
+    // (configuration_gemma3.py); gemma-3-4b-it's file names only five of them.
+    json merged = {{"model_type", "gemma3_text"},
+                   {"vocab_size", 262208},
+                   {"hidden_size", 2304},
+                   {"intermediate_size", 9216},
+                   {"num_hidden_layers", 26},
+                   {"num_attention_heads", 8},
+                   {"num_key_value_heads", 4},
+                   {"head_dim", 256},
+                   {"max_position_embeddings", 131072},
+                   {"sliding_window", 4096},
+                   {"sliding_window_pattern", 6},
+                   {"tie_word_embeddings", true}};
+    if (has_text) {
+      auto inner = text->find("model_type");
+      if (inner != text->end() && !(inner->is_string() && inner->get<std::string>() == "gemma3_text")) return *text;
+      for (const auto& [k, v] : text->items()) merged[k] = v;
+    }
+    return merged;
+  }
   return has_text ? *text : json::object();
 }
 

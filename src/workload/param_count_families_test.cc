@@ -62,9 +62,9 @@ TEST(ParamCountFamiliesTest, EveryIndexRowMatchesExactly) {
     types.insert(c.model_type);
     ++rows;
   }
-  EXPECT_GE(rows, 38);
+  EXPECT_GE(rows, 39);
   // One type per family folder; llava and Qwen2.5-VL read as "wrapper/inner".
-  EXPECT_GE(types.size(), 31u);
+  EXPECT_GE(types.size(), 32u);
 }
 
 // Exact references (INDEX.md "Reference" column, kind "exact").
@@ -125,6 +125,8 @@ TEST(ParamCountFamiliesTest, ExactReferences) {
       {"exaone4/EXAONE-4.0-32B.json", 32'003'216'384},
       // granite-3.3-8b-instruct 8,170,864,640 (code index id 69720435308).
       {"granite/granite-3.x-8b-instruct.json", 8'170'864'640},
+      // gemma-3-4b-it "4,300,079,472 parameters (safetensors metadata)" (code index id 65969618575).
+      {"gemma3/gemma-3-4b-it.json", 4'300'079'472},
       // OLMoE-1B-7B-0924 "safetensors total 6,919,161,856 BF16 params" (code index id 58413280785).
       {"olmoe/OLMoE-1B-7B-0924.json", 6'919'161'856},
       // Qwen1.5-1.8B, the same tensors as Qwen-1.8B: 1,836,828,672 (code index id 65835899932).
@@ -202,6 +204,15 @@ TEST(ParamCountFamiliesTest, ReadsFamilyTraps) {
   EXPECT_EQ(starcoder2.NumSlidingLayers(), 32);
   const ModelConfig gemma3 = Load("gemma3/gemma-3-1b-it.json");
   EXPECT_EQ(gemma3.NumSlidingLayers(), 26 - 4);  // layers 6, 12, 18, 24 are global
+  const ModelConfig gemma3mm = Load("gemma3/gemma-3-4b-it.json");
+  EXPECT_EQ(gemma3mm.model_type, "gemma3/gemma3_text");
+  EXPECT_EQ(gemma3mm.tower.kind, TowerKind::kSiglip);
+  EXPECT_EQ(gemma3mm.vocab_size, 262208);          // Gemma3TextConfig default: the file does not say
+  EXPECT_EQ(gemma3mm.NumSlidingLayers(), 34 - 5);  // every 6th layer global
+  int64_t siglip = 0;
+  for (const ParamGroup& g : ParamInventory(gemma3mm)) siglip += g.tower ? g.Total() : 0;
+  // SigLIP-So400m/14 at 896 px (modeling_siglip.py, no head) + Gemma3MultiModalProjector.
+  EXPECT_EQ(siglip, 416'866'032 + 2'950'272);
   const ModelConfig exaone = Load("exaone4/EXAONE-4.0-32B.json");
   EXPECT_EQ(exaone.NumSlidingLayers(), 48);
   const ModelConfig llava = Load("llava/llava-1.5-7b-hf.json");

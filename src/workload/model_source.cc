@@ -143,6 +143,12 @@ absl::StatusOr<LoadedModel> LoadModelForPlan(const std::string& path) {
   }
   // An architecture the reader does not know (or no config.json): the generic path.
   if (!m.weights) return config_error;
+  if (m.weights->groups.empty() && m.weights->parameters > 0) {
+    // Only an index: tensor names without shapes cannot be planned tensor by tensor.
+    return absl::FailedPreconditionError(fmt::format(
+        "{}: {}; put the shard files beside the index (only their headers are read) to plan this model_type", path,
+        m.weights->source));
+  }
   if (m.weights->parameters <= 0) {
     return absl::InvalidArgumentError(
         fmt::format("{}: the safetensors hold no parameter tensors ({})", path, DescribeWeights(*m.weights)));

@@ -26,8 +26,9 @@ struct LoadedModel {
 };
 
 // NotFound when `path` holds neither a readable config.json nor safetensors; InvalidArgument for a
-// malformed config or header; a config of an unknown model_type without safetensors beside it
-// returns the config reader's error, which names the type.
+// malformed config or header, or a checkpoint without parameter tensors; a config of an unknown
+// model_type without safetensors beside it returns the config reader's error, which names the type;
+// FailedPrecondition for an unknown model_type whose index names shard files that are absent.
 absl::StatusOr<LoadedModel> LoadModelForPlan(const std::string& path);
 
 }  // namespace gpugeek::workload

@@ -144,6 +144,11 @@ TEST_F(GenericModelTest, IndexWithoutShardsIsAnEstimate) {
   EXPECT_FALSE(w->exact);
   EXPECT_EQ(w->index_total_size, 123u);
   EXPECT_THAT(w->source, testing::HasSubstr("an estimate"));
+  // Names without shapes cannot be planned tensor by tensor: the plan asks for the shards.
+  auto m = LoadModelForPlan(dir_.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(m.status().message(), testing::HasSubstr("put the shard files beside the index"));
 }
 
 TEST_F(GenericModelTest, KnownArchitectureIsCrossChecked) {

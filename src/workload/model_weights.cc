@@ -10,14 +10,15 @@
 
 #include "absl/status/status.h"
 #include "common/file.h"
-#include "common/json_parse.h"
 #include "common/status_macros.h"
-#include "workload/safetensors_header.h"
+#include "models/safetensors.h"
+#include "models/safetensors_index.h"
 
 namespace gpugeek::workload {
 namespace {
 
 namespace fs = std::filesystem;
+using models::TensorInfo;
 
 // An index lists one entry per tensor: a few MB for the largest models.
 constexpr uint64_t kMaxIndexBytes = uint64_t{64} << 20;
@@ -29,7 +30,7 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 // Why a tensor is not a parameter, or nullopt when it is one.
-std::optional<std::string> ExclusionReason(const SafetensorsTensor& t) {
+std::optional<std::string> ExclusionReason(const TensorInfo& t) {
   const std::string& n = t.name;
   if (EndsWith(n, "inv_freq")) return "rotary inv_freq buffer";
   if (EndsWith(n, "position_ids")) return "position_ids buffer";
@@ -90,8 +91,8 @@ HeaderTensorRole RoleOf(const std::string& name, size_t rank) {
 
 class Accumulator {
  public:
-  void Add(const SafetensorsTensor& t) {
-    const uint64_t bytes = t.end - t.begin;
+  void Add(const TensorInfo& t) {
+    const uint64_t bytes = t.Bytes();
     if (auto why = ExclusionReason(t)) {
       ++excluded_[*why];
       w_.excluded_tensors += 1;
@@ -99,12 +100,13 @@ class Accumulator {
       return;
     }
     if (EndsWith(t.name, ".qweight")) packed_ = true;
-    const int64_t n = t.Elements();
+    const int64_t n = static_cast<int64_t>(t.Elements());  // the header check bounds it
+    const std::string dtype(models::DtypeName(t.dtype));
     w_.tensors += 1;
     w_.parameters += n;
     w_.bytes += bytes;
-    w_.parameters_by_dtype[t.dtype] += n;
-    w_.bytes_by_dtype[t.dtype] += bytes;
+    w_.parameters_by_dtype[dtype] += n;
+    w_.bytes_by_dtype[dtype] += bytes;
     auto [pattern, layer] = Pattern(t.name);
     if (layer) layers_.insert(*layer);
     const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
@@ -144,43 +146,23 @@ class Accumulator {
 absl::StatusOr<WeightsSummary> FromShards(const std::vector<std::string>& files, const std::string& source) {
   Accumulator acc;
   for (const std::string& f : files) {
-    ASSIGN_OR_RETURN(const SafetensorsHeader h, ReadSafetensorsHeader(f));
-    for (const SafetensorsTensor& t : h.tensors) acc.Add(t);
+    ASSIGN_OR_RETURN(const models::SafetensorsFile file, models::SafetensorsFile::Open(f));  // the header only
+    for (const TensorInfo& t : file.header().tensors) acc.Add(t);
   }
   return std::move(acc).Finish(source, static_cast<int64_t>(files.size()));
 }
 
 absl::StatusOr<WeightsSummary> FromIndex(const std::string& index_path) {
   ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(index_path, kMaxIndexBytes, "safetensors index"));
-  auto root = ParseJsonBounded(text, {.max_bytes = kMaxIndexBytes, .max_depth = 8});
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(fmt::format("{}: {}", index_path, what));
   };
-  if (!root.ok()) return bad(std::string(root.status().message()));
-  if (!root->is_object()) return bad("the index must be a JSON object");
-  auto map = root->find("weight_map");
-  if (map == root->end() || !map->is_object() || map->empty()) {
-    return bad("missing or empty object 'weight_map' (tensor name -> shard file)");
-  }
-  uint64_t total_size = 0;
-  if (auto meta = root->find("metadata"); meta != root->end() && meta->is_object()) {
-    if (auto ts = meta->find("total_size"); ts != meta->end()) {
-      if (!ts->is_number() || ts->get<double>() < 0 || ts->get<double>() > 1e16) {
-        return bad("'metadata.total_size' must be a byte count");
-      }
-      total_size = static_cast<uint64_t>(ts->get<double>());
-    }
-  }
-  std::set<std::string> shards;
-  for (const auto& [name, file] : map->items()) {
-    if (!file.is_string()) return bad(fmt::format("weight_map['{}'] must be a file name", name));
-    const std::string f = file.get<std::string>();
-    // Shards sit beside the index: a path would let a file name the reader anywhere.
-    if (f.empty() || f.find('/') != std::string::npos || f.find('\\') != std::string::npos || f == "." || f == "..") {
-      return bad(fmt::format("weight_map['{}']: '{}' is not a plain file name", name, f));
-    }
-    shards.insert(f);
-  }
+  // Shard names are plain file names beside the index (models/safetensors_index.h refuses paths).
+  absl::StatusOr<models::SafetensorsIndex> index = models::ParseSafetensorsIndex(text);
+  if (!index.ok()) return bad(std::string(index.status().message()));
+  if (index->weight_map.empty()) return bad("empty 'weight_map' (tensor name -> shard file)");
+  const uint64_t total_size = index->total_size;
+  const std::vector<std::string> shards = index->Shards();
   if (shards.size() > kMaxShards)
     return bad(fmt::format("{} shard files: over the limit of {}", shards.size(), kMaxShards));
   const fs::path dir = fs::path(index_path).parent_path();
@@ -205,7 +187,7 @@ absl::StatusOr<WeightsSummary> FromIndex(const std::string& index_path) {
   w.index_total_size = total_size;
   w.bytes = total_size;
   w.parameters = static_cast<int64_t>(total_size / 2);
-  w.tensors = static_cast<int64_t>(map->size());
+  w.tensors = static_cast<int64_t>(index->weight_map.size());
   w.files = 0;
   return w;
 }

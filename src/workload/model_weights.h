@@ -4,7 +4,7 @@
 //
 // Input: a `*.safetensors` file, a `model.safetensors.index.json` (its `weight_map` names the shard
 // files beside it; `metadata.total_size` is their tensor bytes), or a directory holding either.
-// Every shard's header is read (workload/safetensors_header.h); tensors that are not parameters are
+// Every shard's header is read (models/safetensors.h, the header only); tensors that are not parameters are
 // left out and listed with the reason: rotary `inv_freq` buffers, causal-mask buffers (`attn.bias`
 // of rank >= 3, `masked_bias`), `position_ids`, and quantization state (fp8 `weight_scale_inv` /
 // `*_scale`, GPTQ / AWQ `scales` / `qzeros` / `g_idx`, bitsandbytes `absmax` / `quant_map` /

@@ -162,12 +162,15 @@ TEST_F(GenericModelTest, KnownArchitectureIsCrossChecked) {
 }
 
 TEST_F(GenericModelTest, HostileIndexIsRefused) {
-  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map":{"w":"../../etc/passwd"}})";
+  std::ofstream(dir_ / "model.safetensors.index.json")
+      << R"({"metadata":{"total_size":4},"weight_map":{"w":"../../etc/passwd"}})";
   auto w = SummarizeSafetensors(dir_.string());
   ASSERT_FALSE(w.ok());
-  EXPECT_THAT(w.status().message(), testing::HasSubstr("not a plain file name"));
-  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map":{}})";
-  EXPECT_FALSE(SummarizeSafetensors(dir_.string()).ok());
+  EXPECT_THAT(w.status().message(), testing::HasSubstr("must be a *.safetensors file name beside the index"));
+  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"metadata":{"total_size":0},"weight_map":{}})";
+  EXPECT_THAT(SummarizeSafetensors(dir_.string()).status().message(), testing::HasSubstr("empty 'weight_map'"));
+  std::ofstream(dir_ / "model.safetensors.index.json") << R"({"weight_map":{"w":"a.safetensors"}})";
+  EXPECT_THAT(SummarizeSafetensors(dir_.string()).status().message(), testing::HasSubstr("metadata.total_size"));
   EXPECT_EQ(SummarizeSafetensors((dir_ / "absent").string()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(LoadModelForPlan((dir_ / "absent").string()).status().code(), absl::StatusCode::kNotFound);
   // A checkpoint of buffers only has nothing to plan.

@@ -237,9 +237,9 @@ class Planner {
     const auto key = std::make_tuple(cand.layout.tp, cand.layout.cp, cand.layout.pp);
     auto it = out.by_layout.find(key);
     if (it == out.by_layout.end() || Better(cand, it->second, opt_.objective)) {
-      PlanCandidate lite = cand;
-      lite.memory = MemoryBreakdown{};
-      out.by_layout.insert_or_assign(key, std::move(lite));
+      MemoryBreakdown memory = std::move(cand.memory);  // not copied: runners-up need no breakdown
+      out.by_layout.insert_or_assign(key, cand);
+      cand.memory = std::move(memory);
     }
     if (!out.best || Better(cand, *out.best, opt_.objective)) out.best = std::move(cand);
   }

@@ -341,6 +341,7 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   // shard over DP x CP (Megatron-LM's distributed optimizer and gradient reduce span both).
   ParallelLayout l = o.layout;
   l.dp = o.layout.ReplicaRanks();
+  l.cp = 1;  // folded into dp above
   const int cp = o.layout.cp;
   if (o.zero_stage < 0 || o.zero_stage > 3) return absl::InvalidArgumentError("zero_stage must be 0, 1, 2 or 3");
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.ep < 1 || l.virtual_stages < 1 || cp < 1) {

@@ -127,8 +127,13 @@ TEST_F(ControlPlaneTest, TwoNodeGangStartsTogetherWithConsistentRanks) {
   Beat("node-b", {{id, 1, api::WorkloadPhase::kRunning, {}, 0, "", rb[0].node_rank}});
   EXPECT_EQ(State(id), JobState::kRunning);
 
-  // One member fails: the job fails and the survivor is told to stop.
+  // One member fails: held a lease (2 s) for the gang's nodes (retry_test.cc, GangFailureTest), then the
+  // job fails and the survivor is told to stop.
   Beat("node-b", {{id, 1, api::WorkloadPhase::kExited, 3, 0, "", rb[0].node_rank}});
+  EXPECT_EQ(State(id), JobState::kRunning);
+  clock_.Advance(seconds(2));
+  Heartbeat("node-a");
+  Beat("node-b");
   job = cp_->GetJob(id);
   EXPECT_EQ(job->record.state, JobState::kFailed);
   EXPECT_EQ(job->record.exit_code, 3);

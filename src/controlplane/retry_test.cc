@@ -1,5 +1,6 @@
 // Retries per cause with backoff, max_duration and idle_timeout, through a real ControlPlane (fake clock,
 // SQLite).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -150,6 +151,70 @@ TEST_F(RetryTest, EachCauseHasItsOwnBudgetAndAnUnlistedCauseFails) {
   job = cp_->GetJob(strict);
   EXPECT_EQ(job->record.state, JobState::kFailed);
   EXPECT_EQ(job->record.reason, "node-failure: node node-b stopped heartbeating; retry.on does not list node-failure");
+}
+
+// A gang member's failure waits a lease (2 s) for its gang's nodes before it is the job's error: an agent
+// SIGKILLed ends its node's members at once (the shim), the peer's collectives break and it exits 1 before
+// that node misses a beat. The chaos test (tests/integration/chaos_test.cc) saw such a gang FAILED.
+class GangFailureTest : public RetryTest {
+ protected:
+  static constexpr char kGang[] =
+      "name: gang\nnum_nodes: 2\nresources: {accelerators: H100-SXM-80GB:8}\nrun: python train.py\n";
+  // Every member of `id` reports running at epoch 1 from its node's agent `instance[node]`.
+  void AllRunning(const std::string& id, const std::map<std::string, std::string>& instance = {}) {
+    const Allocation placed = *cp_->GetJob(id)->allocation;
+    for (const AllocationMember& m : placed.members) {
+      Beat(m.node, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kRunning, .node_rank = m.rank}}, {},
+           instance.contains(m.node) ? instance.at(m.node) : "");
+    }
+  }
+};
+
+// The peer's agent comes back (a new process) within the lease: the failure is its node's, not the job's.
+TEST_F(GangFailureTest, AMemberFailedBesideARestartedAgentIsANodeFailure) {
+  Register("node-a", "8xH100-SXM-80GB", "on-demand", "", "a-1");
+  Register("node-b", "8xH100-SXM-80GB", "on-demand", "", "b-1");
+  const std::string id = Submit(kGang);
+  cp_->Reconcile();
+  AllRunning(id, {{"node-a", "a-1"}, {"node-b", "b-1"}});
+  ASSERT_EQ(State(id), JobState::kRunning);
+  const Allocation placed = *cp_->GetJob(id)->allocation;
+  const std::string failed = placed.members[0].node, peer = placed.members[1].node;
+  const std::string failed_instance = failed == "node-a" ? "a-1" : "b-1";
+  clock_.Advance(std::chrono::milliseconds(300));
+  Beat(failed, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 1, .node_rank = 0}},
+       {}, failed_instance);
+  EXPECT_EQ(State(id), JobState::kRunning) << "held for the gang's nodes";
+  EXPECT_FALSE(cp_->GetJob(id)->allocation->released) << "its GPUs kept while held";
+  Register(peer, "8xH100-SXM-80GB", "on-demand", "", "restarted");
+  cp_->Reconcile();
+  auto job = cp_->GetJob(id);
+  EXPECT_NE(job->record.state, JobState::kFailed) << job->record.reason;
+  EXPECT_EQ(job->record.retries.count("error"), 0u);
+  EXPECT_EQ(job->record.restarts, 1);
+  EXPECT_EQ(ReasonsInto(id, JobState::kPending),
+            (std::vector<std::string>{
+                fmt::format("the agent on {} restarted and ended the member there; restarting", peer)}));
+}
+
+// Nothing happens to the gang's nodes: the failure is the job's own, judged a lease after it was reported,
+// with the member's exit code.
+TEST_F(GangFailureTest, AMembersOwnFailureEndsTheJobALeaseLater) {
+  Register("node-a", "8xH100-SXM-80GB");
+  Register("node-b", "8xH100-SXM-80GB");
+  const std::string id = Submit(kGang);
+  cp_->Reconcile();
+  AllRunning(id);
+  const std::string failed = cp_->GetJob(id)->allocation->members[1].node;
+  Beat(failed, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 3, .node_rank = 1}});
+  EXPECT_EQ(State(id), JobState::kRunning);
+  Pass(seconds(1), {"node-a", "node-b"});
+  EXPECT_EQ(State(id), JobState::kRunning) << "1 s of the 2 s lease";
+  Pass(seconds(1), {"node-a", "node-b"});
+  auto job = cp_->GetJob(id);
+  EXPECT_EQ(job->record.state, JobState::kFailed);
+  EXPECT_EQ(job->record.exit_code, 3);
+  EXPECT_EQ(job->record.reason, fmt::format("rank 1 on {}: exit code 3", failed));
 }
 
 // max_duration ends a placement that ran too long: FAILED with the reason, its member told to stop.

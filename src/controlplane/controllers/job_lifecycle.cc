@@ -85,6 +85,7 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
     // A fenced member (its agent lost the server and stopped it) did not finish, whatever its status.
     member.failed = fenced || report.phase == api::WorkloadPhase::kFailedToStart || report.term_signal != 0 ||
                     report.exit_code.value_or(1) != 0;
+    member.exit_code = report.term_signal != 0 ? std::optional<int>(128 + report.term_signal) : report.exit_code;
     member.detail = report.phase == api::WorkloadPhase::kFailedToStart ? "failed to start: " + report.message
                     : report.term_signal != 0 ? fmt::format("killed by signal {}", report.term_signal)
                                               : fmt::format("exit code {}", report.exit_code.value_or(-1));
@@ -105,18 +106,22 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
       return NodeFailure(ctx, report.job_id, fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail),
                          ctx.clock.Monotonic());
     }
-    if (member.exited && member.failed && live.spec.elastic && AnyMemberNodeSilent(ctx, live)) {
-      // An elastic gang's survivor that failed with a peer's node silent (its collectives broke): held,
-      // GPUs and all, until that node is declared down (the gang re-forms) or is back (Reconcile).
-      spdlog::info("control plane: {} rank {} on {} exited ({}) while a node of its gang is silent; held",
-                   report.job_id, report.node_rank, node, member.detail);
+    if (member.exited && member.failed && live.members.size() > 1) {
+      // A gang member that failed may have failed for a peer: its collectives break as soon as the peer's
+      // node dies (its agent killed: the shim ends that node's members at once, before the node misses a
+      // beat). Held, GPUs and all, until every node of the gang has been heard from for a lease after the
+      // failure (Reconcile); a node lost meanwhile (suspect then down, or registered again by a restarted
+      // agent) makes it a node failure instead of the job's error.
+      member.failed_at = ctx.clock.Monotonic();
+      spdlog::info("control plane: {} rank {} on {} exited ({}); held for its gang's nodes' next {}", report.job_id,
+                   report.node_rank, node, member.detail, api::FormatDuration(ctx.options.lease));
       return absl::OkStatus();
     }
     if (member.exited && member.failed) {
       // The job's own error: retried as its policy says (the default: FAILED).
-      const int code = report.exit_code.value_or(report.term_signal ? 128 + report.term_signal : 1);
       return RetryOrFail(ctx, report.job_id, api::RetryCause::kError,
-                         fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail), code);
+                         fmt::format("rank {} on {}: {}", report.node_rank, node, member.detail),
+                         member.exit_code.value_or(1));
     } else if (all_started && state == JobState::kScheduled) {
       RETURN_IF_ERROR(
           CommitJobState(ctx, live, JobState::kRunning, fmt::format("all {} members started", live.members.size())));
@@ -182,11 +187,14 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
       lost.push_back(id);
       continue;
     }
-    // An elastic gang's member held after it failed beside a silent node (Apply) whose nodes are all back:
-    // it failed on its own account after all.
-    if (live.spec.elastic && !AnyMemberNodeSilent(ctx, live)) {
+    // A gang's member held after it failed (Apply) whose nodes have all renewed their leases since (none is
+    // suspect a lease after the failure): it failed on its own account after all.
+    if (live.members.size() > 1 && !AnyMemberNodeSilent(ctx, live)) {
       for (size_t rank = 0; rank < live.members.size(); ++rank) {
-        if (live.members[rank].exited && live.members[rank].failed) {
+        MemberStatus& m = live.members[rank];
+        if (!m.exited || !m.failed) continue;
+        if (!m.failed_at) m.failed_at = now;  // held across a reload: the lease counts from now
+        if (now - *m.failed_at >= ctx.options.lease) {
           held_failures.emplace_back(id, static_cast<int>(rank));
           break;
         }
@@ -213,7 +221,8 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
     const LiveJob& live = ctx.state.live.at(id);
     const std::string what =
         fmt::format("rank {} on {}: {}", rank, live.allocation.members[rank].node, live.members[rank].detail);
-    if (absl::Status st = RetryOrFail(ctx, id, api::RetryCause::kError, what); !st.ok()) {
+    if (absl::Status st = RetryOrFail(ctx, id, api::RetryCause::kError, what, live.members[rank].exit_code.value_or(1));
+        !st.ok()) {
       spdlog::error("control plane: retrying {}: {}", id, st);
     }
   }

@@ -54,6 +54,11 @@ struct MemberStatus {
   std::optional<MonoTime> running_since;
   bool exited = false;  // confirmed by the agent, or presumed after the fencing deadline
   bool failed = false;
+  // When a gang member's failure was reported (monotonic): its verdict waits for the gang's nodes to be
+  // heard from for a lease after it (JobLifecycleController). Unset for others, or after a reload until the
+  // next pass sets it.
+  std::optional<MonoTime> failed_at;
+  std::optional<int> exit_code;  // as reported; 128 + signal for a member killed by one
   std::string detail;
   // How many of its metric reports (api::MetricPoint, by seq) of this epoch the store holds; -1 until the
   // first report of this placement (or after a reload), when the store is asked.

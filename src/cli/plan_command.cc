@@ -311,7 +311,8 @@ void RegisterPlanCommand(CLI::App& app) {
   sub->add_option("--optimizer", o->optimizer, "adamw adamw-8bit sgd-momentum adafactor (default: the recipe's)");
   sub->add_option("--features", o->features,
                   "Memory levers of the eager recipes, ';'-separated: paged-optimizer optimizer-in-backward "
-                  "fused-optimizer chunked-loss activation-offload compile (default: none)");
+                  "fused-optimizer chunked-loss activation-offload compile; and serial-grad-reduce (the data-parallel "
+                  "gradient reduce after the backward, not behind it: Megatron-LM of 2021) (default: none)");
   sub->add_option("--recompute", o->recompute,
                   "Activation recompute: auto (the plan chooses none or full) none selective full")
       ->capture_default_str();

@@ -143,7 +143,8 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   t.pp_bubble_s = (l.pp - 1.0) / std::max(l.virtual_stages, 1) * mb;
 
   // Gradients: all-reduce (ZeRO 0-1) or reduce-scatter (ZeRO 2-3, half the traffic) of the trainable
-  // state on this GPU, overlapped with the last micro-batch's backward (two thirds of its compute).
+  // state on this GPU, overlapped with the last micro-batch's backward (two thirds of its compute), or
+  // after it under RecipeFeatures::serial_grad_reduce.
   std::vector<ParamGroup> inventory;
   GpuShard own_shard;
   if (given_shard == nullptr) {
@@ -168,7 +169,7 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
     const double gather = 2 * (replicas - 1.0) / replicas * 2 * shard.Params() / dp_bw;
     t.dp_comm_s += m * std::max(0.0, gather - compute_mb);
   }
-  t.dp_comm_s += std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
+  t.dp_comm_s += o.features.serial_grad_reduce ? dp : std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
   if (o.offload_optimizer) {
     const double host_link =
         static_cast<double>(gpu.interconnect.PcieBytesPerSecond()) / 2 * model.collective_efficiency;

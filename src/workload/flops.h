@@ -12,7 +12,8 @@
 // Time: compute at catalog dense peak x a matmul efficiency that grows with the hidden size
 // (small GEMMs run further from peak); TP all-reduces are not overlapped, as in Megatron's 2021
 // schedule; the pipeline adds (p−1)/v bubble slots of one micro-batch; the data-parallel gradient
-// all-reduce (over DP x CP) overlaps the last micro-batch's backward; across nodes it runs over all the
+// all-reduce (over DP x CP) overlaps the last micro-batch's backward (or follows it: the recipe feature
+// serial-grad-reduce, Megatron-LM's 2021 local DDP); across nodes it runs over all the
 // NICs of a node (each of the group's r ranks per node carries 1/r of the buffer).
 //
 // Tensor-parallel communication (Shoeybi et al. 2019, Megatron-LM, arXiv:1909.08053 Sec. 3 and

@@ -97,6 +97,28 @@ TEST(StepTimeTest, MegatronTable1AtPaperLayouts) {
   }
 }
 
+// The 3.6B row at TP1 x DP64 (8 nodes), micro-batch 1: the gradient all-reduce (3.56 G bf16 gradients over 64
+// ranks, 8 per node each carrying 1/8 over its 25 GB/s NIC at 0.7 efficiency) hides behind the last micro-batch's
+// backward; serial-grad-reduce (Megatron-LM's 2021 local DDP) adds all of it to the step.
+TEST(StepTimeTest, SerialGradReduceExposesTheWholeAllReduce) {
+  const hw::GpuModel& a100 = *hw::GpuCatalog::Builtin().Resolve("A100-SXM-80GB");
+  const ModelConfig c = MegatronGpt(3072, 30, 32);
+  TrainingOptions o;
+  o.layout = ParallelLayout{1, 1, 64, 1, 1, false};
+  o.seq = 2048;
+  o.micro_batch = 1;
+  o.recompute = Recompute::kFull;
+  const StepTime overlapped = EstimateStepTime(c, o, 512, a100);
+  o.features.serial_grad_reduce = true;
+  const StepTime serial = EstimateStepTime(c, o, 512, a100);
+  EXPECT_EQ(overlapped.dp_comm_s, 0.0);
+  const double grad_bytes = 2.0 * CountParameters(c).total;
+  const double all_reduce = 2.0 * 63 / 64 * grad_bytes / (8 * 25e9 * 0.7);
+  EXPECT_NEAR(serial.dp_comm_s, all_reduce, 1e-9);
+  EXPECT_NEAR(serial.dp_comm_s, 0.1002, 0.0005);  // seconds: 2 x 63/64 x 7.12 GB / 140 GB/s
+  EXPECT_NEAR(serial.total_s - overlapped.total_s, serial.dp_comm_s, 1e-12);
+}
+
 TEST(StepTimeTest, DecodeIsBandwidthBound) {
   const hw::GpuModel& h100 = *hw::GpuCatalog::Builtin().Resolve("H100-SXM-80GB");
   auto llama = LoadModelConfig(kModels + "llama/Meta-Llama-3.1-8B.json");

@@ -60,7 +60,8 @@ absl::StatusOr<nlohmann::json> DeepSpeedConfig(const PlanCandidate& plan, const 
   j["gradient_accumulation_steps"] = accumulation;
   j["gradient_clipping"] = 1.0;
   j["bf16"] = {{"enabled", r.precision == Precision::kMixed}};
-  nlohmann::json zero = {{"stage", plan.zero_stage}, {"overlap_comm", true}, {"contiguous_gradients", true}};
+  nlohmann::json zero = {
+      {"stage", plan.zero_stage}, {"overlap_comm", !r.features.serial_grad_reduce}, {"contiguous_gradients", true}};
   if (plan.offload != Offload::kNone) zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (plan.offload == Offload::kOptimizerAndParams) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   j["zero_optimization"] = zero;
@@ -144,6 +145,11 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
   }
   if (l.sequence_parallel && l.tp > 1) a.push_back("--sequence-parallel");
   if (plan.zero_stage >= 1) a.push_back("--use-distributed-optimizer");
+  if (l.ReplicaRanks() > 1 && !r.features.serial_grad_reduce) {
+    // The time model overlaps the gradient reduce with the backward; Megatron-Core does only when asked.
+    a.push_back("--overlap-grad-reduce");
+    if (plan.zero_stage >= 1) a.push_back("--overlap-param-gather");
+  }
   if (c.IsMoe()) {
     a.insert(a.end(), {"--num-experts", Str(c.moe.num_experts), "--moe-router-topk", Str(c.moe.experts_per_token),
                        "--expert-model-parallel-size", Str(l.ep)});
@@ -189,6 +195,11 @@ absl::StatusOr<std::vector<std::string>> HfTrainerArgs(const PlanCandidate& plan
   }
   if (plan.offload != Offload::kNone) {
     return absl::InvalidArgumentError("Hugging Face Trainer arguments: CPU offload is DeepSpeed's (ZeRO-Offload)");
+  }
+  if (r.features.serial_grad_reduce) {
+    return absl::InvalidArgumentError(
+        "Hugging Face Trainer arguments: serial-grad-reduce is not a Trainer mode (PyTorch DDP overlaps its gradient "
+        "buckets with the backward)");
   }
   const int64_t accumulation = std::max<int64_t>(1, task.batch / (plan.micro_batch * plan.layout.dp));
   std::vector<std::string> a = {"--per_device_train_batch_size", Str(plan.micro_batch), "--gradient_accumulation_steps",

@@ -12,6 +12,7 @@ namespace {
 
 using testing::Contains;
 using testing::ElementsAre;
+using testing::Not;
 
 const std::string kModels = std::string(GPUGEEK_SHARED_DIR) + "/models/";
 
@@ -51,7 +52,11 @@ TEST(LaunchTest, TorchrunAndDeepSpeedForLlama70bLora) {
   EXPECT_EQ(j["train_batch_size"].get<int64_t>(), 8);
   EXPECT_EQ(j["zero_optimization"]["stage"].get<int>(), plan.zero_stage);
   EXPECT_TRUE(j["bf16"]["enabled"].get<bool>());
+  EXPECT_TRUE(j["zero_optimization"]["overlap_comm"].get<bool>());
   EXPECT_FALSE(VllmServeArgs(llama, plan, task).ok());
+  Task serial = task;
+  serial.recipe.features.serial_grad_reduce = true;
+  EXPECT_FALSE((*DeepSpeedConfig(plan, serial))["zero_optimization"]["overlap_comm"].get<bool>());
 }
 
 TEST(LaunchTest, TorchrunMultiNode) {
@@ -79,6 +84,22 @@ TEST(LaunchTest, MegatronForPretrainPlan) {
   auto args = MegatronArgs(llama, plan, task);
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(std::count(args->begin(), args->end(), "--use-distributed-optimizer"), plan.zero_stage == 1 ? 1 : 0);
+  // The time model overlaps the gradient reduce with the backward: so does the launch (with data parallelism;
+  // one replica has nothing to reduce); serial-grad-reduce (2021's local DDP) does not.
+  EXPECT_EQ(std::count(args->begin(), args->end(), "--overlap-grad-reduce"), plan.layout.dp > 1 ? 1 : 0);
+  PlanCandidate replicated = plan;
+  replicated.layout.dp = 2;
+  replicated.zero_stage = 1;
+  auto overlapped = MegatronArgs(llama, replicated, task);
+  ASSERT_TRUE(overlapped.ok()) << overlapped.status();
+  EXPECT_THAT(*overlapped, Contains("--overlap-grad-reduce"));
+  EXPECT_THAT(*overlapped, Contains("--overlap-param-gather"));
+  Task serial = task;
+  serial.recipe.features.serial_grad_reduce = true;
+  auto serial_args = MegatronArgs(llama, replicated, serial);
+  ASSERT_TRUE(serial_args.ok()) << serial_args.status();
+  EXPECT_THAT(*serial_args, Not(Contains("--overlap-grad-reduce")));
+  EXPECT_THAT(*serial_args, Not(Contains("--overlap-param-gather")));
   EXPECT_EQ(Flag(*args, "--tensor-model-parallel-size"), std::to_string(plan.layout.tp));
   EXPECT_EQ(Flag(*args, "--pipeline-model-parallel-size"), std::to_string(plan.layout.pp));
   EXPECT_EQ(Flag(*args, "--global-batch-size"), "256");

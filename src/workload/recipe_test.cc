@@ -292,6 +292,10 @@ TEST(RecipeTest, EachToolRendersOnlyRecipesItRuns) {
   ASSERT_TRUE(hf.ok()) << hf.status();
   EXPECT_THAT(*hf, Contains("--gradient_checkpointing"));
   EXPECT_THAT(*hf, Not(Contains("--bf16")));  // pure bf16: the weights' dtype, not autocast
+  Task serial = t;
+  serial.recipe.features.serial_grad_reduce = true;  // PyTorch DDP always overlaps: not a Trainer run
+  EXPECT_THAT(std::string(HfTrainerArgs(tt, serial).status().message()),
+              HasSubstr("serial-grad-reduce is not a Trainer mode"));
   EXPECT_THAT(std::string(DeepSpeedConfig(tt, t).status().message()), HasSubstr("the plan's recipe is hf"));
   EXPECT_THAT(std::string(MegatronArgs(c, tt, t).status().message()), HasSubstr("the plan's recipe is hf"));
 

@@ -142,6 +142,7 @@ constexpr FeatureName kFeatures[] = {
     {"chunked-loss", &RecipeFeatures::chunked_loss},
     {"activation-offload", &RecipeFeatures::activation_offload},
     {"compile", &RecipeFeatures::compile},
+    {"serial-grad-reduce", &RecipeFeatures::serial_grad_reduce},
 };
 
 }  // namespace

@@ -116,9 +116,16 @@ struct RecipeFeatures {
   // torch.compile: modelled only in the chunked loss (3 B per logit instead of 7: the fused kernel keeps the
   // bf16 logits); its other fusions, which save part of the activations, are not.
   bool compile = false;
+  // The data-parallel gradient reduce runs once after the last micro-batch's backward instead of behind it:
+  // Megatron-LM's local DDP of 2021 (the SC'21 runs: `allreduce_gradients()` after the pipeline flush),
+  // Megatron-Core without --overlap-grad-reduce, DeepSpeed with overlap_comm false. Off (the default), the
+  // reduce overlaps that backward, and the launch says so (--overlap-grad-reduce, with the distributed
+  // optimizer --overlap-param-gather; DeepSpeed overlap_comm; PyTorch DDP's gradient buckets).
+  bool serial_grad_reduce = false;
 };
-// "paged-optimizer;optimizer-in-backward;fused-optimizer;chunked-loss;activation-offload;compile" (any subset, any
-// order, ';'-separated; empty: none). InvalidArgument names an unknown feature and lists the known ones.
+// "paged-optimizer;optimizer-in-backward;fused-optimizer;chunked-loss;activation-offload;compile;serial-grad-reduce"
+// (any subset, any order, ';'-separated; empty: none). InvalidArgument names an unknown feature and lists the known
+// ones.
 absl::StatusOr<RecipeFeatures> ParseRecipeFeatures(std::string_view list);
 std::string RecipeFeaturesName(const RecipeFeatures& f);  // the same list; "" when none
 

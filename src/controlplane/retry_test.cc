@@ -182,8 +182,8 @@ TEST_F(GangFailureTest, AMemberFailedBesideARestartedAgentIsANodeFailure) {
   const std::string failed = placed.members[0].node, peer = placed.members[1].node;
   const std::string failed_instance = failed == "node-a" ? "a-1" : "b-1";
   clock_.Advance(std::chrono::milliseconds(300));
-  Beat(failed, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 1, .node_rank = 0}},
-       {}, failed_instance);
+  Beat(failed, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 1, .node_rank = 0}}, {},
+       failed_instance);
   EXPECT_EQ(State(id), JobState::kRunning) << "held for the gang's nodes";
   EXPECT_FALSE(cp_->GetJob(id)->allocation->released) << "its GPUs kept while held";
   Register(peer, "8xH100-SXM-80GB", "on-demand", "", "restarted");

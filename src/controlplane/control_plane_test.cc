@@ -131,7 +131,7 @@ TEST_F(ControlPlaneTest, TwoNodeGangStartsTogetherWithConsistentRanks) {
   // job fails and the survivor is told to stop.
   Beat("node-b", {{id, 1, api::WorkloadPhase::kExited, 3, 0, "", rb[0].node_rank}});
   EXPECT_EQ(State(id), JobState::kRunning);
-  clock_.Advance(seconds(2));
+  clock_.Advance(std::chrono::milliseconds(2001));
   Heartbeat("node-a");
   Beat("node-b");
   job = cp_->GetJob(id);

@@ -197,6 +197,36 @@ TEST_F(GangFailureTest, AMemberFailedBesideARestartedAgentIsANodeFailure) {
                 fmt::format("the agent on {} restarted and ended the member there; restarting", peer)}));
 }
 
+// The peer's node stops heartbeating at the failure: suspect, then down at 3 s; the gang is requeued as a node
+// failure (restarted on node-c), not failed, though the lease after the failure ran out while the peer was
+// only suspect.
+TEST_F(GangFailureTest, AMemberFailedBesideASilentPeerIsRequeuedWhenThePeerIsDown) {
+  for (const std::string node : {"node-a", "node-b", "node-c"}) Register(node, "8xH100-SXM-80GB");
+  const std::string id = Submit(kGang);
+  cp_->Reconcile();
+  AllRunning(id);
+  const Allocation placed = *cp_->GetJob(id)->allocation;
+  const std::string failed = placed.members[0].node, peer = placed.members[1].node;
+  Beat(failed, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 1, .node_rank = 0}});
+  std::vector<std::string> alive = {"node-a", "node-b", "node-c"};
+  std::erase(alive, peer);
+  for (int step = 0; step < 7; ++step) {  // 3.5 s in 500 ms steps
+    clock_.Advance(std::chrono::milliseconds(500));
+    for (const std::string& node : alive) Heartbeat(node);
+    cp_->Reconcile();
+    if (NodeState(peer) != "down") {
+      EXPECT_EQ(State(id), JobState::kRunning) << "held at step " << step;
+    }
+  }
+  ASSERT_EQ(NodeState(peer), "down");
+  auto job = cp_->GetJob(id);
+  EXPECT_NE(job->record.state, JobState::kFailed) << job->record.reason;
+  EXPECT_EQ(job->record.retries.count("error"), 0u);
+  EXPECT_EQ(job->record.retries.at("node-failure"), 1);
+  EXPECT_EQ(ReasonsInto(id, JobState::kPending),
+            (std::vector<std::string>{fmt::format("node {} stopped heartbeating; requeued", peer)}));
+}
+
 // Nothing happens to the gang's nodes: the failure is the job's own, judged a lease after it was reported,
 // with the member's exit code.
 TEST_F(GangFailureTest, AMembersOwnFailureEndsTheJobALeaseLater) {
@@ -208,8 +238,8 @@ TEST_F(GangFailureTest, AMembersOwnFailureEndsTheJobALeaseLater) {
   const std::string failed = cp_->GetJob(id)->allocation->members[1].node;
   Beat(failed, {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 3, .node_rank = 1}});
   EXPECT_EQ(State(id), JobState::kRunning);
-  Pass(seconds(1), {"node-a", "node-b"});
-  EXPECT_EQ(State(id), JobState::kRunning) << "1 s of the 2 s lease";
+  Pass(seconds(2), {"node-a", "node-b"});
+  EXPECT_EQ(State(id), JobState::kRunning) << "2 s: not more than the lease yet";
   Pass(seconds(1), {"node-a", "node-b"});
   auto job = cp_->GetJob(id);
   EXPECT_EQ(job->record.state, JobState::kFailed);

@@ -187,14 +187,15 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
       lost.push_back(id);
       continue;
     }
-    // A gang's member held after it failed (Apply) whose nodes have all renewed their leases since (none is
-    // suspect a lease after the failure): it failed on its own account after all.
+    // A gang's member held after it failed (Apply) whose nodes have all renewed their leases since: none is
+    // suspect more than a lease after the failure (a node is suspect once silent for more than a lease, so
+    // a peer that died before the failure is suspect by then). It failed on its own account after all.
     if (live.members.size() > 1 && !AnyMemberNodeSilent(ctx, live)) {
       for (size_t rank = 0; rank < live.members.size(); ++rank) {
         MemberStatus& m = live.members[rank];
         if (!m.exited || !m.failed) continue;
         if (!m.failed_at) m.failed_at = now;  // held across a reload: the lease counts from now
-        if (now - *m.failed_at >= ctx.options.lease) {
+        if (now - *m.failed_at > ctx.options.lease) {
           held_failures.emplace_back(id, static_cast<int>(rank));
           break;
         }

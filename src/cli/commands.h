@@ -41,6 +41,8 @@ void RegisterTopCommand(CLI::App& app);
 void RegisterAccountCommands(CLI::App& app);
 // Tenants' quotas and fair share: quota, quota set (quota_command.cc).
 void RegisterQuotaCommands(CLI::App& app);
+// The marketplace's money: balance, ledger, bill, top-up, grant, payout (billing_commands.cc).
+void RegisterBillingCommands(CLI::App& app);
 
 // Secrets and master keys: secret set/delete, secrets, keys init/rotate (secret_commands.cc).
 void RegisterSecretCommands(CLI::App& app);

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterAccountCommands(app);
   gpugeek::cli::RegisterSecretCommands(app);
   gpugeek::cli::RegisterQuotaCommands(app);
+  gpugeek::cli::RegisterBillingCommands(app);
   gpugeek::cli::RegisterQuantizeCommand(app);
   gpugeek::cli::RegisterModelCommands(app);
   gpugeek::cli::RegisterWatermarkCommands(app);

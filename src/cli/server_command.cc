@@ -50,6 +50,10 @@ void RegisterServerCommand(CLI::App& app) {
     std::string heartbeat_interval = "1s", lease = "2s", fence_grace = "500ms", fence_margin = "500ms";
     std::string prices;
     std::string region_latency;
+    std::string trial_credit = "0";
+    int trial_credit_days = 30;
+    int64_t platform_fee_bps = 0;
+    bool enforce_budgets = false;
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
     uint64_t max_dataset_bytes = controlplane::ServerOptions().max_dataset_bytes;
@@ -108,6 +112,20 @@ void RegisterServerCommand(CLI::App& app) {
   sub->add_option("--prices", o->prices,
                   "CSV of GPU_MODEL,CAPACITY,PRICE per GPU-hour (A100-SXM-80GB,spot,1.23): the price of nodes whose "
                   "agents name none (--gpu-hour-price)");
+  // The marketplace's money (controlplane/billing.h, docs/billing.md).
+  sub->add_option("--trial-credit", o->trial_credit,
+                  "Credit each tenant gets once, in the pool's currency (25.00); spent before its cash; 0 = none")
+      ->capture_default_str();
+  sub->add_option("--trial-credit-days", o->trial_credit_days, "Days a trial credit lasts; 0 = forever")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 36500));
+  sub->add_option("--platform-fee-bps", o->platform_fee_bps,
+                  "The platform's fee on a provider's sale, in basis points (1500 = 15%)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000));
+  sub->add_flag("--enforce-budgets", o->enforce_budgets,
+                "Refuse new work of a tenant with nothing left to spend (402), and stop its running work (SIGTERM, "
+                "its checkpoint moment) once its credit and cash are spent");
   // The failure-detection timeline (controlplane/control_plane.h, "Fencing timeline").
   sub->add_option("--heartbeat-interval", o->heartbeat_interval, "How often agents send heartbeats: 1s, 500ms")
       ->capture_default_str();
@@ -216,6 +234,14 @@ void RegisterServerCommand(CLI::App& app) {
       if (!prices.ok()) Fail(cmd, fmt::format("--prices: {}", prices.status().message()), kExitUsage);
       options.gpu_hour_prices = *std::move(prices);
     }
+    if (absl::StatusOr<int64_t> credit = api::ParseMoneyMicros(o->trial_credit); credit.ok()) {
+      options.billing.trial_credit_micros = *credit;
+    } else {
+      Fail(cmd, fmt::format("--trial-credit '{}': {}", o->trial_credit, credit.status().message()), kExitUsage);
+    }
+    options.billing.trial_credit_ttl = std::chrono::hours(24) * o->trial_credit_days;
+    options.billing.platform_fee_bps = o->platform_fee_bps;
+    options.billing.enforce = o->enforce_budgets;
     if (!o->region_latency.empty()) {
       absl::StatusOr<api::RegionLatency> latency = api::ReadRegionLatency(o->region_latency);
       if (!latency.ok()) Fail(cmd, fmt::format("--region-latency: {}", latency.status().message()), kExitUsage);

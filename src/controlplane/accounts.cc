@@ -155,8 +155,11 @@ absl::StatusOr<store::TenantRecord> Accounts::CreateTenant(const Principal& who,
   RETURN_IF_ERROR(api::ValidateName("name", id, api::NameKind::kTenant));
   store::TenantRecord t{id, clock_.Now()};
   RETURN_IF_ERROR(store_.CreateTenant(t));
-  MutexLock lock(&mu_);
-  tenants_.emplace(t.id, t);
+  {
+    MutexLock lock(&mu_);
+    tenants_.emplace(t.id, t);
+  }
+  if (options_.on_tenant_created) options_.on_tenant_created(t.id);
   return t;
 }
 
@@ -165,6 +168,13 @@ absl::StatusOr<std::vector<store::TenantRecord>> Accounts::Tenants(const Princip
   MutexLock lock(&mu_);
   std::vector<store::TenantRecord> out;
   for (const auto& [id, t] : tenants_) out.push_back(t);
+  return out;
+}
+
+std::vector<std::string> Accounts::TenantIds() const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [id, t] : tenants_) out.push_back(id);
   return out;
 }
 

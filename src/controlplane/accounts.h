@@ -19,6 +19,7 @@
 // Thread-safety: every method may be called concurrently.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,6 +60,9 @@ struct AccountsOptions {
   // Where GuardedRoute (access.h) records every state-changing call; nullptr = none (tests of a bare
   // Accounts). Borrowed: must outlive the Accounts.
   AuditLog* audit_log = nullptr;
+  // Called with each tenant's id once it is stored (CreateTenant, Bootstrap's default tenant): the
+  // server grants its trial credit here (billing.h). Empty = none.
+  std::function<void(const std::string& tenant)> on_tenant_created;
 };
 
 class Accounts {
@@ -84,6 +88,8 @@ class Accounts {
   absl::StatusOr<store::TenantRecord> CreateTenant(const Principal& who, const std::string& id);
   absl::StatusOr<std::vector<store::TenantRecord>> Tenants(const Principal& who) const;
   bool HasTenant(const std::string& id) const;
+  // Every tenant's id, by id (internal callers; routes use Tenants).
+  std::vector<std::string> TenantIds() const;
   absl::StatusOr<store::UserRecord> CreateUser(const Principal& who, const std::string& name, const std::string& tenant,
                                                const std::string& role);
   absl::StatusOr<std::vector<store::UserRecord>> Users(const Principal& who) const;

@@ -11,6 +11,7 @@
 #include "controlplane/api_views.h"
 #include "controlplane/metrics.h"
 #include "controlplane/openapi.h"
+#include "controlplane/billing_routes.h"
 #include "controlplane/quota_routes.h"
 #include "workload/plan_json.h"
 
@@ -291,6 +292,7 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& account
   RegisterAccountRoutes(server, accounts);
   RegisterJoinTokenRoutes(server, accounts, nodes);
   RegisterQuotaRoutes(server, cp, accounts);
+  RegisterBillingRoutes(server, cp, accounts);
   route("GET", "/v1/prometheus/targets", [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> {
     return Reply::Json(PrometheusTargets(cp));
   });

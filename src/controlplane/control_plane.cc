@@ -11,6 +11,7 @@
 #include "api/job_state.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
+#include "controlplane/controllers/budget.h"
 #include "controlplane/controllers/gc.h"
 #include "controlplane/controllers/gpu_health.h"
 #include "controlplane/controllers/job_lifecycle.h"
@@ -19,6 +20,7 @@
 #include "controlplane/controllers/transitions.h"
 #include "controlplane/job_request.h"
 #include "controlplane/metrics.h"
+#include "http/status_http.h"
 #include "sched/frag.h"
 #include "sched/registry.h"
 #include "workload/model_config.h"
@@ -84,7 +86,8 @@ ControlPlane::ControlPlane(const ControlPlaneOptions& options)
       gpu_health_(std::make_unique<GpuHealthController>()),
       job_lifecycle_(std::make_unique<JobLifecycleController>()),
       scheduling_(std::make_unique<SchedulingController>(options.fair_share_half_life)),
-      gc_(std::make_unique<GcController>()) {}
+      gc_(std::make_unique<GcController>()),
+      budget_(std::make_unique<BudgetController>()) {}
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const ControlPlaneOptions& options) {
   if (options.store == nullptr) return absl::InvalidArgumentError("control plane: a store is required");
@@ -102,12 +105,20 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const Control
     return absl::InvalidArgumentError(
         "control plane: the fair-share half-life and the usage save interval must not be negative");
   }
+  if (options.billing.platform_fee_bps < 0 || options.billing.platform_fee_bps > 10'000 ||
+      options.billing.trial_credit_micros < 0 || options.billing.trial_credit_micros > ledger::kMaxPostingMicros ||
+      options.billing.trial_credit_ttl < Duration::zero()) {
+    return absl::InvalidArgumentError(
+        "control plane: the platform fee must be 0..10000 basis points, the trial credit 0..1000000000 units and its "
+        "lifetime not negative");
+  }
   std::error_code ec;
   fs::create_directories(fs::path(options.data_dir) / "logs", ec);
   if (ec)
     return absl::UnavailableError(fmt::format("control plane: cannot create {}: {}", options.data_dir, ec.message()));
   auto cp = std::unique_ptr<ControlPlane>(new ControlPlane(options));
   if (options.metrics != nullptr) cp->metrics_ = std::make_unique<ControlPlaneMetrics>(*options.metrics);
+  ASSIGN_OR_RETURN(cp->billing_, Billing::Open(*options.store, cp->clock_, options.billing));
   {
     MutexLock lock(&cp->writer_mu_);
     RETURN_IF_ERROR(cp->Load());
@@ -133,7 +144,8 @@ void ControlPlane::BeginShutdown() {
 }
 
 ControllerContext ControlPlane::ContextLocked() {
-  return ControllerContext{state_, store_, clock_, options_, catalog_, leases_, log_grants_, *logs_, metrics_.get()};
+  return ControllerContext{state_,      store_, clock_, options_,        catalog_,
+                           leases_,     log_grants_, *logs_, metrics_.get(), billing_.get()};
 }
 
 absl::Status ControlPlane::Load() {
@@ -245,6 +257,7 @@ void ControlPlane::Reconcile() {
   node_lifecycle_->Reconcile(ctx, now);
   gpu_health_->Reconcile(ctx, now);
   job_lifecycle_->Reconcile(ctx, now);
+  budget_->Reconcile(ctx, now);
   scheduling_->Reconcile(ctx, now);
   if (!usage_saved_ || now - *usage_saved_ >= options_.usage_save_interval) {
     SaveUsageLocked();
@@ -279,6 +292,8 @@ void ControlPlane::ReloadLocked() {
   job_lifecycle_ = std::make_unique<JobLifecycleController>();
   scheduling_ = std::make_unique<SchedulingController>(options_.fair_share_half_life);
   gc_ = std::make_unique<GcController>();
+  budget_ = std::make_unique<BudgetController>();
+  if (absl::Status st = billing_->Reload(); !st.ok()) spdlog::error("control plane: reloading the ledger: {}", st);
   if (absl::Status st = Load(); !st.ok()) spdlog::error("control plane: reloading from the store: {}", st);
   for (const sched::TenantUsage& u : usage) (void)scheduling_->RestoreUsage(u.tenant, u.usage);
 }
@@ -442,6 +457,16 @@ absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
 absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   ASSIGN_OR_RETURN(api::JobSpec spec, api::ParseJobSpec(request.spec_yaml, catalog_));
   RETURN_IF_ERROR(secrets_->CheckRefs(SecretTenant(request.tenant), spec.secret_env));
+  if (options_.billing.enforce) {
+    // Budgets (billing.h): a tenant with nothing left to spend is refused before anything is stored.
+    const std::string tenant = SecretTenant(request.tenant);
+    const ledger::TenantBalance balance = billing_->Balance(tenant);
+    if (balance.available() <= ledger::Money{}) {
+      return http::PaymentRequiredError(fmt::format(
+          "tenant '{}' has {} to spend (credit {}, cash {}); an operator tops it up with `gpugeek top-up {} AMOUNT`",
+          tenant, balance.available().ToString(), balance.credit.ToString(), balance.cash.ToString(), tenant));
+    }
+  }
   if (!spec.workdir.empty()) {
     return absl::InvalidArgumentError(fmt::format(
         "workdir: '{}' is a folder on the submitting machine; `gpugeek submit` packs and uploads it and sends "

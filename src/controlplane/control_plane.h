@@ -65,6 +65,7 @@
 #include "common/mutex.h"
 #include "controlplane/admission_fit.h"
 #include "controlplane/allocation.h"
+#include "controlplane/billing.h"
 #include "controlplane/controllers/context.h"
 #include "controlplane/log_routes.h"
 #include "controlplane/log_store.h"
@@ -88,6 +89,7 @@ class GpuHealthController;
 class JobLifecycleController;
 class SchedulingController;
 class GcController;
+class BudgetController;
 
 struct SubmitRequest {
   std::string spec_yaml;
@@ -231,6 +233,8 @@ class ControlPlane {
   // The injected clock (metrics read ages with it).
   Clock& clock() { return clock_; }
   const ControlPlaneOptions& options() const { return options_; }
+  // Credits, charges and budgets (billing.h).
+  Billing& billing() { return *billing_; }
   // The instruments when ControlPlaneOptions::metrics was given, else nullptr.
   ControlPlaneMetrics* metrics() { return metrics_.get(); }
 
@@ -310,6 +314,7 @@ class ControlPlane {
   Clock& clock_;
   const hw::GpuCatalog& catalog_;
   std::unique_ptr<ControlPlaneMetrics> metrics_;  // set by Create after Load; nullptr = no metrics
+  std::unique_ptr<Billing> billing_;              // set by Create before Load
   std::unique_ptr<LogStore> logs_;
   std::unique_ptr<Secrets> secrets_;
   AdmissionFit admission_fit_;  // refuses at submission what no registered node could ever host
@@ -358,6 +363,7 @@ class ControlPlane {
   std::unique_ptr<JobLifecycleController> job_lifecycle_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<SchedulingController> scheduling_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<GcController> gc_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<BudgetController> budget_ ABSL_GUARDED_BY(writer_mu_);
   uint64_t published_version_ ABSL_GUARDED_BY(writer_mu_) = 0;
   std::optional<MonoTime> usage_saved_ ABSL_GUARDED_BY(writer_mu_);  // the last SaveUsageLocked
 };

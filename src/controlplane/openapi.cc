@@ -774,6 +774,81 @@ J Build() {
               {"max_gpus_by_model", {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}}}}}});
   paths["/v1/tenants/{name}/quota"]["parameters"] = {PathParam("name")};
 
+  // The marketplace's money (billing_routes.h, docs/billing.md). Amounts: integer micro-units.
+  const J money = {{"type", "integer"}, {"format", "int64"}, {"description", "micro-units of the pool's currency"}};
+  const J amount = {{"type", "string"}, {"description", "decimal with up to six decimals, e.g. \"10.00\""}};
+  schemas["LedgerTransaction"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"kind", {{"type", "string"}, {"enum", {"grant", "top-up", "charge", "refund", "payout", "expire"}}}},
+        {"at", {{"type", "string"}, {"format", "date-time"}}},
+        {"tenant", {{"type", "string"}}},
+        {"job", {{"type", "string"}}},
+        {"memo", {{"type", "string"}}},
+        {"postings",
+         {{"type", "array"},
+          {"items",
+           {{"type", "object"}, {"properties", {{"account", {{"type", "string"}}}, {"micros", money}}}}}}},
+        {"expires_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"gpu_milli_seconds", {{"type", "integer"}}},
+        {"gpu_model", {{"type", "string"}}},
+        {"capacity_type", {{"type", "string"}}}}}};
+  paths["/v1/balance"]["get"] = Op(
+      "What a tenant may spend now: unexpired credit and cash",
+      JsonResponse("the balance",
+                   {{"type", "object"},
+                    {"properties",
+                     {{"tenant", {{"type", "string"}}},
+                      {"available_micros", money},
+                      {"credit_micros", money},
+                      {"cash_micros", money},
+                      {"available", {{"type", "string"}}},
+                      {"enforced", {{"type", "boolean"}}},
+                      {"credits", {{"type", "array"}, {"items", {{"type", "object"}}}}}}}}));
+  paths["/v1/balance"]["get"]["parameters"] = {QueryParam("tenant", "string", "default: the caller's")};
+  paths["/v1/ledger"]["get"] =
+      Op("A tenant's ledger transactions in posting order (an admin without ?tenant=: all), paged",
+         JsonResponse("a page", {{"type", "object"},
+                                 {"properties",
+                                  {{"entries", {{"type", "array"}, {"items", Ref("LedgerTransaction")}}},
+                                   {"next_after", {{"type", "string"}, {"nullable", true}}}}}}));
+  paths["/v1/ledger"]["get"]["parameters"] = {QueryParam("tenant", "string", "default: the caller's"),
+                                              QueryParam("after", "string", "next_after of the previous page"),
+                                              QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/bill"]["get"] = Op("A tenant's bill for a calendar month (UTC)",
+                                JsonResponse("the bill", {{"type", "object"}}));
+  paths["/v1/bill"]["get"]["parameters"] = {QueryParam("period", "string", "YYYY-MM, default this month"),
+                                            QueryParam("tenant", "string", "default: the caller's")};
+  paths["/v1/tenants/{name}/top-ups"]["post"] =
+      Op("Adds money to a tenant's cash", JsonResponse("the transaction", Ref("LedgerTransaction")), "201");
+  paths["/v1/tenants/{name}/top-ups"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"amount"}},
+            {"properties",
+             {{"amount", amount},
+              {"id", {{"type", "string"}, {"description", "idempotency key: the same id posts once"}}},
+              {"memo", {{"type", "string"}}}}}});
+  paths["/v1/tenants/{name}/top-ups"]["parameters"] = {PathParam("name")};
+  paths["/v1/tenants/{name}/grants"]["post"] = Op("Grants a tenant credit (once per grant name)",
+                                                  JsonResponse("the transaction", Ref("LedgerTransaction")), "201");
+  paths["/v1/tenants/{name}/grants"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"grant", "amount"}},
+            {"properties",
+             {{"grant", {{"type", "string"}}},
+              {"amount", amount},
+              {"expires_in_days", {{"type", "integer"}, {"minimum", 0}, {"description", "0 = never"}}},
+              {"memo", {{"type", "string"}}}}}});
+  paths["/v1/tenants/{name}/grants"]["parameters"] = {PathParam("name")};
+  paths["/v1/providers/{name}/payouts"]["post"] =
+      Op("Pays a provider out of what it is owed", JsonResponse("the transaction", Ref("LedgerTransaction")), "201");
+  paths["/v1/providers/{name}/payouts"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"amount", "id"}},
+            {"properties", {{"amount", amount}, {"id", {{"type", "string"}}}}}});
+  paths["/v1/providers/{name}/payouts"]["parameters"] = {PathParam("name")};
+
   // Hyper-parameter experiments (experiment_routes.h, docs/hpo.md).
   schemas["Experiment"] = {
       {"type", "object"},

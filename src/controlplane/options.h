@@ -25,6 +25,20 @@ class Keyring;
 
 namespace gpugeek::controlplane {
 
+// The marketplace's money (billing.h).
+struct BillingOptions {
+  // Credit granted to each tenant (at creation, and at start to every tenant without it), in micro-units;
+  // 0 = none. `gpugeek server --trial-credit 25.00`.
+  int64_t trial_credit_micros = 0;
+  // How long a trial credit lasts (`--trial-credit-days`); zero = forever.
+  Duration trial_credit_ttl = std::chrono::hours(24 * 30);
+  // The platform's fee on a provider's sale, in basis points 0..10000 (`--platform-fee-bps 1500` = 15%).
+  int64_t platform_fee_bps = 0;
+  // Whether a tenant with nothing left to spend is refused new work (402) and its running work stopped
+  // (`--enforce-budgets`). Off: usage is charged and may run a tenant's cash below zero.
+  bool enforce = false;
+};
+
 struct ControlPlaneOptions {
   store::Store* store = nullptr;  // borrowed; must outlive the control plane
   Clock* clock = nullptr;         // nullptr = RealClock()
@@ -62,6 +76,8 @@ struct ControlPlaneOptions {
   // The provider's GPU-hour prices (api/price_table.h): a node whose agent names no price
   // (--gpu-hour-price) gets the price of its GPU model and capacity type from here.
   api::PriceTable gpu_hour_prices;
+  // Credits, charges, fees and budgets (billing.h).
+  BillingOptions billing;
   // Round trips between regions (api/region_latency.h, --region-latency): a job whose data lives in one
   // region (its checkpoint's, or resources.data_region) is placed there first, then nearest first.
   api::RegionLatency region_latency;

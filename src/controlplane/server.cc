@@ -147,13 +147,23 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.block_after_losses = options.block_after_losses;
   cp.reclaim_avoid = options.reclaim_avoid;
   cp.gpu_hour_prices = options.gpu_hour_prices;
+  cp.billing = options.billing;
   cp.region_latency = options.region_latency;
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));
   s->audit_log_ = std::make_unique<AuditLog>(*s->store_, RealClock());
-  ASSIGN_OR_RETURN(s->accounts_, Accounts::Open(*s->store_, RealClock(), {.audit_log = s->audit_log_.get()}));
+  Billing& billing = s->control_plane_->billing();
+  const auto grant_trial = [&billing](const std::string& tenant) {
+    if (absl::StatusOr<std::optional<ledger::Transaction>> g = billing.GrantTrial(tenant); !g.ok()) {
+      spdlog::error("billing: the trial credit of tenant '{}' (granted at the next start): {}", tenant, g.status());
+    }
+  };
+  ASSIGN_OR_RETURN(s->accounts_, Accounts::Open(*s->store_, RealClock(),
+                                                {.audit_log = s->audit_log_.get(), .on_tenant_created = grant_trial}));
   ASSIGN_OR_RETURN(std::optional<std::string> bootstrap, s->accounts_->Bootstrap());
+  // Every tenant has its trial credit, once (one created while the server was down, or before credits).
+  for (const std::string& tenant : s->accounts_->TenantIds()) grant_trial(tenant);
   if (bootstrap) {
     // First start: the operator's admin token, readable by the server's user only. The CLI of `gpugeek
     // up` and `gpugeek login --token-file` read it from here.

@@ -92,6 +92,8 @@ struct ServerOptions {
   Duration reclaim_avoid = ControlPlaneOptions().reclaim_avoid;
   // Prices for nodes whose agents name none (ControlPlaneOptions::gpu_hour_prices; `--prices FILE`).
   api::PriceTable gpu_hour_prices;
+  // Trial credit, the platform's fee and budgets (ControlPlaneOptions::billing).
+  BillingOptions billing;
   // Latencies between regions, for data locality (ControlPlaneOptions::region_latency; `--region-latency`).
   api::RegionLatency region_latency;
   // Borrowed registry for GET /metrics, e.g. one an in-process agent (`gpugeek up`) also writes to;

@@ -192,6 +192,14 @@ TEST(StatusHttp, MapsEveryCodeOnceAndBack) {
   EXPECT_EQ(StatusFromHttp(409, ErrorBody(s).dump()), s);
   EXPECT_EQ(StatusFromHttp(404, "<html>").code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(StatusFromHttp(204, "").ok());
+  // 402: a marked FailedPrecondition, both ways.
+  const absl::Status pay = PaymentRequiredError("tenant acme has 0.00 left");
+  EXPECT_EQ(HttpStatusFor(pay), 402);
+  EXPECT_EQ(ErrorBody(pay)["code"], "PAYMENT_REQUIRED");
+  const absl::Status back = StatusFromHttp(402, ErrorBody(pay).dump());
+  EXPECT_TRUE(IsPaymentRequired(back));
+  EXPECT_EQ(back.message(), "tenant acme has 0.00 left");
+  EXPECT_FALSE(IsPaymentRequired(s));
 }
 
 class ServerTest : public ::testing::Test {

@@ -1,5 +1,6 @@
 #include "http/status_http.h"
 
+#include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
 
 namespace gpugeek::http {
@@ -45,6 +46,8 @@ absl::StatusCode FromHttpOnly(int http) {
       return absl::StatusCode::kInvalidArgument;
     case 401:
       return absl::StatusCode::kUnauthenticated;
+    case 402:
+      return absl::StatusCode::kFailedPrecondition;
     case 403:
       return absl::StatusCode::kPermissionDenied;
     case 404:
@@ -64,22 +67,36 @@ absl::StatusCode FromHttpOnly(int http) {
   }
 }
 
+constexpr char kPaymentRequiredUrl[] = "type.gpugeek.dev/payment-required";
+constexpr char kPaymentRequiredName[] = "PAYMENT_REQUIRED";
+
 }  // namespace
+
+absl::Status PaymentRequiredError(std::string_view message) {
+  absl::Status status = absl::FailedPreconditionError(message);
+  status.SetPayload(kPaymentRequiredUrl, absl::Cord("402"));
+  return status;
+}
+
+bool IsPaymentRequired(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition && status.GetPayload(kPaymentRequiredUrl).has_value();
+}
 
 std::string DumpJson(const nlohmann::json& j) {
   return j.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
 }
 
-int HttpStatusFor(const absl::Status& status) { return Find(status.code()).http; }
+int HttpStatusFor(const absl::Status& status) { return IsPaymentRequired(status) ? 402 : Find(status.code()).http; }
 
 nlohmann::json ErrorBody(const absl::Status& status, const nlohmann::json& details) {
-  return {{"code", Find(status.code()).name}, {"message", std::string(status.message())}, {"details", details}};
+  return {{"code", IsPaymentRequired(status) ? kPaymentRequiredName : Find(status.code()).name}, {"message", std::string(status.message())}, {"details", details}};
 }
 
 absl::Status StatusFromHttp(int http_status, const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("code") && j["code"].is_string() && j.contains("message") &&
       j["message"].is_string()) {
+    if (j["code"].get<std::string>() == kPaymentRequiredName) return PaymentRequiredError(j["message"].get<std::string>());
     for (const Mapping& m : kMappings) {
       if (j["code"].get<std::string>() == m.name) return absl::Status(m.code, j["message"].get<std::string>());
     }

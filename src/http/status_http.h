@@ -4,6 +4,7 @@
 // "details": {...}}.
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,10 +17,16 @@ namespace gpugeek::http {
 std::string DumpJson(const nlohmann::json& j);
 
 // HTTP status for a Status: OK 200; InvalidArgument, OutOfRange 400; Unauthenticated 401;
-// PermissionDenied 403; NotFound 404; AlreadyExists, Aborted, FailedPrecondition 409 (the
+// PaymentRequiredError 402; PermissionDenied 403; NotFound 404; AlreadyExists, Aborted, FailedPrecondition 409 (the
 // resource's current state forbids the request); ResourceExhausted 429; Cancelled 499;
 // Unimplemented 501; Unavailable 503; DeadlineExceeded 504; anything else 500.
 int HttpStatusFor(const absl::Status& status);
+
+// Payment required (402): the request cannot be paid for (a tenant's credit or budget is spent). A
+// FailedPrecondition that carries a payload marking it, so HttpStatusFor answers 402 with the code name
+// "PAYMENT_REQUIRED", and StatusFromHttp turns that body back into the same marked status.
+absl::Status PaymentRequiredError(std::string_view message);
+bool IsPaymentRequired(const absl::Status& status);
 
 // {"code": <canonical code name>, "message": <message>, "details": <details or {}>}.
 nlohmann::json ErrorBody(const absl::Status& status, const nlohmann::json& details = nlohmann::json::object());

@@ -197,6 +197,18 @@ CREATE TABLE metric_reports (
 );
 CREATE INDEX metric_reports_by_job ON metric_reports(job_id, id);
 )sql",
+    // 13: the ledger (store.h LedgerRecord): append-only, one row per balanced transaction.
+    R"sql(
+CREATE TABLE ledger (
+  seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+  id     TEXT NOT NULL UNIQUE,
+  tenant TEXT NOT NULL,
+  kind   TEXT NOT NULL,
+  at_ns  INTEGER NOT NULL,
+  body   TEXT NOT NULL
+);
+CREATE INDEX ledger_by_tenant ON ledger(tenant, seq);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -1357,4 +1357,48 @@ absl::StatusOr<int64_t> SqliteStore::CountMetricReports(const std::string& job_i
   return s.Int(0);
 }
 
+absl::Status SqliteStore::AppendLedger(const std::vector<LedgerRecord>& records) {
+  if (records.empty()) return absl::OkStatus();
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  for (const LedgerRecord& l : records) {
+    Statement s(*statements_, "INSERT INTO ledger (id, tenant, kind, at_ns, body) VALUES (?, ?, ?, ?, ?)");
+    RETURN_IF_ERROR(s.status());
+    s.Bind(1, l.id).Bind(2, l.tenant).Bind(3, l.kind).Bind(4, ToNs(l.at)).Bind(5, l.body);
+    if (s.Step() != SQLITE_DONE) {
+      if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_UNIQUE) {
+        return absl::AlreadyExistsError("store: ledger transaction " + l.id + " exists");
+      }
+      return SqliteError(db_, "insert ledger transaction");
+    }
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<std::vector<LedgerRecord>> SqliteStore::ListLedger(const LedgerFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(
+        fmt::format("store: limit = {} must be between 1 and {}", filter.limit, kMaxListLimit));
+  }
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT seq, id, tenant, kind, at_ns, body FROM ledger WHERE seq > ?1 AND (?2 = '' OR tenant = ?2) "
+              "ORDER BY seq LIMIT ?3");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, filter.after_seq).Bind(2, filter.tenant).Bind(3, int64_t{filter.limit});
+  std::vector<LedgerRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({.seq = s.Int(0),
+                   .id = s.Text(1),
+                   .tenant = s.Text(2),
+                   .kind = s.Text(3),
+                   .at = FromNs(s.Int(4)),
+                   .body = s.Text(5)});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list ledger");
+  return out;
+}
+
 }  // namespace gpugeek::store

@@ -91,6 +91,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& job_id, int64_t after_id,
                                                                     int limit) override;
   absl::StatusOr<int64_t> CountMetricReports(const std::string& job_id, int64_t epoch, int node_rank) override;
+  absl::Status AppendLedger(const std::vector<LedgerRecord>& records) override;
+  absl::StatusOr<std::vector<LedgerRecord>> ListLedger(const LedgerFilter& filter) override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
 

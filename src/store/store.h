@@ -193,6 +193,25 @@ struct EventFilter {
   int limit = 100;
 };
 
+// One ledger transaction (ledger/transaction.h), stored as its text form; the store only keeps the
+// order (seq) and the columns it filters by. Append-only: never updated or deleted.
+struct LedgerRecord {
+  int64_t seq = 0;     // set by the store: global, strictly increasing in commit order
+  std::string id;      // the transaction id, unique (its idempotency key)
+  std::string tenant;  // "" for a provider's payout
+  std::string kind;    // "grant", "charge", ...
+  TimePoint at;        // wall clock
+  std::string body;    // ledger::ToText
+};
+
+// Which ledger records Store::ListLedger returns: seq > after_seq, oldest first, at most `limit`
+// (1..10000); an empty tenant matches every one.
+struct LedgerFilter {
+  int64_t after_seq = 0;
+  std::string tenant;
+  int limit = 100;
+};
+
 struct JobFilter {
   std::optional<api::JobState> state;
   std::string tenant;         // "" = all tenants
@@ -363,6 +382,17 @@ class Store {
   virtual absl::StatusOr<int64_t> CountMetricReports(const std::string& /*job_id*/, int64_t /*epoch*/,
                                                      int /*node_rank*/) {
     return int64_t{0};
+  }
+
+  // The ledger (controlplane/billing.h). AppendLedger stores every record of `records` in one transaction,
+  // all or none: AlreadyExists (naming the id) when one's id is stored already. seq is set by the store.
+  // The defaults answer Unimplemented / nothing (test doubles).
+  virtual absl::Status AppendLedger(const std::vector<LedgerRecord>& /*records*/) {
+    return absl::UnimplementedError("store: this store keeps no ledger");
+  }
+  // Records matching `filter`, oldest first. InvalidArgument for a limit outside 1..10000.
+  virtual absl::StatusOr<std::vector<LedgerRecord>> ListLedger(const LedgerFilter& /*filter*/) {
+    return std::vector<LedgerRecord>{};
   }
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one

@@ -339,6 +339,32 @@ TEST_F(SqliteStoreTest, AuditRecordsAppendInOrderFilterAndAgeOut) {
   EXPECT_EQ(store_->ListAudit({})->front().seq, (*all)[2].seq);
 }
 
+TEST_F(SqliteStoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
+  const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
+  ASSERT_TRUE(store_->AppendLedger({{.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{1}"},
+                                    {.id = "usage/j/e1/r0", .tenant = "b", .kind = "charge", .at = t0, .body = "{2}"}})
+                  .ok());
+  ASSERT_TRUE(store_->AppendLedger({}).ok());
+  // One taken id fails the whole append: "top-up/a/1" is not stored either.
+  absl::Status dup = store_->AppendLedger({{.id = "top-up/a/1", .tenant = "a", .kind = "top-up", .at = t0, .body = "{3}"},
+                                           {.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{4}"}});
+  EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(dup.message(), "store: ledger transaction grant/a/trial exists");
+  Reopen();
+  auto all = store_->ListLedger({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_LT((*all)[0].seq, (*all)[1].seq);
+  EXPECT_EQ((*all)[0].body, "{1}");
+  EXPECT_EQ((*all)[1].kind, "charge");
+  EXPECT_EQ((*all)[1].at, t0);
+  EXPECT_EQ(store_->ListLedger({.tenant = "b"})->size(), 1u);
+  auto page = store_->ListLedger({.after_seq = (*all)[0].seq, .limit = 1});
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].id, "usage/j/e1/r0");
+  EXPECT_EQ(store_->ListLedger({.limit = 10001}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(SqliteStoreTest, NodesUpsertAndList) {
   ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "ready"}).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());

@@ -13,6 +13,7 @@
 
 namespace gpugeek::controlplane {
 
+class Billing;
 class ControlPlaneMetrics;
 class LogStore;
 
@@ -26,6 +27,7 @@ struct ControllerContext {
   LogGrantTable& log_grants;
   LogStore& logs;
   ControlPlaneMetrics* metrics;  // nullptr = none
+  Billing* billing;              // nullptr = none (charges, budgets: billing.h)
 };
 
 }  // namespace gpugeek::controlplane

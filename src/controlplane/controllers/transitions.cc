@@ -6,12 +6,15 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "api/names.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
+#include "controlplane/billing.h"
 #include "controlplane/job_request.h"
 #include "controlplane/log_store.h"
 #include "controlplane/metrics.h"
 #include "controlplane/retry_policy.h"
+#include "controlplane/secrets.h"
 #include "controlplane/usage.h"
 
 namespace gpugeek::controlplane {
@@ -267,6 +270,33 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank) {
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(*usage);
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  // The charge commits with the usage (the pass's one transaction, billing.h).
+  if (ctx.billing != nullptr && price > 0) {
+    std::string provider;
+    if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
+      const auto& labels = node->second.registration.labels;
+      if (auto p = labels.find("provider"); p != labels.end()) {
+        // A provider's name makes its ledger account: one that is not a name is the platform's own node.
+        if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) provider = p->second;
+      }
+    }
+    const ledger::ChargeInput in{
+        .id = fmt::format("usage/{}/e{}/r{}", live.record.id, live.record.epoch, rank),
+        .tenant = SecretTenant(live.record.tenant),
+        .provider = provider,
+        .job = live.record.id,
+        .milli = milli,
+        .millis = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()),
+        .price_per_gpu_hour = ledger::Money::Micros(price),
+        .gpu_model = live.allocation.gpu_model,
+        .capacity_type = capacity,
+        .memo = fmt::format("rank {} on {}", rank, member.node)};
+    // A failed charge must not hold the job's state back: it is logged (the store failing here fails the
+    // pass's commit, and the whole pass is redone from the store).
+    if (absl::Status st = ctx.billing->Charge(in).status(); !st.ok()) {
+      spdlog::error("billing: charging {} (usage stored without its charge): {}", in.id, st);
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -1,0 +1,175 @@
+// The marketplace's money commands of the client (REST API of src/controlplane/billing_routes.h):
+//   gpugeek balance [--tenant T]                          what a tenant may spend now (credit, cash)
+//   gpugeek ledger [--tenant T] [--limit N]               its transactions, oldest first
+//   gpugeek bill [--period YYYY-MM] [--tenant T]          its bill for a month: GPU-hours and cost per GPU
+//                                                         model and capacity type, credit and cash spent
+//   gpugeek top-up TENANT AMOUNT [--id KEY]               money in (admin)
+//   gpugeek grant TENANT GRANT AMOUNT [--days N]          credit, once per grant name (admin)
+//   gpugeek payout PROVIDER AMOUNT --id KEY               pays a provider out (admin)
+// each with --server URL, --token, --profile and --json. Amounts are decimals in the pool's currency.
+
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/table.h"
+#include "common/units.h"
+
+namespace gpugeek::cli {
+namespace {
+
+using nlohmann::json;
+
+std::string Money(const json& micros) { return micros.is_number_integer() ? FormatMoney(micros.get<int64_t>()) : "-"; }
+
+std::string TenantQuery(const std::string& tenant, char sep) {
+  return tenant.empty() ? "" : fmt::format("{}tenant={}", sep, UrlEncode(tenant));
+}
+
+// The tenant's (net) change of a transaction: the sum of its postings to tenant:T:... accounts.
+int64_t TenantChange(const json& t) {
+  const std::string prefix = "tenant:" + t.value("tenant", std::string()) + ":";
+  int64_t sum = 0;
+  for (const json& p : t["postings"]) {
+    if (p["account"].get<std::string>().starts_with(prefix)) sum += p["micros"].get<int64_t>();
+  }
+  return sum;
+}
+
+}  // namespace
+
+void RegisterBillingCommands(CLI::App& app) {
+  struct Options {
+    ClientFlags flags;
+    std::string tenant;
+    std::string period;
+    int limit = 1000;
+    std::string target;
+    std::string grant;
+    std::string amount;
+    std::string id;
+    int days = 0;
+  };
+  auto o = std::make_shared<Options>();
+
+  CLI::App* balance = app.add_subcommand("balance", "What a tenant may spend now: unexpired credit and cash");
+  balance->add_option("--tenant", o->tenant, "This tenant (yours unless you are an admin)");
+  AddClientFlags(balance, &o->flags);
+  balance->callback([o] {
+    const std::string cmd = "balance";
+    json b = OrFail(cmd, Connect(cmd, o->flags)->Get("/v1/balance" + TenantQuery(o->tenant, '?')));
+    if (o->flags.json) return PrintJson(b);
+    std::cout << fmt::format("Tenant {}: {} to spend (credit {}, cash {}){}\n", Text(b["tenant"]),
+                             Money(b["available_micros"]), Money(b["credit_micros"]), Money(b["cash_micros"]),
+                             b.value("enforced", false) ? "; budgets are enforced" : "");
+    if (b["credits"].empty()) return;
+    TextTable table({"CREDIT", "REMAINING", "EXPIRES"});
+    table.AlignRight(1);
+    for (const json& c : b["credits"]) {
+      table.AddRow({Text(c["account"]), Money(c["remaining_micros"]),
+                    c["expires_at"].is_null() ? "never" : LocalTime(c["expires_at"].get<std::string>())});
+    }
+    std::cout << table.Render();
+  });
+
+  CLI::App* ledger = app.add_subcommand("ledger", "A tenant's ledger transactions, oldest first");
+  ledger->add_option("--tenant", o->tenant, "This tenant (yours unless you are an admin; an admin: all without it)");
+  ledger->add_option("--limit", o->limit, "At most this many")->capture_default_str()->check(CLI::Range(1, 1000000));
+  AddClientFlags(ledger, &o->flags);
+  ledger->callback([o] {
+    const std::string cmd = "ledger";
+    auto client = Connect(cmd, o->flags);
+    json entries = json::array();
+    std::string after;
+    while (static_cast<int>(entries.size()) < o->limit) {
+      const int page = std::min(1000, o->limit - static_cast<int>(entries.size()));
+      std::string path = fmt::format("/v1/ledger?limit={}{}", page, TenantQuery(o->tenant, '&'));
+      if (!after.empty()) path += "&after=" + UrlEncode(after);
+      json reply = OrFail(cmd, client->Get(path));
+      for (json& e : reply["entries"]) entries.push_back(std::move(e));
+      if (reply["next_after"].is_null()) break;
+      after = reply["next_after"].get<std::string>();
+    }
+    if (o->flags.json) return PrintJson({{"entries", entries}});
+    TextTable table({"TIME", "KIND", "TENANT", "JOB", "CHANGE", "ID", "MEMO"});
+    table.AlignRight(4);
+    for (const json& e : entries) {
+      table.AddRow({LocalTime(e["at"].get<std::string>()), Text(e["kind"]), Text(e["tenant"]),
+                    e["job"].get<std::string>().empty() ? "-" : Text(e["job"]), FormatMoney(TenantChange(e)),
+                    Text(e["id"]), Text(e["memo"])});
+    }
+    std::cout << table.Render();
+  });
+
+  CLI::App* bill = app.add_subcommand("bill", "A tenant's bill for a calendar month (UTC)");
+  bill->add_option("--period", o->period, "YYYY-MM (default: this month)");
+  bill->add_option("--tenant", o->tenant, "This tenant (yours unless you are an admin)");
+  AddClientFlags(bill, &o->flags);
+  bill->callback([o] {
+    const std::string cmd = "bill";
+    std::string path = "/v1/bill?period=" + UrlEncode(o->period) + TenantQuery(o->tenant, '&');
+    json b = OrFail(cmd, Connect(cmd, o->flags)->Get(path));
+    if (o->flags.json) return PrintJson(b);
+    std::cout << fmt::format("Bill of tenant {} for {} (UTC)\n", Text(b["tenant"]), Text(b["period"]));
+    TextTable table({"GPU MODEL", "CAPACITY", "GPU-HOURS", "COST"});
+    table.AlignRight(2);
+    table.AlignRight(3);
+    for (const json& l : b["lines"]) {
+      table.AddRow({Text(l["gpu_model"]), Text(l["capacity_type"]), fmt::format("{:.3f}", l["gpu_hours"].get<double>()),
+                    Money(l["cost_micros"])});
+    }
+    table.AddRow({"total", "", "", Money(b["usage_micros"])});
+    std::cout << table.Render();
+    std::cout << fmt::format(
+        "Paid from credit {}, from cash {}. Refunds {}, top-ups {}, credit granted {}, expired {}. Available now: {}\n",
+        Money(b["paid_from_credit_micros"]), Money(b["paid_from_cash_micros"]), Money(b["refunds_micros"]),
+        Money(b["top_ups_micros"]), Money(b["grants_micros"]), Money(b["expired_micros"]),
+        Money(b["available_now_micros"]));
+  });
+
+  CLI::App* top_up = app.add_subcommand("top-up", "Add money to a tenant's cash (admin)");
+  top_up->add_option("tenant", o->target, "Tenant name")->required();
+  top_up->add_option("amount", o->amount, "Amount in the pool's currency, e.g. 10.00")->required();
+  top_up->add_option("--id", o->id, "Idempotency key: the same key tops up once (default: a new one)");
+  AddClientFlags(top_up, &o->flags);
+  top_up->callback([o] {
+    const std::string cmd = "top-up";
+    json body = {{"amount", o->amount}};
+    if (!o->id.empty()) body["id"] = o->id;
+    json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/tenants/" + UrlEncode(o->target) + "/top-ups", body));
+    if (o->flags.json) return PrintJson(t);
+    std::cout << fmt::format("Topped up tenant {} by {} ({})\n", o->target, FormatMoney(TenantChange(t)), Text(t["id"]));
+  });
+
+  CLI::App* grant = app.add_subcommand("grant", "Grant a tenant credit, spent before its cash (admin)");
+  grant->add_option("tenant", o->target, "Tenant name")->required();
+  grant->add_option("grant", o->grant, "Grant name (one grant per name), e.g. promo-2026")->required();
+  grant->add_option("amount", o->amount, "Amount in the pool's currency, e.g. 25.00")->required();
+  grant->add_option("--days", o->days, "Days until it expires; 0 = never")->check(CLI::Range(0, 36500));
+  AddClientFlags(grant, &o->flags);
+  grant->callback([o] {
+    const std::string cmd = "grant";
+    json body = {{"grant", o->grant}, {"amount", o->amount}, {"expires_in_days", o->days}};
+    json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/tenants/" + UrlEncode(o->target) + "/grants", body));
+    if (o->flags.json) return PrintJson(t);
+    std::cout << fmt::format("Granted tenant {} {} of credit ({}{})\n", o->target, FormatMoney(TenantChange(t)),
+                             Text(t["id"]), t.contains("expires_at") ? ", expires " + Text(t["expires_at"]) : "");
+  });
+
+  CLI::App* payout = app.add_subcommand("payout", "Pay a provider out of what the platform owes it (admin)");
+  payout->add_option("provider", o->target, "Provider name (its nodes' label provider=NAME)")->required();
+  payout->add_option("amount", o->amount, "Amount in the pool's currency")->required();
+  payout->add_option("--id", o->id, "Idempotency key, e.g. the bank transfer's reference")->required();
+  AddClientFlags(payout, &o->flags);
+  payout->callback([o] {
+    const std::string cmd = "payout";
+    json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/providers/" + UrlEncode(o->target) + "/payouts",
+                                                      {{"amount", o->amount}, {"id", o->id}}));
+    if (o->flags.json) return PrintJson(t);
+    std::cout << fmt::format("Paid provider {} {} ({})\n", o->target, o->amount, Text(t["id"]));
+  });
+}
+
+}  // namespace gpugeek::cli

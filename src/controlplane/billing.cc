@@ -1,0 +1,167 @@
+#include "controlplane/billing.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "common/status_macros.h"
+
+namespace gpugeek::controlplane {
+
+Billing::Billing(store::Store& store, Clock& clock, const BillingOptions& options)
+    : store_(store), clock_(clock), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<Billing>> Billing::Open(store::Store& store, Clock& clock,
+                                                       const BillingOptions& options) {
+  auto billing = std::unique_ptr<Billing>(new Billing(store, clock, options));
+  RETURN_IF_ERROR(billing->Reload());
+  return billing;
+}
+
+absl::Status Billing::Reload() {
+  ledger::Ledger fresh;
+  int64_t after = 0;
+  for (;;) {
+    ASSIGN_OR_RETURN(std::vector<store::LedgerRecord> rows, store_.ListLedger({.after_seq = after, .limit = 10000}));
+    for (const store::LedgerRecord& row : rows) {
+      absl::StatusOr<ledger::Transaction> txn = ledger::FromText(row.body);
+      if (!txn.ok()) return absl::DataLossError(fmt::format("billing: ledger row {}: {}", row.id, std::string(txn.status().message())));
+      absl::StatusOr<bool> posted = fresh.Post(*txn);
+      if (!posted.ok()) {
+        return absl::DataLossError(fmt::format("billing: ledger row {}: {}", row.id, std::string(posted.status().message())));
+      }
+      after = row.seq;
+    }
+    if (rows.size() < 10000) break;
+  }
+  MutexLock lock(&mu_);
+  ledger_ = std::move(fresh);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ledger::Transaction> Billing::Post(const ledger::Transaction& txn) {
+  RETURN_IF_ERROR(ledger::Validate(txn));
+  {
+    MutexLock lock(&mu_);
+    if (const ledger::Transaction* existing = ledger_.Find(txn.id)) return *existing;
+  }
+  const absl::Status stored = store_.AppendLedger({{.id = txn.id,
+                                                    .tenant = txn.tenant,
+                                                    .kind = std::string(ledger::KindName(txn.kind)),
+                                                    .at = txn.at,
+                                                    .body = ledger::ToText(txn)}});
+  MutexLock lock(&mu_);
+  if (!stored.ok()) {
+    // Another thread stored the same id meanwhile: its entry is the answer.
+    if (stored.code() == absl::StatusCode::kAlreadyExists) {
+      if (const ledger::Transaction* existing = ledger_.Find(txn.id)) return *existing;
+    }
+    return stored;
+  }
+  absl::StatusOr<bool> posted = ledger_.Post(txn);
+  if (!posted.ok()) {
+    // Stored but not applicable (an overflow): memory and store disagree until a reload.
+    spdlog::error("billing: transaction {} is stored but does not post: {}", txn.id, posted.status());
+    return posted.status();
+  }
+  return txn;
+}
+
+absl::StatusOr<std::optional<ledger::Transaction>> Billing::GrantTrial(const std::string& tenant) {
+  if (options_.trial_credit_micros <= 0) return std::nullopt;
+  const TimePoint now = clock_.Now();
+  std::optional<TimePoint> expires;
+  if (options_.trial_credit_ttl > Duration::zero()) expires = now + options_.trial_credit_ttl;
+  ASSIGN_OR_RETURN(ledger::Transaction txn,
+                   Post(ledger::Grant(tenant, "trial", ledger::Money::Micros(options_.trial_credit_micros), expires,
+                                      now, "trial credit")));
+  return txn;
+}
+
+absl::StatusOr<std::optional<ledger::Transaction>> Billing::Charge(ledger::ChargeInput in) {
+  in.fee_bps = options_.platform_fee_bps;
+  if (in.at == TimePoint{}) in.at = clock_.Now();
+  const std::string base = in.id;
+  for (int attempt = 1; attempt <= 16; ++attempt) {
+    in.id = attempt == 1 ? base : fmt::format("{}/{}", base, attempt);
+    absl::StatusOr<std::optional<ledger::Transaction>> txn;
+    {
+      MutexLock lock(&mu_);
+      if (ledger_.Find(in.id) != nullptr) continue;  // a different segment of the same member and epoch
+      txn = ledger::Charge(ledger_, in);
+    }
+    if (!txn.ok() || !txn->has_value()) return txn;
+    ASSIGN_OR_RETURN(ledger::Transaction posted, Post(**txn));
+    return posted;
+  }
+  return absl::ResourceExhaustedError(fmt::format("billing: 16 segments charged as {} already", base));
+}
+
+absl::StatusOr<int> Billing::ExpireDue() {
+  std::vector<ledger::Transaction> due;
+  {
+    MutexLock lock(&mu_);
+    due = ledger::ExpiriesDue(ledger_, clock_.Now());
+  }
+  for (const ledger::Transaction& txn : due) RETURN_IF_ERROR(Post(txn).status());
+  return static_cast<int>(due.size());
+}
+
+ledger::TenantBalance Billing::Balance(const std::string& tenant) const {
+  const TimePoint now = clock_.Now();
+  MutexLock lock(&mu_);
+  return ledger::BalanceOf(ledger_, tenant, now);
+}
+
+ledger::Money Billing::Owed(const std::string& provider) const {
+  MutexLock lock(&mu_);
+  return ledger_.Balance(ledger::ProviderAccount(provider));
+}
+
+Billing::Page Billing::Entries(const std::string& tenant, size_t after, size_t limit) const {
+  Page page;
+  MutexLock lock(&mu_);
+  const std::vector<ledger::Transaction>& all = ledger_.entries();
+  for (size_t i = after; i < all.size() && page.entries.size() < limit; ++i) {
+    if (!tenant.empty() && all[i].tenant != tenant) continue;
+    page.entries.push_back(all[i]);
+    page.last = i + 1;
+  }
+  return page;
+}
+
+std::vector<ledger::Transaction> Billing::Between(const std::string& tenant, TimePoint from, TimePoint to) const {
+  std::vector<ledger::Transaction> out;
+  MutexLock lock(&mu_);
+  for (const ledger::Transaction& t : ledger_.entries()) {
+    if ((tenant.empty() || t.tenant == tenant) && t.at >= from && t.at < to) out.push_back(t);
+  }
+  return out;
+}
+
+ledger::Money Billing::Total() const {
+  MutexLock lock(&mu_);
+  ledger::Money total;
+  for (const auto& [account, balance] : ledger_.balances()) total += balance;
+  return total;
+}
+
+absl::StatusOr<ledger::Transaction> Billing::PayOut(const std::string& id, const std::string& provider,
+                                                    ledger::Money amount) {
+  if (paying_.exchange(true)) return absl::UnavailableError("billing: another payout is being posted; retry");
+  absl::StatusOr<ledger::Transaction> txn;
+  bool fresh = false;
+  {
+    MutexLock lock(&mu_);
+    if (const ledger::Transaction* existing = ledger_.Find(id)) {
+      txn = *existing;
+    } else {
+      txn = ledger::Payout(ledger_, id, provider, amount, clock_.Now());
+      fresh = true;
+    }
+  }
+  if (fresh && txn.ok()) txn = Post(*txn);  // the store write, with no lock held
+  paying_ = false;
+  return txn;
+}
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,257 @@
+#include "controlplane/billing_routes.h"
+
+#include <chrono>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "api/json_reader.h"
+#include "api/names.h"
+#include "common/status_macros.h"
+#include "controlplane/access.h"
+#include "controlplane/api_views.h"
+#include "controlplane/paging.h"
+#include "ledger/wallet.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using http::Reply;
+using http::Request;
+using J = nlohmann::json;
+using ledger::Money;
+
+J TransactionJson(const ledger::Transaction& t) {
+  J postings = J::array();
+  for (const ledger::Posting& p : t.postings) postings.push_back({{"account", p.account}, {"micros", p.amount.micros}});
+  J j = {{"id", t.id},       {"kind", ledger::KindName(t.kind)}, {"at", FormatTime(t.at)}, {"tenant", t.tenant},
+         {"job", t.job},     {"memo", t.memo},                   {"postings", postings}};
+  if (t.expires_at) j["expires_at"] = FormatTime(*t.expires_at);
+  if (t.kind == ledger::Kind::kCharge) {
+    j["gpu_milli_seconds"] = t.gpu_milli_seconds;
+    j["gpu_model"] = t.gpu_model;
+    j["capacity_type"] = t.capacity_type;
+  }
+  return j;
+}
+
+// The tenant a read is about: ?tenant= (the caller's when absent). Another tenant's reads as 404 for a
+// non-admin, as one that does not exist.
+absl::StatusOr<std::string> ReadTenant(const Accounts& accounts, const Principal& who, const Request& r) {
+  std::string tenant = r.query_value("tenant");
+  if (tenant.empty()) tenant = who.tenant;
+  if (!who.CanSee(tenant) || !accounts.HasTenant(tenant)) return absl::NotFoundError(fmt::format("no tenant '{}'", tenant));
+  return tenant;
+}
+
+absl::StatusOr<Reply> GetBalance(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
+  ASSIGN_OR_RETURN(std::string tenant, ReadTenant(accounts, who, r));
+  const ledger::TenantBalance b = cp.billing().Balance(tenant);
+  J credits = J::array();
+  for (const ledger::CreditLine& c : b.credits) {
+    credits.push_back({{"account", c.account},
+                       {"remaining_micros", c.remaining.micros},
+                       {"expires_at", c.expires_at ? J(FormatTime(*c.expires_at)) : J()}});
+  }
+  return Reply::Json({{"tenant", tenant},
+                      {"available_micros", b.available().micros},
+                      {"credit_micros", b.credit.micros},
+                      {"cash_micros", b.cash.micros},
+                      {"available", b.available().ToString()},
+                      {"credits", credits},
+                      {"enforced", cp.billing().options().enforce}});
+}
+
+absl::StatusOr<Reply> GetLedger(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
+  std::string tenant;
+  if (!who.admin() || !r.query_value("tenant").empty()) {
+    ASSIGN_OR_RETURN(tenant, ReadTenant(accounts, who, r));
+  }
+  ASSIGN_OR_RETURN(int limit, PageLimit(r));
+  size_t after = 0;
+  if (const std::string a = r.query_value("after"); !a.empty()) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(a.c_str(), &end, 10);
+    if (*end != '\0' || a[0] == '-') {
+      return absl::InvalidArgumentError(fmt::format("query parameter 'after' = '{}' must be the next_after of a page", a));
+    }
+    after = static_cast<size_t>(n);
+  }
+  const Billing::Page page = cp.billing().Entries(tenant, after, static_cast<size_t>(limit));
+  J entries = J::array();
+  for (const ledger::Transaction& t : page.entries) entries.push_back(TransactionJson(t));
+  const bool full = page.entries.size() == static_cast<size_t>(limit);
+  return Reply::Json({{"entries", entries}, {"next_after", full ? J(std::to_string(page.last)) : J()}});
+}
+
+// "2026-11" -> [2026-11-01T00:00Z, 2026-12-01T00:00Z).
+absl::StatusOr<std::pair<TimePoint, TimePoint>> ParsePeriod(const std::string& text) {
+  int year = 0;
+  unsigned month = 0;
+  char tail = 0;
+  if (text.size() != 7 || std::sscanf(text.c_str(), "%4d-%2u%c", &year, &month, &tail) != 2 || year < 1970 ||
+      year > 2200 || month < 1 || month > 12) {
+    return absl::InvalidArgumentError(
+        fmt::format("query parameter 'period' = '{}' must be a calendar month YYYY-MM, e.g. 2026-11", text));
+  }
+  using namespace std::chrono;
+  const year_month first{std::chrono::year{year}, std::chrono::month{month}};
+  const sys_days from{first / 1};
+  const sys_days to{(first + months{1}) / 1};
+  return std::pair{TimePoint(duration_cast<Duration>(from.time_since_epoch())),
+                   TimePoint(duration_cast<Duration>(to.time_since_epoch()))};
+}
+
+absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
+  ASSIGN_OR_RETURN(std::string tenant, ReadTenant(accounts, who, r));
+  std::string period = r.query_value("period");
+  if (period.empty()) period = FormatTime(cp.clock().Now()).substr(0, 7);
+  ASSIGN_OR_RETURN(auto range, ParsePeriod(period));
+  const std::string cash = ledger::CashAccount(tenant);
+  const std::string credit_prefix = "tenant:" + tenant + ":credit:";
+  struct Line {
+    int64_t gpu_milli_seconds = 0;
+    Money cost;
+    int64_t charges = 0;
+  };
+  std::map<std::tuple<std::string, std::string>, Line> lines;
+  Money usage, from_credit, from_cash, refunds, top_ups, grants, expired;
+  for (const ledger::Transaction& t : cp.billing().Between(tenant, range.first, range.second)) {
+    Money tenant_credit, tenant_cash;
+    for (const ledger::Posting& p : t.postings) {
+      if (p.account == cash) tenant_cash += p.amount;
+      if (p.account.starts_with(credit_prefix)) tenant_credit += p.amount;
+    }
+    switch (t.kind) {
+      case ledger::Kind::kCharge: {
+        Line& l = lines[{t.gpu_model, t.capacity_type}];
+        l.gpu_milli_seconds += t.gpu_milli_seconds;
+        l.cost -= tenant_credit + tenant_cash;
+        ++l.charges;
+        usage -= tenant_credit + tenant_cash;
+        from_credit -= tenant_credit;
+        from_cash -= tenant_cash;
+        break;
+      }
+      case ledger::Kind::kRefund:
+        refunds += tenant_cash + tenant_credit;
+        break;
+      case ledger::Kind::kTopUp:
+        top_ups += tenant_cash;
+        break;
+      case ledger::Kind::kGrant:
+        grants += tenant_credit;
+        break;
+      case ledger::Kind::kExpire:
+        expired -= tenant_credit;
+        break;
+      case ledger::Kind::kPayout:
+        break;
+    }
+  }
+  J out_lines = J::array();
+  for (const auto& [key, l] : lines) {
+    out_lines.push_back({{"gpu_model", std::get<0>(key)},
+                         {"capacity_type", std::get<1>(key)},
+                         {"gpu_hours", static_cast<double>(l.gpu_milli_seconds) / 3'600'000.0},
+                         {"gpu_milli_seconds", l.gpu_milli_seconds},
+                         {"charges", l.charges},
+                         {"cost_micros", l.cost.micros},
+                         {"cost", l.cost.ToString()}});
+  }
+  const ledger::TenantBalance now = cp.billing().Balance(tenant);
+  return Reply::Json({{"tenant", tenant},
+                      {"period", period},
+                      {"from", FormatTime(range.first)},
+                      {"to", FormatTime(range.second)},
+                      {"lines", out_lines},
+                      {"usage_micros", usage.micros},
+                      {"usage", usage.ToString()},
+                      {"paid_from_credit_micros", from_credit.micros},
+                      {"paid_from_cash_micros", from_cash.micros},
+                      {"refunds_micros", refunds.micros},
+                      {"top_ups_micros", top_ups.micros},
+                      {"grants_micros", grants.micros},
+                      {"expired_micros", expired.micros},
+                      {"available_now_micros", now.available().micros}});
+}
+
+absl::StatusOr<Money> AmountField(const api::JsonReader& reader, const J& body) {
+  if (!body.contains("amount") || !body["amount"].is_string()) {
+    return reader.Error("amount", "must be a decimal string with up to six decimals, e.g. \"10.00\"");
+  }
+  absl::StatusOr<Money> m = ledger::ParseMoney(body["amount"].get<std::string>());
+  if (!m.ok()) return reader.Error("amount", std::string(m.status().message()));
+  if (m->micros == 0) return reader.Error("amount", "must be above 0");
+  return *m;
+}
+
+absl::StatusOr<Reply> PostTopUp(ControlPlane& cp, const Accounts& accounts, const Request& r) {
+  const std::string tenant = r.param("name");
+  if (!accounts.HasTenant(tenant)) return absl::NotFoundError(fmt::format("no tenant '{}'", tenant));
+  ASSIGN_OR_RETURN(J body, r.JsonBody());
+  api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"amount", "id", "memo"}));
+  ASSIGN_OR_RETURN(Money amount, AmountField(reader, body));
+  ASSIGN_OR_RETURN(std::string key, reader.String("id", ""));
+  ASSIGN_OR_RETURN(std::string memo, reader.String("memo", "top-up"));
+  const TimePoint now = cp.clock().Now();
+  if (key.empty()) key = std::to_string(now.time_since_epoch().count());  // no key: never a retry of another
+  RETURN_IF_ERROR(api::ValidateName("id", key, api::NameKind::kJob));
+  if (memo.size() > ledger::kMaxMemoBytes) return reader.Error("memo", "at most 1000 bytes");
+  ASSIGN_OR_RETURN(ledger::Transaction t,
+                   cp.billing().Post(ledger::TopUp("top-up/" + tenant + "/" + key, tenant, amount, now, memo)));
+  return Reply::Json(TransactionJson(t), 201);
+}
+
+absl::StatusOr<Reply> PostGrant(ControlPlane& cp, const Accounts& accounts, const Request& r) {
+  const std::string tenant = r.param("name");
+  if (!accounts.HasTenant(tenant)) return absl::NotFoundError(fmt::format("no tenant '{}'", tenant));
+  ASSIGN_OR_RETURN(J body, r.JsonBody());
+  api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"grant", "amount", "expires_in_days", "memo"}));
+  ASSIGN_OR_RETURN(std::string grant, reader.String("grant"));
+  RETURN_IF_ERROR(api::ValidateName("grant", grant, api::NameKind::kJob));
+  ASSIGN_OR_RETURN(Money amount, AmountField(reader, body));
+  ASSIGN_OR_RETURN(int64_t days, reader.Int("expires_in_days", 0, 0, 36500));
+  ASSIGN_OR_RETURN(std::string memo, reader.String("memo", "credit"));
+  if (memo.size() > ledger::kMaxMemoBytes) return reader.Error("memo", "at most 1000 bytes");
+  const TimePoint now = cp.clock().Now();
+  std::optional<TimePoint> expires;
+  if (days > 0) expires = now + std::chrono::hours(24) * days;
+  ASSIGN_OR_RETURN(ledger::Transaction t, cp.billing().Post(ledger::Grant(tenant, grant, amount, expires, now, memo)));
+  return Reply::Json(TransactionJson(t), 201);
+}
+
+absl::StatusOr<Reply> PostPayout(ControlPlane& cp, const Request& r) {
+  const std::string provider = r.param("name");
+  RETURN_IF_ERROR(api::ValidateName("name", provider, api::NameKind::kJob));
+  ASSIGN_OR_RETURN(J body, r.JsonBody());
+  api::JsonReader reader(body, "");
+  RETURN_IF_ERROR(reader.CheckObject({"amount", "id"}));
+  ASSIGN_OR_RETURN(Money amount, AmountField(reader, body));
+  ASSIGN_OR_RETURN(std::string key, reader.String("id"));
+  RETURN_IF_ERROR(api::ValidateName("id", key, api::NameKind::kJob));
+  ASSIGN_OR_RETURN(ledger::Transaction t, cp.billing().PayOut("payout/" + provider + "/" + key, provider, amount));
+  return Reply::Json(TransactionJson(t), 201);
+}
+
+}  // namespace
+
+void RegisterBillingRoutes(http::Server& server, ControlPlane& cp, Accounts& accounts) {
+  GuardedRoute(server, accounts, "GET", "/v1/balance",
+               [&cp, &accounts](const Principal& who, const Request& r) { return GetBalance(cp, accounts, who, r); });
+  GuardedRoute(server, accounts, "GET", "/v1/ledger",
+               [&cp, &accounts](const Principal& who, const Request& r) { return GetLedger(cp, accounts, who, r); });
+  GuardedRoute(server, accounts, "GET", "/v1/bill",
+               [&cp, &accounts](const Principal& who, const Request& r) { return GetBill(cp, accounts, who, r); });
+  GuardedRoute(server, accounts, "POST", "/v1/tenants/{name}/top-ups",
+               [&cp, &accounts](const Principal&, const Request& r) { return PostTopUp(cp, accounts, r); });
+  GuardedRoute(server, accounts, "POST", "/v1/tenants/{name}/grants",
+               [&cp, &accounts](const Principal&, const Request& r) { return PostGrant(cp, accounts, r); });
+  GuardedRoute(server, accounts, "POST", "/v1/providers/{name}/payouts",
+               [&cp](const Principal&, const Request& r) { return PostPayout(cp, r); });
+}
+
+}  // namespace gpugeek::controlplane

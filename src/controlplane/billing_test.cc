@@ -1,0 +1,158 @@
+// Billing on the server (billing.h), on a FakeClock with the test playing the agents: each metered
+// segment is charged once at its node's price, credit first, the provider paid less the platform's fee;
+// restarts neither lose nor repeat a charge; budgets refuse (402) and stop work; credit expires.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "controlplane/testing/control_plane_fixture.h"
+#include "http/status_http.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+using api::JobState;
+using api::WorkloadPhase;
+using ledger::Money;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+class BillingTest : public testing::ControlPlaneFixture {
+ protected:
+  ControlPlaneOptions Options() const override {
+    ControlPlaneOptions o;
+    o.billing = billing_;
+    return o;
+  }
+  // A 1-GPU node of provider p1 at `price` micro-units per GPU-hour.
+  void RegisterPriced(const std::string& node, int64_t price) {
+    api::Registration r = Registration(node, "1xH100-SXM-80GB");
+    r.price_micros_per_gpu_hour = price;
+    r.labels["provider"] = "p1";
+    ASSERT_TRUE(cp_->Register(r).ok());
+  }
+  std::string Run(const std::string& node) {
+    const std::string id = Submit("name: paid\nresources: {accelerators: H100-SXM-80GB:1}\nrun: sleep 1000\n");
+    cp_->Reconcile();
+    EXPECT_EQ(State(id), JobState::kScheduled);
+    Beat(node, {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+    return id;
+  }
+  Money Balance(const std::string& account) {
+    Money total;
+    for (const ledger::Transaction& t : cp_->billing().Entries("", 0, 100000).entries) {
+      for (const ledger::Posting& p : t.postings) {
+        if (p.account == account) total += p.amount;
+      }
+    }
+    return total;
+  }
+  BillingOptions billing_{.trial_credit_micros = 1'000'000, .trial_credit_ttl = std::chrono::hours(24),
+                          .platform_fee_bps = 1000};
+};
+
+// One hour of one GPU at 2.50 = 2.50: the 1.00 trial credit first, then 1.50 of cash (below zero: the
+// time was used); provider p1 is owed 2.50 less 10% = 2.25, the platform's fee is 0.25. The job's own
+// usage says the same 2.50.
+TEST_F(BillingTest, AMeteredHourIsChargedOnceCreditFirstAndSurvivesRestarts) {
+  ASSERT_TRUE(cp_->billing().GrantTrial("team-a").ok());
+  RegisterPriced("n1", 2'500'000);
+  const std::string id = Run("n1");
+  clock_.Advance(std::chrono::hours(1));
+  const api::WorkloadReport exited{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0};
+  Beat("n1", {exited});
+  ASSERT_EQ(State(id), JobState::kSucceeded);
+  EXPECT_EQ(UsageToJson(cp_->GetJob(id)->usage)["cost_micros"], 2'500'000);
+
+  const Billing::Page page = cp_->billing().Entries("team-a", 0, 100);
+  ASSERT_EQ(page.entries.size(), 2u);
+  const ledger::Transaction& charge = page.entries[1];
+  EXPECT_EQ(charge.id, "usage/" + id + "/e1/r0");
+  EXPECT_EQ(charge.kind, ledger::Kind::kCharge);
+  EXPECT_EQ(charge.gpu_milli_seconds, 3'600'000);
+  EXPECT_EQ(charge.gpu_model, "H100-SXM-80GB");
+  EXPECT_EQ(charge.postings, (std::vector<ledger::Posting>{{"tenant:team-a:credit:trial", Money::Units(-1)},
+                                                           {"tenant:team-a:cash", Money::Micros(-1'500'000)},
+                                                           {"provider:p1:payable", Money::Micros(2'250'000)},
+                                                           {"platform:fees", Money::Micros(250'000)}}));
+  EXPECT_EQ(cp_->billing().Balance("team-a").available(), Money::Micros(-1'500'000));
+  EXPECT_EQ(cp_->billing().Owed("p1"), Money::Micros(2'250'000));
+
+  // A restart replays the ledger; the agent, unsure its exit was heard, reports it again: nothing more.
+  Restart();
+  Beat("n1", {exited});
+  EXPECT_EQ(cp_->billing().Entries("", 0, 100).entries.size(), 2u);
+  EXPECT_EQ(cp_->billing().Balance("team-a").available(), Money::Micros(-1'500'000));
+  EXPECT_EQ(cp_->billing().Total(), Money{});
+  // The trial credit is granted once.
+  ASSERT_TRUE(cp_->billing().GrantTrial("team-a").ok());
+  EXPECT_EQ(cp_->billing().Entries("", 0, 100).entries.size(), 2u);
+  // The provider is paid out, not beyond what it is owed.
+  EXPECT_EQ(cp_->billing().PayOut("payout/p1/1", "p1", Money::Units(3)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(cp_->billing().PayOut("payout/p1/1", "p1", Money::Micros(2'250'000)).ok());
+  EXPECT_EQ(cp_->billing().Owed("p1"), Money{});
+}
+
+class EnforcedBillingTest : public BillingTest {
+ protected:
+  void SetUp() override {
+    billing_.enforce = true;
+    BillingTest::SetUp();
+  }
+};
+
+// A tenant with nothing to spend is refused with 402; with 1.00 of credit its job at 2.50/GPU-hour is
+// stopped once its open segment has cost the 1.00 (24 min), and charged up to the member's exit.
+TEST_F(EnforcedBillingTest, NoMoneyIsA402AndASpentBudgetStopsTheRunningJob) {
+  RegisterPriced("n1", 2'500'000);
+  absl::StatusOr<JobView> refused =
+      cp_->Submit({.spec_yaml = "name: x\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n", .tenant = "team-a"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(http::IsPaymentRequired(refused.status()));
+  EXPECT_EQ(http::HttpStatusFor(refused.status()), 402);
+  EXPECT_EQ(refused.status().message(),
+            "tenant 'team-a' has 0.00 to spend (credit 0.00, cash 0.00); an operator tops it up with `gpugeek top-up "
+            "team-a AMOUNT`");
+
+  ASSERT_TRUE(cp_->billing().GrantTrial("team-a").ok());
+  const std::string id = Run("n1");
+  clock_.Advance(minutes(23));
+  Beat("n1", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  EXPECT_EQ(State(id), JobState::kRunning) << "0.958 of 1.00 used";
+  clock_.Advance(minutes(1));
+  Beat("n1", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  ASSERT_EQ(State(id), JobState::kCancelled);
+  EXPECT_EQ(cp_->GetJob(id)->record.reason,
+            "budget: tenant 'team-a' has spent its credit and cash (1.00 left, 1.00 running unbilled); top up to run "
+            "again");
+  ASSERT_EQ(Assignments("n1").size(), 1u);
+  EXPECT_TRUE(Assignments("n1")[0].cancel) << "the member is told to stop: SIGTERM, its checkpoint moment";
+  clock_.Advance(seconds(10));
+  Beat("n1", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 143}});
+  // 24 min 10 s at 2.50 = 1.006944: the credit's 1.00, then 0.006944 of cash.
+  EXPECT_EQ(cp_->billing().Balance("team-a").credit, Money{});
+  EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-6'944));
+  // A top-up lets it run again.
+  ASSERT_TRUE(cp_->billing().Post(ledger::TopUp("top-up/team-a/1", "team-a", Money::Units(5), clock_.Now(), "")).ok());
+  EXPECT_TRUE(cp_->Submit({.spec_yaml = "name: y\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n",
+                           .tenant = "team-a"})
+                  .ok());
+}
+
+// Unused trial credit is taken back at its expiry (posted by the writer's pass) and no longer spendable.
+TEST_F(BillingTest, UnusedCreditExpires) {
+  ASSERT_TRUE(cp_->billing().GrantTrial("team-a").ok());
+  EXPECT_EQ(cp_->billing().Balance("team-a").credit, Money::Units(1));
+  clock_.Advance(std::chrono::hours(25));
+  cp_->Reconcile();
+  EXPECT_EQ(cp_->billing().Balance("team-a").available(), Money{});
+  const Billing::Page page = cp_->billing().Entries("team-a", 0, 100);
+  ASSERT_EQ(page.entries.size(), 2u);
+  EXPECT_EQ(page.entries[1].id, "expire/tenant:team-a:credit:trial");
+  EXPECT_EQ(Balance("platform:grants"), Money{});
+  EXPECT_EQ(cp_->billing().Total(), Money{});
+}
+
+}  // namespace
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,66 @@
+#include "controlplane/controllers/budget.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "controlplane/billing.h"
+#include "controlplane/controllers/transitions.h"
+
+namespace gpugeek::controlplane {
+
+void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
+  if (ctx.billing == nullptr) return;
+  if (!last_expiry_ || now - *last_expiry_ >= kExpiryInterval) {
+    last_expiry_ = now;
+    if (absl::StatusOr<int> expired = ctx.billing->ExpireDue(); !expired.ok()) {
+      spdlog::warn("billing: posting credit expiries (retried next time): {}", expired.status());
+    }
+  }
+  if (!ctx.billing->options().enforce) return;
+  // What each tenant's open segments cost so far.
+  std::map<std::string, ledger::Money> open;
+  std::map<std::string, std::vector<std::string>> jobs;
+  for (const auto& [id, live] : ctx.state.live) {
+    if (api::IsTerminal(live.record.state)) continue;
+    ledger::Money cost;
+    for (const AllocationMember& member : live.allocation.members) {
+      const MemberStatus& m = live.members[static_cast<size_t>(member.rank)];
+      if (!m.running_since || m.exited) continue;
+      auto node = ctx.state.nodes.find(member.node);
+      if (node == ctx.state.nodes.end()) continue;
+      const int64_t price = node->second.registration.price_micros_per_gpu_hour;
+      const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - *m.running_since).count();
+      absl::StatusOr<ledger::Prorated> p =
+          ledger::Prorate(static_cast<int64_t>(member.gpu_uuids.size()) * member.gpu_milli, std::max<int64_t>(ms, 0),
+                          ledger::Money::Micros(price), 0);
+      if (p.ok()) cost += p->cost;
+    }
+    if (cost.micros == 0) continue;
+    open[live.record.tenant] += cost;
+    jobs[live.record.tenant].push_back(id);
+  }
+  for (const auto& [tenant, cost] : open) {
+    const ledger::Money available = ctx.billing->Balance(tenant).available();
+    if (available - cost > ledger::Money{}) continue;
+    const std::string reason =
+        fmt::format("budget: tenant '{}' has spent its credit and cash ({} left, {} running unbilled); top up to run "
+                    "again",
+                    tenant, available.ToString(), cost.ToString());
+    for (const std::string& id : jobs[tenant]) {
+      auto it = ctx.state.live.find(id);
+      if (it == ctx.state.live.end()) continue;
+      if (absl::Status st = CommitJobState(ctx, it->second, api::JobState::kCancelled, reason); !st.ok()) {
+        spdlog::warn("billing: stopping {} at its tenant's budget (retried next pass): {}", id, st);
+        continue;
+      }
+      spdlog::info("billing: stopped {}: {}", id, reason);
+      if (absl::Status st = ReleaseIfDone(ctx, id); !st.ok()) spdlog::warn("billing: releasing {}: {}", id, st);
+    }
+  }
+}
+
+}  // namespace gpugeek::controlplane

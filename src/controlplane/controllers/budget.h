@@ -1,0 +1,28 @@
+#pragma once
+// BudgetController: stops a tenant's running work when its money is spent (BillingOptions::enforce).
+//
+// Each pass it prices what the tenant's running members have used since their segments began (charged
+// only when each ends, usage.h) at their nodes' prices, and when the tenant's spendable balance
+// (unexpired credit + cash, billing.h) minus that is zero or less, cancels its live jobs with the reason
+// "budget: ...": the agents stop the members with SIGTERM, the workloads' checkpoint moment
+// (docs/checkpointing.md), and their segments are charged as they end, so the tenant's cash ends at most
+// the grace period's usage below zero. A tenant whose members all run on unpriced nodes is never stopped.
+// It also posts the expiries of credits that are due, once per `expiry_interval`.
+
+#include <optional>
+
+#include "controlplane/controllers/context.h"
+
+namespace gpugeek::controlplane {
+
+class BudgetController {
+ public:
+  void Reconcile(ControllerContext& ctx, MonoTime now);
+
+  static constexpr Duration kExpiryInterval = std::chrono::seconds(10);
+
+ private:
+  std::optional<MonoTime> last_expiry_;
+};
+
+}  // namespace gpugeek::controlplane

@@ -1,0 +1,131 @@
+#include "ledger/wallet.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace gpugeek::ledger {
+
+std::string CashAccount(const std::string& tenant) { return "tenant:" + tenant + ":cash"; }
+std::string CreditAccount(const std::string& tenant, const std::string& grant) {
+  return "tenant:" + tenant + ":credit:" + grant;
+}
+std::string ProviderAccount(const std::string& provider) { return "provider:" + provider + ":payable"; }
+
+TenantBalance BalanceOf(const Ledger& ledger, const std::string& tenant, TimePoint now) {
+  TenantBalance b;
+  b.cash = ledger.Balance(CashAccount(tenant));
+  for (const auto& [account, balance] : ledger.BalancesWithPrefix("tenant:" + tenant + ":credit:")) {
+    const std::optional<TimePoint> expires = ledger.ExpiresAt(account);
+    if (balance.micros <= 0 || (expires && *expires <= now)) continue;
+    b.credits.push_back({account, balance, expires});
+    b.credit += balance;
+  }
+  std::stable_sort(b.credits.begin(), b.credits.end(), [](const CreditLine& x, const CreditLine& y) {
+    // Soonest expiry first; no expiry last.
+    if (x.expires_at.has_value() != y.expires_at.has_value()) return x.expires_at.has_value();
+    return x.expires_at && *x.expires_at < *y.expires_at;
+  });
+  return b;
+}
+
+Transaction Grant(const std::string& tenant, const std::string& grant, Money amount,
+                  std::optional<TimePoint> expires_at, TimePoint at, const std::string& memo) {
+  return Transaction{.id = "grant/" + tenant + "/" + grant,
+                     .kind = Kind::kGrant,
+                     .at = at,
+                     .tenant = tenant,
+                     .memo = memo,
+                     .postings = {{CreditAccount(tenant, grant), amount}, {kGrantsAccount, -amount}},
+                     .expires_at = expires_at};
+}
+
+Transaction TopUp(const std::string& id, const std::string& tenant, Money amount, TimePoint at,
+                  const std::string& memo) {
+  return Transaction{.id = id,
+                     .kind = Kind::kTopUp,
+                     .at = at,
+                     .tenant = tenant,
+                     .memo = memo,
+                     .postings = {{CashAccount(tenant), amount}, {kTopUpsAccount, -amount}}};
+}
+
+absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const ChargeInput& in) {
+  if (in.fee_bps < 0 || in.fee_bps > 10'000) {
+    return absl::InvalidArgumentError(fmt::format("ledger: fee of {} basis points; it must be 0..10000", in.fee_bps));
+  }
+  absl::StatusOr<Prorated> cost = Prorate(in.milli, in.millis, in.price_per_gpu_hour, ledger.Carry(in.tenant));
+  if (!cost.ok()) return cost.status();
+  if (cost->cost.micros == 0) return std::nullopt;
+  Transaction txn{.id = in.id,
+                  .kind = Kind::kCharge,
+                  .at = in.at,
+                  .tenant = in.tenant,
+                  .job = in.job,
+                  .memo = in.memo,
+                  .carry = cost->carry,
+                  .gpu_milli_seconds = in.milli * in.millis / 1000,
+                  .gpu_model = in.gpu_model,
+                  .capacity_type = in.capacity_type};
+  Money left = cost->cost;
+  for (const CreditLine& c : BalanceOf(ledger, in.tenant, in.at).credits) {
+    if (left.micros == 0) break;
+    const Money take = std::min(left, c.remaining);
+    txn.postings.push_back({c.account, -take});
+    left -= take;
+  }
+  if (left.micros > 0) txn.postings.push_back({CashAccount(in.tenant), -left});
+  if (in.provider.empty()) {
+    txn.postings.push_back({kRevenueAccount, cost->cost});
+  } else {
+    const Money fee = BasisPoints(cost->cost, in.fee_bps);
+    if (cost->cost > fee) txn.postings.push_back({ProviderAccount(in.provider), cost->cost - fee});
+    if (fee.micros > 0) txn.postings.push_back({kFeesAccount, fee});
+  }
+  return txn;
+}
+
+Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount,
+                   TimePoint at, const std::string& memo) {
+  return Transaction{.id = id,
+                     .kind = Kind::kRefund,
+                     .at = at,
+                     .tenant = tenant,
+                     .job = job,
+                     .memo = memo,
+                     .postings = {{CashAccount(tenant), amount}, {kRefundsAccount, -amount}}};
+}
+
+absl::StatusOr<Transaction> Payout(const Ledger& ledger, const std::string& id, const std::string& provider,
+                                   Money amount, TimePoint at) {
+  const Money owed = ledger.Balance(ProviderAccount(provider));
+  if (amount > owed) {
+    return absl::FailedPreconditionError(fmt::format("ledger: provider {} is owed {}, less than the payout of {}",
+                                                     provider, owed.ToString(), amount.ToString()));
+  }
+  return Transaction{.id = id,
+                     .kind = Kind::kPayout,
+                     .at = at,
+                     .memo = "payout to " + provider,
+                     .postings = {{ProviderAccount(provider), -amount}, {kPayoutsAccount, amount}}};
+}
+
+std::vector<Transaction> ExpiriesDue(const Ledger& ledger, TimePoint now) {
+  std::vector<Transaction> out;
+  for (const auto& [account, balance] : ledger.BalancesWithPrefix("tenant:")) {
+    if (balance.micros <= 0) continue;
+    const std::optional<TimePoint> expires = ledger.ExpiresAt(account);
+    if (!expires || *expires > now) continue;
+    // tenant:T:credit:G
+    const size_t colon = account.find(':', 7);
+    out.push_back(Transaction{.id = "expire/" + account,
+                              .kind = Kind::kExpire,
+                              .at = now,
+                              .tenant = account.substr(7, colon - 7),
+                              .memo = "unused credit expired",
+                              .postings = {{account, -balance}, {kGrantsAccount, balance}}});
+  }
+  return out;
+}
+
+}  // namespace gpugeek::ledger

@@ -76,6 +76,7 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/experiments/{id}/export", Access::kViewer},
       {"POST", "/v1/experiments/{id}/stop", Access::kMember},
       {"PUT", "/v1/tenants/{name}/quota", Access::kAdmin},
+      {"GET", "/v1/offers", Access::kViewer},
       {"GET", "/v1/balance", Access::kViewer},
       {"GET", "/v1/ledger", Access::kViewer},
       {"GET", "/v1/bill", Access::kViewer},

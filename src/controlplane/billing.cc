@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/absl_fmt.h"
 #include "common/status_macros.h"
 
 namespace gpugeek::controlplane {
@@ -24,10 +25,13 @@ absl::Status Billing::Reload() {
     ASSIGN_OR_RETURN(std::vector<store::LedgerRecord> rows, store_.ListLedger({.after_seq = after, .limit = 10000}));
     for (const store::LedgerRecord& row : rows) {
       absl::StatusOr<ledger::Transaction> txn = ledger::FromText(row.body);
-      if (!txn.ok()) return absl::DataLossError(fmt::format("billing: ledger row {}: {}", row.id, std::string(txn.status().message())));
+      if (!txn.ok())
+        return absl::DataLossError(
+            fmt::format("billing: ledger row {}: {}", row.id, std::string(txn.status().message())));
       absl::StatusOr<bool> posted = fresh.Post(*txn);
       if (!posted.ok()) {
-        return absl::DataLossError(fmt::format("billing: ledger row {}: {}", row.id, std::string(posted.status().message())));
+        return absl::DataLossError(
+            fmt::format("billing: ledger row {}: {}", row.id, std::string(posted.status().message())));
       }
       after = row.seq;
     }

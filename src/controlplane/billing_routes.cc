@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "controlplane/access.h"
 #include "controlplane/api_views.h"
+#include "controlplane/offers.h"
 #include "controlplane/paging.h"
 #include "ledger/wallet.h"
 
@@ -25,8 +26,13 @@ using ledger::Money;
 J TransactionJson(const ledger::Transaction& t) {
   J postings = J::array();
   for (const ledger::Posting& p : t.postings) postings.push_back({{"account", p.account}, {"micros", p.amount.micros}});
-  J j = {{"id", t.id},       {"kind", ledger::KindName(t.kind)}, {"at", FormatTime(t.at)}, {"tenant", t.tenant},
-         {"job", t.job},     {"memo", t.memo},                   {"postings", postings}};
+  J j = {{"id", t.id},
+         {"kind", ledger::KindName(t.kind)},
+         {"at", FormatTime(t.at)},
+         {"tenant", t.tenant},
+         {"job", t.job},
+         {"memo", t.memo},
+         {"postings", postings}};
   if (t.expires_at) j["expires_at"] = FormatTime(*t.expires_at);
   if (t.kind == ledger::Kind::kCharge) {
     j["gpu_milli_seconds"] = t.gpu_milli_seconds;
@@ -41,7 +47,8 @@ J TransactionJson(const ledger::Transaction& t) {
 absl::StatusOr<std::string> ReadTenant(const Accounts& accounts, const Principal& who, const Request& r) {
   std::string tenant = r.query_value("tenant");
   if (tenant.empty()) tenant = who.tenant;
-  if (!who.CanSee(tenant) || !accounts.HasTenant(tenant)) return absl::NotFoundError(fmt::format("no tenant '{}'", tenant));
+  if (!who.CanSee(tenant) || !accounts.HasTenant(tenant))
+    return absl::NotFoundError(fmt::format("no tenant '{}'", tenant));
   return tenant;
 }
 
@@ -74,7 +81,8 @@ absl::StatusOr<Reply> GetLedger(ControlPlane& cp, const Accounts& accounts, cons
     char* end = nullptr;
     const unsigned long long n = std::strtoull(a.c_str(), &end, 10);
     if (*end != '\0' || a[0] == '-') {
-      return absl::InvalidArgumentError(fmt::format("query parameter 'after' = '{}' must be the next_after of a page", a));
+      return absl::InvalidArgumentError(
+          fmt::format("query parameter 'after' = '{}' must be the next_after of a page", a));
     }
     after = static_cast<size_t>(n);
   }
@@ -237,9 +245,42 @@ absl::StatusOr<Reply> PostPayout(ControlPlane& cp, const Request& r) {
   return Reply::Json(TransactionJson(t), 201);
 }
 
+absl::StatusOr<Reply> GetOffers(ControlPlane& cp, const Principal& who, const Request& r) {
+  OfferFilter filter{
+      .gpu = r.query_value("gpu"), .region = r.query_value("region"), .tenant = who.tenant, .admin = who.admin()};
+  if (const std::string c = r.query_value("capacity"); !c.empty()) {
+    if (c != "on-demand" && c != "spot" && c != "reserved") {
+      return absl::InvalidArgumentError(
+          fmt::format("query parameter 'capacity' = '{}' must be on-demand, spot or reserved", c));
+    }
+    filter.capacity_type = c;
+  }
+  if (const std::string g = r.query_value("min_gpus"); !g.empty()) {
+    if (g.size() > 3 || g.find_first_not_of("0123456789") != std::string::npos) {
+      return absl::InvalidArgumentError(fmt::format("query parameter 'min_gpus' = '{}' must be 0..999", g));
+    }
+    filter.min_gpus_free = std::stoi(g);
+  }
+  J rows = J::array();
+  for (const Offer& o : Offers(*cp.snapshot(), filter)) {
+    rows.push_back({{"gpu_model", o.gpu_model},
+                    {"capacity_type", o.capacity_type},
+                    {"region", o.region},
+                    {"provider", o.provider},
+                    {"price_micros_per_gpu_hour", o.price_micros_per_gpu_hour},
+                    {"nodes", o.nodes},
+                    {"gpus", o.gpus},
+                    {"gpus_free", o.gpus_free},
+                    {"max_gpus_free_on_node", o.max_gpus_free_on_node}});
+  }
+  return Reply::Json({{"offers", rows}});
+}
+
 }  // namespace
 
 void RegisterBillingRoutes(http::Server& server, ControlPlane& cp, Accounts& accounts) {
+  GuardedRoute(server, accounts, "GET", "/v1/offers",
+               [&cp](const Principal& who, const Request& r) { return GetOffers(cp, who, r); });
   GuardedRoute(server, accounts, "GET", "/v1/balance",
                [&cp, &accounts](const Principal& who, const Request& r) { return GetBalance(cp, accounts, who, r); });
   GuardedRoute(server, accounts, "GET", "/v1/ledger",

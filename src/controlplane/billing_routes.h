@@ -3,6 +3,9 @@
 // micro-units ("..._micros") with the same amount as text beside them ("4.10"); request amounts are text
 // with up to six decimals ("10.00").
 //
+//   GET  /v1/offers?gpu=&capacity=&region=&min_gpus=  viewer  what can be rented now, cheapest first
+//        (offers.h): {offers: [{gpu_model, capacity_type, region, provider, price_micros_per_gpu_hour, nodes,
+//        gpus, gpus_free, max_gpus_free_on_node}]}
 //   GET  /v1/balance?tenant=                      viewer  what the tenant may spend now:
 //        {tenant, available_micros, credit_micros, cash_micros, available, credits: [{account,
 //        remaining_micros, expires_at}]}; a member or viewer sees its own tenant (another reads as 404).

@@ -1,9 +1,16 @@
 // Billing on the server (billing.h), on a FakeClock with the test playing the agents: each metered
 // segment is charged once at its node's price, credit first, the provider paid less the platform's fee;
 // restarts neither lose nor repeat a charge; budgets refuse (402) and stop work; credit expires.
+#include <map>
+#include <random>
+#include <set>
 #include <string>
+#include <tuple>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include "absl/numeric/int128.h"
 
 #include "controlplane/testing/control_plane_fixture.h"
 #include "http/status_http.h"
@@ -47,8 +54,8 @@ class BillingTest : public testing::ControlPlaneFixture {
     }
     return total;
   }
-  BillingOptions billing_{.trial_credit_micros = 1'000'000, .trial_credit_ttl = std::chrono::hours(24),
-                          .platform_fee_bps = 1000};
+  BillingOptions billing_{
+      .trial_credit_micros = 1'000'000, .trial_credit_ttl = std::chrono::hours(24), .platform_fee_bps = 1000};
 };
 
 // One hour of one GPU at 2.50 = 2.50: the 1.00 trial credit first, then 1.50 of cash (below zero: the
@@ -56,11 +63,11 @@ class BillingTest : public testing::ControlPlaneFixture {
 // usage says the same 2.50.
 TEST_F(BillingTest, AMeteredHourIsChargedOnceCreditFirstAndSurvivesRestarts) {
   ASSERT_TRUE(cp_->billing().GrantTrial("team-a").ok());
-  RegisterPriced("n1", 2'500'000);
-  const std::string id = Run("n1");
+  RegisterPriced("node-a", 2'500'000);
+  const std::string id = Run("node-a");
   clock_.Advance(std::chrono::hours(1));
   const api::WorkloadReport exited{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0};
-  Beat("n1", {exited});
+  Beat("node-a", {exited});
   ASSERT_EQ(State(id), JobState::kSucceeded);
   EXPECT_EQ(UsageToJson(cp_->GetJob(id)->usage)["cost_micros"], 2'500'000);
 
@@ -80,7 +87,7 @@ TEST_F(BillingTest, AMeteredHourIsChargedOnceCreditFirstAndSurvivesRestarts) {
 
   // A restart replays the ledger; the agent, unsure its exit was heard, reports it again: nothing more.
   Restart();
-  Beat("n1", {exited});
+  Beat("node-a", {exited});
   EXPECT_EQ(cp_->billing().Entries("", 0, 100).entries.size(), 2u);
   EXPECT_EQ(cp_->billing().Balance("team-a").available(), Money::Micros(-1'500'000));
   EXPECT_EQ(cp_->billing().Total(), Money{});
@@ -94,6 +101,117 @@ TEST_F(BillingTest, AMeteredHourIsChargedOnceCreditFirstAndSurvivesRestarts) {
   EXPECT_EQ(cp_->billing().Owed("p1"), Money{});
 }
 
+// Server restarts in the middle of a segment, each shorter than the agents' lease (so the workload runs on:
+// a lease of 2 h here, where the clock jumps 20 min at a time): the whole hour is metered and charged, once
+// (the open segment is stored with the job, usage.h OpenSegment).
+class LongLeaseBillingTest : public BillingTest {
+ protected:
+  ControlPlaneOptions Options() const override {
+    ControlPlaneOptions o = BillingTest::Options();
+    o.lease = std::chrono::hours(2);
+    return o;
+  }
+};
+
+TEST_F(LongLeaseBillingTest, AServerRestartMidSegmentMetersAndChargesTheWholeSegmentOnce) {
+  RegisterPriced("node-a", 2'500'000);
+  const std::string id = Run("node-a");
+  clock_.Advance(minutes(20));
+  Restart();
+  clock_.Advance(minutes(20));
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  Restart();
+  clock_.Advance(minutes(20));
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0}});
+  ASSERT_EQ(State(id), JobState::kSucceeded) << cp_->GetJob(id)->record.reason;
+  EXPECT_EQ(cp_->GetJob(id)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 3'600'000, 2'500'000, 2'500'000}}));
+  const Billing::Page page = cp_->billing().Entries("team-a", 0, 100);
+  ASSERT_EQ(page.entries.size(), 1u);
+  EXPECT_EQ(page.entries[0].gpu_milli_seconds, 3'600'000);
+  EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-2'500'000));
+  EXPECT_TRUE(OpenSegmentsFromText(cp_->GetJob(id)->record.usage_json)->empty());
+}
+
+// Metering is exact against the committed events: 12 one-GPU jobs on A100 nodes at 1.70 and H100 nodes
+// at 2.90 per GPU-hour start, fail (retried), succeed and sit through server restarts at random moments;
+// each job's metered GPU time equals the time its events say it was RUNNING, and the tenant was charged
+// exactly floor(sum of milli-GPU x ms x price / 3.6e9) - one exact quotient of all of it (the carry).
+TEST_F(BillingTest, ChargesEqualARecomputationFromTheEventLog) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  for (const auto& [node, spec, price] :
+       {std::tuple{"a100-a", "2xA100-SXM-80GB", 1'700'000}, std::tuple{"h100-b", "2xH100-SXM-80GB", 2'900'000},
+        std::tuple{"h100-c", "1xH100-SXM-80GB", 2'900'000}}) {
+    api::Registration r = Registration(node, spec);
+    r.price_micros_per_gpu_hour = price;
+    ASSERT_TRUE(cp_->Register(r).ok());
+  }
+  std::mt19937 rng(20261204);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::map<std::string, int64_t> price_of;  // job -> price of its model's nodes
+  for (int i = 0; i < 12; ++i) {
+    const bool a100 = pick(0, 1) == 0;
+    const std::string id = Submit(fmt::format(
+        "name: j{}\nresources: {{accelerators: {}:1}}\nretry: {{on: [error], limit: 2, backoff: 1s}}\nrun: x\n", i,
+        a100 ? "A100-SXM-80GB" : "H100-SXM-80GB"));
+    price_of[id] = a100 ? 1'700'000 : 2'900'000;
+  }
+  std::set<std::pair<std::string, int64_t>> running;  // (job, epoch) reported running
+  for (int step = 0; step < 400; ++step) {
+    clock_.Advance(seconds(pick(1, 90)));
+    if (pick(0, 19) == 0) Restart();
+    bool all_ended = true;
+    for (const char* node : {"a100-a", "h100-b", "h100-c"}) {
+      std::vector<api::WorkloadReport> reports;
+      for (const api::Assignment& a : Assignments(node)) {
+        if (running.insert({a.job_id, a.epoch}).second) {
+          reports.push_back({.job_id = a.job_id, .epoch = a.epoch, .phase = WorkloadPhase::kRunning});
+        } else if (a.cancel || pick(0, 3) == 0) {
+          reports.push_back({.job_id = a.job_id,
+                             .epoch = a.epoch,
+                             .phase = WorkloadPhase::kExited,
+                             .exit_code = pick(0, 2) == 0 ? 1 : 0});
+        } else {
+          reports.push_back({.job_id = a.job_id, .epoch = a.epoch, .phase = WorkloadPhase::kRunning});
+        }
+      }
+      Heartbeat(node, reports);
+    }
+    cp_->Reconcile();
+    for (const auto& [id, price] : price_of) all_ended = all_ended && api::IsTerminal(State(id));
+    if (all_ended) break;
+  }
+  absl::int128 numerator = 0;
+  int64_t restarts = 0;
+  for (const auto& [id, price] : price_of) {
+    ASSERT_TRUE(api::IsTerminal(State(id))) << id;
+    auto events = store_->ListEvents({.job_id = id, .limit = 10000});
+    ASSERT_TRUE(events.ok());
+    int64_t ms = 0;
+    for (size_t e = 0; e + 1 < events->size(); ++e) {
+      if ((*events)[e].to != JobState::kRunning) continue;
+      ms += std::chrono::duration_cast<std::chrono::milliseconds>((*events)[e + 1].time - (*events)[e].time).count();
+    }
+    numerator += absl::int128(1000) * ms * price;
+    const Usage usage = cp_->GetJob(id)->usage;
+    int64_t metered = 0;
+    for (const UsageLine& l : usage) metered += l.gpu_milli_seconds;
+    EXPECT_EQ(metered, ms) << id;  // 1000 milli-GPU x seconds = ms
+    restarts += cp_->GetJob(id)->record.restarts;
+  }
+  Money charged;
+  for (const ledger::Transaction& t : cp_->billing().Entries("team-a", 0, 100000).entries) {
+    ASSERT_EQ(t.kind, ledger::Kind::kCharge);
+    for (const ledger::Posting& p : t.postings) {
+      if (p.account.starts_with("tenant:team-a:")) charged -= p.amount;
+    }
+  }
+  EXPECT_EQ(charged.micros, static_cast<int64_t>(numerator / ledger::kProrateDenominator));
+  EXPECT_GT(charged.micros, 0);
+  EXPECT_GT(restarts, 0) << "some jobs failed and were retried";
+  EXPECT_EQ(cp_->billing().Total(), Money{});
+}
+
 class EnforcedBillingTest : public BillingTest {
  protected:
   void SetUp() override {
@@ -105,39 +223,39 @@ class EnforcedBillingTest : public BillingTest {
 // A tenant with nothing to spend is refused with 402; with 1.00 of credit its job at 2.50/GPU-hour is
 // stopped once its open segment has cost the 1.00 (24 min), and charged up to the member's exit.
 TEST_F(EnforcedBillingTest, NoMoneyIsA402AndASpentBudgetStopsTheRunningJob) {
-  RegisterPriced("n1", 2'500'000);
+  RegisterPriced("node-a", 2'500'000);
   absl::StatusOr<JobView> refused =
       cp_->Submit({.spec_yaml = "name: x\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n", .tenant = "team-a"});
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(http::IsPaymentRequired(refused.status()));
   EXPECT_EQ(http::HttpStatusFor(refused.status()), 402);
   EXPECT_EQ(refused.status().message(),
-            "tenant 'team-a' has 0.00 to spend (credit 0.00, cash 0.00); an operator tops it up with `gpugeek top-up "
-            "team-a AMOUNT`");
+            "tenant 'team-a' has 0.0000 to spend (credit 0.0000, cash 0.0000); an operator tops it up with `gpugeek "
+            "top-up team-a AMOUNT`");
 
   ASSERT_TRUE(cp_->billing().GrantTrial("team-a").ok());
-  const std::string id = Run("n1");
+  const std::string id = Run("node-a");
   clock_.Advance(minutes(23));
-  Beat("n1", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
   EXPECT_EQ(State(id), JobState::kRunning) << "0.958 of 1.00 used";
   clock_.Advance(minutes(1));
-  Beat("n1", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
   ASSERT_EQ(State(id), JobState::kCancelled);
   EXPECT_EQ(cp_->GetJob(id)->record.reason,
             "budget: tenant 'team-a' has spent its credit and cash (1.00 left, 1.00 running unbilled); top up to run "
             "again");
-  ASSERT_EQ(Assignments("n1").size(), 1u);
-  EXPECT_TRUE(Assignments("n1")[0].cancel) << "the member is told to stop: SIGTERM, its checkpoint moment";
+  ASSERT_EQ(Assignments("node-a").size(), 1u);
+  EXPECT_TRUE(Assignments("node-a")[0].cancel) << "the member is told to stop: SIGTERM, its checkpoint moment";
   clock_.Advance(seconds(10));
-  Beat("n1", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 143}});
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 143}});
   // 24 min 10 s at 2.50 = 1.006944: the credit's 1.00, then 0.006944 of cash.
   EXPECT_EQ(cp_->billing().Balance("team-a").credit, Money{});
   EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-6'944));
   // A top-up lets it run again.
   ASSERT_TRUE(cp_->billing().Post(ledger::TopUp("top-up/team-a/1", "team-a", Money::Units(5), clock_.Now(), "")).ok());
-  EXPECT_TRUE(cp_->Submit({.spec_yaml = "name: y\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n",
-                           .tenant = "team-a"})
-                  .ok());
+  EXPECT_TRUE(
+      cp_->Submit({.spec_yaml = "name: y\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n", .tenant = "team-a"})
+          .ok());
 }
 
 // Unused trial credit is taken back at its expiry (posted by the writer's pass) and no longer spendable.

@@ -144,8 +144,8 @@ void ControlPlane::BeginShutdown() {
 }
 
 ControllerContext ControlPlane::ContextLocked() {
-  return ControllerContext{state_,      store_, clock_, options_,        catalog_,
-                           leases_,     log_grants_, *logs_, metrics_.get(), billing_.get()};
+  return ControllerContext{state_,  store_,      clock_, options_,       catalog_,
+                           leases_, log_grants_, *logs_, metrics_.get(), billing_.get()};
 }
 
 absl::Status ControlPlane::Load() {
@@ -209,6 +209,7 @@ absl::Status ControlPlane::Load() {
       live.reform_reason = j.reason.starts_with(kReformingPrefix) ? j.reason.substr(kReformingPrefix.size()) : j.reason;
     }
     if (live.draining || live.reform || api::IsTerminal(j.state)) live.drain_deadline = DrainDeadline(ctx, live, now);
+    ResumeOpenSegments(live, now, wall);  // metering goes on from where it began (usage.h OpenSegment)
     if (!allocation->members.empty()) state_.ports[allocation->master_addr].insert(allocation->master_port);
     log_grants_.Place(j.id, j.tenant, j.epoch, MemberNodes(*allocation));
     state_.live.emplace(j.id, std::move(live));

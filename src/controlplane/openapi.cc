@@ -788,24 +788,44 @@ J Build() {
         {"memo", {{"type", "string"}}},
         {"postings",
          {{"type", "array"},
-          {"items",
-           {{"type", "object"}, {"properties", {{"account", {{"type", "string"}}}, {"micros", money}}}}}}},
+          {"items", {{"type", "object"}, {"properties", {{"account", {{"type", "string"}}}, {"micros", money}}}}}}},
         {"expires_at", {{"type", "string"}, {"format", "date-time"}}},
         {"gpu_milli_seconds", {{"type", "integer"}}},
         {"gpu_model", {{"type", "string"}}},
         {"capacity_type", {{"type", "string"}}}}}};
-  paths["/v1/balance"]["get"] = Op(
-      "What a tenant may spend now: unexpired credit and cash",
-      JsonResponse("the balance",
-                   {{"type", "object"},
-                    {"properties",
-                     {{"tenant", {{"type", "string"}}},
-                      {"available_micros", money},
-                      {"credit_micros", money},
-                      {"cash_micros", money},
-                      {"available", {{"type", "string"}}},
-                      {"enforced", {{"type", "boolean"}}},
-                      {"credits", {{"type", "array"}, {"items", {{"type", "object"}}}}}}}}));
+  paths["/v1/offers"]["get"] =
+      Op("What can be rented now, cheapest first: ready nodes per GPU model, capacity type, region, provider and price",
+         JsonResponse("the offers", {{"type", "object"},
+                                     {"properties",
+                                      {{"offers",
+                                        {{"type", "array"},
+                                         {"items",
+                                          {{"type", "object"},
+                                           {"properties",
+                                            {{"gpu_model", {{"type", "string"}}},
+                                             {"capacity_type", {{"type", "string"}}},
+                                             {"region", {{"type", "string"}}},
+                                             {"provider", {{"type", "string"}}},
+                                             {"price_micros_per_gpu_hour", money},
+                                             {"nodes", {{"type", "integer"}}},
+                                             {"gpus", {{"type", "integer"}}},
+                                             {"gpus_free", {{"type", "integer"}}},
+                                             {"max_gpus_free_on_node", {{"type", "integer"}}}}}}}}}}}}));
+  paths["/v1/offers"]["get"]["parameters"] = {
+      QueryParam("gpu", "string", "a part of the GPU model id, any case"),
+      QueryParam("capacity", "string", "on-demand, spot or reserved"), QueryParam("region", "string", "this region"),
+      QueryParam("min_gpus", "integer", "at least this many GPUs free on one node")};
+  paths["/v1/balance"]["get"] =
+      Op("What a tenant may spend now: unexpired credit and cash",
+         JsonResponse("the balance", {{"type", "object"},
+                                      {"properties",
+                                       {{"tenant", {{"type", "string"}}},
+                                        {"available_micros", money},
+                                        {"credit_micros", money},
+                                        {"cash_micros", money},
+                                        {"available", {{"type", "string"}}},
+                                        {"enforced", {{"type", "boolean"}}},
+                                        {"credits", {{"type", "array"}, {"items", {{"type", "object"}}}}}}}}));
   paths["/v1/balance"]["get"]["parameters"] = {QueryParam("tenant", "string", "default: the caller's")};
   paths["/v1/ledger"]["get"] =
       Op("A tenant's ledger transactions in posting order (an admin without ?tenant=: all), paged",
@@ -816,8 +836,8 @@ J Build() {
   paths["/v1/ledger"]["get"]["parameters"] = {QueryParam("tenant", "string", "default: the caller's"),
                                               QueryParam("after", "string", "next_after of the previous page"),
                                               QueryParam("limit", "integer", "1..1000, default 100")};
-  paths["/v1/bill"]["get"] = Op("A tenant's bill for a calendar month (UTC)",
-                                JsonResponse("the bill", {{"type", "object"}}));
+  paths["/v1/bill"]["get"] =
+      Op("A tenant's bill for a calendar month (UTC)", JsonResponse("the bill", {{"type", "object"}}));
   paths["/v1/bill"]["get"]["parameters"] = {QueryParam("period", "string", "YYYY-MM, default this month"),
                                             QueryParam("tenant", "string", "default: the caller's")};
   paths["/v1/tenants/{name}/top-ups"]["post"] =

@@ -72,6 +72,12 @@ class CommitFailingStore final : public store::Store {
     return inner_.PutTenantUsage(u);
   }
   absl::StatusOr<std::vector<store::TenantUsageRecord>> ListTenantUsage() override { return inner_.ListTenantUsage(); }
+  absl::Status AppendLedger(const std::vector<store::LedgerRecord>& records) override {
+    return inner_.AppendLedger(records);
+  }
+  absl::StatusOr<std::vector<store::LedgerRecord>> ListLedger(const store::LedgerFilter& filter) override {
+    return inner_.ListLedger(filter);
+  }
   absl::Status BeginWriteBatch() override { return inner_.BeginWriteBatch(); }
   absl::Status CommitWriteBatch() override {
     if (fail_commits == 0) return inner_.CommitWriteBatch();
@@ -139,6 +145,34 @@ TEST_F(PassCommitTest, ReportsOfAFailedPassTakeEffectWhenTheAgentReportsAgain) {
   Beat("node-a", {running});  // the agent reports until acknowledged by the job's state
   EXPECT_EQ(store_->GetJob(id)->state, api::JobState::kRunning);
   EXPECT_EQ(Assignments("node-a").size(), 1u);
+}
+
+// The pass that meters a member's exit and charges it fails to commit: neither the usage nor the charge is
+// stored, the ledger is reloaded with the rest of memory, and when the agent reports the exit again the whole
+// segment (its start was stored when it began) is metered and charged, once.
+TEST_F(PassCommitTest, AChargeOfAFailedPassIsPostedOnceWhenTheExitIsReportedAgain) {
+  api::Registration r = Registration("node-a", "8xH100-SXM-80GB");
+  r.price_micros_per_gpu_hour = 3'600'000;  // 0.001 a second
+  ASSERT_TRUE(cp_->Register(r).ok());
+  const std::string id = Submit(kOneGpu);
+  cp_->Reconcile();
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kRunning, .node_rank = 0}});
+  clock_.Advance(std::chrono::seconds(100));
+  const api::WorkloadReport exited{
+      .job_id = id, .epoch = 1, .phase = api::WorkloadPhase::kExited, .exit_code = 0, .node_rank = 0};
+  failing_->fail_commits = 1;
+  Beat("node-a", {exited});
+  EXPECT_EQ(store_->GetJob(id)->state, api::JobState::kRunning);
+  EXPECT_TRUE(cp_->billing().Entries("", 0, 10).entries.empty()) << "memory holds a charge the store lost";
+  clock_.Advance(std::chrono::seconds(1));
+  Beat("node-a", {exited});
+  EXPECT_EQ(store_->GetJob(id)->state, api::JobState::kSucceeded);
+  const Billing::Page page = cp_->billing().Entries("", 0, 10);
+  ASSERT_EQ(page.entries.size(), 1u);
+  EXPECT_EQ(page.entries[0].id, "usage/" + id + "/e1/r0");
+  EXPECT_EQ(page.entries[0].gpu_milli_seconds, 101'000);
+  EXPECT_EQ(page.entries[0].postings[0], (ledger::Posting{"tenant:team-a:cash", ledger::Money::Micros(-101'000)}));
+  EXPECT_EQ(store_->ListLedger({})->size(), 1u);
 }
 
 }  // namespace

@@ -143,7 +143,8 @@ TEST_F(ReclaimTest, UsageIsMeteredPerSecondWithTheSpotSaving) {
   const Usage open = cp_->GetJob(id)->usage;
   ASSERT_EQ(open.size(), 1u);
   EXPECT_EQ(open[0], (UsageLine{"spot", "H100-SXM-80GB", 3'600'000, 800'000, 2'500'000})) << "open, up to now";
-  EXPECT_EQ(cp_->GetJob(id)->record.usage_json, "") << "nothing stored while it runs";
+  EXPECT_TRUE(UsageFromText(cp_->GetJob(id)->record.usage_json)->empty()) << "no line stored while it runs";
+  EXPECT_EQ(OpenSegmentsFromText(cp_->GetJob(id)->record.usage_json)->size(), 1u) << "its open segment is";
 
   ASSERT_TRUE(cp_->Reclaim("spot-a", seconds(30)).ok());
   Stopped("spot-a", id, 1);

@@ -34,20 +34,41 @@ void Accrue(Usage& usage, const std::string& capacity_type, const std::string& g
   it->on_demand_micros += Cost(milli, ms, on_demand_price);
 }
 
-std::string UsageToText(const Usage& usage) {
-  if (usage.empty()) return "";
+std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open) {
+  if (usage.empty() && open.empty()) return "";
   nlohmann::json lines = nlohmann::json::array();
   for (const UsageLine& l : usage) {
     lines.push_back({l.capacity_type, l.gpu_model, l.gpu_milli_seconds, l.cost_micros, l.on_demand_micros});
   }
-  return lines.dump();
+  if (open.empty()) return lines.dump();
+  nlohmann::json segments = nlohmann::json::array();
+  for (const OpenSegment& o : open) segments.push_back({o.epoch, o.rank, o.start_ms});
+  return nlohmann::json{{"lines", lines}, {"open", segments}}.dump();
+}
+
+absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string& text) {
+  std::vector<OpenSegment> open;
+  if (text.empty()) return open;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_array()) return open;
+  const auto bad = [&] { return absl::DataLossError(fmt::format("usage: malformed stored value '{}'", text)); };
+  if (!j.is_object() || !j.contains("open") || !j["open"].is_array()) return bad();
+  for (const nlohmann::json& o : j["open"]) {
+    if (!o.is_array() || o.size() != 3 || !o[0].is_number_integer() || !o[1].is_number_integer() ||
+        !o[2].is_number_integer()) {
+      return bad();
+    }
+    open.push_back({o[0].get<int64_t>(), o[1].get<int>(), o[2].get<int64_t>()});
+  }
+  return open;
 }
 
 absl::StatusOr<Usage> UsageFromText(const std::string& text) {
   Usage usage;
   if (text.empty()) return usage;
-  const nlohmann::json lines = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json lines = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto bad = [&] { return absl::DataLossError(fmt::format("usage: malformed stored value '{}'", text)); };
+  if (lines.is_object() && lines.contains("lines")) lines = lines["lines"];
   if (!lines.is_array()) return bad();
   for (const nlohmann::json& l : lines) {
     if (!l.is_array() || l.size() != 5 || !l[0].is_string() || !l[1].is_string() || !l[2].is_number_integer() ||

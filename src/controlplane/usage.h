@@ -35,14 +35,28 @@ struct UsageLine {
 // Lines sorted by (capacity_type, gpu_model), one per pair.
 using Usage = std::vector<UsageLine>;
 
+// A member's segment still open, kept with the job so that metering survives a server restart or a
+// failed pass: it began at `start_ms` (wall clock, ms since the Unix epoch) in placement `epoch`. A
+// restarted server resumes it from then (the workload ran on while the server was away), so what is
+// metered and charged is the whole segment, once.
+struct OpenSegment {
+  int64_t epoch = 0;
+  int rank = 0;
+  int64_t start_ms = 0;
+  bool operator==(const OpenSegment&) const = default;
+};
+
 // A member's segment: `milli` milli-GPU (its GPUs x milli per GPU) for `elapsed`, at `price` and
 // `on_demand_price` micro-units per GPU-hour. Negative elapsed counts as 0.
 void Accrue(Usage& usage, const std::string& capacity_type, const std::string& gpu_model, int64_t milli,
             Duration elapsed, int64_t price, int64_t on_demand_price);
 
-// The stored form: compact JSON, "" for none. UsageFromText: DataLoss for a malformed value.
-std::string UsageToText(const Usage& usage);
+// The stored form: compact JSON, "" for none: the lines as an array, or {"lines": [...], "open": [[epoch,
+// rank, start_ms], ...]} while segments are open. UsageFromText (the lines) and OpenSegmentsFromText:
+// DataLoss for a malformed value.
+std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open = {});
 absl::StatusOr<Usage> UsageFromText(const std::string& text);
+absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string& text);
 
 // {"lines": [{capacity_type, gpu_model, gpu_hours, cost_micros, on_demand_micros}...], "gpu_hours",
 // "cost_micros", "on_demand_micros", "saving_micros"} (gpu_hours: milli-GPU-seconds / 3,600,000).

@@ -73,7 +73,7 @@ constexpr char kPaymentRequiredName[] = "PAYMENT_REQUIRED";
 }  // namespace
 
 absl::Status PaymentRequiredError(std::string_view message) {
-  absl::Status status = absl::FailedPreconditionError(message);
+  absl::Status status = absl::FailedPreconditionError(std::string(message));
   status.SetPayload(kPaymentRequiredUrl, absl::Cord("402"));
   return status;
 }
@@ -89,14 +89,17 @@ std::string DumpJson(const nlohmann::json& j) {
 int HttpStatusFor(const absl::Status& status) { return IsPaymentRequired(status) ? 402 : Find(status.code()).http; }
 
 nlohmann::json ErrorBody(const absl::Status& status, const nlohmann::json& details) {
-  return {{"code", IsPaymentRequired(status) ? kPaymentRequiredName : Find(status.code()).name}, {"message", std::string(status.message())}, {"details", details}};
+  return {{"code", IsPaymentRequired(status) ? kPaymentRequiredName : Find(status.code()).name},
+          {"message", std::string(status.message())},
+          {"details", details}};
 }
 
 absl::Status StatusFromHttp(int http_status, const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("code") && j["code"].is_string() && j.contains("message") &&
       j["message"].is_string()) {
-    if (j["code"].get<std::string>() == kPaymentRequiredName) return PaymentRequiredError(j["message"].get<std::string>());
+    if (j["code"].get<std::string>() == kPaymentRequiredName)
+      return PaymentRequiredError(j["message"].get<std::string>());
     for (const Mapping& m : kMappings) {
       if (j["code"].get<std::string>() == m.name) return absl::Status(m.code, j["message"].get<std::string>());
     }

@@ -62,7 +62,8 @@ TEST(LedgerPropertyTest, RandomSequencesKeepEveryInvariant) {
         case 0: {
           std::optional<TimePoint> expires;
           if (pick(0, 1) == 1) expires = At(now + pick(1, 20'000));
-          ASSERT_TRUE(ledger.Post(Grant(tenant, "g" + id, Money::Micros(pick(1, 20'000'000)), expires, At(now), "")).ok());
+          ASSERT_TRUE(
+              ledger.Post(Grant(tenant, "g" + id, Money::Micros(pick(1, 20'000'000)), expires, At(now), "")).ok());
           break;
         }
         case 1:
@@ -93,7 +94,8 @@ TEST(LedgerPropertyTest, RandomSequencesKeepEveryInvariant) {
           break;
         }
         case 4:
-          ASSERT_TRUE(ledger.Post(Refund("refund/" + id, tenant, "j", Money::Micros(pick(1, 3'000'000)), At(now), "")).ok());
+          ASSERT_TRUE(
+              ledger.Post(Refund("refund/" + id, tenant, "j", Money::Micros(pick(1, 3'000'000)), At(now), "")).ok());
           break;
         case 5: {
           const std::string provider = providers[static_cast<size_t>(pick(1, 2))];

@@ -20,12 +20,14 @@ TEST(TransactionTest, ValidateNamesWhatIsWrong) {
   EXPECT_TRUE(Validate(Move("t1", "external:topups", "tenant:a:cash", 5)).ok());
   Transaction unbalanced = Move("t1", "external:topups", "tenant:a:cash", 5);
   unbalanced.postings[1].amount = Money::Micros(6);
-  EXPECT_EQ(Validate(unbalanced).message(), "ledger: transaction t1: postings sum to 1 micro-units, not 0 (double entry)");
+  EXPECT_EQ(Validate(unbalanced).message(),
+            "ledger: transaction t1: postings sum to 1 micro-units, not 0 (double entry)");
   Transaction one = unbalanced;
   one.postings.pop_back();
   EXPECT_EQ(Validate(one).message(), "ledger: transaction t1 has 1 postings; it needs 2..64");
   Transaction twice = Move("t1", "tenant:a:cash", "tenant:a:cash", 5);
-  EXPECT_EQ(Validate(twice).message(), "ledger: transaction t1: account tenant:a:cash is posted twice; merge its postings");
+  EXPECT_EQ(Validate(twice).message(),
+            "ledger: transaction t1: account tenant:a:cash is posted twice; merge its postings");
   EXPECT_FALSE(Validate(Move("", "a:b", "c:d", 1)).ok());
   EXPECT_FALSE(Validate(Move("has space", "a:b", "c:d", 1)).ok());
   EXPECT_FALSE(Validate(Move("t", "nocolon", "c:d", 1)).ok());
@@ -38,17 +40,19 @@ TEST(TransactionTest, TextRoundTripsAndRejectsDamage) {
   absl::StatusOr<Transaction> back = FromText(ToText(g));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, g);
-  EXPECT_EQ(ToText(g),
-            R"({"at_ms":5000,"expires_at_ms":86400000,"id":"grant/acme/trial","job":"","kind":"grant","memo":"trial credit",)"
-            R"("postings":[["tenant:acme:credit:trial",10000000],["platform:grants",-10000000]],"tenant":"acme"})");
+  EXPECT_EQ(
+      ToText(g),
+      R"({"at_ms":5000,"expires_at_ms":86400000,"id":"grant/acme/trial","job":"","kind":"grant","memo":"trial credit",)"
+      R"("postings":[["tenant:acme:credit:trial",10000000],["platform:grants",-10000000]],"tenant":"acme"})");
   EXPECT_EQ(FromText("[").status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(FromText(R"({"id":"x","kind":"grant","postings":[["a:b",1],["c:d",-2]]})").status().code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(FromText(R"({"id":"x","kind":"bribe","postings":[["a:b",1],["c:d",-1]]})").status().code(),
             absl::StatusCode::kDataLoss);
   // 2^64 - 1 would wrap to -1 and balance the other posting: refused.
-  EXPECT_EQ(FromText(R"({"id":"x","kind":"grant","postings":[["a:b",1],["c:d",18446744073709551615]]})").status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      FromText(R"({"id":"x","kind":"grant","postings":[["a:b",1],["c:d",18446744073709551615]]})").status().code(),
+      absl::StatusCode::kDataLoss);
 }
 
 TEST(LedgerTest, PostIsIdempotentByIdAndAllOrNothing) {
@@ -63,7 +67,8 @@ TEST(LedgerTest, PostIsIdempotentByIdAndAllOrNothing) {
   // Overflow of one account leaves the other untouched.
   ASSERT_TRUE(ledger.Post(Move("t2", "x:y", "big:a", kMaxPostingMicros)).ok());
   for (int i = 3; i < 9300; ++i) {
-    absl::StatusOr<bool> p = ledger.Post(Move("t" + std::to_string(i), "x:y" + std::to_string(i), "big:a", kMaxPostingMicros));
+    absl::StatusOr<bool> p =
+        ledger.Post(Move("t" + std::to_string(i), "x:y" + std::to_string(i), "big:a", kMaxPostingMicros));
     if (!p.ok()) {
       EXPECT_EQ(p.status().code(), absl::StatusCode::kOutOfRange);
       EXPECT_EQ(ledger.Balance("x:y" + std::to_string(i)).micros, 0);
@@ -111,12 +116,15 @@ TEST(WalletTest, ExpiredCreditIsNotSpentAndIsTakenBack) {
   EXPECT_EQ(BalanceOf(ledger, "acme", At(1000)).credit, Money{});
   EXPECT_TRUE(ExpiriesDue(ledger, At(999)).empty());
   // A charge after the expiry goes to cash (below zero: the time was used).
-  absl::StatusOr<std::optional<Transaction>> c =
-      Charge(ledger, {.id = "u1", .tenant = "acme", .milli = 1000, .millis = 3'600'000,
-                      .price_per_gpu_hour = Money::Units(1), .at = At(1001)});
+  absl::StatusOr<std::optional<Transaction>> c = Charge(ledger, {.id = "u1",
+                                                                 .tenant = "acme",
+                                                                 .milli = 1000,
+                                                                 .millis = 3'600'000,
+                                                                 .price_per_gpu_hour = Money::Units(1),
+                                                                 .at = At(1001)});
   ASSERT_TRUE(c.ok() && c->has_value());
-  EXPECT_EQ((*c)->postings, (std::vector<Posting>{{"tenant:acme:cash", Money::Units(-1)},
-                                                  {"platform:revenue", Money::Units(1)}}));
+  EXPECT_EQ((*c)->postings,
+            (std::vector<Posting>{{"tenant:acme:cash", Money::Units(-1)}, {"platform:revenue", Money::Units(1)}}));
   std::vector<Transaction> due = ExpiriesDue(ledger, At(1000));
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].id, "expire/tenant:acme:credit:trial");
@@ -128,8 +136,12 @@ TEST(WalletTest, ExpiredCreditIsNotSpentAndIsTakenBack) {
 
 TEST(WalletTest, ChargeCarriesTheRemainderAndSkipsSubMicroCosts) {
   Ledger ledger;
-  const ChargeInput second{.id = "s1", .tenant = "acme", .milli = 1000, .millis = 1000,
-                           .price_per_gpu_hour = Money::Micros(2'500'000), .at = At(1)};
+  const ChargeInput second{.id = "s1",
+                           .tenant = "acme",
+                           .milli = 1000,
+                           .millis = 1000,
+                           .price_per_gpu_hour = Money::Micros(2'500'000),
+                           .at = At(1)};
   absl::StatusOr<std::optional<Transaction>> first = Charge(ledger, second);
   ASSERT_TRUE(ledger.Post(**first).ok());
   EXPECT_EQ(ledger.Carry("acme"), 1'600'000'000);
@@ -139,8 +151,12 @@ TEST(WalletTest, ChargeCarriesTheRemainderAndSkipsSubMicroCosts) {
   ASSERT_TRUE(ledger.Post(**Charge(ledger, next)).ok());
   next.id = "s3";
   EXPECT_EQ((**Charge(ledger, next)).postings[0].amount.micros, -695);
-  EXPECT_EQ(*Charge(ledger, {.id = "tiny", .tenant = "acme", .milli = 1, .millis = 1,
-                             .price_per_gpu_hour = Money::Micros(1), .at = At(1)}),
+  EXPECT_EQ(*Charge(ledger, {.id = "tiny",
+                             .tenant = "acme",
+                             .milli = 1,
+                             .millis = 1,
+                             .price_per_gpu_hour = Money::Micros(1),
+                             .at = At(1)}),
             std::nullopt);
 }
 

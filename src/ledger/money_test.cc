@@ -12,8 +12,8 @@ TEST(MoneyTest, ParsesAndFormatsWithoutFloatingPoint) {
   EXPECT_EQ(Money::Micros(4200).ToString(), "0.0042");
   EXPECT_FALSE(ParseMoney("1e3").ok());
   EXPECT_FALSE(ParseMoney("-1").ok());
-  EXPECT_FALSE(ParseMoney("0.0000001").ok());        // seven decimals
-  EXPECT_FALSE(ParseMoney("1000000001").ok());       // over kMaxPostingMicros
+  EXPECT_FALSE(ParseMoney("0.0000001").ok());   // seven decimals
+  EXPECT_FALSE(ParseMoney("1000000001").ok());  // over kMaxPostingMicros
   EXPECT_TRUE(ParseMoney("1000000000").ok());
 }
 

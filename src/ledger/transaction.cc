@@ -16,11 +16,11 @@ namespace gpugeek::ledger {
 namespace {
 
 constexpr std::array<std::pair<Kind, std::string_view>, 6> kKinds = {{{Kind::kGrant, "grant"},
-                                                                       {Kind::kTopUp, "top-up"},
-                                                                       {Kind::kCharge, "charge"},
-                                                                       {Kind::kRefund, "refund"},
-                                                                       {Kind::kPayout, "payout"},
-                                                                       {Kind::kExpire, "expire"}}};
+                                                                      {Kind::kTopUp, "top-up"},
+                                                                      {Kind::kCharge, "charge"},
+                                                                      {Kind::kRefund, "refund"},
+                                                                      {Kind::kPayout, "payout"},
+                                                                      {Kind::kExpire, "expire"}}};
 
 bool PrintableToken(std::string_view s) {
   for (char c : s) {
@@ -29,7 +29,9 @@ bool PrintableToken(std::string_view s) {
   return true;
 }
 
-int64_t ToMs(TimePoint t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count(); }
+int64_t ToMs(TimePoint t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
 TimePoint FromMs(int64_t ms) { return TimePoint(std::chrono::milliseconds(ms)); }
 
 // An integer that fits int64 (an unsigned JSON number above 2^63 - 1 does not: it would wrap).
@@ -61,9 +63,8 @@ std::optional<Kind> KindFromName(std::string_view name) {
 
 absl::Status Validate(const Transaction& txn) {
   if (txn.id.empty() || txn.id.size() > kMaxIdBytes || !PrintableToken(txn.id)) {
-    return absl::InvalidArgumentError(
-        fmt::format("ledger: transaction id '{}' must be 1..{} printable characters without spaces", txn.id,
-                    kMaxIdBytes));
+    return absl::InvalidArgumentError(fmt::format(
+        "ledger: transaction id '{}' must be 1..{} printable characters without spaces", txn.id, kMaxIdBytes));
   }
   if (txn.postings.size() < 2 || txn.postings.size() > kMaxPostings) {
     return absl::InvalidArgumentError(fmt::format("ledger: transaction {} has {} postings; it needs 2..{}", txn.id,
@@ -73,7 +74,8 @@ absl::Status Validate(const Transaction& txn) {
     return absl::InvalidArgumentError(fmt::format("ledger: transaction {}: memo over {} bytes", txn.id, kMaxMemoBytes));
   }
   if (txn.carry < 0 || txn.carry >= kProrateDenominator || txn.gpu_milli_seconds < 0) {
-    return absl::InvalidArgumentError(fmt::format("ledger: transaction {}: carry or gpu_milli_seconds out of range", txn.id));
+    return absl::InvalidArgumentError(
+        fmt::format("ledger: transaction {}: carry or gpu_milli_seconds out of range", txn.id));
   }
   std::set<std::string_view> accounts;
   int64_t sum = 0;  // |amount| <= 10^15 and at most 64 postings: no overflow
@@ -105,8 +107,8 @@ absl::Status Validate(const Transaction& txn) {
 std::string ToText(const Transaction& txn) {
   nlohmann::json postings = nlohmann::json::array();
   for (const Posting& p : txn.postings) postings.push_back(nlohmann::json::array({p.account, p.amount.micros}));
-  nlohmann::json j = {{"id", txn.id},     {"kind", KindName(txn.kind)}, {"at_ms", ToMs(txn.at)}, {"tenant", txn.tenant},
-                      {"job", txn.job},   {"memo", txn.memo},           {"postings", postings}};
+  nlohmann::json j = {{"id", txn.id},   {"kind", KindName(txn.kind)}, {"at_ms", ToMs(txn.at)}, {"tenant", txn.tenant},
+                      {"job", txn.job}, {"memo", txn.memo},           {"postings", postings}};
   if (txn.expires_at) j["expires_at_ms"] = ToMs(*txn.expires_at);
   if (txn.carry != 0) j["carry"] = txn.carry;
   if (txn.gpu_milli_seconds != 0) j["gpu_milli_seconds"] = txn.gpu_milli_seconds;

@@ -85,8 +85,8 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
   return txn;
 }
 
-Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount,
-                   TimePoint at, const std::string& memo) {
+Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount, TimePoint at,
+                   const std::string& memo) {
   return Transaction{.id = id,
                      .kind = Kind::kRefund,
                      .at = at,

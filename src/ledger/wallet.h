@@ -66,12 +66,12 @@ struct ChargeInput {
   std::string tenant;    // who pays
   std::string provider;  // whose node ran it; "" = the platform's own
   std::string job;
-  int64_t milli = 0;                // milli-GPU held (GPUs x milli per GPU)
-  int64_t millis = 0;               // for how long, in milliseconds
-  Money price_per_gpu_hour;         // the node's price
-  int64_t fee_bps = 0;              // the platform's fee on a provider's sale, 0..10000 basis points
-  std::string gpu_model;            // for bills
-  std::string capacity_type;        // "on-demand" | "spot" | "reserved"
+  int64_t milli = 0;          // milli-GPU held (GPUs x milli per GPU)
+  int64_t millis = 0;         // for how long, in milliseconds
+  Money price_per_gpu_hour;   // the node's price
+  int64_t fee_bps = 0;        // the platform's fee on a provider's sale, 0..10000 basis points
+  std::string gpu_model;      // for bills
+  std::string capacity_type;  // "on-demand" | "spot" | "reserved"
   TimePoint at;
   std::string memo;
 };
@@ -84,8 +84,8 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
 
 // A refund of `amount` (> 0) to tenant:T:cash for time lost to the platform (a node lost, a spot
 // reclaim), paid by platform:refunds. `id` is the caller's idempotency key.
-Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount,
-                   TimePoint at, const std::string& memo);
+Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount, TimePoint at,
+                   const std::string& memo);
 
 // Pays `amount` (> 0) of provider P's payable out. FailedPrecondition when it owes less than that.
 absl::StatusOr<Transaction> Payout(const Ledger& ledger, const std::string& id, const std::string& provider,

@@ -39,8 +39,11 @@ class GptTraining : public testing::PoolFixture {
   virtual std::vector<std::pair<std::string, std::vector<std::string>>> Nodes() const {
     return {{"gpt-a", {}}, {"gpt-b", {}}};
   }
+  // More flags of `gpugeek server`.
+  virtual std::vector<std::string> ServerArgs() const { return {}; }
   void SetUp() override {
-    const std::string agent_url = StartPool("gpt_e2e", static_cast<int>(Nodes().size()));
+    MakeScratch("gpt_e2e");
+    const std::string agent_url = StartServer(static_cast<int>(Nodes().size()), ServerArgs());
     ASSERT_FALSE(agent_url.empty());
     for (const auto& [node, flags] : Nodes()) {
       std::vector<std::string> argv{
@@ -312,6 +315,63 @@ TEST_F(ElasticGpt, ALostNodesRanksAreReplacedAndTheSurvivorsResumeOnTheirGpus) {
   std::cout << "[ elastic ] kill -> RUNNING at epoch 2 in "
             << std::chrono::duration_cast<milliseconds>(running - killed).count() << " ms; resumed at step " << resumed
             << "\n";
+}
+
+// Budgets end to end (docs/billing.md): the default tenant's trial credit is 0.06; its node costs 3.60 per
+// GPU-hour, so the GPT example's 2 GPUs spend 0.002 a second. A short run succeeds and is charged exactly
+// its metered usage; a long one is stopped at the budget (SIGTERM: it writes and reports its checkpoint); the
+// next submission is refused with 402 naming the balance.
+class BudgetGpt : public GptTraining {
+ protected:
+  std::vector<std::pair<std::string, std::vector<std::string>>> Nodes() const override {
+    return {{"paid-a", {"--gpu-hour-price", "3.60"}}};
+  }
+  std::vector<std::string> ServerArgs() const override { return {"--trial-credit", "0.06", "--enforce-budgets"}; }
+};
+
+TEST_F(BudgetGpt, JobsRunUntilTheCreditIsSpentThenTheRunningOneCheckpointsAndStopsAndTheNextIsRefused) {
+  auto balance = Client().Get("/v1/balance");
+  ASSERT_TRUE(balance.ok()) << balance.status();
+  ASSERT_EQ((*balance)["available_micros"], 60'000) << balance->dump(2);
+
+  const std::string first = Submit(20, 10, /*nodes=*/1);
+  const nlohmann::json done = WaitEnded(first, std::chrono::seconds(120));
+  ASSERT_EQ(done.value("state", ""), "SUCCEEDED") << done.dump(2) << Diagnostics();
+  auto ledger = Client().Get("/v1/ledger");
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  const nlohmann::json& entries = (*ledger)["entries"];
+  ASSERT_EQ(entries.size(), 2u) << ledger->dump(2);
+  EXPECT_EQ(entries[0]["id"], "grant/default/trial");
+  EXPECT_EQ(entries[1]["id"], "usage/" + first + "/e1/r0");
+  EXPECT_NEAR(entries[1]["gpu_milli_seconds"].get<double>() / 3.6e6,
+              done["usage"]["lines"][0]["gpu_hours"].get<double>(), 1e-9)
+      << ledger->dump(2);
+  // The usage view rounds each segment to the nearest micro-unit, the ledger down (carrying the rest).
+  EXPECT_NEAR(-entries[1]["postings"][0]["micros"].get<double>(), done["usage"]["cost_micros"].get<double>(), 1.0);
+
+  const std::string second = Submit(100000, 25, /*nodes=*/1);
+  const nlohmann::json stopped = WaitEnded(second, std::chrono::seconds(180));
+  ASSERT_EQ(stopped.value("state", ""), "CANCELLED") << stopped.dump(2) << Diagnostics();
+  EXPECT_TRUE(absl::StartsWith(stopped.value("reason", ""), "budget: tenant 'default' has spent its credit and cash"))
+      << stopped.dump(2);
+  const std::string log = Log(second);
+  std::smatch step;
+  ASSERT_TRUE(std::regex_search(log, step, std::regex("stopped step=([0-9]+) on SIGTERM"))) << log;
+  auto job = Client().Get("/v1/jobs/" + second);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ((*job)["checkpoint"]["step"], std::stoi(step[1])) << job->dump(2);
+  // Charged up to the member's exit: the credit is gone and the cash at most the SIGTERM grace below zero.
+  balance = Client().Get("/v1/balance");
+  ASSERT_TRUE(balance.ok());
+  EXPECT_EQ((*balance)["credit_micros"], 0) << balance->dump(2);
+  EXPECT_LE((*balance)["cash_micros"].get<int64_t>(), 0);
+  EXPECT_GT((*balance)["cash_micros"].get<int64_t>(), -20'000) << "more than 10 s of 2 GPUs past the budget";
+
+  const fs::path spec = dir_ / "gpt.yaml";
+  auto [code, out] = Cli({"submit", spec.string()});
+  EXPECT_NE(code, 0) << out;
+  EXPECT_TRUE(absl::StrContains(out, "to spend (credit 0.00, cash ")) << out;
+  std::cout << "[ budget ] stopped at step " << step[1] << "; balance " << balance->dump() << "\n";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/absl_fmt.h"
 #include "controlplane/billing.h"
 #include "controlplane/controllers/transitions.h"
 
@@ -46,10 +47,10 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
   for (const auto& [tenant, cost] : open) {
     const ledger::Money available = ctx.billing->Balance(tenant).available();
     if (available - cost > ledger::Money{}) continue;
-    const std::string reason =
-        fmt::format("budget: tenant '{}' has spent its credit and cash ({} left, {} running unbilled); top up to run "
-                    "again",
-                    tenant, available.ToString(), cost.ToString());
+    const std::string reason = fmt::format(
+        "budget: tenant '{}' has spent its credit and cash ({} left, {} running unbilled); top up to run "
+        "again",
+        tenant, available.ToString(), cost.ToString());
     for (const std::string& id : jobs[tenant]) {
       auto it = ctx.state.live.find(id);
       if (it == ctx.state.live.end()) continue;

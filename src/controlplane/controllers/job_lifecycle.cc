@@ -77,8 +77,8 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
   const bool fenced = report.phase == api::WorkloadPhase::kExited && report.message.starts_with(api::kFencedPrefix);
   if (report.phase == api::WorkloadPhase::kRunning) {
     if (member.running) return absl::OkStatus();
+    RETURN_IF_ERROR(StartMetering(ctx, live, report.node_rank));  // metering (usage.h)
     member.running = true;
-    member.running_since = ctx.clock.Monotonic();  // metering (usage.h)
   } else {
     RETURN_IF_ERROR(MeterMember(ctx, live, report.node_rank));
     member.exited = true;

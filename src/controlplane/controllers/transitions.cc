@@ -267,8 +267,10 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank) {
   auto reference = on_demand.find(live.allocation.gpu_model);
   Accrue(*usage, capacity, live.allocation.gpu_model, milli, elapsed, price,
          reference != on_demand.end() ? reference->second : price);
+  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
+  std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
   store::JobRecord next = live.record;
-  next.usage_json = UsageToText(*usage);
+  next.usage_json = UsageToText(*usage, open);
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
   // The charge commits with the usage (the pass's one transaction, billing.h).
   if (ctx.billing != nullptr && price > 0) {
@@ -298,6 +300,33 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank) {
+  MemberStatus& m = live.members[static_cast<size_t>(rank)];
+  m.running_since = ctx.clock.Monotonic();
+  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
+  std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
+  open.push_back(
+      {.epoch = live.record.epoch,
+       .rank = rank,
+       .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.clock.Now().time_since_epoch()).count()});
+  store::JobRecord next = live.record;
+  next.usage_json = UsageToText(UsageFromText(live.record.usage_json).value_or(Usage{}), open);
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  return absl::OkStatus();
+}
+
+void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall) {
+  absl::StatusOr<std::vector<OpenSegment>> open = OpenSegmentsFromText(live.record.usage_json);
+  if (!open.ok()) return;
+  for (const OpenSegment& o : *open) {
+    if (o.epoch != live.record.epoch || o.rank < 0 || o.rank >= static_cast<int>(live.members.size())) continue;
+    MemberStatus& m = live.members[static_cast<size_t>(o.rank)];
+    const TimePoint start{std::chrono::milliseconds(o.start_ms)};
+    m.running = true;
+    m.running_since = now - std::max(Duration::zero(), wall - start);
+  }
 }
 
 absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail) {

@@ -140,7 +140,8 @@ void RegisterBillingCommands(CLI::App& app) {
     if (!o->id.empty()) body["id"] = o->id;
     json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/tenants/" + UrlEncode(o->target) + "/top-ups", body));
     if (o->flags.json) return PrintJson(t);
-    std::cout << fmt::format("Topped up tenant {} by {} ({})\n", o->target, FormatMoney(TenantChange(t)), Text(t["id"]));
+    std::cout << fmt::format("Topped up tenant {} by {} ({})\n", o->target, FormatMoney(TenantChange(t)),
+                             Text(t["id"]));
   });
 
   CLI::App* grant = app.add_subcommand("grant", "Grant a tenant credit, spent before its cash (admin)");
@@ -165,8 +166,9 @@ void RegisterBillingCommands(CLI::App& app) {
   AddClientFlags(payout, &o->flags);
   payout->callback([o] {
     const std::string cmd = "payout";
-    json t = OrFail(cmd, Connect(cmd, o->flags)->Post("/v1/providers/" + UrlEncode(o->target) + "/payouts",
-                                                      {{"amount", o->amount}, {"id", o->id}}));
+    json t = OrFail(
+        cmd, Connect(cmd, o->flags)
+                 ->Post("/v1/providers/" + UrlEncode(o->target) + "/payouts", {{"amount", o->amount}, {"id", o->id}}));
     if (o->flags.json) return PrintJson(t);
     std::cout << fmt::format("Paid provider {} {} ({})\n", o->target, o->amount, Text(t["id"]));
   });

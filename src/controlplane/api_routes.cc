@@ -9,9 +9,9 @@
 #include "controlplane/access.h"
 #include "controlplane/account_routes.h"
 #include "controlplane/api_views.h"
+#include "controlplane/billing_routes.h"
 #include "controlplane/metrics.h"
 #include "controlplane/openapi.h"
-#include "controlplane/billing_routes.h"
 #include "controlplane/quota_routes.h"
 #include "workload/plan_json.h"
 

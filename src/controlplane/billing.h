@@ -35,7 +35,6 @@
 
 namespace gpugeek::controlplane {
 
-
 class Billing {
  public:
   // Replays every stored transaction. Errors: the store's; DataLoss for a stored row that does not

@@ -341,13 +341,15 @@ TEST_F(SqliteStoreTest, AuditRecordsAppendInOrderFilterAndAgeOut) {
 
 TEST_F(SqliteStoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
   const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
-  ASSERT_TRUE(store_->AppendLedger({{.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{1}"},
-                                    {.id = "usage/j/e1/r0", .tenant = "b", .kind = "charge", .at = t0, .body = "{2}"}})
+  ASSERT_TRUE(store_
+                  ->AppendLedger({{.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{1}"},
+                                  {.id = "usage/j/e1/r0", .tenant = "b", .kind = "charge", .at = t0, .body = "{2}"}})
                   .ok());
   ASSERT_TRUE(store_->AppendLedger({}).ok());
   // One taken id fails the whole append: "top-up/a/1" is not stored either.
-  absl::Status dup = store_->AppendLedger({{.id = "top-up/a/1", .tenant = "a", .kind = "top-up", .at = t0, .body = "{3}"},
-                                           {.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{4}"}});
+  absl::Status dup =
+      store_->AppendLedger({{.id = "top-up/a/1", .tenant = "a", .kind = "top-up", .at = t0, .body = "{3}"},
+                            {.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{4}"}});
   EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(dup.message(), "store: ledger transaction grant/a/trial exists");
   Reopen();

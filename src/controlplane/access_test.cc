@@ -293,6 +293,9 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const int ok =
         pattern == "/v1/jobs/{id}/port-forward"                               ? 426
         : pattern == "/v1/jobs/{id}/exec" || pattern == "/v1/jobs/{id}/ports" ? 409
+        // Nothing is owed to the provider yet: the payout is refused.
+        : pattern == "/v1/providers/{name}/payouts"                                         ? 409
+        : pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/tenants/{name}/grants" ? 201
         : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/experiments" || pattern == "/v1/tenants" ||
                                 pattern == "/v1/users" || pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
             ? 201
@@ -363,6 +366,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           path = fmt::format("{}/{}?kind=chunk", objects_path, archive::Sha256Hex(raw));
         }
       }
+      if (pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/tenants/{name}/grants" ||
+          pattern == "/v1/providers/{name}/payouts") {
+        path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
+      }
       if (pattern == "/v1/tenants/{name}/quota") {
         path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
         body = {{"max_jobs", n}};
@@ -385,6 +392,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"spec_yaml", kExperimentSpec}};
         } else if (pattern == "/v1/tenants") {
           body = {{"name", fmt::format("t-{}", n)}};
+        } else if (pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/providers/{name}/payouts") {
+          body = {{"amount", "1.50"}, {"id", fmt::format("k-{}", n)}};
+        } else if (pattern == "/v1/tenants/{name}/grants") {
+          body = {{"grant", fmt::format("g-{}", n)}, {"amount", "2.00"}};
         } else if (pattern == "/v1/nodes/{name}/reclaim") {
           body = {{"deadline_s", 30}};
         } else if (pattern == "/v1/jobs/{id}/exec") {

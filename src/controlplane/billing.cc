@@ -18,27 +18,43 @@ absl::StatusOr<std::unique_ptr<Billing>> Billing::Open(store::Store& store, Cloc
   return billing;
 }
 
+absl::StatusOr<bool> Billing::ApplyLocked(const ledger::Transaction& txn) {
+  absl::StatusOr<bool> posted = ledger_.Post(txn);
+  if (!posted.ok() || !*posted || txn.kind != ledger::Kind::kCharge) return posted;
+  const std::string prefix = "tenant:" + txn.tenant + ":";
+  int64_t paid = 0;
+  for (const ledger::Posting& p : txn.postings) {
+    if (p.account.starts_with(prefix)) paid -= p.amount.micros;
+  }
+  spend_[{txn.tenant, txn.gpu_model, txn.capacity_type}] += paid;
+  return posted;
+}
+
 absl::Status Billing::Reload() {
-  ledger::Ledger fresh;
+  std::vector<ledger::Transaction> stored;
   int64_t after = 0;
   for (;;) {
     ASSIGN_OR_RETURN(std::vector<store::LedgerRecord> rows, store_.ListLedger({.after_seq = after, .limit = 10000}));
     for (const store::LedgerRecord& row : rows) {
       absl::StatusOr<ledger::Transaction> txn = ledger::FromText(row.body);
-      if (!txn.ok())
+      if (!txn.ok()) {
         return absl::DataLossError(
             fmt::format("billing: ledger row {}: {}", row.id, std::string(txn.status().message())));
-      absl::StatusOr<bool> posted = fresh.Post(*txn);
-      if (!posted.ok()) {
-        return absl::DataLossError(
-            fmt::format("billing: ledger row {}: {}", row.id, std::string(posted.status().message())));
       }
+      stored.push_back(*std::move(txn));
       after = row.seq;
     }
     if (rows.size() < 10000) break;
   }
   MutexLock lock(&mu_);
-  ledger_ = std::move(fresh);
+  ledger_ = ledger::Ledger();
+  spend_.clear();
+  for (const ledger::Transaction& txn : stored) {
+    if (absl::StatusOr<bool> posted = ApplyLocked(txn); !posted.ok()) {
+      return absl::DataLossError(
+          fmt::format("billing: ledger row {}: {}", txn.id, std::string(posted.status().message())));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -61,7 +77,7 @@ absl::StatusOr<ledger::Transaction> Billing::Post(const ledger::Transaction& txn
     }
     return stored;
   }
-  absl::StatusOr<bool> posted = ledger_.Post(txn);
+  absl::StatusOr<bool> posted = ApplyLocked(txn);
   if (!posted.ok()) {
     // Stored but not applicable (an overflow): memory and store disagree until a reload.
     spdlog::error("billing: transaction {} is stored but does not post: {}", txn.id, posted.status());
@@ -138,6 +154,20 @@ std::vector<ledger::Transaction> Billing::Between(const std::string& tenant, Tim
   MutexLock lock(&mu_);
   for (const ledger::Transaction& t : ledger_.entries()) {
     if ((tenant.empty() || t.tenant == tenant) && t.at >= from && t.at < to) out.push_back(t);
+  }
+  return out;
+}
+
+std::map<Billing::SpendKey, int64_t> Billing::Spend() const {
+  MutexLock lock(&mu_);
+  return spend_;
+}
+
+std::map<std::string, ledger::Money> Billing::Balances() const {
+  MutexLock lock(&mu_);
+  std::map<std::string, ledger::Money> out;
+  for (const auto& [account, balance] : ledger_.balances()) {
+    if (account.starts_with("tenant:") || account.starts_with("provider:")) out.emplace(account, balance);
   }
   return out;
 }

@@ -20,6 +20,7 @@
 // Thread-safety: every method may be called concurrently.
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,15 @@ class Billing {
   Page Entries(const std::string& tenant, size_t after, size_t limit) const;
   // Entries of `tenant` ("" = all) with `from <= at < to`, in posting order.
   std::vector<ledger::Transaction> Between(const std::string& tenant, TimePoint from, TimePoint to) const;
+  // What each tenant was charged in all, per (tenant, GPU model, capacity type), for Prometheus
+  // (gpugeek_spend_micros_total); kept up to date as charges post.
+  struct SpendKey {
+    std::string tenant, gpu_model, capacity_type;
+    auto operator<=>(const SpendKey&) const = default;
+  };
+  std::map<SpendKey, int64_t> Spend() const;
+  // Every tenant:T:... and provider:P:payable balance, by account (a snapshot for metrics).
+  std::map<std::string, ledger::Money> Balances() const;
   // Sum of every balance (0 unless the ledger is broken: a check for tests and metrics).
   ledger::Money Total() const;
   // The payout of `amount` to `provider` (ledger::Payout). One payout at a time (no lock is held across
@@ -85,7 +95,11 @@ class Billing {
   Clock& clock_;
   const BillingOptions options_;
   mutable Mutex mu_;
+  // Applies a stored transaction to memory: the ledger and the spend totals.
+  absl::StatusOr<bool> ApplyLocked(const ledger::Transaction& txn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   ledger::Ledger ledger_ ABSL_GUARDED_BY(mu_);
+  std::map<SpendKey, int64_t> spend_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> paying_{false};
 };
 

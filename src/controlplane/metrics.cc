@@ -111,6 +111,37 @@ void WriteJobs(ControlPlane& cp, Writer& w) {
   w.Sample({}, oldest_pending ? std::max(0.0, Seconds(now - *oldest_pending)) : 0);
 }
 
+// The marketplace's money (billing.h), from the ledger at scrape time.
+void WriteBilling(ControlPlane& cp, Writer& w) {
+  w.Family("gpugeek_spend_micros_total",
+           "What tenants were charged for GPU time, in micro-units of the pool's currency (docs/billing.md).",
+           Type::kCounter);
+  for (const auto& [key, micros] : cp.billing().Spend()) {
+    w.Sample({{"tenant", key.tenant}, {"model", key.gpu_model}, {"capacity_type", key.capacity_type}},
+             static_cast<double>(micros));
+  }
+  const std::map<std::string, ledger::Money> balances = cp.billing().Balances();
+  w.Family("gpugeek_tenant_balance_micros",
+           "A tenant's accounts: its cash (below zero when it spent more than it had) and each unexpired or not yet "
+           "expired credit grant.",
+           Type::kGauge);
+  for (const auto& [account, balance] : balances) {
+    // tenant:T:cash | tenant:T:credit:G
+    if (!account.starts_with("tenant:")) continue;
+    const size_t colon = account.find(':', 7);
+    w.Sample({{"tenant", account.substr(7, colon - 7)}, {"account", account.substr(colon + 1)}},
+             static_cast<double>(balance.micros));
+  }
+  w.Family("gpugeek_provider_payable_micros", "What the platform owes each provider.", Type::kGauge);
+  for (const auto& [account, balance] : balances) {
+    if (!account.starts_with("provider:")) continue;
+    w.Sample({{"provider", account.substr(9, account.rfind(':') - 9)}}, static_cast<double>(balance.micros));
+  }
+  w.Family("gpugeek_ledger_imbalance_micros", "Sum of every ledger balance: 0 unless the ledger is broken.",
+           Type::kGauge);
+  w.Sample({}, static_cast<double>(cp.billing().Total().micros));
+}
+
 }  // namespace
 
 ControlPlaneMetrics::ControlPlaneMetrics(metrics::Registry& registry)
@@ -148,6 +179,7 @@ void ControlPlaneMetrics::NodeLost() { nodes_lost_.With({}).Inc(); }
 void ControlPlaneMetrics::DeclarePolicy(const std::string& policy) { placements_.With({policy}); }
 
 void ControlPlaneMetrics::RegisterCollectors(ControlPlane& cp) {
+  registry_.AddCollector([&cp](Writer& w) { WriteBilling(cp, w); });
   registry_.AddCollector([&cp](Writer& w) { WriteNodes(cp, w); });
   registry_.AddCollector([&cp](Writer& w) { WritePool(cp, w); });
   registry_.AddCollector([&cp](Writer& w) { WriteJobs(cp, w); });

@@ -141,6 +141,35 @@ TEST_F(ControlPlaneMetricsTest, PoolJobsNodesAndCountersFromAScenario) {
   EXPECT_THAT(text, Not(HasSubstr("gpugeek_job_recovery_duration_seconds_count")));  // nothing recovered yet
 }
 
+// The marketplace's money (docs/billing.md): one hour of 4 GPUs at 2.50 per GPU-hour on provider p1's node
+// is 10.00 spent by the default tenant, 10.00 owed to p1 (no fee), -10.00 of its cash; the ledger balances.
+TEST_F(ControlPlaneMetricsTest, SpendBalancesAndPayablesFromTheLedger) {
+  api::Registration r;
+  r.node = "node-a";
+  r.address = "10.0.0.1";
+  r.price_micros_per_gpu_hour = 2'500'000;
+  r.labels["provider"] = "p1";
+  r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec("8xA100-SXM-80GB"), "node-a",
+                                           {"node-a", 64, uint64_t{512} << 30, 2, ""});
+  ASSERT_TRUE(cp_->Register(r).ok());
+  const std::string four = Submit(kFour);
+  cp_->Reconcile();
+  Beat("node-a", {{four, 1, api::WorkloadPhase::kRunning}});
+  clock_.Advance(std::chrono::hours(1));
+  Beat("node-a", {{four, 1, api::WorkloadPhase::kExited, 0}});
+  ASSERT_EQ(cp_->GetJob(four)->record.state, JobState::kSucceeded);
+  const std::string text = Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE gpugeek_spend_micros_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_spend_micros_total{tenant=\"default\",model=\"A100-SXM-80GB\","
+                              "capacity_type=\"on-demand\"} 10000000\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_tenant_balance_micros{tenant=\"default\",account=\"cash\"} -10000000\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_provider_payable_micros{provider=\"p1\"} 10000000\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_ledger_imbalance_micros 0\n"));
+  Restart();  // rebuilt from the stored ledger
+  EXPECT_THAT(Render(), HasSubstr("\ngpugeek_spend_micros_total{tenant=\"default\",model=\"A100-SXM-80GB\","
+                                  "capacity_type=\"on-demand\"} 10000000\n"));
+}
+
 TEST_F(ControlPlaneMetricsTest, SharedGpuLeavesAStrandedRemainder) {
   Register("node-a", "8xA100-SXM-80GB");
   const std::string share = Submit("name: share\nresources: {accelerators: A100-SXM-80GB:0.7, cpus: 1}\nrun: x\n");

@@ -333,10 +333,10 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
   if (!doc.IsMap()) return FieldError("(document)", "a job spec must be a YAML mapping with at least name and run");
   RETURN_IF_ERROR(CheckKeys(
       doc, "",
-      {"name",    "model",        "task",           "resources",      "num_nodes",         "priority", "checkpoint",
-       "env",     "workdir",      "workdir_digest", "files",          "file_archives",     "setup",    "run",
-       "retry",   "max_duration", "idle_timeout",   "launcher",       "procs_per_node",    "image",    "engine",
-       "elastic", "dataset",      "weights",        "weights_signer", "weights_signer_pem"}));
+      {"name",    "model",        "task",           "resources",      "num_nodes",          "priority", "checkpoint",
+       "env",     "workdir",      "workdir_digest", "files",          "file_archives",      "setup",    "run",
+       "retry",   "max_duration", "idle_timeout",   "launcher",       "procs_per_node",     "image",    "engine",
+       "elastic", "dataset",      "weights",        "weights_signer", "weights_signer_pem", "max_cost", "max_price"}));
   JobSpec spec;
   if (!doc["name"]) return FieldError("name", "is required");
   ASSIGN_OR_RETURN(spec.name, Scalar(doc["name"], "name"));
@@ -472,6 +472,16 @@ absl::StatusOr<JobSpec> ParseDocument(const YAML::Node& doc, const hw::GpuCatalo
       return FieldError("max_duration", "must be between 1s and 365 days");
     }
     spec.max_duration = *d;
+  }
+  for (const auto& [key, field] :
+       {std::pair{"max_cost", &spec.max_cost_micros}, std::pair{"max_price", &spec.max_price_micros}}) {
+    if (!doc[key]) continue;
+    ASSIGN_OR_RETURN(const std::string text, Scalar(doc[key], key));
+    absl::StatusOr<int64_t> micros = ParseMoneyMicros(text);
+    if (!micros.ok() || *micros == 0 || *micros > 1'000'000'000'000'000) {
+      return FieldError(key, "must be an amount of the pool's currency above 0, with up to six decimals, e.g. 5.00");
+    }
+    *field = *micros;
   }
   if (doc["idle_timeout"]) {
     ASSIGN_OR_RETURN(const std::string text, Scalar(doc["idle_timeout"], "idle_timeout"));
@@ -843,6 +853,15 @@ std::string JobSpecToYaml(const JobSpec& spec) {
   }
   if (spec.max_duration) out << YAML::Key << "max_duration" << YAML::Value << FormatDuration(*spec.max_duration);
   if (spec.idle_timeout) out << YAML::Key << "idle_timeout" << YAML::Value << FormatDuration(*spec.idle_timeout);
+  // Money exactly, as ParseMoneyMicros reads it back: "2.5", "0.000001".
+  const auto money = [](int64_t micros) {
+    std::string text = fmt::format("{}.{:06d}", micros / 1'000'000, micros % 1'000'000);
+    while (text.back() == '0') text.pop_back();
+    if (text.back() == '.') text.pop_back();
+    return text;
+  };
+  if (spec.max_cost_micros) out << YAML::Key << "max_cost" << YAML::Value << money(*spec.max_cost_micros);
+  if (spec.max_price_micros) out << YAML::Key << "max_price" << YAML::Value << money(*spec.max_price_micros);
   if (!spec.launcher.empty()) out << YAML::Key << "launcher" << YAML::Value << spec.launcher;
   if (spec.procs_per_node > 0) out << YAML::Key << "procs_per_node" << YAML::Value << spec.procs_per_node;
   if (!spec.image.empty()) out << YAML::Key << "image" << YAML::Value << spec.image;

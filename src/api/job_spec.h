@@ -192,6 +192,14 @@ struct JobSpec {
   // utilisation counts as busy (no data never stops a job). Counted while RUNNING, from the placement's
   // start or the last busy sample. 1s..365 days; unset = never.
   std::optional<Duration> idle_timeout;
+  // `max_cost: 5.00`: what the job may cost in all, in the pool's currency (integer micro-units here): its
+  // placements' metered GPU time at their nodes' prices. Once reached, the job is stopped as for a cancel
+  // (SIGTERM first: its checkpoint moment) with a "budget:" reason (controlplane/controllers/budget.h).
+  // 0.000001..1000000000; unset = no cap.
+  std::optional<int64_t> max_cost_micros;
+  // `max_price: 2.50`: only nodes priced at most this per GPU-hour (unpriced nodes too; sched::PriceFit).
+  // 0.000001..1000000000; unset = any price.
+  std::optional<int64_t> max_price_micros;
   // `launcher: torch` starts `run` as procs_per_node processes on each node with the env:// variables
   // of PyTorch's init_process_group (RANK, LOCAL_RANK, WORLD_SIZE, ...; agent/torch_launcher.h);
   // "" runs it once per node.

@@ -326,7 +326,8 @@ TEST(ParseJobSpec, NestingDeeperThan64IsRefused) {
   EXPECT_EQ(ErrorOf(head + std::string(63, '[') + std::string(63, ']') + "\n"),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, engine, elastic, dataset, weights, weights_signer, weights_signer_pem");
+            "procs_per_node, image, engine, elastic, dataset, weights, weights_signer, weights_signer_pem, max_cost, "
+            "max_price");
 }
 
 // yaml-cpp's scanner would queue a token per unclosed '[' (137 MiB for these 500,000) before its parser
@@ -362,7 +363,8 @@ TEST(ParseJobSpec, ManyValuesAreRefusedBeforeLoading) {
   EXPECT_EQ(ErrorOf(list_of(99'994)),
             "x: unknown field; allowed here: name, model, task, resources, num_nodes, priority, checkpoint, env, "
             "workdir, workdir_digest, files, file_archives, setup, run, retry, max_duration, idle_timeout, launcher, "
-            "procs_per_node, image, engine, elastic, dataset, weights, weights_signer, weights_signer_pem");
+            "procs_per_node, image, engine, elastic, dataset, weights, weights_signer, weights_signer_pem, max_cost, "
+            "max_price");
   EXPECT_EQ(ErrorOf(list_of(99'995)),
             "spec: the YAML holds more than 100000 values, each alias (*name) counting as a copy of what it names; "
             "use fewer aliases or write a smaller spec");
@@ -395,6 +397,31 @@ TEST(ParseJobSpec, PlannerSizedSpecNeedsNoAccelerators) {
   auto spec = ParseJobSpec("name: x\nrun: a\nmodel: m.json\ntask: {kind: inference}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->resources.any_of.empty());
+}
+
+// A job's own budget (docs/billing.md): money with up to six decimals, kept in micro-units, written back
+// exactly.
+TEST(ParseJobSpec, MaxCostAndMaxPrice) {
+  auto spec =
+      ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nmax_cost: 5.00\nmax_price: \"0.000001\"\nrun: x\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->max_cost_micros, 5'000'000);
+  EXPECT_EQ(spec->max_price_micros, 1);
+  auto again = ParseJobSpec(JobSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status() << JobSpecToYaml(*spec);
+  EXPECT_EQ(again->max_cost_micros, 5'000'000);
+  EXPECT_EQ(again->max_price_micros, 1);
+  spec = ParseJobSpec("name: t\nresources: {accelerators: T4:1}\nrun: x\n");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_FALSE(spec->max_cost_micros.has_value());
+  for (const std::string bad : {"max_cost: 0", "max_cost: -1", "max_cost: 1e3", "max_price: 0.0000001",
+                                "max_price: [2]", "max_cost: 1000000001"}) {
+    EXPECT_TRUE(absl::StartsWith(ErrorOf("name: t\nresources: {accelerators: T4:1}\n" + bad + "\nrun: x\n"),
+                                 bad.substr(0, bad.find(':')) + ":"))
+        << bad;
+  }
+  EXPECT_EQ(ErrorOf("name: t\nresources: {accelerators: T4:1}\nmax_cost: lots\nrun: x\n"),
+            "max_cost: must be an amount of the pool's currency above 0, with up to six decimals, e.g. 5.00");
 }
 
 TEST(ParseJobSpec, RetryPolicyAndMaxDuration) {

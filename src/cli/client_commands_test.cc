@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -663,6 +664,113 @@ TEST_F(ClientCommandsTest, QuotaSetChangesOnlyTheLimitsGivenAndQuotaShowsUseAgai
   ASSERT_EQ(shown["tenants"].size(), 1u);
   EXPECT_EQ(shown["tenants"][0]["jobs"], 1);
   EXPECT_EQ(shown["tenants"][0]["over_quota_jobs"][0]["id"], waiting);
+}
+
+// The market (docs/billing.md): offers cheapest first, a top-up once per key, a grant, a job's charge taken
+// from the credit first, the balance, the ledger, the month's bill and a payout to the node's provider.
+TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
+  for (const auto& [node, spec, capacity, price] : {std::tuple{"node-a", "8xH100-SXM-80GB", "on-demand", 2'000'000},
+                                                    std::tuple{"node-b", "4xA100-SXM-80GB", "spot", 1'000'000}}) {
+    api::Registration r;
+    r.node = node;
+    r.address = "127.0.0.1";
+    r.region = "r1";
+    r.capacity_type = capacity;
+    r.price_micros_per_gpu_hour = price;
+    r.labels["provider"] = "p1";
+    r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(spec), node, {node, 32, uint64_t{256} << 30, 1, ""});
+    ASSERT_TRUE(agent_->Post("/v1/agents/register", api::ToJson(r)).ok());
+  }
+  Result r = RunGpugeek("offers" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("A100-SXM-80GB +spot +r1 +p1 +1.00 +4 +4 +1 +4\n"
+                                              "H100-SXM-80GB +on-demand +r1 +p1 +2.00 +8 +8 +1 +8\n"));
+  r = RunGpugeek("offers --gpu h100 --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json offers = json::parse(r.out)["offers"];
+  ASSERT_EQ(offers.size(), 1u);
+  EXPECT_EQ(offers[0]["gpu_model"], "H100-SXM-80GB");
+  EXPECT_EQ(offers[0]["price_micros_per_gpu_hour"], 2'000'000);
+  r = RunGpugeek("offers --spot --min-gpus 5 --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(json::parse(r.out)["offers"].empty());
+
+  r = RunGpugeek("top-up team-a 10.00 --id inv-1" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Topped up tenant team-a by 10.00 (top-up/team-a/inv-1)\n");
+  r = RunGpugeek("top-up team-a 10.00 --id inv-1" + server_flag_);  // a retry: the same top-up
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = RunGpugeek("grant team-a promo 5.00 --days 30" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("Granted tenant team-a 5.00 of credit (grant/team-a/promo, expires "));
+  r = RunGpugeek("top-up team-a lots" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("amount: "));
+
+  auto job = client_->Post(
+      "/v1/jobs",
+      {{"spec_yaml", "name: paid\nresources: {accelerators: H100-SXM-80GB:1}\nrun: x\n"}, {"tenant", "team-a"}});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = (*job)["id"];
+  RunAssignedJob("node-a", id, "hello\n", 0);
+  ASSERT_TRUE(WaitFor(id, "SUCCEEDED"));
+  r = RunGpugeek("ledger --tenant team-a --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json entries = json::parse(r.out)["entries"];
+  ASSERT_EQ(entries.size(), 3u) << r.out;
+  EXPECT_EQ(entries[0]["kind"], "top-up");
+  EXPECT_EQ(entries[1]["kind"], "grant");
+  EXPECT_EQ(entries[2]["id"], "usage/" + id + "/e1/r0");
+  EXPECT_EQ(entries[2]["postings"][0]["account"], "tenant:team-a:credit:promo");
+  const int64_t cost = -entries[2]["postings"][0]["micros"].get<int64_t>();
+  EXPECT_GT(cost, 0);
+  r = RunGpugeek("ledger --tenant team-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("charge +team-a +" + id + " +-0.0"));
+
+  r = RunGpugeek("balance --tenant team-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("Tenant team-a: 14.99"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("cash 10.00)"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("tenant:team-a:credit:promo"));
+
+  r = RunGpugeek("bill --tenant team-a --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json bill = json::parse(r.out);
+  ASSERT_EQ(bill["lines"].size(), 1u) << r.out;
+  EXPECT_EQ(bill["lines"][0]["gpu_model"], "H100-SXM-80GB");
+  EXPECT_EQ(bill["lines"][0]["cost_micros"], cost);
+  EXPECT_EQ(bill["usage_micros"], cost);
+  EXPECT_EQ(bill["paid_from_credit_micros"], cost);
+  EXPECT_EQ(bill["paid_from_cash_micros"], 0);
+  EXPECT_EQ(bill["top_ups_micros"], 10'000'000);
+  EXPECT_EQ(bill["grants_micros"], 5'000'000);
+  EXPECT_EQ(bill["available_now_micros"], 15'000'000 - cost);
+  r = RunGpugeek("bill --tenant team-a --period 2020-01" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("Bill of tenant team-a for 2020-01 (UTC)"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("Paid from credit 0.0000"));
+  r = RunGpugeek("bill --period 2020-13" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("must be a calendar month YYYY-MM"));
+
+  // A dry run: the offers a 4-GPU job for 90 minutes would take (spot A100 first: cheaper), nothing submitted.
+  const std::string spec = WriteSpec("dry.yaml",
+                                     "name: dry\nresources: {accelerators: A100-SXM-80GB:4, capacity: [spot, "
+                                     "on-demand]}\nmax_duration: 90m\nworkdir: .\nrun: x\n");
+  r = RunGpugeek("submit " + spec + " --dry-run" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              ::testing::ContainsRegex("A100-SXM-80GB +spot +r1 +p1 +1 x 4 +4.00 +yes +1h30m \\(max\\) +6.00\n"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("Nothing was submitted."));
+  EXPECT_EQ((*client_->Get("/v1/jobs"))["jobs"].size(), 1u) << "only the job run above";
+
+  r = RunGpugeek("payout p1 1000 --id wire-1" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("provider p1 is owed"));
+  r = RunGpugeek("payout p1 0.000001 --id wire-1 --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["id"], "payout/p1/wire-1");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The job commands of the client (REST API of src/controlplane/api_routes.h):
-//   gpugeek submit JOB.yaml [--follow] [--tenant T]
+//   gpugeek submit JOB.yaml [--follow | --dry-run] [--tenant T]
 //   gpugeek jobs [--state S] [--tenant T] [--limit N]
 //   gpugeek job ID
 //   gpugeek logs ID [-f] [--rank N|all] [--epoch E]
@@ -18,6 +18,7 @@
 
 #include "absl/strings/escaping.h"
 #include "api/job_spec.h"
+#include "api/quantity.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/log_reader.h"
@@ -127,12 +128,39 @@ int Follow(const std::string& cmd, const ClientFlags& flags, const std::string& 
   return ReportOutcome(job, status_out);
 }
 
+// `submit --dry-run`: the offers the job would take, cheapest first within its capacity preference.
+void PrintQuote(const json& quote, bool as_json) {
+  if (as_json) return PrintJson(quote);
+  if (quote["plan"].is_object()) std::cout << fmt::format("plan: {}\n", Text(quote["plan"].value("best", json())));
+  TextTable table(
+      {"GPU", "CAPACITY", "REGION", "PROVIDER", "NODES x GPUS", "PRICE/H", "FITS NOW", "EST. TIME", "EST. COST"});
+  for (int c : {4, 5, 7, 8}) table.AlignRight(c);
+  for (const json& l : quote["lines"]) {
+    const std::string estimate = l.value("estimate", std::string());
+    const int64_t seconds = l.value("est_seconds", int64_t{0});
+    table.AddRow({Text(l["gpu_model"]), Text(l["capacity_type"]), l["region"] == "" ? "-" : Text(l["region"]),
+                  l["provider"] == "" ? "-" : Text(l["provider"]),
+                  fmt::format("{} x {}", l["members"].get<int>(), l["gpus_per_member"].get<int>()),
+                  FormatMoney(l["price_per_hour_micros"].get<int64_t>()), l["fits_now"].get<bool>() ? "yes" : "no",
+                  estimate.empty() ? "-"
+                                   : fmt::format("{}{}", api::FormatDuration(std::chrono::seconds(seconds)),
+                                                 estimate == "max_duration" ? " (max)" : ""),
+                  l.contains("est_cost_micros") ? FormatMoney(l["est_cost_micros"].get<int64_t>()) : "-"});
+  }
+  std::cout << table.Render();
+  if (quote["lines"].empty()) std::cout << "No offer in the pool matches the job now.\n";
+  std::cout << fmt::format("Your tenant has {} to spend{}. Nothing was submitted.\n",
+                           FormatMoney(quote["available_micros"].get<int64_t>()),
+                           quote.value("enforced", false) ? " (budgets are enforced)" : "");
+}
+
 void RegisterSubmit(CLI::App& app) {
   struct Options {
     ClientFlags flags;
     std::string file;
     std::string tenant;
     bool follow = false;
+    bool dry_run = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -144,6 +172,10 @@ void RegisterSubmit(CLI::App& app) {
   sub->add_flag("-f,--follow", o->follow,
                 "Wait for placement, stream the logs, exit with the job's outcome (0 SUCCEEDED, 1 otherwise); "
                 "with --json, progress and logs go to stderr and the final job JSON to stdout");
+  sub->add_flag("--dry-run", o->dry_run,
+                "Submit nothing: show which offers the job would take, what an hour of it costs there and, with the "
+                "planner's time (or max_duration), what the whole job would cost; nothing is uploaded")
+      ->excludes("--follow");
   AddClientFlags(sub, &o->flags);
   sub->callback([o] {
     const std::string cmd = "submit";
@@ -153,6 +185,14 @@ void RegisterSubmit(CLI::App& app) {
     if (!spec.ok()) Fail(cmd, fmt::format("{}: {}", o->file, spec.status().message()), kExitUsage);
     json body = {{"spec_yaml", yaml}};
     std::unique_ptr<http::Client> client = Connect(cmd, o->flags);
+    if (o->dry_run) {
+      // The server needs neither the folders nor the files to quote: nothing is uploaded.
+      spec->workdir.clear();
+      spec->files.clear();
+      spec->weights_signer.clear();
+      body["spec_yaml"] = api::JobSpecToYaml(*spec);
+      body["dry_run"] = true;
+    }
     if (!spec->workdir.empty()) {
       // The folder is relative to the spec file; the server gets its archive's digest instead of the path.
       std::filesystem::path dir(spec->workdir);
@@ -211,6 +251,7 @@ void RegisterSubmit(CLI::App& app) {
       body["model_config"] = std::move(config);
     }
     json job = OrFail(cmd, client->Post("/v1/jobs", body));
+    if (o->dry_run) return PrintQuote(job, o->flags.json);
     const std::string id = Text(job.value("id", json()));
     if (o->flags.json && !o->follow) {
       PrintJson(job);

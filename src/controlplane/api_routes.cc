@@ -51,7 +51,7 @@ absl::StatusOr<JobView> VisibleJob(ControlPlane& cp, const Principal& who, const
 absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
   ASSIGN_OR_RETURN(nlohmann::json body, r.JsonBody());
   api::JsonReader reader(body, "");
-  RETURN_IF_ERROR(reader.CheckObject({"spec_yaml", "model_config", "tenant"}));
+  RETURN_IF_ERROR(reader.CheckObject({"spec_yaml", "model_config", "tenant", "dry_run"}));
   SubmitRequest submit;
   ASSIGN_OR_RETURN(submit.spec_yaml, reader.String("spec_yaml"));
   submit.user = who.user;
@@ -69,6 +69,13 @@ absl::StatusOr<Reply> SubmitJob(ControlPlane& cp, const Accounts& accounts, cons
   if (reader.Has("model_config") && !body["model_config"].is_null()) {
     if (!body["model_config"].is_object()) return reader.Error("model_config", "must be the config.json object");
     submit.model_config_json = body["model_config"].dump();
+  }
+  if (reader.Has("dry_run") && !body["dry_run"].is_null()) {
+    if (!body["dry_run"].is_boolean()) return reader.Error("dry_run", "must be true or false");
+    if (body["dry_run"].get<bool>()) {
+      ASSIGN_OR_RETURN(JobQuote quote, cp.Quote(submit));
+      return Reply::Json(QuoteToJson(quote));
+    }
   }
   ASSIGN_OR_RETURN(JobView job, cp.Submit(submit));
   return Reply::Json(JobToJson(job), 201);

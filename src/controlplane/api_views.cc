@@ -10,6 +10,32 @@ std::string FormatTime(TimePoint t) {
                           absl::UTCTimeZone());
 }
 
+nlohmann::json QuoteToJson(const JobQuote& quote) {
+  nlohmann::json lines = nlohmann::json::array();
+  for (const QuoteLine& l : quote.lines) {
+    nlohmann::json j = {{"gpu_model", l.offer.gpu_model},
+                        {"capacity_type", l.offer.capacity_type},
+                        {"region", l.offer.region},
+                        {"provider", l.offer.provider},
+                        {"price_micros_per_gpu_hour", l.offer.price_micros_per_gpu_hour},
+                        {"members", l.members},
+                        {"gpus_per_member", l.gpus_per_member},
+                        {"gpu_milli", l.gpu_milli},
+                        {"fits_now", l.fits_now},
+                        {"price_per_hour_micros", l.price_per_hour_micros},
+                        {"estimate", l.estimate}};
+    if (l.est_seconds) j["est_seconds"] = *l.est_seconds;
+    if (l.est_cost_micros) j["est_cost_micros"] = *l.est_cost_micros;
+    lines.push_back(std::move(j));
+  }
+  return {{"dry_run", true},
+          {"spec_yaml", quote.spec_yaml},
+          {"plan", quote.plan_json.empty() ? nlohmann::json() : nlohmann::json::parse(quote.plan_json, nullptr, false)},
+          {"lines", lines},
+          {"available_micros", quote.available_micros},
+          {"enforced", quote.enforced}};
+}
+
 nlohmann::json JobToJson(const JobView& job) {
   const store::JobRecord& r = job.record;
   nlohmann::json j = {{"id", r.id},

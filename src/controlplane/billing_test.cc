@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/numeric/int128.h"
+#include "absl/strings/match.h"
 
 #include "controlplane/testing/control_plane_fixture.h"
 #include "http/status_http.h"
@@ -210,6 +211,89 @@ TEST_F(BillingTest, ChargesEqualARecomputationFromTheEventLog) {
   EXPECT_GT(charged.micros, 0);
   EXPECT_GT(restarts, 0) << "some jobs failed and were retried";
   EXPECT_EQ(cp_->billing().Total(), Money{});
+}
+
+// A job's own budget (api::JobSpec max_cost, max_price): max_price 2.00 keeps it off the 4.10 node; max_cost
+// 0.50 at 1.50 per GPU-hour stops it after 20 min, whether or not the tenant's budgets are enforced.
+TEST_F(BillingTest, AJobsMaxPriceChoosesItsNodesAndItsMaxCostStopsIt) {
+  RegisterPriced("dear-a", 4'100'000);
+  RegisterPriced("cheap-b", 1'500'000);
+  const std::string capped = "resources: {accelerators: H100-SXM-80GB:1}\nmax_price: 2.00\nrun: x\n";
+  const std::string id = Submit("name: one\nmax_cost: 0.50\n" + capped);
+  const std::string second = Submit("name: two\n" + capped);
+  cp_->Reconcile();
+  ASSERT_EQ(State(id), JobState::kScheduled);
+  EXPECT_EQ(cp_->GetJob(id)->allocation->members.at(0).node, "cheap-b");
+  EXPECT_EQ(State(second), JobState::kPending) << "the free node is above its max_price";
+  EXPECT_TRUE(absl::StrContains(cp_->GetJob(second)->pending_reason, "above the job's max_price 2.00"))
+      << cp_->GetJob(second)->pending_reason;
+  Beat("cheap-b", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  clock_.Advance(minutes(19));
+  Heartbeat("dear-a");
+  Beat("cheap-b", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  EXPECT_EQ(State(id), JobState::kRunning);
+  clock_.Advance(minutes(1));
+  Heartbeat("dear-a");
+  Beat("cheap-b", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  ASSERT_EQ(State(id), JobState::kCancelled);
+  EXPECT_EQ(cp_->GetJob(id)->record.reason, "budget: the job's max_cost 0.5000 is reached (0.5000 metered)");
+}
+
+// A dry run (Quote): the offers a job would take in its capacity preference order, each with the price of an
+// hour of its GPUs and, from max_duration, the most it would cost; max_price drops the dearer one; nothing is
+// stored. A planned job is priced from the planner's time on each GPU model.
+TEST_F(BillingTest, AQuoteListsTheOffersAJobWouldTakeWithTheirCostAndStoresNothing) {
+  RegisterPriced("dear-a", 4'100'000);
+  api::Registration spot = Registration("cheap-b", "2xH100-SXM-80GB", "spot", "r1");
+  spot.price_micros_per_gpu_hour = 1'500'000;
+  ASSERT_TRUE(cp_->Register(spot).ok());
+  cp_->Reconcile();
+  const std::string spec =
+      "name: q\nresources: {accelerators: H100-SXM-80GB:1, capacity: [spot, on-demand]}\nmax_duration: 2h\nrun: x\n";
+  absl::StatusOr<JobQuote> q = cp_->Quote({.spec_yaml = spec, .tenant = "team-a"});
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_EQ(q->lines.size(), 2u);
+  EXPECT_EQ(q->lines[0].offer.capacity_type, "spot");
+  EXPECT_EQ(q->lines[0].offer.region, "r1");
+  EXPECT_EQ(q->lines[0].price_per_hour_micros, 1'500'000);
+  EXPECT_TRUE(q->lines[0].fits_now);
+  EXPECT_EQ(q->lines[0].estimate, "max_duration");
+  EXPECT_EQ(q->lines[0].est_seconds, 7200);
+  EXPECT_EQ(q->lines[0].est_cost_micros, 3'000'000);
+  EXPECT_EQ(q->lines[1].offer.capacity_type, "on-demand");
+  EXPECT_EQ(q->lines[1].offer.provider, "p1");
+  EXPECT_EQ(q->lines[1].est_cost_micros, 8'200'000);
+  EXPECT_EQ(q->available_micros, 0);
+  EXPECT_TRUE(cp_->ListJobs({})->empty()) << "a quote stores nothing";
+  // A 2-GPU job fits only the spot node now; with max_price 2.00 the 4.10 node is no offer at all.
+  q = cp_->Quote({.spec_yaml = "name: q\nresources: {accelerators: H100-SXM-80GB:2}\nmax_price: 2.00\nrun: x\n",
+                  .tenant = "team-a"});
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_EQ(q->lines.size(), 1u);
+  EXPECT_EQ(q->lines[0].offer.capacity_type, "spot");
+  EXPECT_EQ(q->lines[0].price_per_hour_micros, 3'000'000);
+  EXPECT_FALSE(q->lines[0].est_cost_micros.has_value()) << "no estimate without a plan or max_duration";
+  // A bad spec is the same error as a submission's.
+  EXPECT_EQ(cp_->Quote({.spec_yaml = "name: q\n", .tenant = "team-a"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // The planner's time for a LoRA of a small Llama on H100s prices the whole job.
+  const std::string config = R"({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
+      "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 1000, "num_key_value_heads": 8,
+      "max_position_embeddings": 1024, "torch_dtype": "bfloat16"})";
+  q = cp_->Quote({.spec_yaml = "name: tune\nmodel: tiny.json\ntask: {kind: lora, seq_len: 512, tokens: 2e8}\nrun: x\n",
+                  .model_config_json = config,
+                  .tenant = "team-a"});
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_FALSE(q->lines.empty());
+  EXPECT_FALSE(q->plan_json.empty());
+  for (const QuoteLine& l : q->lines) {
+    EXPECT_EQ(l.estimate, "planner");
+    ASSERT_TRUE(l.est_seconds.has_value());
+    EXPECT_GT(*l.est_seconds, 0);
+    EXPECT_EQ(*l.est_cost_micros, int64_t{l.members} * l.gpus_per_member * l.gpu_milli * *l.est_seconds *
+                                      l.offer.price_micros_per_gpu_hour / 3'600'000);
+  }
 }
 
 class EnforcedBillingTest : public BillingTest {

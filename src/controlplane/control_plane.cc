@@ -455,10 +455,10 @@ absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
   return job;
 }
 
-absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
+absl::StatusOr<ControlPlane::Admission> ControlPlane::Check(const SubmitRequest& request, bool quote) {
   ASSIGN_OR_RETURN(api::JobSpec spec, api::ParseJobSpec(request.spec_yaml, catalog_));
   RETURN_IF_ERROR(secrets_->CheckRefs(SecretTenant(request.tenant), spec.secret_env));
-  if (options_.billing.enforce) {
+  if (options_.billing.enforce && !quote) {
     // Budgets (billing.h): a tenant with nothing left to spend is refused before anything is stored.
     const std::string tenant = SecretTenant(request.tenant);
     const ledger::TenantBalance balance = billing_->Balance(tenant);
@@ -467,6 +467,16 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
           "tenant '{}' has {} to spend (credit {}, cash {}); an operator tops it up with `gpugeek top-up {} AMOUNT`",
           tenant, balance.available().ToString(), balance.credit.ToString(), balance.cash.ToString(), tenant));
     }
+  }
+  // A quote needs none of what runs the job: its folders, files, dataset and weights.
+  if (quote) {
+    spec.workdir.clear();
+    spec.files.clear();
+    spec.file_archives.clear();
+    spec.workdir_digest.clear();
+    spec.dataset.clear();
+    spec.weights.clear();
+    spec.weights_signer.clear();
   }
   if (!spec.workdir.empty()) {
     return absl::InvalidArgumentError(fmt::format(
@@ -568,6 +578,18 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   if (!requests.ok()) return requests.status();
   for (sched::Request& r : *requests) r.tenant = request.tenant;
   RETURN_IF_ERROR(admission_fit_.Check(*requests, *snapshot()));
+  return Admission{.spec = std::move(spec),
+                   .spec_yaml = std::move(spec_yaml),
+                   .plan_json = std::move(plan_json),
+                   .planned = std::move(planned),
+                   .requests = *std::move(requests)};
+}
+
+absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
+  ASSIGN_OR_RETURN(Admission admitted, Check(request, /*quote=*/false));
+  const api::JobSpec& spec = admitted.spec;
+  std::string& spec_yaml = admitted.spec_yaml;
+  const std::string& plan_json = admitted.plan_json;
   store::JobRecord record;
   record.tenant = request.tenant;
   record.name = spec.name;
@@ -595,6 +617,19 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   JobView v;
   v.record = std::move(stored);
   return v;
+}
+
+absl::StatusOr<JobQuote> ControlPlane::Quote(const SubmitRequest& request) {
+  ASSIGN_OR_RETURN(Admission admitted, Check(request, /*quote=*/true));
+  JobQuote q;
+  q.spec_yaml = admitted.spec_yaml;
+  q.plan_json = admitted.plan_json;
+  q.lines = QuoteFor(admitted.requests, admitted.planned ? &*admitted.planned : nullptr, admitted.spec.max_duration,
+                     *snapshot(), SecretTenant(request.tenant));
+  const ledger::TenantBalance balance = billing_->Balance(SecretTenant(request.tenant));
+  q.available_micros = balance.available().micros;
+  q.enforced = options_.billing.enforce;
+  return q;
 }
 
 // Group commit (leader/follower): a submitter that finds no commit in flight becomes the leader,

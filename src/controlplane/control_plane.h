@@ -70,6 +70,7 @@
 #include "controlplane/log_routes.h"
 #include "controlplane/log_store.h"
 #include "controlplane/options.h"
+#include "controlplane/quote.h"
 #include "controlplane/secrets.h"
 #include "controlplane/state/lease_table.h"
 #include "controlplane/state/log_grant_table.h"
@@ -99,6 +100,15 @@ struct SubmitRequest {
   // Internal submitters only (the experiment controller): GPUGEEK_* variables every member gets beside
   // the spec's env (store::JobRecord::platform_env). Never filled from a request's body.
   std::map<std::string, std::string> platform_env;
+};
+
+// What a job would take and cost (`gpugeek submit --dry-run`; quote.h), and what its tenant has to spend.
+struct JobQuote {
+  std::string spec_yaml;  // as it would be stored
+  std::string plan_json;  // the planner's output ("" when the spec is not planned)
+  std::vector<QuoteLine> lines;
+  int64_t available_micros = 0;  // the tenant's credit + cash now (billing.h)
+  bool enforced = false;         // whether budgets are enforced (BillingOptions::enforce)
 };
 
 // A job as the API shows it.
@@ -164,6 +174,10 @@ class ControlPlane {
   // spec has model + task and no accelerators (FailedPrecondition when nothing in the pool fits,
   // saying why), then stores the job PENDING. Returns the stored job.
   absl::StatusOr<JobView> Submit(const SubmitRequest& request);
+  // The same checks as Submit (but not of what only running needs: the spec's folders, files, dataset and
+  // weights, nor the tenant's balance), then which offers the job would take and what it would cost; nothing
+  // is stored.
+  absl::StatusOr<JobQuote> Quote(const SubmitRequest& request);
   absl::StatusOr<JobView> GetJob(const std::string& id);
   absl::StatusOr<std::vector<JobView>> ListJobs(const store::JobFilter& filter);
   // PENDING jobs end at once; placed ones end CANCELLED and their members are stopped (SIGTERM,
@@ -282,6 +296,16 @@ class ControlPlane {
 
   explicit ControlPlane(const ControlPlaneOptions& options);
   ControllerContext ContextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writer_mu_);
+  // What admission makes of a request: the spec as it will be stored, the planner's output, the scheduling
+  // requests. `quote`: for Quote (see there).
+  struct Admission {
+    api::JobSpec spec;
+    std::string spec_yaml;
+    std::string plan_json;
+    std::optional<workload::ResourceRequest> planned;
+    std::vector<sched::Request> requests;
+  };
+  absl::StatusOr<Admission> Check(const SubmitRequest& request, bool quote);
   absl::StatusOr<JobView> Admit(const SubmitRequest& request);
   absl::StatusOr<store::JobRecord> CommitGrouped(store::JobRecord record);
   // Takes every queued submission, issuing their ids in queue order. Call with commit_mu_ held.

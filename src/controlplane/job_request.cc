@@ -105,6 +105,7 @@ absl::StatusOr<std::vector<sched::Request>> BuildRequests(const std::string& job
       if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
       req.image = spec.image;           // only nodes that have the image (sched::ImageFit)
       req.engine = EngineNeedOf(spec);  // only nodes with a runtime of the format (sched::EngineFit)
+      req.max_price_micros = spec.max_price_micros.value_or(0);  // sched::PriceFit
       out.push_back(std::move(req));
     }
   }
@@ -130,6 +131,7 @@ std::vector<sched::Request> ReplacementRequests(const std::string& job_id, const
     if (!r.regions.empty()) req.node_selector[std::string(kRegionLabel)] = r.regions;
     req.image = spec.image;
     req.engine = EngineNeedOf(spec);
+    req.max_price_micros = spec.max_price_micros.value_or(0);
     req.tenant = tenant;
     out.push_back(std::move(req));
   }

@@ -53,6 +53,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.cpu_milli = cpu_milli;
     s.spec.memory_bytes = memory;
     s.spec.capacity_type = ParseCapacity(registration.capacity_type);
+    s.spec.price_micros_per_gpu_hour = registration.price_micros_per_gpu_hour;
     s.spec.labels = registration.labels;
     if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
     s.spec.images = registration.images;
@@ -77,6 +78,7 @@ std::vector<SchedNode> ToSchedNodes(const api::Registration& registration) {
     s.spec.gpu_count = static_cast<int32_t>(std::min<size_t>(devices.size(), sched::kMaxGpusPerNode));
     s.spec.gpu_model = order[g];
     s.spec.capacity_type = ParseCapacity(registration.capacity_type);
+    s.spec.price_micros_per_gpu_hour = registration.price_micros_per_gpu_hour;
     s.spec.labels = registration.labels;
     if (!registration.region.empty()) s.spec.labels[kRegionLabel] = registration.region;
     s.spec.images = registration.images;

@@ -227,7 +227,10 @@ J Build() {
       {"properties",
        {{"spec_yaml", {{"type", "string"}, {"description", "a job spec (docs/job-spec.md)"}}},
         {"model_config", {{"type", "object"}, {"description", "the config.json the spec's model names"}}},
-        {"tenant", {{"type", "string"}}}}}};
+        {"tenant", {{"type", "string"}}},
+        {"dry_run",
+         {{"type", "boolean"},
+          {"description", "store nothing: answer 200 with which offers the job would take and what it would cost"}}}}}};
   schemas["Event"] = {{"type", "object"},
                       {"properties",
                        {{"seq", {{"type", "integer"}}},
@@ -296,6 +299,18 @@ J Build() {
   paths["/v1/healthz"]["get"] = Op("Liveness", JsonResponse("ok", {{"type", "object"}}));
   paths["/v1/openapi.json"]["get"] = Op("This document", JsonResponse("OpenAPI 3.0", {{"type", "object"}}));
   paths["/v1/jobs"]["post"] = Op("Submit a job", JsonResponse("stored (durable)", Ref("Job")), "201");
+  paths["/v1/jobs"]["post"]["responses"]["200"] =
+      JsonResponse("with dry_run: the offers the job would take and its cost; nothing stored",
+                   {{"type", "object"},
+                    {"properties",
+                     {{"dry_run", {{"type", "boolean"}}},
+                      {"spec_yaml", {{"type", "string"}}},
+                      {"plan", {{"type", "object"}, {"nullable", true}}},
+                      {"lines", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                      {"available_micros", {{"type", "integer"}}},
+                      {"enforced", {{"type", "boolean"}}}}}});
+  // 402: a tenant with nothing left to spend when budgets are enforced (docs/billing.md).
+  paths["/v1/jobs"]["post"]["responses"]["402"] = JsonResponse("the tenant has nothing left to spend", Ref("Error"));
   paths["/v1/jobs"]["post"]["requestBody"] = Body(Ref("SubmitJob"));
   paths["/v1/jobs"]["get"] =
       Op("List jobs, newest first (or oldest first), paged by id: pass the reply's next_after as after",

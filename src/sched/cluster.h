@@ -41,6 +41,8 @@ struct NodeSpec {
   // NVLink domain of each GPU (GPUs in one domain talk over NVLink). Empty: all GPUs in domain 0.
   std::vector<int8_t> nvlink_domain;
   CapacityType capacity_type = CapacityType::kOnDemand;
+  // What a GPU-hour of this node costs, in integer micro-units of the pool's currency; 0 = not priced.
+  int64_t price_micros_per_gpu_hour = 0;
   std::map<std::string, std::string> labels;
   // The container images the node can run ("localhost/busybox:latest"), sorted; see ImageFit.
   std::vector<std::string> images;

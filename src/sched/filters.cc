@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/units.h"
+
 namespace gpugeek::sched {
 
 void NodeResourcesFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
@@ -67,6 +69,19 @@ std::string CapacityTypeFit::Explain(const PodShape& shape, const Cluster& clust
   if (!shape.capacity_type || cluster.spec(n).capacity_type == *shape.capacity_type) return "";
   return fmt::format("capacity type {} is not the requested {}", CapacityTypeName(cluster.spec(n).capacity_type),
                      CapacityTypeName(*shape.capacity_type));
+}
+
+void PriceFit::Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const {
+  if (shape.max_price_micros <= 0) return;
+  std::erase_if(candidates,
+                [&](NodeIndex n) { return cluster.spec(n).price_micros_per_gpu_hour > shape.max_price_micros; });
+}
+
+std::string PriceFit::Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const {
+  const int64_t price = cluster.spec(n).price_micros_per_gpu_hour;
+  if (shape.max_price_micros <= 0 || price <= shape.max_price_micros) return "";
+  return fmt::format("price {} per GPU-hour is above the job's max_price {}", FormatMoney(price),
+                     FormatMoney(shape.max_price_micros));
 }
 
 namespace {

@@ -31,6 +31,15 @@ class CapacityTypeFit final : public FilterPlugin {
   std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
 };
 
+// Only nodes priced at most the request's max_price per GPU-hour (Request::max_price_micros), when it
+// has one; an unpriced node (price 0) fits any cap.
+class PriceFit final : public FilterPlugin {
+ public:
+  std::string_view name() const override { return "PriceFit"; }
+  void Filter(const PodShape& shape, const Cluster& cluster, std::vector<NodeIndex>& candidates) const override;
+  std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
+};
+
 // Nodes reserved to some tenants (label kReservedForLabel = "team-a,team-b") take pods of those tenants
 // only; a pod without a tenant fits only nodes without the label. Nodes without it are shared.
 class TenantReservationFit final : public FilterPlugin {

@@ -155,6 +155,41 @@ TEST(FrameworkTest, CapacityTypeIsHonoured) {
   EXPECT_FALSE(d->scheduled);
 }
 
+// A request's max_price keeps it off nodes priced above it; an unpriced node fits any cap, and the reason
+// names both prices.
+TEST(FrameworkTest, MaxPriceKeepsARequestOffDearerNodes) {
+  NodeSpec dear = Node("dear", 8000, 1, "A100");
+  dear.price_micros_per_gpu_hour = 4'100'000;
+  NodeSpec cheap = Node("cheap", 8000, 1, "A100");
+  cheap.price_micros_per_gpu_hour = 1'230'000;
+  auto c = Cluster::Create({dear, cheap, Node("free", 8000, 1, "A100")});
+  ASSERT_TRUE(c.ok());
+  auto fw = Make(&*c);
+  AcceptAllBinder binder;
+  Request r = Req("r", Shape(0, 1, 1000));
+  r.max_price_micros = 2'000'000;
+  std::set<NodeIndex> used;
+  for (int i = 0; i < 2; ++i) {
+    auto d = fw->Schedule(r, binder);
+    ASSERT_TRUE(d.ok() && d->scheduled);
+    used.insert(d->placements[0].node);
+  }
+  EXPECT_EQ(used, (std::set<NodeIndex>{1, 2}));
+  auto d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->scheduled);
+  bool named = false;
+  for (const NodeReason& reason : d->reasons) {
+    named |= reason.node == 0 && reason.plugin == "PriceFit" &&
+             reason.reason == "price 4.10 per GPU-hour is above the job's max_price 2.00";
+  }
+  EXPECT_TRUE(named);
+  r.max_price_micros = 0;  // no cap: the dear node is fine
+  d = fw->Schedule(r, binder);
+  ASSERT_TRUE(d.ok() && d->scheduled);
+  EXPECT_EQ(d->placements[0].node, 0);
+}
+
 TEST(FrameworkTest, ANodeReservedToTenantsTakesOnlyTheirPods) {
   NodeSpec reserved = Node("reserved", 8000, 4, "A100");
   reserved.labels = {{std::string(kReservedForLabel), "team-a, team-c"}};

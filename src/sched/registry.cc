@@ -24,13 +24,14 @@ Registry::Registry() {
       {"NodeResourcesFit", [] { return std::make_unique<NodeResourcesFit>(); }},
       {"GpuShareFit", [] { return std::make_unique<GpuShareFit>(); }},
       {"CapacityTypeFit", [] { return std::make_unique<CapacityTypeFit>(); }},
+      {"PriceFit", [] { return std::make_unique<PriceFit>(); }},
       {"NodeSelectorFit", [] { return std::make_unique<NodeSelectorFit>(); }},
       {"TenantReservationFit", [] { return std::make_unique<TenantReservationFit>(); }},
       {"ImageFit", [] { return std::make_unique<ImageFit>(); }},
       {"EngineFit", [] { return std::make_unique<EngineFit>(); }},
   };
-  default_filters_ = {"NodeResourcesFit",     "GpuShareFit", "CapacityTypeFit", "NodeSelectorFit",
-                      "TenantReservationFit", "ImageFit",    "EngineFit"};
+  default_filters_ = {"NodeResourcesFit", "GpuShareFit",          "CapacityTypeFit", "PriceFit",
+                      "NodeSelectorFit",  "TenantReservationFit", "ImageFit",        "EngineFit"};
   scores_ = {
       {"RandomScore", [](const PluginContext&) { return std::make_unique<RandomScore>(); }},
       {"DotProductScore", [](const PluginContext&) { return std::make_unique<DotProductScore>(); }},

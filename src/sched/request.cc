@@ -33,6 +33,7 @@ PodShape Compile(const ResourceShape& s, const Cluster& cluster, const Request* 
     if (!request->tenant.empty()) p.tenant = &request->tenant;
     if (!request->image.empty()) p.image = &request->image;
     if (!request->engine.format.empty()) p.engine = &request->engine;
+    p.max_price_micros = request->max_price_micros;
   }
   p.cpu_milli = s.cpu_milli;
   p.memory_bytes = s.memory_bytes;

@@ -55,6 +55,9 @@ struct Request {
   // NodeSpec::images hold it qualify (ImageFit).
   std::string image;
   EngineNeed engine;
+  // When > 0: only nodes priced at most this many micro-units per GPU-hour (unpriced nodes too), the job
+  // spec's `max_price` (PriceFit).
+  int64_t max_price_micros = 0;
   // Members of this gang placed already, in this cluster (an elastic gang's survivors, whose lost members
   // this request replaces): the new members land beside them, off their nodes when distinct_nodes and in
   // their gang_label value when one is set. Empty for a whole gang.
@@ -83,6 +86,7 @@ struct PodShape {
   const std::string* tenant = nullptr;          // borrowed from the Request; null = no owner
   const std::string* image = nullptr;           // borrowed from the Request; null = no image needed
   const EngineNeed* engine = nullptr;           // borrowed from the Request; null = no engine needed
+  int64_t max_price_micros = 0;                 // the Request's; 0 = any price
 
   bool uses_gpu() const { return num_gpus > 0 && gpu_milli > 0; }
   bool is_share() const { return num_gpus == 1 && gpu_milli < kMilliPerGpu; }

@@ -10,6 +10,7 @@
 #include "common/absl_fmt.h"
 #include "controlplane/billing.h"
 #include "controlplane/controllers/transitions.h"
+#include "controlplane/usage.h"
 
 namespace gpugeek::controlplane {
 
@@ -21,10 +22,10 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
       spdlog::warn("billing: posting credit expiries (retried next time): {}", expired.status());
     }
   }
-  if (!ctx.billing->options().enforce) return;
-  // What each tenant's open segments cost so far.
+  // What each tenant's open segments cost so far; the jobs over their own max_cost.
   std::map<std::string, ledger::Money> open;
   std::map<std::string, std::vector<std::string>> jobs;
+  std::vector<std::pair<std::string, std::string>> over;  // (job, reason)
   for (const auto& [id, live] : ctx.state.live) {
     if (api::IsTerminal(live.record.state)) continue;
     ledger::Money cost;
@@ -40,10 +41,24 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
                           ledger::Money::Micros(price), 0);
       if (p.ok()) cost += p->cost;
     }
+    if (live.spec.max_cost_micros) {
+      // Its placements' metered usage so far, and its open segments up to now.
+      ledger::Money spent = cost;
+      for (const UsageLine& l : UsageFromText(live.record.usage_json).value_or(Usage{})) {
+        spent += ledger::Money::Micros(l.cost_micros);
+      }
+      if (spent.micros >= *live.spec.max_cost_micros) {
+        over.emplace_back(id,
+                          fmt::format("budget: the job's max_cost {} is reached ({} metered)",
+                                      ledger::Money::Micros(*live.spec.max_cost_micros).ToString(), spent.ToString()));
+      }
+    }
     if (cost.micros == 0) continue;
     open[live.record.tenant] += cost;
     jobs[live.record.tenant].push_back(id);
   }
+  for (const auto& [id, reason] : over) Stop(ctx, id, reason);
+  if (!ctx.billing->options().enforce) return;
   for (const auto& [tenant, cost] : open) {
     const ledger::Money available = ctx.billing->Balance(tenant).available();
     if (available - cost > ledger::Money{}) continue;
@@ -51,17 +66,19 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
         "budget: tenant '{}' has spent its credit and cash ({} left, {} running unbilled); top up to run "
         "again",
         tenant, available.ToString(), cost.ToString());
-    for (const std::string& id : jobs[tenant]) {
-      auto it = ctx.state.live.find(id);
-      if (it == ctx.state.live.end()) continue;
-      if (absl::Status st = CommitJobState(ctx, it->second, api::JobState::kCancelled, reason); !st.ok()) {
-        spdlog::warn("billing: stopping {} at its tenant's budget (retried next pass): {}", id, st);
-        continue;
-      }
-      spdlog::info("billing: stopped {}: {}", id, reason);
-      if (absl::Status st = ReleaseIfDone(ctx, id); !st.ok()) spdlog::warn("billing: releasing {}: {}", id, st);
-    }
+    for (const std::string& id : jobs[tenant]) Stop(ctx, id, reason);
   }
+}
+
+void BudgetController::Stop(ControllerContext& ctx, const std::string& id, const std::string& reason) {
+  auto it = ctx.state.live.find(id);
+  if (it == ctx.state.live.end() || api::IsTerminal(it->second.record.state)) return;
+  if (absl::Status st = CommitJobState(ctx, it->second, api::JobState::kCancelled, reason); !st.ok()) {
+    spdlog::warn("billing: stopping {} at its budget (retried next pass): {}", id, st);
+    return;
+  }
+  spdlog::info("billing: stopped {}: {}", id, reason);
+  if (absl::Status st = ReleaseIfDone(ctx, id); !st.ok()) spdlog::warn("billing: releasing {}: {}", id, st);
 }
 
 }  // namespace gpugeek::controlplane

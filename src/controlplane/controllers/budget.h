@@ -1,5 +1,7 @@
 #pragma once
-// BudgetController: stops a tenant's running work when its money is spent (BillingOptions::enforce).
+// BudgetController: stops a job that reached its own `max_cost` (api::JobSpec::max_cost_micros: its metered
+// usage plus its open segments up to now), and a tenant's running work when its money is spent
+// (BillingOptions::enforce).
 //
 // Each pass it prices what the tenant's running members have used since their segments began (charged
 // only when each ends, usage.h) at their nodes' prices, and when the tenant's spendable balance
@@ -10,6 +12,7 @@
 // It also posts the expiries of credits that are due, once per `expiry_interval`.
 
 #include <optional>
+#include <string>
 
 #include "controlplane/controllers/context.h"
 
@@ -22,6 +25,8 @@ class BudgetController {
   static constexpr Duration kExpiryInterval = std::chrono::seconds(10);
 
  private:
+  // Cancels live job `id` with `reason` (SIGTERM to its members, who are charged up to their exit).
+  void Stop(ControllerContext& ctx, const std::string& id, const std::string& reason);
   std::optional<MonoTime> last_expiry_;
 };
 

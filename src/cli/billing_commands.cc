@@ -3,17 +3,21 @@
 //   gpugeek ledger [--tenant T] [--limit N]               its transactions, oldest first
 //   gpugeek bill [--period YYYY-MM] [--tenant T]          its bill for a month: GPU-hours and cost per GPU
 //                                                         model and capacity type, credit and cash spent
+//   gpugeek cost-report [--period YYYY-MM] [--tenant T] [--svg FILE]   per job: GPU-hours, cost, on-demand, saved
 //   gpugeek top-up TENANT AMOUNT [--id KEY]               money in (admin)
 //   gpugeek grant TENANT GRANT AMOUNT [--days N]          credit, once per grant name (admin)
 //   gpugeek payout PROVIDER AMOUNT --id KEY               pays a provider out (admin)
 // each with --server URL, --token, --profile and --json. Amounts are decimals in the pool's currency.
 
+#include <algorithm>
+#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "common/line_chart.h"
 #include "common/table.h"
 #include "common/units.h"
 
@@ -127,6 +131,59 @@ void RegisterBillingCommands(CLI::App& app) {
         Money(b["paid_from_credit_micros"]), Money(b["paid_from_cash_micros"]), Money(b["refunds_micros"]),
         Money(b["top_ups_micros"]), Money(b["grants_micros"]), Money(b["expired_micros"]),
         Money(b["available_now_micros"]));
+  });
+
+  CLI::App* report = app.add_subcommand(
+      "cost-report", "Per job of a month: GPU-hours, cost, what it would cost on-demand and what spot saved");
+  report->add_option("--period", o->period, "YYYY-MM (default: this month)");
+  report->add_option("--tenant", o->tenant, "This tenant (yours unless you are an admin; an admin: all without it)");
+  report->add_option("--svg", o->target, "Also write the month's cumulative spend per day as an SVG chart here");
+  AddClientFlags(report, &o->flags);
+  report->callback([o] {
+    const std::string cmd = "cost-report";
+    auto client = Connect(cmd, o->flags);
+    json jobs = json::array();
+    json first;
+    std::string after;
+    for (;;) {
+      std::string path = "/v1/cost-report?limit=1000&period=" + UrlEncode(o->period) + TenantQuery(o->tenant, '&');
+      if (!after.empty()) path += "&after=" + UrlEncode(after);
+      json page = OrFail(cmd, client->Get(path));
+      for (json& j : page["jobs"]) jobs.push_back(std::move(j));
+      if (first.is_null()) first = page;
+      if (page["next_after"].is_null()) break;
+      after = page["next_after"].get<std::string>();
+    }
+    first["jobs"] = jobs;
+    first.erase("next_after");
+    if (!o->target.empty()) {
+      ChartSeries spend{.name = "cumulative spend"};
+      double sum = 0;
+      int day = 0;
+      for (const json& d : first["daily_cost_micros"]) {
+        sum += static_cast<double>(d.get<int64_t>()) / 1e6;
+        spend.points.emplace_back(++day, sum);
+      }
+      const std::string svg = LineChartSvg("Spend in " + Text(first["period"]) + " (UTC)", "day of the month",
+                                           "cumulative spend (pool currency)", {spend}, 1, std::max(day, 2));
+      std::ofstream out(o->target);
+      out << svg;
+      if (!out) Fail(cmd, fmt::format("--svg: cannot write {}", o->target), kExitUsage);
+    }
+    if (o->flags.json) return PrintJson(first);
+    std::cout << fmt::format("Cost report for {} (UTC){}\n", Text(first["period"]),
+                             first["tenant"].is_null() ? ", every tenant" : ", tenant " + Text(first["tenant"]));
+    TextTable table({"JOB", "TENANT", "GPU-HOURS", "COST", "ON-DEMAND", "SAVED"});
+    for (int c : {2, 3, 4, 5}) table.AlignRight(c);
+    const auto add = [&table](const std::string& job, const std::string& tenant, const json& row) {
+      table.AddRow({job, tenant, fmt::format("{:.3f}", row["gpu_hours"].get<double>()), Money(row["cost_micros"]),
+                    Money(row["on_demand_micros"]), Money(row["saving_micros"])});
+    };
+    for (const json& j : first["jobs"]) add(Text(j["job"]), Text(j["tenant"]), j);
+    add("total", "", first["totals"]);
+    std::cout << table.Render();
+    std::cout << "Idle GPU time is not metered separately yet.\n";
+    if (!o->target.empty()) std::cout << fmt::format("Chart: {}\n", o->target);
   });
 
   CLI::App* top_up = app.add_subcommand("top-up", "Add money to a tenant's cash (admin)");

@@ -754,6 +754,28 @@ TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, ::testing::HasSubstr("must be a calendar month YYYY-MM"));
 
+  // The cost report: the job's GPU time and cost (on the only on-demand H100 node: no saving), a chart.
+  const std::string svg = (dir_ / "spend.svg").string();
+  r = RunGpugeek("cost-report --tenant team-a --json --svg " + svg + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json report = json::parse(r.out);
+  ASSERT_EQ(report["jobs"].size(), 1u) << r.out;
+  EXPECT_EQ(report["jobs"][0]["job"], id);
+  EXPECT_EQ(report["jobs"][0]["cost_micros"], cost);
+  EXPECT_EQ(report["jobs"][0]["on_demand_micros"], cost);
+  EXPECT_EQ(report["jobs"][0]["saving_micros"], 0);
+  EXPECT_EQ(report["totals"]["cost_micros"], cost);
+  int64_t daily = 0;
+  for (const json& d : report["daily_cost_micros"]) daily += d.get<int64_t>();
+  EXPECT_EQ(daily, cost);
+  std::ifstream chart(svg);
+  std::string head(4, '\0');
+  chart.read(head.data(), 4);
+  EXPECT_EQ(head, "<svg");
+  r = RunGpugeek("cost-report --tenant team-a" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(id + " +team-a +0.000 +0.0"));
+
   // A dry run: the offers a 4-GPU job for 90 minutes would take (spot A100 first: cheaper), nothing submitted.
   const std::string spec = WriteSpec("dry.yaml",
                                      "name: dry\nresources: {accelerators: A100-SXM-80GB:4, capacity: [spot, "

@@ -1,8 +1,10 @@
 #include "controlplane/billing_routes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -185,6 +187,76 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
                       {"available_now_micros", now.available().micros}});
 }
 
+// The cost report of a month: per job, its GPU time and cost in the period, what the same time costs
+// on-demand and what that saved; the totals; and the spend of each day (UTC) for the chart.
+absl::StatusOr<Reply> GetCostReport(ControlPlane& cp, const Accounts& accounts, const Principal& who,
+                                    const Request& r) {
+  std::string tenant;
+  if (!who.admin() || !r.query_value("tenant").empty()) {
+    ASSIGN_OR_RETURN(tenant, ReadTenant(accounts, who, r));
+  }
+  std::string period = r.query_value("period");
+  if (period.empty()) period = FormatTime(cp.clock().Now()).substr(0, 7);
+  ASSIGN_OR_RETURN(auto range, ParsePeriod(period));
+  struct Row {
+    std::string tenant;
+    int64_t gpu_milli_seconds = 0;
+    int64_t cost = 0;
+    int64_t on_demand = 0;
+    int64_t spot_cost = 0;
+    int64_t charges = 0;
+  };
+  std::map<std::string, Row> jobs;
+  const int days =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::hours>(range.second - range.first).count() / 24);
+  std::vector<int64_t> daily(static_cast<size_t>(days), 0);
+  Row total;
+  for (const ledger::Transaction& t : cp.billing().Between(tenant, range.first, range.second)) {
+    if (t.kind != ledger::Kind::kCharge) continue;
+    const std::string prefix = "tenant:" + t.tenant + ":";
+    int64_t paid = 0;
+    for (const ledger::Posting& p : t.postings) {
+      if (p.account.starts_with(prefix)) paid -= p.amount.micros;
+    }
+    for (Row* row : {&jobs[t.job], &total}) {
+      row->tenant = t.tenant;
+      row->gpu_milli_seconds += t.gpu_milli_seconds;
+      row->cost += paid;
+      row->on_demand += std::max(t.on_demand_micros, paid);
+      if (t.capacity_type == "spot") row->spot_cost += paid;
+      ++row->charges;
+    }
+    const auto day = std::chrono::duration_cast<std::chrono::hours>(t.at - range.first).count() / 24;
+    if (day >= 0 && day < days) daily[static_cast<size_t>(day)] += paid;
+  }
+  const auto row_json = [](const Row& row) {
+    return J{{"gpu_hours", static_cast<double>(row.gpu_milli_seconds) / 3'600'000.0},
+             {"gpu_milli_seconds", row.gpu_milli_seconds},
+             {"charges", row.charges},
+             {"cost_micros", row.cost},
+             {"on_demand_micros", row.on_demand},
+             {"saving_micros", row.on_demand - row.cost},
+             {"spot_cost_micros", row.spot_cost}};
+  };
+  std::vector<std::string> ids;
+  for (const auto& [id, row] : jobs) ids.push_back(id);
+  J out = {{"tenant", tenant.empty() ? J() : J(tenant)},
+           {"period", period},
+           {"totals", row_json(total)},
+           {"daily_cost_micros", daily},
+           {"idle", "not metered yet: idle-but-allocated GPU time is not in this report"}};
+  ASSIGN_OR_RETURN(out, Page(
+                            r, "jobs", ids, [](const std::string& id) { return id; },
+                            [&](const std::string& id) {
+                              J j = row_json(jobs[id]);
+                              j["job"] = id;
+                              j["tenant"] = jobs[id].tenant;
+                              return j;
+                            },
+                            std::move(out)));
+  return Reply::Json(out);
+}
+
 absl::StatusOr<Money> AmountField(const api::JsonReader& reader, const J& body) {
   if (!body.contains("amount") || !body["amount"].is_string()) {
     return reader.Error("amount", "must be a decimal string with up to six decimals, e.g. \"10.00\"");
@@ -287,6 +359,9 @@ void RegisterBillingRoutes(http::Server& server, ControlPlane& cp, Accounts& acc
                [&cp, &accounts](const Principal& who, const Request& r) { return GetLedger(cp, accounts, who, r); });
   GuardedRoute(server, accounts, "GET", "/v1/bill",
                [&cp, &accounts](const Principal& who, const Request& r) { return GetBill(cp, accounts, who, r); });
+  GuardedRoute(server, accounts, "GET", "/v1/cost-report", [&cp, &accounts](const Principal& who, const Request& r) {
+    return GetCostReport(cp, accounts, who, r);
+  });
   GuardedRoute(server, accounts, "POST", "/v1/tenants/{name}/top-ups",
                [&cp, &accounts](const Principal&, const Request& r) { return PostTopUp(cp, accounts, r); });
   GuardedRoute(server, accounts, "POST", "/v1/tenants/{name}/grants",

@@ -14,6 +14,9 @@
 //   GET  /v1/bill?period=YYYY-MM&tenant=          viewer  the tenant's bill for a calendar month (UTC): usage
 //        lines per (GPU model, capacity type) with GPU-hours and cost, credit and cash spent, refunds, top-ups,
 //        grants, expiries, and the balance at the period's end.
+//   GET  /v1/cost-report?period=YYYY-MM&tenant=&after=&limit=   viewer  per job of the month: GPU-hours, cost,
+//        what the same time costs on-demand and what that saved, paged by job id; the totals and the spend of
+//        each day (UTC). An admin without ?tenant= sees every tenant's jobs.
 //   POST /v1/tenants/{name}/top-ups {amount, id?}                    admin  money in (id: idempotency key)
 //   POST /v1/tenants/{name}/grants {grant, amount, expires_in_days?}  admin  credit, once per grant name
 //   POST /v1/providers/{name}/payouts {amount, id}                    admin  pays a provider out

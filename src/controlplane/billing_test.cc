@@ -213,6 +213,28 @@ TEST_F(BillingTest, ChargesEqualARecomputationFromTheEventLog) {
   EXPECT_EQ(cp_->billing().Total(), Money{});
 }
 
+// A charge carries what the same GPU time costs on-demand (the pool's on-demand reference price of the
+// model, usage.h), so the cost report can say what spot saved: an hour on a 0.80 spot node beside a 2.50
+// on-demand one is 0.80 charged, 2.50 on-demand.
+TEST_F(BillingTest, AChargeCarriesItsOnDemandEquivalent) {
+  api::Registration spot = Registration("spot-a", "1xH100-SXM-80GB", "spot");
+  spot.price_micros_per_gpu_hour = 800'000;
+  ASSERT_TRUE(cp_->Register(spot).ok());
+  RegisterPriced("od-b", 2'500'000);
+  const std::string id = Submit("name: s\nresources: {accelerators: H100-SXM-80GB:1, spot: true}\nrun: x\n");
+  cp_->Reconcile();
+  Beat("spot-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  clock_.Advance(std::chrono::hours(1));
+  Heartbeat("od-b");
+  Beat("spot-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0}});
+  const Billing::Page page = cp_->billing().Entries("team-a", 0, 10);
+  ASSERT_EQ(page.entries.size(), 1u);
+  EXPECT_EQ(page.entries[0].capacity_type, "spot");
+  EXPECT_EQ(page.entries[0].postings[0].amount, Money::Micros(-800'000));
+  EXPECT_EQ(page.entries[0].on_demand_micros, 2'500'000);
+  EXPECT_EQ(ledger::FromText(ledger::ToText(page.entries[0]))->on_demand_micros, 2'500'000);
+}
+
 // A job's own budget (api::JobSpec max_cost, max_price): max_price 2.00 keeps it off the 4.10 node; max_cost
 // 0.50 at 1.50 per GPU-hour stops it after 20 min, whether or not the tenant's budgets are enforced.
 TEST_F(BillingTest, AJobsMaxPriceChoosesItsNodesAndItsMaxCostStopsIt) {

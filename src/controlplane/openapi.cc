@@ -855,6 +855,18 @@ J Build() {
       Op("A tenant's bill for a calendar month (UTC)", JsonResponse("the bill", {{"type", "object"}}));
   paths["/v1/bill"]["get"]["parameters"] = {QueryParam("period", "string", "YYYY-MM, default this month"),
                                             QueryParam("tenant", "string", "default: the caller's")};
+  paths["/v1/cost-report"]["get"] =
+      Op("Per job of a calendar month (UTC): GPU-hours, cost, on-demand equivalent and saving; totals; daily spend",
+         JsonResponse("a page of jobs", {{"type", "object"},
+                                         {"properties",
+                                          {{"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                                           {"totals", {{"type", "object"}}},
+                                           {"daily_cost_micros", {{"type", "array"}, {"items", money}}},
+                                           {"next_after", {{"type", "string"}, {"nullable", true}}}}}}));
+  paths["/v1/cost-report"]["get"]["parameters"] = {
+      QueryParam("period", "string", "YYYY-MM, default this month"),
+      QueryParam("tenant", "string", "default: the caller's (an admin: all)"),
+      QueryParam("after", "string", "the last job of the previous page"), QueryParam("limit", "integer", "1..1000")};
   paths["/v1/tenants/{name}/top-ups"]["post"] =
       Op("Adds money to a tenant's cash", JsonResponse("the transaction", Ref("LedgerTransaction")), "201");
   paths["/v1/tenants/{name}/top-ups"]["post"]["requestBody"] =

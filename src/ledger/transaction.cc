@@ -73,7 +73,8 @@ absl::Status Validate(const Transaction& txn) {
   if (txn.memo.size() > kMaxMemoBytes) {
     return absl::InvalidArgumentError(fmt::format("ledger: transaction {}: memo over {} bytes", txn.id, kMaxMemoBytes));
   }
-  if (txn.carry < 0 || txn.carry >= kProrateDenominator || txn.gpu_milli_seconds < 0) {
+  if (txn.carry < 0 || txn.carry >= kProrateDenominator || txn.gpu_milli_seconds < 0 || txn.on_demand_micros < 0 ||
+      txn.on_demand_micros > kMaxPostingMicros) {
     return absl::InvalidArgumentError(
         fmt::format("ledger: transaction {}: carry or gpu_milli_seconds out of range", txn.id));
   }
@@ -112,6 +113,7 @@ std::string ToText(const Transaction& txn) {
   if (txn.expires_at) j["expires_at_ms"] = ToMs(*txn.expires_at);
   if (txn.carry != 0) j["carry"] = txn.carry;
   if (txn.gpu_milli_seconds != 0) j["gpu_milli_seconds"] = txn.gpu_milli_seconds;
+  if (txn.on_demand_micros != 0) j["on_demand_micros"] = txn.on_demand_micros;
   if (!txn.gpu_model.empty()) j["gpu_model"] = txn.gpu_model;
   if (!txn.capacity_type.empty()) j["capacity_type"] = txn.capacity_type;
   return j.dump();
@@ -143,7 +145,8 @@ absl::StatusOr<Transaction> FromText(std::string_view text) {
   if (!string_field("id", txn.id) || !string_field("kind", kind) || !string_field("tenant", txn.tenant) ||
       !string_field("job", txn.job) || !string_field("memo", txn.memo) || !string_field("gpu_model", txn.gpu_model) ||
       !string_field("capacity_type", txn.capacity_type) || !int_field("at_ms", at_ms) ||
-      !int_field("carry", txn.carry) || !int_field("gpu_milli_seconds", txn.gpu_milli_seconds)) {
+      !int_field("carry", txn.carry) || !int_field("gpu_milli_seconds", txn.gpu_milli_seconds) ||
+      !int_field("on_demand_micros", txn.on_demand_micros)) {
     return bad("a field has the wrong type");
   }
   std::optional<Kind> k = KindFromName(kind);

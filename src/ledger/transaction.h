@@ -47,6 +47,9 @@ struct Transaction {
   int64_t carry = 0;
   // A charge: what was metered, for bills (milli-GPU x seconds, the GPU model and capacity type).
   int64_t gpu_milli_seconds = 0;
+  // A charge: what the same GPU time costs at the on-demand reference price (controlplane/usage.h), so the
+  // cost report can say what spot saved. 0 when not known.
+  int64_t on_demand_micros = 0;
   std::string gpu_model;
   std::string capacity_type;
   bool operator==(const Transaction&) const = default;

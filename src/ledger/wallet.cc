@@ -57,6 +57,8 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
   absl::StatusOr<Prorated> cost = Prorate(in.milli, in.millis, in.price_per_gpu_hour, ledger.Carry(in.tenant));
   if (!cost.ok()) return cost.status();
   if (cost->cost.micros == 0) return std::nullopt;
+  absl::StatusOr<Prorated> on_demand = Prorate(in.milli, in.millis, in.on_demand_per_gpu_hour, 0);
+  if (!on_demand.ok()) return on_demand.status();
   Transaction txn{.id = in.id,
                   .kind = Kind::kCharge,
                   .at = in.at,
@@ -65,6 +67,7 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
                   .memo = in.memo,
                   .carry = cost->carry,
                   .gpu_milli_seconds = in.milli * in.millis / 1000,
+                  .on_demand_micros = on_demand->cost.micros,
                   .gpu_model = in.gpu_model,
                   .capacity_type = in.capacity_type};
   Money left = cost->cost;

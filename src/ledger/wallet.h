@@ -66,12 +66,13 @@ struct ChargeInput {
   std::string tenant;    // who pays
   std::string provider;  // whose node ran it; "" = the platform's own
   std::string job;
-  int64_t milli = 0;          // milli-GPU held (GPUs x milli per GPU)
-  int64_t millis = 0;         // for how long, in milliseconds
-  Money price_per_gpu_hour;   // the node's price
-  int64_t fee_bps = 0;        // the platform's fee on a provider's sale, 0..10000 basis points
-  std::string gpu_model;      // for bills
-  std::string capacity_type;  // "on-demand" | "spot" | "reserved"
+  int64_t milli = 0;             // milli-GPU held (GPUs x milli per GPU)
+  int64_t millis = 0;            // for how long, in milliseconds
+  Money price_per_gpu_hour;      // the node's price
+  Money on_demand_per_gpu_hour;  // the on-demand reference price (Transaction::on_demand_micros); 0 = none
+  int64_t fee_bps = 0;           // the platform's fee on a provider's sale, 0..10000 basis points
+  std::string gpu_model;         // for bills
+  std::string capacity_type;     // "on-demand" | "spot" | "reserved"
   TimePoint at;
   std::string memo;
 };

@@ -290,6 +290,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank) {
         .milli = milli,
         .millis = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()),
         .price_per_gpu_hour = ledger::Money::Micros(price),
+        .on_demand_per_gpu_hour = ledger::Money::Micros(reference != on_demand.end() ? reference->second : price),
         .gpu_model = live.allocation.gpu_model,
         .capacity_type = capacity,
         .memo = fmt::format("rank {} on {}", rank, member.node)};

@@ -173,16 +173,21 @@ void RegisterBillingCommands(CLI::App& app) {
     if (o->flags.json) return PrintJson(first);
     std::cout << fmt::format("Cost report for {} (UTC){}\n", Text(first["period"]),
                              first["tenant"].is_null() ? ", every tenant" : ", tenant " + Text(first["tenant"]));
-    TextTable table({"JOB", "TENANT", "GPU-HOURS", "COST", "ON-DEMAND", "SAVED"});
-    for (int c : {2, 3, 4, 5}) table.AlignRight(c);
+    TextTable table({"JOB", "TENANT", "GPU-HOURS", "IDLE", "COST", "IDLE COST", "REFUNDED", "ON-DEMAND", "SAVED"});
+    for (int c : {2, 3, 4, 5, 6, 7, 8}) table.AlignRight(c);
     const auto add = [&table](const std::string& job, const std::string& tenant, const json& row) {
-      table.AddRow({job, tenant, fmt::format("{:.3f}", row["gpu_hours"].get<double>()), Money(row["cost_micros"]),
-                    Money(row["on_demand_micros"]), Money(row["saving_micros"])});
+      const int64_t metered = row["gpu_milli_seconds"].get<int64_t>();
+      const int64_t idle = row["idle_gpu_milli_seconds"].get<int64_t>();
+      table.AddRow({job, tenant, fmt::format("{:.3f}", row["gpu_hours"].get<double>()),
+                    metered > 0 ? fmt::format("{}%", idle * 100 / metered) : "-", Money(row["cost_micros"]),
+                    Money(row["idle_cost_micros"]), Money(row["refunded_micros"]), Money(row["on_demand_micros"]),
+                    Money(row["saving_micros"])});
     };
     for (const json& j : first["jobs"]) add(Text(j["job"]), Text(j["tenant"]), j);
     add("total", "", first["totals"]);
     std::cout << table.Render();
-    std::cout << "Idle GPU time is not metered separately yet.\n";
+    std::cout << "IDLE: the share of GPU time allocated with every GPU below 1% utilisation; REFUNDED: GPU time lost "
+                 "to a node lost or reclaimed since the last checkpoint.\n";
     if (!o->target.empty()) std::cout << fmt::format("Chart: {}\n", o->target);
   });
 

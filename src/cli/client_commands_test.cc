@@ -764,6 +764,9 @@ TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
   EXPECT_EQ(report["jobs"][0]["cost_micros"], cost);
   EXPECT_EQ(report["jobs"][0]["on_demand_micros"], cost);
   EXPECT_EQ(report["jobs"][0]["saving_micros"], 0);
+  EXPECT_EQ(report["jobs"][0]["idle_gpu_milli_seconds"], 0);  // no utilisation reported: never idle
+  EXPECT_EQ(report["jobs"][0]["refunded_micros"], 0);
+  EXPECT_EQ(report["jobs"][0]["net_cost_micros"], cost);
   EXPECT_EQ(report["totals"]["cost_micros"], cost);
   int64_t daily = 0;
   for (const json& d : report["daily_cost_micros"]) daily += d.get<int64_t>();
@@ -774,7 +777,7 @@ TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
   EXPECT_EQ(head, "<svg");
   r = RunGpugeek("cost-report --tenant team-a" + server_flag_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ::testing::ContainsRegex(id + " +team-a +0.000 +0.0"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex(id + " +team-a +0.000 +0% +0.0"));
 
   // A dry run: the offers a 4-GPU job for 90 minutes would take (spot A100 first: cheaper), nothing submitted.
   const std::string spec = WriteSpec("dry.yaml",

@@ -21,12 +21,7 @@ absl::StatusOr<std::unique_ptr<Billing>> Billing::Open(store::Store& store, Cloc
 absl::StatusOr<bool> Billing::ApplyLocked(const ledger::Transaction& txn) {
   absl::StatusOr<bool> posted = ledger_.Post(txn);
   if (!posted.ok() || !*posted || txn.kind != ledger::Kind::kCharge) return posted;
-  const std::string prefix = "tenant:" + txn.tenant + ":";
-  int64_t paid = 0;
-  for (const ledger::Posting& p : txn.postings) {
-    if (p.account.starts_with(prefix)) paid -= p.amount.micros;
-  }
-  spend_[{txn.tenant, txn.gpu_model, txn.capacity_type}] += paid;
+  spend_[{txn.tenant, txn.gpu_model, txn.capacity_type}] -= ledger::TenantChange(txn).micros;
   return posted;
 }
 

@@ -6,7 +6,7 @@
 //
 // The problem: a charge must be stored exactly once, with the usage it is for, even when the server is
 // SIGKILLed between the two. The job lifecycle controller charges a member's segment when it meters it
-// (controllers/transitions.h MeterMember), inside the writer's pass, whose writes form one store
+// (controllers/metering.h MeterMember), inside the writer's pass, whose writes form one store
 // transaction: the job's usage and its charge commit together or not at all. Its id,
 // "usage/JOB/eEPOCH/rRANK" (a second segment of the same member and epoch: "/2", ...), makes a retried write a
 // no-op. A pass that fails to commit is followed by Reload, so memory never holds what the store lost.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "absl/numeric/int128.h"
 #include "api/json_reader.h"
 #include "api/names.h"
 #include "common/status_macros.h"
@@ -122,6 +123,7 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
   const std::string credit_prefix = "tenant:" + tenant + ":credit:";
   struct Line {
     int64_t gpu_milli_seconds = 0;
+    int64_t idle_gpu_milli_seconds = 0;
     Money cost;
     int64_t charges = 0;
   };
@@ -137,6 +139,7 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
       case ledger::Kind::kCharge: {
         Line& l = lines[{t.gpu_model, t.capacity_type}];
         l.gpu_milli_seconds += t.gpu_milli_seconds;
+        l.idle_gpu_milli_seconds += t.idle_gpu_milli_seconds;
         l.cost -= tenant_credit + tenant_cash;
         ++l.charges;
         usage -= tenant_credit + tenant_cash;
@@ -166,6 +169,7 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
                          {"capacity_type", std::get<1>(key)},
                          {"gpu_hours", static_cast<double>(l.gpu_milli_seconds) / 3'600'000.0},
                          {"gpu_milli_seconds", l.gpu_milli_seconds},
+                         {"idle_gpu_milli_seconds", l.idle_gpu_milli_seconds},
                          {"charges", l.charges},
                          {"cost_micros", l.cost.micros},
                          {"cost", l.cost.ToString()}});
@@ -201,9 +205,12 @@ absl::StatusOr<Reply> GetCostReport(ControlPlane& cp, const Accounts& accounts, 
   struct Row {
     std::string tenant;
     int64_t gpu_milli_seconds = 0;
+    int64_t idle_gpu_milli_seconds = 0;
     int64_t cost = 0;
+    int64_t idle_cost = 0;  // the share of cost its GPUs sat idle for
     int64_t on_demand = 0;
     int64_t spot_cost = 0;
+    int64_t refunded = 0;
     int64_t charges = 0;
   };
   std::map<std::string, Row> jobs;
@@ -212,28 +219,44 @@ absl::StatusOr<Reply> GetCostReport(ControlPlane& cp, const Accounts& accounts, 
   std::vector<int64_t> daily(static_cast<size_t>(days), 0);
   Row total;
   for (const ledger::Transaction& t : cp.billing().Between(tenant, range.first, range.second)) {
-    if (t.kind != ledger::Kind::kCharge) continue;
-    const std::string prefix = "tenant:" + t.tenant + ":";
-    int64_t paid = 0;
-    for (const ledger::Posting& p : t.postings) {
-      if (p.account.starts_with(prefix)) paid -= p.amount.micros;
+    const auto day = std::chrono::duration_cast<std::chrono::hours>(t.at - range.first).count() / 24;
+    if (t.kind == ledger::Kind::kRefund && !t.job.empty()) {
+      const int64_t refunded = ledger::TenantChange(t).micros;
+      for (Row* row : {&jobs[t.job], &total}) {
+        row->tenant = t.tenant;
+        row->refunded += refunded;
+      }
+      if (day >= 0 && day < days) daily[static_cast<size_t>(day)] -= refunded;
+      continue;
     }
+    if (t.kind != ledger::Kind::kCharge) continue;
+    const int64_t paid = -ledger::TenantChange(t).micros;
+    // Its idle share: cost x idle / metered (at most the cost: idle <= metered).
+    const int64_t idle_cost = t.gpu_milli_seconds > 0 ? static_cast<int64_t>(absl::int128(paid) *
+                                                                              t.idle_gpu_milli_seconds /
+                                                                              t.gpu_milli_seconds)
+                                                      : 0;
     for (Row* row : {&jobs[t.job], &total}) {
       row->tenant = t.tenant;
       row->gpu_milli_seconds += t.gpu_milli_seconds;
+      row->idle_gpu_milli_seconds += t.idle_gpu_milli_seconds;
       row->cost += paid;
+      row->idle_cost += idle_cost;
       row->on_demand += std::max(t.on_demand_micros, paid);
       if (t.capacity_type == "spot") row->spot_cost += paid;
       ++row->charges;
     }
-    const auto day = std::chrono::duration_cast<std::chrono::hours>(t.at - range.first).count() / 24;
     if (day >= 0 && day < days) daily[static_cast<size_t>(day)] += paid;
   }
   const auto row_json = [](const Row& row) {
     return J{{"gpu_hours", static_cast<double>(row.gpu_milli_seconds) / 3'600'000.0},
              {"gpu_milli_seconds", row.gpu_milli_seconds},
+             {"idle_gpu_milli_seconds", row.idle_gpu_milli_seconds},
              {"charges", row.charges},
              {"cost_micros", row.cost},
+             {"idle_cost_micros", row.idle_cost},
+             {"refunded_micros", row.refunded},
+             {"net_cost_micros", row.cost - row.refunded},
              {"on_demand_micros", row.on_demand},
              {"saving_micros", row.on_demand - row.cost},
              {"spot_cost_micros", row.spot_cost}};
@@ -243,8 +266,7 @@ absl::StatusOr<Reply> GetCostReport(ControlPlane& cp, const Accounts& accounts, 
   J out = {{"tenant", tenant.empty() ? J() : J(tenant)},
            {"period", period},
            {"totals", row_json(total)},
-           {"daily_cost_micros", daily},
-           {"idle", "not metered yet: idle-but-allocated GPU time is not in this report"}};
+           {"daily_cost_micros", daily}};
   ASSIGN_OR_RETURN(out, Page(
                             r, "jobs", ids, [](const std::string& id) { return id; },
                             [&](const std::string& id) {

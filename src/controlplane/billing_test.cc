@@ -378,5 +378,119 @@ TEST_F(BillingTest, UnusedCreditExpires) {
   EXPECT_EQ(cp_->billing().Total(), Money{});
 }
 
+// A node lost is the platform's failure: the member's segment is charged up to the loss being detected,
+// and what it ran since the job's last checkpoint (which the next placement redoes) is refunded at once.
+// 3.60 per GPU-hour is 1,000 micro-units a GPU-second: 100 s to the checkpoint, 50 s more, then silence
+// until the node is down 7 s later (lease + fence grace + margin, 6 s): 157 s charged, 57 s refunded.
+TEST_F(BillingTest, TimeLostWithANodeSinceTheLastCheckpointIsRefunded) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  RegisterPriced("node-a", 3'600'000);
+  const std::string id = Run("node-a");
+  for (int s = 1; s <= 150; ++s) {
+    clock_.Advance(seconds(1));
+    std::optional<int64_t> step;
+    if (s == 100) step = 10;
+    Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning, .checkpoint_step = step}});
+  }
+  ASSERT_EQ(cp_->GetJob(id)->record.checkpoint_step, 10);
+  clock_.Advance(seconds(7));
+  cp_->Reconcile();
+  ASSERT_EQ(NodeState("node-a"), "down");
+  const std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].id, "usage/" + id + "/e1/r0");
+  EXPECT_EQ(ledger::TenantChange(entries[0]), Money::Micros(-157'000));
+  EXPECT_EQ(entries[1].id, "refund/" + id + "/e1/r0");
+  EXPECT_EQ(entries[1].kind, ledger::Kind::kRefund);
+  EXPECT_EQ(entries[1].job, id);
+  EXPECT_EQ(entries[1].postings, (std::vector<ledger::Posting>{{"tenant:team-a:cash", Money::Micros(57'000)},
+                                                               {"platform:refunds", Money::Micros(-57'000)}}));
+  EXPECT_EQ(entries[1].memo, "node-a lost: the 57 s run since checkpoint step 10");
+  EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-100'000));
+  // The provider keeps its share of the whole segment: the platform pays the refund.
+  EXPECT_EQ(cp_->billing().Owed("p1"), Money::Micros(141'300));
+  // Once: a restart and the node's agent coming back change nothing.
+  Restart();
+  Beat("node-a");
+  EXPECT_EQ(cp_->billing().Entries("team-a", 0, 100).entries.size(), 2u);
+  EXPECT_EQ(cp_->billing().Total(), Money{});
+}
+
+// A spot reclaim is the platform's doing too: the member is told to stop (SIGTERM: its checkpoint moment)
+// and what it ran after its last checkpoint is refunded. It checkpoints 2 s after the notice and exits 1 s
+// later: 1 s back of its 63 s. A member that exits on its own is not refunded (the node of the first test).
+TEST_F(BillingTest, AReclaimRefundsOnlyTheTimeAfterTheCheckpointTakenAtItsNotice) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  RegisterPriced("node-a", 3'600'000);
+  RegisterPriced("node-b", 3'600'000);
+  const std::string id = Run("node-a");
+  for (int s = 1; s <= 60; ++s) {
+    clock_.Advance(seconds(1));
+    Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+    Beat("node-b");
+  }
+  ASSERT_TRUE(cp_->Reclaim("node-a", seconds(30)).ok());
+  clock_.Advance(seconds(2));
+  Beat("node-b");
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning, .checkpoint_step = 60}});
+  clock_.Advance(seconds(1));
+  Beat("node-b");
+  Beat("node-a",
+       {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .term_signal = 15, .checkpoint_step = 60}});
+  const std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(ledger::TenantChange(entries[0]), Money::Micros(-63'000));
+  EXPECT_EQ(entries[1].id, "refund/" + id + "/e1/r0");
+  EXPECT_EQ(ledger::TenantChange(entries[1]), Money::Micros(1'000));
+  EXPECT_EQ(entries[1].memo, "node-a reclaimed: the 1 s run since checkpoint step 60");
+  // Its next placement, on node-b, ends on its own: charged, nothing refunded.
+  ASSERT_EQ(State(id), JobState::kScheduled);
+  Beat("node-b", {{.job_id = id, .epoch = 2, .phase = WorkloadPhase::kRunning}});
+  clock_.Advance(seconds(1));
+  Beat("node-b", {{.job_id = id, .epoch = 2, .phase = WorkloadPhase::kExited, .exit_code = 0}});
+  ASSERT_EQ(State(id), JobState::kSucceeded);
+  const std::vector<ledger::Transaction> after = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[2].id, "usage/" + id + "/e2/r0");
+  EXPECT_EQ(cp_->billing().Total(), Money{});
+}
+
+// Idle-but-allocated GPU time (controllers/metering.h): each pass adds the time since the pass before to a
+// member whose GPUs all read below 1%. 10 s busy (50%), 20 s idle (0%), 5 s without a reading (busy, as
+// far as anyone knows): 20 s of its 35 s idle, kept with the job's usage and its charge.
+TEST_F(BillingTest, IdleButAllocatedTimeIsMeteredWithTheUsageAndTheCharge) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  RegisterPriced("node-a", 3'600'000);
+  const std::string id = Run("node-a");
+  auto second_at = [&](std::optional<uint32_t> percent) {
+    clock_.Advance(seconds(1));
+    api::Heartbeat hb;
+    hb.node = "node-a";
+    hb.workloads = {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}};
+    hb.samples.resize(1);
+    hb.samples[0].telemetry.utilization_percent = percent;
+    ASSERT_TRUE(cp_->Heartbeat(hb).ok());
+    cp_->Reconcile();
+  };
+  for (int s = 0; s < 10; ++s) second_at(50);
+  for (int s = 0; s < 20; ++s) second_at(0);
+  for (int s = 0; s < 5; ++s) second_at(std::nullopt);
+  // The open segment's view counts its time up to now, its idle time as of the last published snapshot.
+  EXPECT_EQ(cp_->GetJob(id)->usage[0].gpu_milli_seconds, 35'000) << "open, up to now";
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0}});
+  ASSERT_EQ(State(id), JobState::kSucceeded);
+  EXPECT_EQ(cp_->GetJob(id)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 35'000, 35'000, 35'000, 20'000}}));
+  EXPECT_DOUBLE_EQ(UsageToJson(cp_->GetJob(id)->usage)["idle_gpu_hours"].get<double>(), 20.0 / 3600);
+  const std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].gpu_milli_seconds, 35'000);
+  EXPECT_EQ(entries[0].idle_gpu_milli_seconds, 20'000);
+  Restart();
+  EXPECT_EQ(cp_->GetJob(id)->usage[0].idle_gpu_milli_seconds, 20'000) << "stored with the job";
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

@@ -15,6 +15,7 @@
 #include "controlplane/controllers/gc.h"
 #include "controlplane/controllers/gpu_health.h"
 #include "controlplane/controllers/job_lifecycle.h"
+#include "controlplane/controllers/metering.h"
 #include "controlplane/controllers/node_lifecycle.h"
 #include "controlplane/controllers/scheduling.h"
 #include "controlplane/controllers/transitions.h"
@@ -381,7 +382,8 @@ void ControlPlane::PublishLocked() {
            .milli = static_cast<int64_t>(m.gpu_uuids.size()) * m.gpu_milli,
            .price = r.price_micros_per_gpu_hour,
            .on_demand_price = reference != on_demand.end() ? reference->second : r.price_micros_per_gpu_hour,
-           .since = *status.running_since});
+           .since = *status.running_since,
+           .idle = status.idle});
     }
   }
   // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
@@ -703,7 +705,7 @@ JobView ControlPlane::ViewOf(const store::JobRecord& record, const Snapshot& sna
   if (auto open = snap.metering.find(record.id); open != snap.metering.end()) {
     const MonoTime now = clock_.Monotonic();
     for (const Snapshot::OpenSegment& s : open->second) {
-      Accrue(v.usage, s.capacity_type, s.gpu_model, s.milli, now - s.since, s.price, s.on_demand_price);
+      Accrue(v.usage, s.capacity_type, s.gpu_model, s.milli, now - s.since, s.price, s.on_demand_price, s.idle);
     }
   }
   return v;
@@ -1117,6 +1119,7 @@ absl::Status ControlPlane::Reclaim(const std::string& name, Duration notice) {
     auto live = state_.live.find(id);
     if (live == state_.live.end() || live->second.draining) continue;
     live->second.stop_grace = std::min<Duration>(live->second.spec.checkpoint.grace, window);
+    live->second.reclaimed = true;
     RETURN_IF_ERROR(
         Requeue(ctx, id, fmt::format("node {} reclaimed ({} s notice); checkpointing and moving", name, notice_s)));
   }

@@ -214,10 +214,12 @@ J Build() {
          {{"type", "object"},
           {"description",
            "GPU time metered per second by capacity type and GPU model, its cost at the nodes' prices and at the "
-           "on-demand reference price (integer micro-units); saving = on_demand - cost"},
+           "on-demand reference price (integer micro-units); saving = on_demand - cost; idle_gpu_hours: of "
+           "gpu_hours, the time every GPU of a member read below 1% utilisation while allocated"},
           {"properties",
            {{"lines", {{"type", "array"}, {"items", {{"type", "object"}}}}},
             {"gpu_hours", {{"type", "number"}}},
+            {"idle_gpu_hours", {{"type", "number"}}},
             {"cost_micros", {{"type", "integer"}}},
             {"on_demand_micros", {{"type", "integer"}}},
             {"saving_micros", {{"type", "integer"}}}}}}}}}};
@@ -856,7 +858,8 @@ J Build() {
   paths["/v1/bill"]["get"]["parameters"] = {QueryParam("period", "string", "YYYY-MM, default this month"),
                                             QueryParam("tenant", "string", "default: the caller's")};
   paths["/v1/cost-report"]["get"] =
-      Op("Per job of a calendar month (UTC): GPU-hours, cost, on-demand equivalent and saving; totals; daily spend",
+      Op("Per job of a calendar month (UTC): GPU-hours, idle GPU time and its cost, cost, refunds for time lost to "
+         "the platform, on-demand equivalent and saving; totals; daily spend (net of refunds)",
          JsonResponse("a page of jobs", {{"type", "object"},
                                          {"properties",
                                           {{"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}},

@@ -21,8 +21,9 @@ int64_t Cost(int64_t milli, int64_t ms, int64_t price) {
 }  // namespace
 
 void Accrue(Usage& usage, const std::string& capacity_type, const std::string& gpu_model, int64_t milli,
-            Duration elapsed, int64_t price, int64_t on_demand_price) {
+            Duration elapsed, int64_t price, int64_t on_demand_price, Duration idle) {
   const int64_t ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count());
+  const int64_t idle_ms = std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(idle).count(), 0, ms);
   auto it = std::lower_bound(
       usage.begin(), usage.end(), std::tie(capacity_type, gpu_model),
       [](const UsageLine& l, const auto& key) { return std::tie(l.capacity_type, l.gpu_model) < key; });
@@ -30,6 +31,7 @@ void Accrue(Usage& usage, const std::string& capacity_type, const std::string& g
     it = usage.insert(it, UsageLine{.capacity_type = capacity_type, .gpu_model = gpu_model});
   }
   it->gpu_milli_seconds += milli * ms / 1000;
+  it->idle_gpu_milli_seconds += milli * idle_ms / 1000;
   it->cost_micros += Cost(milli, ms, price);
   it->on_demand_micros += Cost(milli, ms, on_demand_price);
 }
@@ -38,7 +40,9 @@ std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open
   if (usage.empty() && open.empty()) return "";
   nlohmann::json lines = nlohmann::json::array();
   for (const UsageLine& l : usage) {
-    lines.push_back({l.capacity_type, l.gpu_model, l.gpu_milli_seconds, l.cost_micros, l.on_demand_micros});
+    nlohmann::json line = {l.capacity_type, l.gpu_model, l.gpu_milli_seconds, l.cost_micros, l.on_demand_micros};
+    if (l.idle_gpu_milli_seconds != 0) line.push_back(l.idle_gpu_milli_seconds);
+    lines.push_back(std::move(line));
   }
   if (open.empty()) return lines.dump();
   nlohmann::json segments = nlohmann::json::array();
@@ -71,31 +75,35 @@ absl::StatusOr<Usage> UsageFromText(const std::string& text) {
   if (lines.is_object() && lines.contains("lines")) lines = lines["lines"];
   if (!lines.is_array()) return bad();
   for (const nlohmann::json& l : lines) {
-    if (!l.is_array() || l.size() != 5 || !l[0].is_string() || !l[1].is_string() || !l[2].is_number_integer() ||
-        !l[3].is_number_integer() || !l[4].is_number_integer()) {
+    if (!l.is_array() || l.size() < 5 || l.size() > 6 || !l[0].is_string() || !l[1].is_string() ||
+        !l[2].is_number_integer() || !l[3].is_number_integer() || !l[4].is_number_integer() ||
+        (l.size() == 6 && !l[5].is_number_integer())) {
       return bad();
     }
     usage.push_back({l[0].get<std::string>(), l[1].get<std::string>(), l[2].get<int64_t>(), l[3].get<int64_t>(),
-                     l[4].get<int64_t>()});
+                     l[4].get<int64_t>(), l.size() == 6 ? l[5].get<int64_t>() : 0});
   }
   return usage;
 }
 
 nlohmann::json UsageToJson(const Usage& usage) {
   nlohmann::json lines = nlohmann::json::array();
-  int64_t milli_seconds = 0, cost = 0, on_demand = 0;
+  int64_t milli_seconds = 0, idle = 0, cost = 0, on_demand = 0;
   for (const UsageLine& l : usage) {
     lines.push_back({{"capacity_type", l.capacity_type},
                      {"gpu_model", l.gpu_model},
                      {"gpu_hours", static_cast<double>(l.gpu_milli_seconds) / 3.6e6},
+                     {"idle_gpu_hours", static_cast<double>(l.idle_gpu_milli_seconds) / 3.6e6},
                      {"cost_micros", l.cost_micros},
                      {"on_demand_micros", l.on_demand_micros}});
     milli_seconds += l.gpu_milli_seconds;
+    idle += l.idle_gpu_milli_seconds;
     cost += l.cost_micros;
     on_demand += l.on_demand_micros;
   }
   return {{"lines", lines},
           {"gpu_hours", static_cast<double>(milli_seconds) / 3.6e6},
+          {"idle_gpu_hours", static_cast<double>(idle) / 3.6e6},
           {"cost_micros", cost},
           {"on_demand_micros", on_demand},
           {"saving_micros", on_demand - cost}};

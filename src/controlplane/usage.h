@@ -29,6 +29,8 @@ struct UsageLine {
   int64_t gpu_milli_seconds = 0;  // milli-GPU x seconds
   int64_t cost_micros = 0;        // at the nodes' prices
   int64_t on_demand_micros = 0;   // the same GPU time at the on-demand reference price
+  // Of gpu_milli_seconds, the time its GPUs sat idle while allocated (controllers/metering.h).
+  int64_t idle_gpu_milli_seconds = 0;
   bool operator==(const UsageLine&) const = default;
 };
 
@@ -46,20 +48,22 @@ struct OpenSegment {
   bool operator==(const OpenSegment&) const = default;
 };
 
-// A member's segment: `milli` milli-GPU (its GPUs x milli per GPU) for `elapsed`, at `price` and
-// `on_demand_price` micro-units per GPU-hour. Negative elapsed counts as 0.
+// A member's segment: `milli` milli-GPU (its GPUs x milli per GPU) for `elapsed`, of which `idle` with
+// its GPUs idle, at `price` and `on_demand_price` micro-units per GPU-hour. Negative durations count as 0;
+// idle is at most elapsed.
 void Accrue(Usage& usage, const std::string& capacity_type, const std::string& gpu_model, int64_t milli,
-            Duration elapsed, int64_t price, int64_t on_demand_price);
+            Duration elapsed, int64_t price, int64_t on_demand_price, Duration idle = Duration::zero());
 
-// The stored form: compact JSON, "" for none: the lines as an array, or {"lines": [...], "open": [[epoch,
+// The stored form: compact JSON, "" for none: the lines as an array (each [capacity_type, gpu_model,
+// gpu_milli_seconds, cost_micros, on_demand_micros, idle_gpu_milli_seconds?]), or {"lines": [...], "open": [[epoch,
 // rank, start_ms], ...]} while segments are open. UsageFromText (the lines) and OpenSegmentsFromText:
 // DataLoss for a malformed value.
 std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open = {});
 absl::StatusOr<Usage> UsageFromText(const std::string& text);
 absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string& text);
 
-// {"lines": [{capacity_type, gpu_model, gpu_hours, cost_micros, on_demand_micros}...], "gpu_hours",
-// "cost_micros", "on_demand_micros", "saving_micros"} (gpu_hours: milli-GPU-seconds / 3,600,000).
+// {"lines": [{capacity_type, gpu_model, gpu_hours, idle_gpu_hours, cost_micros, on_demand_micros}...],
+// "gpu_hours", "idle_gpu_hours", "cost_micros", "on_demand_micros", "saving_micros"} (gpu_hours: milli-GPU-seconds / 3,600,000).
 nlohmann::json UsageToJson(const Usage& usage);
 
 }  // namespace gpugeek::controlplane

@@ -160,5 +160,45 @@ TEST(WalletTest, ChargeCarriesTheRemainderAndSkipsSubMicroCosts) {
             std::nullopt);
 }
 
+
+TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
+  Ledger ledger;
+  ASSERT_TRUE(ledger.Post(TopUp("top-up/acme/1", "acme", Money::Units(10), At(0), "card")).ok());
+  // 1 GPU for 10 minutes at 6.00/GPU-hour = 1.00, of which 4 minutes idle.
+  absl::StatusOr<std::optional<Transaction>> c = Charge(ledger, {.id = "usage/j1/e2/r1",
+                                                                 .tenant = "acme",
+                                                                 .job = "j1",
+                                                                 .milli = 1000,
+                                                                 .millis = 600'000,
+                                                                 .idle_millis = 240'000,
+                                                                 .price_per_gpu_hour = Money::Units(6),
+                                                                 .at = At(100)});
+  ASSERT_TRUE(c.ok() && c->has_value()) << c.status();
+  EXPECT_EQ((*c)->gpu_milli_seconds, 600'000);
+  EXPECT_EQ((*c)->idle_gpu_milli_seconds, 240'000);
+  EXPECT_EQ(TenantChange(**c), Money::Units(-1));
+  // The stored form keeps the idle time.
+  EXPECT_EQ(FromText(ToText(**c)).value(), **c);
+  ASSERT_TRUE(ledger.Post(**c).ok());
+  // 7 of its 10 minutes lost since the last checkpoint: 0.70 back, with the charge's id.
+  std::optional<Transaction> r = RefundFor(**c, 420'000, 600'000, At(101), "node n1 lost");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->id, "refund/j1/e2/r1");
+  EXPECT_EQ(r->job, "j1");
+  EXPECT_EQ(r->postings, (std::vector<Posting>{{"tenant:acme:cash", Money::Micros(700'000)},
+                                               {"platform:refunds", Money::Micros(-700'000)}}));
+  EXPECT_EQ(TenantChange(*r), Money::Micros(700'000));
+  // Never more than the charge; nothing for nothing lost, or for what is not a charge.
+  EXPECT_EQ(RefundFor(**c, 900'000, 600'000, At(101), "")->postings[0].amount, Money::Units(1));
+  EXPECT_FALSE(RefundFor(**c, 0, 600'000, At(101), "").has_value());
+  EXPECT_FALSE(RefundFor(*r, 600'000, 600'000, At(101), "").has_value());
+  ASSERT_TRUE(ledger.Post(*r).ok());
+  EXPECT_EQ(BalanceOf(ledger, "acme", At(102)).cash, Money::Micros(9'700'000));
+  // An idle time above the segment's is out of range for a stored transaction.
+  Transaction bad = **c;
+  bad.idle_gpu_milli_seconds = bad.gpu_milli_seconds + 1;
+  EXPECT_EQ(Validate(bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gpugeek::ledger

@@ -74,9 +74,10 @@ absl::Status Validate(const Transaction& txn) {
     return absl::InvalidArgumentError(fmt::format("ledger: transaction {}: memo over {} bytes", txn.id, kMaxMemoBytes));
   }
   if (txn.carry < 0 || txn.carry >= kProrateDenominator || txn.gpu_milli_seconds < 0 || txn.on_demand_micros < 0 ||
-      txn.on_demand_micros > kMaxPostingMicros) {
-    return absl::InvalidArgumentError(
-        fmt::format("ledger: transaction {}: carry or gpu_milli_seconds out of range", txn.id));
+      txn.on_demand_micros > kMaxPostingMicros || txn.idle_gpu_milli_seconds < 0 ||
+      txn.idle_gpu_milli_seconds > txn.gpu_milli_seconds) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ledger: transaction {}: carry, gpu_milli_seconds or idle_gpu_milli_seconds out of range", txn.id));
   }
   std::set<std::string_view> accounts;
   int64_t sum = 0;  // |amount| <= 10^15 and at most 64 postings: no overflow
@@ -114,6 +115,7 @@ std::string ToText(const Transaction& txn) {
   if (txn.carry != 0) j["carry"] = txn.carry;
   if (txn.gpu_milli_seconds != 0) j["gpu_milli_seconds"] = txn.gpu_milli_seconds;
   if (txn.on_demand_micros != 0) j["on_demand_micros"] = txn.on_demand_micros;
+  if (txn.idle_gpu_milli_seconds != 0) j["idle_gpu_milli_seconds"] = txn.idle_gpu_milli_seconds;
   if (!txn.gpu_model.empty()) j["gpu_model"] = txn.gpu_model;
   if (!txn.capacity_type.empty()) j["capacity_type"] = txn.capacity_type;
   return j.dump();
@@ -146,7 +148,8 @@ absl::StatusOr<Transaction> FromText(std::string_view text) {
       !string_field("job", txn.job) || !string_field("memo", txn.memo) || !string_field("gpu_model", txn.gpu_model) ||
       !string_field("capacity_type", txn.capacity_type) || !int_field("at_ms", at_ms) ||
       !int_field("carry", txn.carry) || !int_field("gpu_milli_seconds", txn.gpu_milli_seconds) ||
-      !int_field("on_demand_micros", txn.on_demand_micros)) {
+      !int_field("on_demand_micros", txn.on_demand_micros) ||
+      !int_field("idle_gpu_milli_seconds", txn.idle_gpu_milli_seconds)) {
     return bad("a field has the wrong type");
   }
   std::optional<Kind> k = KindFromName(kind);

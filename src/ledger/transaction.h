@@ -50,6 +50,9 @@ struct Transaction {
   // A charge: what the same GPU time costs at the on-demand reference price (controlplane/usage.h), so the
   // cost report can say what spot saved. 0 when not known.
   int64_t on_demand_micros = 0;
+  // A charge: how much of gpu_milli_seconds its GPUs sat idle while allocated (controlplane/controllers/
+  // metering.h), so the cost report can say what idle GPUs cost. 0..gpu_milli_seconds.
+  int64_t idle_gpu_milli_seconds = 0;
   std::string gpu_model;
   std::string capacity_type;
   bool operator==(const Transaction&) const = default;
@@ -68,7 +71,8 @@ inline constexpr size_t kMaxMemoBytes = 1000;
 absl::Status Validate(const Transaction& txn);
 
 // The stored form: compact JSON {"id", "kind", "at_ms", "tenant", "job", "memo", "postings": [[account,
-// micros], ...], "expires_at_ms"?, "carry"?, "gpu_milli_seconds"?, "gpu_model"?, "capacity_type"?}. Times
+// micros], ...], "expires_at_ms"?, "carry"?, "gpu_milli_seconds"?, "on_demand_micros"?,
+// "idle_gpu_milli_seconds"?, "gpu_model"?, "capacity_type"?}. Times
 // in milliseconds since the Unix epoch.
 std::string ToText(const Transaction& txn);
 // DataLoss naming what is wrong for text that is not such JSON (or fails Validate); bounded (depth,

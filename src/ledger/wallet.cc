@@ -1,8 +1,11 @@
 #include "ledger/wallet.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include <fmt/format.h>
+
+#include "absl/numeric/int128.h"
 
 namespace gpugeek::ledger {
 
@@ -68,6 +71,7 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
                   .carry = cost->carry,
                   .gpu_milli_seconds = in.milli * in.millis / 1000,
                   .on_demand_micros = on_demand->cost.micros,
+                  .idle_gpu_milli_seconds = in.milli * std::clamp<int64_t>(in.idle_millis, 0, in.millis) / 1000,
                   .gpu_model = in.gpu_model,
                   .capacity_type = in.capacity_type};
   Money left = cost->cost;
@@ -97,6 +101,28 @@ Transaction Refund(const std::string& id, const std::string& tenant, const std::
                      .job = job,
                      .memo = memo,
                      .postings = {{CashAccount(tenant), amount}, {kRefundsAccount, -amount}}};
+}
+
+Money TenantChange(const Transaction& txn) {
+  const std::string prefix = "tenant:" + txn.tenant + ":";
+  Money change;
+  for (const Posting& p : txn.postings) {
+    if (!txn.tenant.empty() && p.account.starts_with(prefix)) change += p.amount;
+  }
+  return change;
+}
+
+std::optional<Transaction> RefundFor(const Transaction& charge, int64_t lost_millis, int64_t segment_millis,
+                                     TimePoint at, const std::string& memo) {
+  const Money cost = -TenantChange(charge);
+  if (charge.kind != Kind::kCharge || cost.micros <= 0 || segment_millis <= 0) return std::nullopt;
+  const int64_t lost = std::clamp<int64_t>(lost_millis, 0, segment_millis);
+  const Money amount =
+      Money::Micros(static_cast<int64_t>(absl::int128(cost.micros) * lost / absl::int128(segment_millis)));
+  if (amount.micros <= 0) return std::nullopt;
+  constexpr std::string_view kUsage = "usage/";
+  const std::string suffix = charge.id.starts_with(kUsage) ? charge.id.substr(kUsage.size()) : charge.id;
+  return Refund("refund/" + suffix, charge.tenant, charge.job, amount, at, memo);
 }
 
 absl::StatusOr<Transaction> Payout(const Ledger& ledger, const std::string& id, const std::string& provider,

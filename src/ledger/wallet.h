@@ -68,6 +68,7 @@ struct ChargeInput {
   std::string job;
   int64_t milli = 0;             // milli-GPU held (GPUs x milli per GPU)
   int64_t millis = 0;            // for how long, in milliseconds
+  int64_t idle_millis = 0;       // how much of it its GPUs sat idle (0..millis; Transaction::idle_gpu_milli_seconds)
   Money price_per_gpu_hour;      // the node's price
   Money on_demand_per_gpu_hour;  // the on-demand reference price (Transaction::on_demand_micros); 0 = none
   int64_t fee_bps = 0;           // the platform's fee on a provider's sale, 0..10000 basis points
@@ -87,6 +88,18 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
 // reclaim), paid by platform:refunds. `id` is the caller's idempotency key.
 Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount, TimePoint at,
                    const std::string& memo);
+
+// What `txn` moved into (> 0) or out of (< 0) its tenant's accounts (tenant:T:...): minus the cost of a
+// charge, the amount of a grant, top-up or refund, minus what an expiry took back.
+Money TenantChange(const Transaction& txn);
+
+// The refund of the part of a charged segment lost to the platform: `lost_millis` of its
+// `segment_millis` (the work since the job's last checkpoint, which its next placement redoes), as
+// floor(cost x lost / segment), never more than the charge's cost (lost is clamped to 0..segment).
+// Its id is the charge's with "refund/" for "usage/" ("refund/j-00000042/e3/r0"). nullopt when that is
+// below one micro-unit, or `charge` is not a charge.
+std::optional<Transaction> RefundFor(const Transaction& charge, int64_t lost_millis, int64_t segment_millis,
+                                     TimePoint at, const std::string& memo);
 
 // Pays `amount` (> 0) of provider P's payable out. FailedPrecondition when it owes less than that.
 absl::StatusOr<Transaction> Payout(const Ledger& ledger, const std::string& id, const std::string& provider,

@@ -19,6 +19,7 @@
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "controlplane/controllers/scheduling.h"
+#include "controlplane/controllers/metering.h"
 #include "controlplane/controllers/transitions.h"
 #include "controlplane/job_request.h"
 #include "controlplane/log_store.h"

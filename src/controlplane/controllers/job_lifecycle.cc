@@ -9,6 +9,7 @@
 #include "api/quantity.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
+#include "controlplane/controllers/metering.h"
 #include "controlplane/controllers/transitions.h"
 
 namespace gpugeek::controlplane {
@@ -141,20 +142,8 @@ namespace {
 // Whether one GPU of `live` reads busy in its node's latest heartbeat: a utilisation at or above
 // api::kIdleUtilizationPercent, or none reported (no data never stops a job), or no lease at all.
 bool AnyGpuBusy(const ControllerContext& ctx, const LiveJob& live) {
-  for (const AllocationMember& m : live.allocation.members) {
-    auto node = ctx.state.nodes.find(m.node);
-    std::optional<Lease> lease = ctx.leases.Get(m.node);
-    if (node == ctx.state.nodes.end() || !lease.has_value()) return true;
-    const std::vector<hw::GpuDevice>& gpus = node->second.registration.inventory.gpus;
-    for (const std::string& uuid : m.gpu_uuids) {
-      auto g = std::find_if(gpus.begin(), gpus.end(), [&](const hw::GpuDevice& d) { return d.uuid == uuid; });
-      const size_t i = static_cast<size_t>(g - gpus.begin());
-      if (g == gpus.end() || i >= lease->samples.size()) return true;
-      const std::optional<uint32_t>& percent = lease->samples[i].telemetry.utilization_percent;
-      if (!percent.has_value() || *percent >= api::kIdleUtilizationPercent) return true;
-    }
-  }
-  return false;
+  return std::any_of(live.allocation.members.begin(), live.allocation.members.end(),
+                     [&](const AllocationMember& m) { return !m.gpu_uuids.empty() && !MemberIdle(ctx, m); });
 }
 
 }  // namespace
@@ -166,6 +155,7 @@ void JobLifecycleController::Reconcile(ControllerContext& ctx, MonoTime now) {
   std::vector<std::string> idle;
   std::vector<std::pair<std::string, int>> held_failures;  // job, rank
   for (auto& [id, live] : ctx.state.live) {
+    AccrueIdle(ctx, live, now);  // idle-but-allocated time (metering.h)
     if (live.drain_deadline && now >= *live.drain_deadline) {
       expired.push_back(id);
       continue;

@@ -5,6 +5,7 @@
 
 #include "api/job_state.h"
 #include "common/absl_fmt.h"
+#include "controlplane/controllers/metering.h"
 #include "controlplane/controllers/transitions.h"
 #include "controlplane/metrics.h"
 
@@ -64,7 +65,7 @@ void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& no
     for (const AllocationMember& m : live.allocation.members) {
       MemberStatus& status = live.members[m.rank];
       if (m.node != node || status.exited) continue;
-      if (absl::Status st = MeterMember(ctx, live, m.rank); !st.ok()) {
+      if (absl::Status st = MeterMember(ctx, live, m.rank, SegmentEnd::kPlatformLoss); !st.ok()) {
         spdlog::error("control plane: metering job {} rank {} on lost node {}: {}", id, m.rank, node, st);
       }
       status.exited = true;

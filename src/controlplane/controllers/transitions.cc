@@ -9,7 +9,7 @@
 #include "api/names.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
-#include "controlplane/billing.h"
+#include "controlplane/controllers/metering.h"
 #include "controlplane/job_request.h"
 #include "controlplane/log_store.h"
 #include "controlplane/metrics.h"
@@ -230,104 +230,6 @@ absl::Status NodeFailure(ControllerContext& ctx, const std::string& job_id, cons
     r->second.failed_at = std::min(r->second.failed_at, failed_at);
   }
   return absl::OkStatus();
-}
-
-std::map<std::string, int64_t> OnDemandPrices(const State& state) {
-  std::map<std::string, int64_t> best;
-  for (const auto& [name, node] : state.nodes) {
-    const api::Registration& r = node.registration;
-    if (r.capacity_type != "on-demand" || r.price_micros_per_gpu_hour <= 0) continue;
-    for (const hw::GpuDevice& g : r.inventory.gpus) {
-      int64_t& price = best[g.model_id];
-      price = std::max(price, r.price_micros_per_gpu_hour);
-    }
-  }
-  return best;
-}
-
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank) {
-  MemberStatus& m = live.members[static_cast<size_t>(rank)];
-  if (!m.running_since) return absl::OkStatus();
-  const Duration elapsed = ctx.clock.Monotonic() - *m.running_since;
-  m.running_since.reset();
-  const AllocationMember& member = live.allocation.members[static_cast<size_t>(rank)];
-  std::string capacity = "on-demand";
-  int64_t price = 0;
-  if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
-    capacity = node->second.registration.capacity_type;
-    price = node->second.registration.price_micros_per_gpu_hour;
-  }
-  absl::StatusOr<Usage> usage = UsageFromText(live.record.usage_json);
-  if (!usage.ok()) {
-    spdlog::warn("control plane: job {}: {}; metering starts over", live.record.id, usage.status());
-    usage = Usage{};
-  }
-  const int64_t milli = static_cast<int64_t>(member.gpu_uuids.size()) * member.gpu_milli;
-  const std::map<std::string, int64_t> on_demand = OnDemandPrices(ctx.state);
-  auto reference = on_demand.find(live.allocation.gpu_model);
-  Accrue(*usage, capacity, live.allocation.gpu_model, milli, elapsed, price,
-         reference != on_demand.end() ? reference->second : price);
-  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
-  std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
-  store::JobRecord next = live.record;
-  next.usage_json = UsageToText(*usage, open);
-  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
-  // The charge commits with the usage (the pass's one transaction, billing.h).
-  if (ctx.billing != nullptr && price > 0) {
-    std::string provider;
-    if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
-      const auto& labels = node->second.registration.labels;
-      if (auto p = labels.find("provider"); p != labels.end()) {
-        // A provider's name makes its ledger account: one that is not a name is the platform's own node.
-        if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) provider = p->second;
-      }
-    }
-    const ledger::ChargeInput in{
-        .id = fmt::format("usage/{}/e{}/r{}", live.record.id, live.record.epoch, rank),
-        .tenant = SecretTenant(live.record.tenant),
-        .provider = provider,
-        .job = live.record.id,
-        .milli = milli,
-        .millis = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()),
-        .price_per_gpu_hour = ledger::Money::Micros(price),
-        .on_demand_per_gpu_hour = ledger::Money::Micros(reference != on_demand.end() ? reference->second : price),
-        .gpu_model = live.allocation.gpu_model,
-        .capacity_type = capacity,
-        .memo = fmt::format("rank {} on {}", rank, member.node)};
-    // A failed charge must not hold the job's state back: it is logged (the store failing here fails the
-    // pass's commit, and the whole pass is redone from the store).
-    if (absl::Status st = ctx.billing->Charge(in).status(); !st.ok()) {
-      spdlog::error("billing: charging {} (usage stored without its charge): {}", in.id, st);
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank) {
-  MemberStatus& m = live.members[static_cast<size_t>(rank)];
-  m.running_since = ctx.clock.Monotonic();
-  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
-  std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
-  open.push_back(
-      {.epoch = live.record.epoch,
-       .rank = rank,
-       .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.clock.Now().time_since_epoch()).count()});
-  store::JobRecord next = live.record;
-  next.usage_json = UsageToText(UsageFromText(live.record.usage_json).value_or(Usage{}), open);
-  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
-  return absl::OkStatus();
-}
-
-void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall) {
-  absl::StatusOr<std::vector<OpenSegment>> open = OpenSegmentsFromText(live.record.usage_json);
-  if (!open.ok()) return;
-  for (const OpenSegment& o : *open) {
-    if (o.epoch != live.record.epoch || o.rank < 0 || o.rank >= static_cast<int>(live.members.size())) continue;
-    MemberStatus& m = live.members[static_cast<size_t>(o.rank)];
-    const TimePoint start{std::chrono::milliseconds(o.start_ms)};
-    m.running = true;
-    m.running_since = now - std::max(Duration::zero(), wall - start);
-  }
 }
 
 absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail) {

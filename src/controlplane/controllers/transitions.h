@@ -64,21 +64,6 @@ absl::Status ReleaseIfDone(ControllerContext& ctx, const std::string& job_id);
 // down, or the drain deadline passed), then releases the allocation.
 absl::Status PresumeStopped(ControllerContext& ctx, const std::string& job_id, const std::string& detail);
 
-// Starts the metering of member `rank` of `live` now: running_since, and its open segment (usage.h
-// OpenSegment) stored with the job, so a restarted server resumes it (ResumeOpenSegments).
-absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank);
-// After a load from the store: the members whose segments of the job's current epoch are open run
-// (running, running_since carried from the wall clock to the monotonic one).
-void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall);
-
-// Ends the metering of member `rank` of `live` (usage.h): its segment since running_since, at its node's
-// price and capacity type, is added to the job's usage and stored. No-op for a member not metering.
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank);
-
-// The on-demand reference prices (usage.h), by GPU model: the highest price of the pool's priced on-demand
-// nodes with that model. A model absent has none (the node's own price stands in).
-std::map<std::string, int64_t> OnDemandPrices(const State& state);
-
 // The phases of a recovery (State::recovery) that ends with RUNNING at `running_at`; a phase whose
 // moment was not seen (a restart in between) counts as zero.
 RecoveryPhases PhasesOf(const State::Recovery& r, MonoTime running_at);

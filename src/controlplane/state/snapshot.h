@@ -60,6 +60,7 @@ struct Snapshot {
     int64_t price = 0;  // micro-units per GPU-hour
     int64_t on_demand_price = 0;
     MonoTime since{};
+    Duration idle{};  // of it, with every GPU idle (controllers/metering.h), as of this snapshot
   };
   std::unordered_map<std::string, std::vector<OpenSegment>> metering;
   // The scheduler's view of the schedulable pool (nodes ready and uncordoned) with the resources live

@@ -52,6 +52,10 @@ struct MemberStatus {
   // Metering (usage.h): since when it runs, monotonic; unset before its first running report and once its
   // segment was metered.
   std::optional<MonoTime> running_since;
+  // Idle-but-allocated time of the open segment (controllers/metering.h AccrueIdle): how long its GPUs
+  // read idle, and the pass that last looked. Memory only: a restart of the server starts them over.
+  Duration idle{};
+  std::optional<MonoTime> idle_seen;
   bool exited = false;  // confirmed by the agent, or presumed after the fencing deadline
   bool failed = false;
   // When a gang member's failure was reported (monotonic): its verdict waits for the gang's nodes to be
@@ -112,6 +116,9 @@ struct LiveJob {
   // A stop with a deadline (a reclaim notice): the SIGTERM-to-SIGKILL time its members get instead of the
   // spec's checkpoint.grace (the shorter of the two).
   std::optional<Duration> stop_grace;
+  // Set by a reclaim notice (the provider takes the node back): its members' segments end by the
+  // platform's doing, so what they ran since the job's last checkpoint is refunded (metering.h).
+  bool reclaimed = false;
 };
 
 // A PENDING job waiting for a placement: its spec and scheduler requests are parsed once, at submission

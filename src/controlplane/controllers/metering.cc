@@ -1,0 +1,183 @@
+#include "controlplane/controllers/metering.h"
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "api/job_spec.h"
+#include "api/names.h"
+#include "common/absl_fmt.h"
+#include "common/status_macros.h"
+#include "controlplane/billing.h"
+#include "controlplane/secrets.h"
+#include "controlplane/usage.h"
+#include "ledger/wallet.h"
+
+namespace gpugeek::controlplane {
+namespace {
+
+int64_t ToMillis(Duration d) {
+  return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+// Refunds the part of `charge` (a segment of `millis` that just ended on `node` by the platform's doing)
+// since the job's last checkpoint (metering.h). Logged, never failing the pass: a refund that does not
+// post is posted by no one else (the operator can grant it by hand; the log names the amount).
+void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::Transaction& charge,
+                    const std::string& node, int64_t millis) {
+  const TimePoint now = ctx.clock.Now();
+  const TimePoint began = now - std::chrono::milliseconds(millis);
+  int64_t lost = millis;
+  std::string since = "its start";
+  if (live.record.checkpoint_step && live.record.checkpoint_at > began) {
+    lost = ToMillis(now - live.record.checkpoint_at);
+    since = fmt::format("checkpoint step {}", *live.record.checkpoint_step);
+  }
+  const std::string memo =
+      fmt::format("{} {}: the {} s run since {}", node, live.reclaimed ? "reclaimed" : "lost", lost / 1000, since);
+  std::optional<ledger::Transaction> refund = ledger::RefundFor(charge, lost, millis, now, memo);
+  if (!refund) return;
+  if (absl::Status st = ctx.billing->Post(*refund).status(); !st.ok()) {
+    spdlog::error("billing: refunding {} of {} ({}): {}", refund->postings[0].amount.ToString(), charge.id, memo, st);
+    return;
+  }
+  spdlog::info("billing: refunded {} to {} for {} ({})", refund->postings[0].amount.ToString(), charge.tenant,
+               charge.job, memo);
+}
+
+}  // namespace
+
+bool MemberIdle(const ControllerContext& ctx, const AllocationMember& member) {
+  auto node = ctx.state.nodes.find(member.node);
+  if (node == ctx.state.nodes.end() || member.gpu_uuids.empty()) return false;
+  const std::optional<Lease> lease = ctx.leases.Get(member.node);
+  if (!lease.has_value()) return false;
+  const std::vector<hw::GpuDevice>& gpus = node->second.registration.inventory.gpus;
+  for (const std::string& uuid : member.gpu_uuids) {
+    auto g = std::find_if(gpus.begin(), gpus.end(), [&](const hw::GpuDevice& d) { return d.uuid == uuid; });
+    const size_t i = static_cast<size_t>(g - gpus.begin());
+    if (g == gpus.end() || i >= lease->samples.size()) return false;
+    const std::optional<uint32_t>& percent = lease->samples[i].telemetry.utilization_percent;
+    if (!percent.has_value() || *percent >= api::kIdleUtilizationPercent) return false;
+  }
+  return true;
+}
+
+void AccrueIdle(ControllerContext& ctx, LiveJob& live, MonoTime now) {
+  for (const AllocationMember& member : live.allocation.members) {
+    MemberStatus& m = live.members[static_cast<size_t>(member.rank)];
+    if (!m.running_since || m.exited) continue;
+    if (m.idle_seen && MemberIdle(ctx, member)) m.idle += now - std::max(*m.idle_seen, *m.running_since);
+    m.idle_seen = now;
+  }
+}
+
+std::map<std::string, int64_t> OnDemandPrices(const State& state) {
+  std::map<std::string, int64_t> best;
+  for (const auto& [name, node] : state.nodes) {
+    const api::Registration& r = node.registration;
+    if (r.capacity_type != "on-demand" || r.price_micros_per_gpu_hour <= 0) continue;
+    for (const hw::GpuDevice& g : r.inventory.gpus) {
+      int64_t& price = best[g.model_id];
+      price = std::max(price, r.price_micros_per_gpu_hour);
+    }
+  }
+  return best;
+}
+
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end) {
+  MemberStatus& m = live.members[static_cast<size_t>(rank)];
+  if (!m.running_since) return absl::OkStatus();
+  const Duration elapsed = ctx.clock.Monotonic() - *m.running_since;
+  const Duration idle = std::min(m.idle, elapsed);
+  m.running_since.reset();
+  m.idle = Duration::zero();
+  m.idle_seen.reset();
+  const AllocationMember& member = live.allocation.members[static_cast<size_t>(rank)];
+  std::string capacity = "on-demand";
+  int64_t price = 0;
+  if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
+    capacity = node->second.registration.capacity_type;
+    price = node->second.registration.price_micros_per_gpu_hour;
+  }
+  absl::StatusOr<Usage> usage = UsageFromText(live.record.usage_json);
+  if (!usage.ok()) {
+    spdlog::warn("control plane: job {}: {}; metering starts over", live.record.id, usage.status());
+    usage = Usage{};
+  }
+  const int64_t milli = static_cast<int64_t>(member.gpu_uuids.size()) * member.gpu_milli;
+  const std::map<std::string, int64_t> on_demand = OnDemandPrices(ctx.state);
+  auto reference = on_demand.find(live.allocation.gpu_model);
+  Accrue(*usage, capacity, live.allocation.gpu_model, milli, elapsed, price,
+         reference != on_demand.end() ? reference->second : price, idle);
+  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
+  std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
+  store::JobRecord next = live.record;
+  next.usage_json = UsageToText(*usage, open);
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  // The charge commits with the usage (the pass's one transaction, billing.h).
+  if (ctx.billing != nullptr && price > 0) {
+    std::string provider;
+    if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
+      const auto& labels = node->second.registration.labels;
+      if (auto p = labels.find("provider"); p != labels.end()) {
+        // A provider's name makes its ledger account: one that is not a name is the platform's own node.
+        if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) provider = p->second;
+      }
+    }
+    const ledger::ChargeInput in{
+        .id = fmt::format("usage/{}/e{}/r{}", live.record.id, live.record.epoch, rank),
+        .tenant = SecretTenant(live.record.tenant),
+        .provider = provider,
+        .job = live.record.id,
+        .milli = milli,
+        .millis = ToMillis(elapsed),
+        .idle_millis = ToMillis(idle),
+        .price_per_gpu_hour = ledger::Money::Micros(price),
+        .on_demand_per_gpu_hour = ledger::Money::Micros(reference != on_demand.end() ? reference->second : price),
+        .gpu_model = live.allocation.gpu_model,
+        .capacity_type = capacity,
+        .memo = fmt::format("rank {} on {}", rank, member.node)};
+    // A failed charge must not hold the job's state back: it is logged (the store failing here fails the
+    // pass's commit, and the whole pass is redone from the store).
+    absl::StatusOr<std::optional<ledger::Transaction>> charge = ctx.billing->Charge(in);
+    if (!charge.ok()) {
+      spdlog::error("billing: charging {} (usage stored without its charge): {}", in.id, charge.status());
+    } else if (charge->has_value() && (end == SegmentEnd::kPlatformLoss || live.reclaimed)) {
+      RefundLostWork(ctx, live, **charge, member.node, in.millis);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank) {
+  MemberStatus& m = live.members[static_cast<size_t>(rank)];
+  m.running_since = ctx.clock.Monotonic();
+  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
+  std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
+  open.push_back(
+      {.epoch = live.record.epoch,
+       .rank = rank,
+       .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.clock.Now().time_since_epoch()).count()});
+  store::JobRecord next = live.record;
+  next.usage_json = UsageToText(UsageFromText(live.record.usage_json).value_or(Usage{}), open);
+  ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  return absl::OkStatus();
+}
+
+void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall) {
+  absl::StatusOr<std::vector<OpenSegment>> open = OpenSegmentsFromText(live.record.usage_json);
+  if (!open.ok()) return;
+  for (const OpenSegment& o : *open) {
+    if (o.epoch != live.record.epoch || o.rank < 0 || o.rank >= static_cast<int>(live.members.size())) continue;
+    MemberStatus& m = live.members[static_cast<size_t>(o.rank)];
+    const TimePoint start{std::chrono::milliseconds(o.start_ms)};
+    m.running = true;
+    m.running_since = now - std::max(Duration::zero(), wall - start);
+  }
+}
+
+}  // namespace gpugeek::controlplane

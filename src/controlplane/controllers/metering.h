@@ -1,0 +1,59 @@
+#pragma once
+// Metering: each member's GPU time, per second, from its first "running" report to its exit, at its
+// node's price and capacity type (usage.h), charged to its tenant as it ends (billing.h), with what its
+// GPUs sat idle while allocated and a refund of what a platform failure made it lose.
+//
+// Segments. A member's segment opens at its first running report (StartMetering: kept with the job as
+// usage.h OpenSegment, so a restarted server resumes it) and ends at its exit, its node's loss, or its
+// presumed stop at the drain deadline (MeterMember): added to the job's usage and charged in the pass's
+// one store transaction, once ("usage/JOB/eEPOCH/rRANK").
+//
+// Idle-but-allocated time. Each pass (AccrueIdle) a metering member whose GPUs all read idle in its node's
+// latest heartbeat (utilisation below api::kIdleUtilizationPercent) adds the time since the pass before to
+// its segment's idle time; a GPU without a reading is busy (no evidence, no idle). The resolution is the
+// pass interval; the idle time of a segment open across a server restart counts from the restart.
+//
+// Refunds. A segment ended by the platform (SegmentEnd::kPlatformLoss: its node lost, or reclaimed by its
+// provider) loses the work since the job's last checkpoint (store::JobRecord::checkpoint_at, when it lies
+// inside the segment; else the whole segment), which the next placement redoes. That part of the charge
+// is refunded to the tenant's cash at once (ledger::RefundFor, "refund/JOB/eEPOCH/rRANK", paid by
+// platform:refunds). A reclaimed workload that checkpoints at its SIGTERM loses, and gets back, about
+// nothing; one lost with its node, everything since its last checkpoint.
+//
+// Time: intervals on the monotonic clock, the open segment's start and checkpoints on the wall clock.
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "controlplane/controllers/context.h"
+
+namespace gpugeek::controlplane {
+
+// How a segment ended: the workload's own doing (an exit, a cancel, a drain), or the platform's.
+enum class SegmentEnd { kExit, kPlatformLoss };
+
+// Starts the metering of member `rank` of `live` now: running_since, and its open segment (usage.h
+// OpenSegment) stored with the job, so a restarted server resumes it (ResumeOpenSegments).
+absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank);
+// After a load from the store: the members whose segments of the job's current epoch are open run
+// (running, running_since carried from the wall clock to the monotonic one).
+void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall);
+
+// Ends the metering of member `rank` of `live`: its segment since running_since, at its node's price and
+// capacity type, with its idle time, is added to the job's usage and stored, and charged. A segment that
+// ends by `end` == kPlatformLoss, or of a reclaimed placement (LiveJob::reclaimed), is refunded its
+// work since the last checkpoint. No-op for a member not metering. Errors: the store's.
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end = SegmentEnd::kExit);
+
+// Whether every GPU of `member` reads idle (utilisation below api::kIdleUtilizationPercent) in its
+// node's latest heartbeat; false for a member without GPUs, or a GPU without a reading.
+bool MemberIdle(const ControllerContext& ctx, const AllocationMember& member);
+// Adds to each metering member of `live` whose GPUs all read idle now the time since the pass before.
+void AccrueIdle(ControllerContext& ctx, LiveJob& live, MonoTime now);
+
+// The on-demand reference prices (usage.h), by GPU model: the highest price of the pool's priced on-demand
+// nodes with that model. A model absent has none (the node's own price stands in).
+std::map<std::string, int64_t> OnDemandPrices(const State& state);
+
+}  // namespace gpugeek::controlplane

@@ -232,10 +232,10 @@ absl::StatusOr<Reply> GetCostReport(ControlPlane& cp, const Accounts& accounts, 
     if (t.kind != ledger::Kind::kCharge) continue;
     const int64_t paid = -ledger::TenantChange(t).micros;
     // Its idle share: cost x idle / metered (at most the cost: idle <= metered).
-    const int64_t idle_cost = t.gpu_milli_seconds > 0 ? static_cast<int64_t>(absl::int128(paid) *
-                                                                              t.idle_gpu_milli_seconds /
-                                                                              t.gpu_milli_seconds)
-                                                      : 0;
+    const int64_t idle_cost =
+        t.gpu_milli_seconds > 0
+            ? static_cast<int64_t>(absl::int128(paid) * t.idle_gpu_milli_seconds / t.gpu_milli_seconds)
+            : 0;
     for (Row* row : {&jobs[t.job], &total}) {
       row->tenant = t.tenant;
       row->gpu_milli_seconds += t.gpu_milli_seconds;

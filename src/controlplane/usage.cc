@@ -23,7 +23,8 @@ int64_t Cost(int64_t milli, int64_t ms, int64_t price) {
 void Accrue(Usage& usage, const std::string& capacity_type, const std::string& gpu_model, int64_t milli,
             Duration elapsed, int64_t price, int64_t on_demand_price, Duration idle) {
   const int64_t ms = std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count());
-  const int64_t idle_ms = std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(idle).count(), 0, ms);
+  const int64_t idle_ms =
+      std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(idle).count(), 0, ms);
   auto it = std::lower_bound(
       usage.begin(), usage.end(), std::tie(capacity_type, gpu_model),
       [](const UsageLine& l, const auto& key) { return std::tie(l.capacity_type, l.gpu_model) < key; });

@@ -63,7 +63,8 @@ absl::StatusOr<Usage> UsageFromText(const std::string& text);
 absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string& text);
 
 // {"lines": [{capacity_type, gpu_model, gpu_hours, idle_gpu_hours, cost_micros, on_demand_micros}...],
-// "gpu_hours", "idle_gpu_hours", "cost_micros", "on_demand_micros", "saving_micros"} (gpu_hours: milli-GPU-seconds / 3,600,000).
+// "gpu_hours", "idle_gpu_hours", "cost_micros", "on_demand_micros", "saving_micros"} (gpu_hours: milli-GPU-seconds /
+// 3,600,000).
 nlohmann::json UsageToJson(const Usage& usage);
 
 }  // namespace gpugeek::controlplane

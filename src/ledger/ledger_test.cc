@@ -160,7 +160,6 @@ TEST(WalletTest, ChargeCarriesTheRemainderAndSkipsSubMicroCosts) {
             std::nullopt);
 }
 
-
 TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
   Ledger ledger;
   ASSERT_TRUE(ledger.Post(TopUp("top-up/acme/1", "acme", Money::Units(10), At(0), "card")).ok());

@@ -76,8 +76,8 @@ absl::Status Validate(const Transaction& txn) {
   if (txn.carry < 0 || txn.carry >= kProrateDenominator || txn.gpu_milli_seconds < 0 || txn.on_demand_micros < 0 ||
       txn.on_demand_micros > kMaxPostingMicros || txn.idle_gpu_milli_seconds < 0 ||
       txn.idle_gpu_milli_seconds > txn.gpu_milli_seconds) {
-    return absl::InvalidArgumentError(fmt::format(
-        "ledger: transaction {}: carry, gpu_milli_seconds or idle_gpu_milli_seconds out of range", txn.id));
+    return absl::InvalidArgumentError(
+        fmt::format("ledger: transaction {}: carry, gpu_milli_seconds or idle_gpu_milli_seconds out of range", txn.id));
   }
   std::set<std::string_view> accounts;
   int64_t sum = 0;  // |amount| <= 10^15 and at most 64 postings: no overflow

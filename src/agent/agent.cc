@@ -690,6 +690,7 @@ void Agent::PollLocked() {
       }
       m.state = State::kExited;
       m.pid = 0;
+      m.ended_at = options_.clock->Monotonic();
       report_soon_ = true;
       // "fenced: " tells the server the workload did not fail: the agent stopped it on losing contact.
       m.report = {.job_id = job,
@@ -841,6 +842,7 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
   }
   FillEmulatedUtilization(hb.samples);
   std::lock_guard<std::mutex> lock(mu_);
+  const MonoTime now = options_.clock->Monotonic();
   for (const auto& [job, m] : members_) {
     if (m.state == State::kRunning || m.state == State::kStopping || m.state == State::kPreparing) {
       hb.workloads.push_back({.job_id = job,
@@ -850,6 +852,10 @@ api::Heartbeat Agent::BuildHeartbeat(std::map<std::string, uint64_t>& new_offset
                               .checkpoint_step = m.checkpoint_step});
     } else {
       hb.workloads.push_back(m.report);
+      if (m.ended_at) {
+        hb.workloads.back().ended_ms_ago = std::clamp<int64_t>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(now - *m.ended_at).count(), 0, api::kMaxEndedAgoMs);
+      }
       // A checkpoint written on the SIGTERM of a planned stop arrives with the member's end.
       if (!hb.workloads.back().checkpoint_step) hb.workloads.back().checkpoint_step = m.checkpoint_step;
     }

@@ -382,6 +382,7 @@ class Agent {
     pid_t pid = 0;
     bool fenced = false;                        // stopped because the agent fenced itself
     api::WorkloadReport report;                 // the final report once ended / failed / not started
+    std::optional<MonoTime> ended_at;           // when its process was reaped (report.ended_ms_ago)
     std::shared_future<absl::Status> prepared;  // kPreparing: the workdir unpacked, the dataset fetched
     bool in_setup = false;                      // the running step is the assignment's `setup`, not `run`
     bool setup_done = false;                    // setup exited 0: the next start is `run`

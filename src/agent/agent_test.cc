@@ -601,6 +601,13 @@ TEST_F(AgentTest, AMemberReportsItsCheckpointThroughTheWorkloadEndpoint) {
   }));
   EXPECT_EQ(LastReport("ckpt")->checkpoint_step, 1200);
   EXPECT_EQ(CurlStatus("-H 'Authorization: Bearer " + token + "' -d '{\"step\": 1300}' " + url), "409");
+  // Its exit report, sent again on every beat until the server lets it go, says how long ago it ended
+  // (by the agent's monotonic clock), so a server that hears of it late meters it to the exit.
+  const int64_t first_ago = LastReport("ckpt")->ended_ms_ago;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(agent->Tick().ok());
+  EXPECT_GE(LastReport("ckpt")->ended_ms_ago, first_ago + 300);
+  EXPECT_LT(LastReport("ckpt")->ended_ms_ago, 60'000);
 }
 
 // A trial's metric reports (docs/hpo.md): posted with curl to POST /v1/report, carried by every heartbeat

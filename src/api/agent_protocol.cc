@@ -232,6 +232,7 @@ nlohmann::json ToJson(const WorkloadReport& w) {
                       {"term_signal", w.term_signal}, {"message", w.message}, {"node_rank", w.node_rank}};
   if (w.exit_code) j["exit_code"] = *w.exit_code;
   if (w.checkpoint_step) j["checkpoint_step"] = *w.checkpoint_step;
+  if (w.ended_ms_ago != 0) j["ended_ms_ago"] = w.ended_ms_ago;
   if (!w.metrics.empty()) {
     nlohmann::json metrics = nlohmann::json::array();
     for (const MetricPoint& m : w.metrics) metrics.push_back({{"seq", m.seq}, {"step", m.step}, {"value", m.value}});
@@ -517,7 +518,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
   ASSIGN_OR_RETURN(auto workloads, BoundedObjects(r, "workloads", kMaxReportsPerHeartbeat));
   for (const JsonReader& w : workloads) {
     RETURN_IF_ERROR(w.CheckObject({"job_id", "epoch", "phase", "exit_code", "term_signal", "message", "node_rank",
-                                   "checkpoint_step", "metrics"}));
+                                   "checkpoint_step", "ended_ms_ago", "metrics"}));
     WorkloadReport report;
     ASSIGN_OR_RETURN(report.job_id, w.String("job_id"));
     ASSIGN_OR_RETURN(report.epoch, w.Int("epoch", std::nullopt, 0, kMaxEpoch));
@@ -539,6 +540,7 @@ absl::StatusOr<Heartbeat> HeartbeatFromJson(const nlohmann::json& j) {
     if (w.Has("checkpoint_step")) {
       ASSIGN_OR_RETURN(report.checkpoint_step, w.Int("checkpoint_step", std::nullopt, 0, kMaxCheckpointStep));
     }
+    ASSIGN_OR_RETURN(report.ended_ms_ago, w.Int("ended_ms_ago", 0, 0, kMaxEndedAgoMs));
     ASSIGN_OR_RETURN(std::vector<JsonReader> metrics, BoundedObjects(w, "metrics", kMaxMetricsPerReport));
     for (const JsonReader& m : metrics) {
       RETURN_IF_ERROR(m.CheckObject({"seq", "step", "value"}));

@@ -214,11 +214,17 @@ struct WorkloadReport {
   // The last checkpoint step this member's workload reported complete (`gpugeek checkpoint --step N`,
   // docs/checkpointing.md), resent on every beat; nullopt = none this placement. 0..kMaxCheckpointStep.
   std::optional<int64_t> checkpoint_step;
+  // An exit report: how long before this heartbeat was sent its workload ended, in milliseconds by the
+  // agent's monotonic clock (no clock skew), 0..kMaxEndedAgoMs; 0 = now, or not known. The server meters
+  // the member up to then (controlplane/controllers/metering.h): an exit it hears of late (it was down, or
+  // the agent could not reach it) is not billed for the wait.
+  int64_t ended_ms_ago = 0;
   // The member's metric reports the server has not acknowledged yet (Assignment::metrics_stored), by seq,
   // consecutive. At most kMaxMetricsPerReport.
   std::vector<MetricPoint> metrics;
 };
 inline constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;  // exact in a JSON double
+inline constexpr int64_t kMaxEndedAgoMs = 7 * 24 * 3'600'000;      // a week
 
 struct LogChunk {
   std::string job_id;

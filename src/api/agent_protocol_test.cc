@@ -62,6 +62,7 @@ TEST(AgentProtocol, HeartbeatRoundTripsWithReportsAndLogs) {
   h.workloads.push_back({"j-2", 1, WorkloadPhase::kExited, std::nullopt, 9, "killed"});
   h.workloads.push_back(
       {.job_id = "j-3", .epoch = 1, .phase = WorkloadPhase::kRunning, .node_rank = 1, .checkpoint_step = 1200});
+  h.workloads[1].ended_ms_ago = 4'250;
   h.logs.push_back({"j-1", 0, 128, "step 10 loss 1.25\n"});
   auto back = HeartbeatFromJson(ToJson(h));
   ASSERT_TRUE(back.ok()) << back.status();
@@ -72,6 +73,8 @@ TEST(AgentProtocol, HeartbeatRoundTripsWithReportsAndLogs) {
   EXPECT_EQ(back->workloads[2].node_rank, 1);
   EXPECT_EQ(back->workloads[1].exit_code, std::nullopt);
   EXPECT_EQ(back->workloads[1].term_signal, 9);
+  EXPECT_EQ(back->workloads[1].ended_ms_ago, 4'250);
+  EXPECT_EQ(back->workloads[0].ended_ms_ago, 0);
   ASSERT_EQ(back->logs.size(), 1u);
   EXPECT_EQ(back->logs[0].offset, 128u);
   EXPECT_EQ(back->logs[0].data, "step 10 loss 1.25\n");
@@ -88,6 +91,14 @@ TEST(AgentProtocol, ACheckpointStepOutOfRangeIsRefusedByName) {
   EXPECT_TRUE(absl::StrContains(back.status().message(), "checkpoint_step")) << back.status();
   j["workloads"][0]["checkpoint_step"] = "12";
   EXPECT_FALSE(HeartbeatFromJson(j).ok());
+  // An exit more than a week ago, or in the future, is refused by name too.
+  j["workloads"][0]["checkpoint_step"] = 12;
+  for (int64_t ago : {int64_t{-1}, kMaxEndedAgoMs + 1}) {
+    j["workloads"][0]["ended_ms_ago"] = ago;
+    back = HeartbeatFromJson(j);
+    ASSERT_FALSE(back.ok()) << ago;
+    EXPECT_TRUE(absl::StrContains(back.status().message(), "ended_ms_ago")) << back.status();
+  }
 }
 
 TEST(AgentProtocol, MetricReportsTravelConsecutiveAndFinite) {

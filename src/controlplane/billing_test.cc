@@ -492,5 +492,38 @@ TEST_F(BillingTest, IdleButAllocatedTimeIsMeteredWithTheUsageAndTheCharge) {
   EXPECT_EQ(cp_->GetJob(id)->usage[0].idle_gpu_milli_seconds, 20'000) << "stored with the job";
 }
 
+// An exit the server hears of late (it was down; the agent could not reach it) is metered to the exit, not
+// to the report: the agent says how long ago its workload ended (api::WorkloadReport::ended_ms_ago, by its
+// monotonic clock). 10 minutes run, the exit reported 3 minutes after it: 10 minutes charged. A claim of an
+// end before the segment began meters nothing, never less than zero.
+TEST_F(LongLeaseBillingTest, AnExitReportedLateIsMeteredToTheExit) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  RegisterPriced("node-a", 3'600'000);
+  const std::string id = Run("node-a");
+  clock_.Advance(minutes(13));
+  Beat("node-a", {{.job_id = id,
+                   .epoch = 1,
+                   .phase = WorkloadPhase::kExited,
+                   .exit_code = 0,
+                   .ended_ms_ago = 3 * 60'000}});
+  ASSERT_EQ(State(id), JobState::kSucceeded);
+  EXPECT_EQ(cp_->GetJob(id)->usage[0].gpu_milli_seconds, 600'000);
+  std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(ledger::TenantChange(entries[0]), Money::Micros(-600'000));
+
+  const std::string other = Run("node-a");
+  clock_.Advance(minutes(1));
+  Beat("node-a", {{.job_id = other,
+                   .epoch = 1,
+                   .phase = WorkloadPhase::kExited,
+                   .exit_code = 0,
+                   .ended_ms_ago = api::kMaxEndedAgoMs}});
+  ASSERT_EQ(State(other), JobState::kSucceeded);
+  EXPECT_EQ(cp_->GetJob(other)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 0, 0, 0}}));
+  EXPECT_EQ(cp_->billing().Entries("team-a", 0, 100).entries.size(), 1u) << "nothing to charge";
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

@@ -23,17 +23,17 @@ int64_t ToMillis(Duration d) {
   return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
-// Refunds the part of `charge` (a segment of `millis` that just ended on `node` by the platform's doing)
-// since the job's last checkpoint (metering.h). Logged, never failing the pass: a refund that does not
-// post is posted by no one else (the operator can grant it by hand; the log names the amount).
+// Refunds the part of `charge` (a segment of `millis` that ended at `ended`, wall clock, on `node` by the
+// platform's doing) since the job's last checkpoint (metering.h). Logged, never failing the pass: a refund
+// that does not post is posted by no one else (the operator can grant it by hand; the log names the amount).
 void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::Transaction& charge,
-                    const std::string& node, int64_t millis) {
+                    const std::string& node, int64_t millis, TimePoint ended) {
   const TimePoint now = ctx.clock.Now();
-  const TimePoint began = now - std::chrono::milliseconds(millis);
+  const TimePoint began = ended - std::chrono::milliseconds(millis);
   int64_t lost = millis;
   std::string since = "its start";
   if (live.record.checkpoint_step && live.record.checkpoint_at > began) {
-    lost = ToMillis(now - live.record.checkpoint_at);
+    lost = ToMillis(ended - live.record.checkpoint_at);
     since = fmt::format("checkpoint step {}", *live.record.checkpoint_step);
   }
   const std::string memo =
@@ -88,10 +88,12 @@ std::map<std::string, int64_t> OnDemandPrices(const State& state) {
   return best;
 }
 
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end) {
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end, Duration ended_ago) {
   MemberStatus& m = live.members[static_cast<size_t>(rank)];
   if (!m.running_since) return absl::OkStatus();
-  const Duration elapsed = ctx.clock.Monotonic() - *m.running_since;
+  const Duration until_now = ctx.clock.Monotonic() - *m.running_since;
+  const Duration elapsed =
+      until_now - std::clamp(ended_ago, Duration::zero(), std::max(until_now, Duration::zero()));
   const Duration idle = std::min(m.idle, elapsed);
   m.running_since.reset();
   m.idle = Duration::zero();
@@ -147,7 +149,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
     if (!charge.ok()) {
       spdlog::error("billing: charging {} (usage stored without its charge): {}", in.id, charge.status());
     } else if (charge->has_value() && (end == SegmentEnd::kPlatformLoss || live.reclaimed)) {
-      RefundLostWork(ctx, live, **charge, member.node, in.millis);
+      RefundLostWork(ctx, live, **charge, member.node, in.millis, ctx.clock.Now() - (until_now - elapsed));
     }
   }
   return absl::OkStatus();

@@ -40,11 +40,13 @@ absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank);
 // (running, running_since carried from the wall clock to the monotonic one).
 void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall);
 
-// Ends the metering of member `rank` of `live`: its segment since running_since, at its node's price and
-// capacity type, with its idle time, is added to the job's usage and stored, and charged. A segment that
-// ends by `end` == kPlatformLoss, or of a reclaimed placement (LiveJob::reclaimed), is refunded its
-// work since the last checkpoint. No-op for a member not metering. Errors: the store's.
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end = SegmentEnd::kExit);
+// Ends the metering of member `rank` of `live`: its segment from running_since to `ended_ago` before now
+// (the agent's api::WorkloadReport::ended_ms_ago; clamped to the segment), at its node's price and capacity
+// type, with its idle time, is added to the job's usage and stored, and charged. A segment that ends by
+// `end` == kPlatformLoss, or of a reclaimed placement (LiveJob::reclaimed), is refunded its work since the
+// last checkpoint. No-op for a member not metering. Errors: the store's.
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end = SegmentEnd::kExit,
+                         Duration ended_ago = Duration::zero());
 
 // Whether every GPU of `member` reads idle (utilisation below api::kIdleUtilizationPercent) in its
 // node's latest heartbeat; false for a member without GPUs, or a GPU without a reading.

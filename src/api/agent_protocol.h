@@ -224,7 +224,7 @@ struct WorkloadReport {
   std::vector<MetricPoint> metrics;
 };
 inline constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;  // exact in a JSON double
-inline constexpr int64_t kMaxEndedAgoMs = 7 * 24 * 3'600'000;      // a week
+inline constexpr int64_t kMaxEndedAgoMs = 7 * 24 * 3'600'000;    // a week
 
 struct LogChunk {
   std::string job_id;

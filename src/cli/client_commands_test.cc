@@ -620,6 +620,73 @@ TEST_F(ClientCommandsTest, LoginSavesAProfileAndAccountCommandsManageTenantsUser
   EXPECT_THAT(r.err, ::testing::HasSubstr("was revoked"));
 }
 
+// Monthly budgets through the CLI: set by the admin for a tenant and a user, listed (a member sees its own
+// tenant's), refused to a member, and a user over its budget refused a submission with the 402 message.
+TEST_F(ClientCommandsTest, BudgetSetListUnsetAndASpentUserBudgetRefusesSubmissions) {
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  Result r = RunGpugeek("budget" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "No budgets. An operator sets one with `gpugeek budget set --tenant T --monthly AMOUNT`.\n");
+  r = RunGpugeek("budget set --tenant team-a --monthly 500.00" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Budget of tenant team-a set: 500.00 a month; alerts at 50, 80, 100%\n");
+  ASSERT_TRUE(client_->Post("/v1/users", {{"name", "carol"}, {"tenant", "team-a"}, {"role", "member"}}).ok());
+  r = RunGpugeek("budget set --user carol --monthly 1.00 --alert-at 90,10" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Budget of user carol set: 1.00 a month; alerts at 10, 90%\n");
+  r = RunGpugeek("budget set --monthly 1.00" + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("give one of --tenant TENANT or --user USER"));
+  r = RunGpugeek("budget set --user nobody --monthly 1.00" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("no user 'nobody'"));
+  r = RunGpugeek("budget set --tenant team-a --monthly -3" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("monthly_limit: "));
+
+  // carol has spent 2.00 this month (a charge of a job she submitted).
+  ledger::Transaction charge{
+      .id = "usage/j-x/e1/r0",
+      .kind = ledger::Kind::kCharge,
+      .at = server_->control_plane().clock().Now(),
+      .tenant = "team-a",
+      .job = "j-x",
+      .user = "carol",
+      .postings = {{"tenant:team-a:cash", ledger::Money::Units(-2)}, {"platform:revenue", ledger::Money::Units(2)}}};
+  ASSERT_TRUE(server_->control_plane().billing().Post(charge).ok());
+  auto token = client_->Post("/v1/tokens", {{"user", "carol"}});
+  ASSERT_TRUE(token.ok()) << token.status();
+  const std::string carol = " --token " + (*token)["token"].get<std::string>() + " --server " + server_->url();
+  r = RunGpugeek("budget --json" + carol, "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json listed = json::parse(r.out);
+  ASSERT_EQ(listed["budgets"].size(), 2u) << r.out;
+  EXPECT_EQ(listed["budgets"][0]["user"], "");
+  EXPECT_EQ(listed["budgets"][0]["spent_micros"], 2'000'000);
+  EXPECT_EQ(listed["budgets"][1]["user"], "carol");
+  EXPECT_EQ(listed["budgets"][1]["spent_micros"], 2'000'000);
+  EXPECT_DOUBLE_EQ(listed["budgets"][1]["used_percent"].get<double>(), 200.0);
+  r = RunGpugeek("budget" + carol, "GPUGEEK_TOKEN=");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("team-a +carol +1.00 +2.00 +200.0% +10,90 "));
+  r = RunGpugeek("budget set --user carol --monthly 100.00" + carol, "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("admin"));
+  const std::string spec =
+      WriteSpec("b.yaml", "name: b\nresources: {accelerators: H100-SXM-80GB:1}\nrun: echo hello\n");
+  r = RunGpugeek("submit " + spec + carol, "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("budget: user 'carol' has spent 2.00 of its monthly budget of 1.00 in 20"));
+  r = RunGpugeek("budget unset --user carol" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "Budget of user carol removed\n");
+  r = RunGpugeek("submit " + spec + carol, "GPUGEEK_TOKEN=");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunGpugeek("budget unset --user carol" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("no budget for user carol"));
+}
+
 TEST_F(ClientCommandsTest, QuotaSetChangesOnlyTheLimitsGivenAndQuotaShowsUseAgainstLimit) {
   RegisterNode("node-a", "8xH100-SXM-80GB");
   Result r =

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterSecretCommands(app);
   gpugeek::cli::RegisterQuotaCommands(app);
   gpugeek::cli::RegisterBillingCommands(app);
+  gpugeek::cli::RegisterBudgetCommands(app);
   gpugeek::cli::RegisterOffersCommand(app);
   gpugeek::cli::RegisterQuantizeCommand(app);
   gpugeek::cli::RegisterModelCommands(app);

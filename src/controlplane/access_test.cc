@@ -370,6 +370,19 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           pattern == "/v1/providers/{name}/payouts") {
         path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
       }
+      if (pattern == "/v1/tenants/{name}/budget" || pattern == "/v1/users/{name}/budget") {
+        const bool of_user = pattern == "/v1/users/{name}/budget";
+        path = absl::StrReplaceAll(path, {{"{name}", of_user ? "member-a" : "team-a"}});
+        if (method == "PUT") body = {{"monthly_limit", "10.00"}, {"alert_percents", {50, 100}}};
+        // A budget to delete, for every caller's try.
+        if (method == "DELETE") {
+          ASSERT_TRUE(server_->control_plane()
+                          .billing()
+                          .budgets()
+                          .Set({.tenant = "team-a", .user = of_user ? "member-a" : "", .monthly_limit_micros = 1})
+                          .ok());
+        }
+      }
       if (pattern == "/v1/tenants/{name}/quota") {
         path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
         body = {{"max_jobs", n}};

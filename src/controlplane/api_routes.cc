@@ -10,6 +10,7 @@
 #include "controlplane/account_routes.h"
 #include "controlplane/api_views.h"
 #include "controlplane/billing_routes.h"
+#include "controlplane/budget_routes.h"
 #include "controlplane/metrics.h"
 #include "controlplane/openapi.h"
 #include "controlplane/quota_routes.h"
@@ -300,6 +301,7 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& account
   RegisterJoinTokenRoutes(server, accounts, nodes);
   RegisterQuotaRoutes(server, cp, accounts);
   RegisterBillingRoutes(server, cp, accounts);
+  RegisterBudgetRoutes(server, cp, accounts);
   route("GET", "/v1/prometheus/targets", [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> {
     return Reply::Json(PrometheusTargets(cp));
   });

@@ -1,5 +1,7 @@
 #include "controlplane/billing.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -14,14 +16,20 @@ Billing::Billing(store::Store& store, Clock& clock, const BillingOptions& option
 absl::StatusOr<std::unique_ptr<Billing>> Billing::Open(store::Store& store, Clock& clock,
                                                        const BillingOptions& options) {
   auto billing = std::unique_ptr<Billing>(new Billing(store, clock, options));
+  ASSIGN_OR_RETURN(billing->budgets_, Budgets::Open(store, clock));
   RETURN_IF_ERROR(billing->Reload());
   return billing;
 }
 
 absl::StatusOr<bool> Billing::ApplyLocked(const ledger::Transaction& txn) {
   absl::StatusOr<bool> posted = ledger_.Post(txn);
-  if (!posted.ok() || !*posted || txn.kind != ledger::Kind::kCharge) return posted;
-  spend_[{txn.tenant, txn.gpu_model, txn.capacity_type}] -= ledger::TenantChange(txn).micros;
+  if (!posted.ok() || !*posted) return posted;
+  if (txn.kind != ledger::Kind::kCharge && txn.kind != ledger::Kind::kRefund) return posted;
+  const int64_t spent = -ledger::TenantChange(txn).micros;  // a refund: negative
+  const std::string period = Period(txn.at);
+  month_spend_[{txn.tenant, "", period}] += spent;
+  if (!txn.user.empty()) month_spend_[{txn.tenant, txn.user, period}] += spent;
+  if (txn.kind == ledger::Kind::kCharge) spend_[{txn.tenant, txn.gpu_model, txn.capacity_type}] += spent;
   return posted;
 }
 
@@ -41,9 +49,11 @@ absl::Status Billing::Reload() {
     }
     if (rows.size() < 10000) break;
   }
+  RETURN_IF_ERROR(budgets_->Reload());
   MutexLock lock(&mu_);
   ledger_ = ledger::Ledger();
   spend_.clear();
+  month_spend_.clear();
   for (const ledger::Transaction& txn : stored) {
     if (absl::StatusOr<bool> posted = ApplyLocked(txn); !posted.ok()) {
       return absl::DataLossError(
@@ -119,6 +129,17 @@ absl::StatusOr<int> Billing::ExpireDue() {
   }
   for (const ledger::Transaction& txn : due) RETURN_IF_ERROR(Post(txn).status());
   return static_cast<int>(due.size());
+}
+
+std::string Billing::Period(TimePoint at) {
+  const std::chrono::year_month_day day{std::chrono::floor<std::chrono::days>(at)};
+  return fmt::format("{:04d}-{:02d}", static_cast<int>(day.year()), static_cast<unsigned>(day.month()));
+}
+
+ledger::Money Billing::MonthSpend(const std::string& tenant, const std::string& user, const std::string& period) const {
+  MutexLock lock(&mu_);
+  auto it = month_spend_.find({tenant, user, period});
+  return ledger::Money::Micros(it == month_spend_.end() ? 0 : it->second);
 }
 
 ledger::TenantBalance Billing::Balance(const std::string& tenant) const {

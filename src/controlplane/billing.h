@@ -24,11 +24,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/mutex.h"
+#include "controlplane/budgets.h"
 #include "controlplane/options.h"
 #include "ledger/ledger.h"
 #include "ledger/wallet.h"
@@ -42,10 +44,18 @@ class Billing {
   // parse or post (the message names its id).
   static absl::StatusOr<std::unique_ptr<Billing>> Open(store::Store& store, Clock& clock,
                                                        const BillingOptions& options);
-  // Drops memory and replays the store again (after a pass whose commit failed).
+  // Drops memory and replays the store again (after a pass whose commit failed), budgets included.
   absl::Status Reload();
 
   const BillingOptions& options() const { return options_; }
+  // The tenants' and users' monthly spending limits (budgets.h).
+  Budgets& budgets() { return *budgets_; }
+
+  // What `tenant` (user "": all of it; else the jobs `user` submitted) was charged in calendar month
+  // `period` ("2026-12", UTC, by the entries' time), net of refunds. 0 for none.
+  ledger::Money MonthSpend(const std::string& tenant, const std::string& user, const std::string& period) const;
+  // "2026-12": the calendar month (UTC) of `at`.
+  static std::string Period(TimePoint at);
 
   // Stores `txn` and applies it. Returns the ledger's entry: `txn` when new, the stored one when the id
   // was posted already and nothing changed (callers that retry with a fresh `at` get the first).
@@ -100,6 +110,9 @@ class Billing {
 
   ledger::Ledger ledger_ ABSL_GUARDED_BY(mu_);
   std::map<SpendKey, int64_t> spend_ ABSL_GUARDED_BY(mu_);
+  // MonthSpend: by (tenant, user or "", period).
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> month_spend_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Budgets> budgets_;
   std::atomic<bool> paying_{false};
 };
 

@@ -502,11 +502,8 @@ TEST_F(LongLeaseBillingTest, AnExitReportedLateIsMeteredToTheExit) {
   RegisterPriced("node-a", 3'600'000);
   const std::string id = Run("node-a");
   clock_.Advance(minutes(13));
-  Beat("node-a", {{.job_id = id,
-                   .epoch = 1,
-                   .phase = WorkloadPhase::kExited,
-                   .exit_code = 0,
-                   .ended_ms_ago = 3 * 60'000}});
+  Beat("node-a",
+       {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0, .ended_ms_ago = 3 * 60'000}});
   ASSERT_EQ(State(id), JobState::kSucceeded);
   EXPECT_EQ(cp_->GetJob(id)->usage[0].gpu_milli_seconds, 600'000);
   std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
@@ -523,6 +520,64 @@ TEST_F(LongLeaseBillingTest, AnExitReportedLateIsMeteredToTheExit) {
   ASSERT_EQ(State(other), JobState::kSucceeded);
   EXPECT_EQ(cp_->GetJob(other)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 0, 0, 0}}));
   EXPECT_EQ(cp_->billing().Entries("team-a", 0, 100).entries.size(), 1u) << "nothing to charge";
+}
+
+// Monthly budgets (budgets.h): team-a may spend 1.00 a month, its user alice 0.30 (alerts at 50, 80 and 100
+// percent). At 1,000 micro-units a GPU-second, alice's job alerts at 150 s and 240 s, is stopped at 300 s
+// (its open segment's cost counts), then alice is refused (402, with the numbers) while bob of the same
+// tenant is not; each alert fires once, and the next month starts over. The clock starts on 2027-01-15.
+TEST_F(BillingTest, MonthlyBudgetsOfATenantAndAUserAlertRefuseAndStop) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  RegisterPriced("node-a", 3'600'000);
+  ASSERT_TRUE(cp_->billing()
+                  .budgets()
+                  .Set({.tenant = "team-a", .monthly_limit_micros = 1'000'000, .alert_percents = {100, 50}})
+                  .ok());
+  ASSERT_TRUE(
+      cp_->billing().budgets().Set({.tenant = "team-a", .user = "alice", .monthly_limit_micros = 300'000}).ok());
+  EXPECT_EQ(cp_->billing().budgets().Find("team-a", "alice")->alert_percents, (std::vector<int>{50, 80, 100}));
+  EXPECT_EQ(cp_->billing().budgets().Find("team-a", "")->alert_percents, (std::vector<int>{50, 100}));
+  const char* spec = "name: paid\nresources: {accelerators: H100-SXM-80GB:1}\nrun: sleep 1000\n";
+  auto job = cp_->Submit({.spec_yaml = spec, .tenant = "team-a", .user = "alice"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  const std::string id = job->record.id;
+  EXPECT_EQ(cp_->GetJob(id)->record.submitted_by, "alice");
+  cp_->Reconcile();
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  auto alerted = [&] { return cp_->billing().budgets().Find("team-a", "alice")->alerted_percent; };
+  std::map<int, int> alerted_at;  // percent -> second
+  for (int s = 1; s <= 300 && !api::IsTerminal(State(id)); ++s) {
+    clock_.Advance(seconds(1));
+    Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+    alerted_at.try_emplace(alerted(), s);
+  }
+  EXPECT_EQ(alerted_at, (std::map<int, int>{{0, 1}, {50, 150}, {80, 240}, {100, 300}}));
+  ASSERT_EQ(State(id), JobState::kCancelled);
+  EXPECT_EQ(cp_->GetJob(id)->record.reason,
+            "budget: user 'alice' of tenant 'team-a' reached its monthly budget of 0.3000 in 2027-01 (0.3000 spent); "
+            "an "
+            "operator raises it with `gpugeek budget set`");
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .term_signal = 15}});
+  EXPECT_EQ(cp_->billing().MonthSpend("team-a", "alice", "2027-01"), Money::Micros(300'000));
+  EXPECT_EQ(cp_->billing().MonthSpend("team-a", "", "2027-01"), Money::Micros(300'000));
+  EXPECT_EQ(cp_->billing().budgets().Find("team-a", "")->alerted_percent, 0) << "30% of the tenant's";
+
+  // alice is refused, with the numbers; bob of the same tenant is not.
+  auto refused = cp_->Submit({.spec_yaml = spec, .tenant = "team-a", .user = "alice"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(http::HttpStatusFor(refused.status()), 402);
+  EXPECT_EQ(std::string(refused.status().message()),
+            "budget: user 'alice' has spent 0.3000 of its monthly budget of 0.3000 in 2027-01; an operator raises it "
+            "with `gpugeek budget set --user alice --monthly AMOUNT`, or wait for next month");
+  EXPECT_TRUE(cp_->Submit({.spec_yaml = spec, .tenant = "team-a", .user = "bob"}).ok());
+  // The alerts fired are kept: a restart fires none again.
+  Restart();
+  EXPECT_EQ(alerted(), 100);
+  EXPECT_EQ(cp_->billing().budgets().Find("team-a", "alice")->alerted_period, "2027-01");
+  // Next month, alice spends again.
+  clock_.Advance(std::chrono::hours(24 * 20));
+  EXPECT_TRUE(cp_->Submit({.spec_yaml = spec, .tenant = "team-a", .user = "alice"}).ok());
 }
 
 }  // namespace

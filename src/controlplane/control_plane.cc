@@ -460,6 +460,7 @@ absl::StatusOr<JobView> ControlPlane::Submit(const SubmitRequest& request) {
 absl::StatusOr<ControlPlane::Admission> ControlPlane::Check(const SubmitRequest& request, bool quote) {
   ASSIGN_OR_RETURN(api::JobSpec spec, api::ParseJobSpec(request.spec_yaml, catalog_));
   RETURN_IF_ERROR(secrets_->CheckRefs(SecretTenant(request.tenant), spec.secret_env));
+  if (!quote) RETURN_IF_ERROR(CheckBudgets(SecretTenant(request.tenant), request.user));
   if (options_.billing.enforce && !quote) {
     // Budgets (billing.h): a tenant with nothing left to spend is refused before anything is stored.
     const std::string tenant = SecretTenant(request.tenant);
@@ -587,6 +588,25 @@ absl::StatusOr<ControlPlane::Admission> ControlPlane::Check(const SubmitRequest&
                    .requests = *std::move(requests)};
 }
 
+absl::Status ControlPlane::CheckBudgets(const std::string& tenant, const std::string& user) const {
+  const std::string period = Billing::Period(clock_.Now());
+  for (int scope = 0; scope < 2; ++scope) {
+    const std::string who = scope == 0 ? "" : user;
+    if (scope == 1 && user.empty()) break;
+    const std::optional<store::BudgetRecord> budget = billing_->budgets().Find(tenant, who);
+    if (!budget) continue;
+    const ledger::Money spent = billing_->MonthSpend(tenant, who, period);
+    if (spent.micros < budget->monthly_limit_micros) continue;
+    const std::string whose = who.empty() ? fmt::format("tenant '{}'", tenant) : fmt::format("user '{}'", who);
+    return http::PaymentRequiredError(fmt::format(
+        "budget: {} has spent {} of its monthly budget of {} in {}; an operator raises it with `gpugeek budget set "
+        "{} {} --monthly AMOUNT`, or wait for next month",
+        whose, spent.ToString(), ledger::Money::Micros(budget->monthly_limit_micros).ToString(), period,
+        who.empty() ? "--tenant" : "--user", who.empty() ? tenant : who));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   ASSIGN_OR_RETURN(Admission admitted, Check(request, /*quote=*/false));
   const api::JobSpec& spec = admitted.spec;
@@ -594,6 +614,7 @@ absl::StatusOr<JobView> ControlPlane::Admit(const SubmitRequest& request) {
   const std::string& plan_json = admitted.plan_json;
   store::JobRecord record;
   record.tenant = request.tenant;
+  record.submitted_by = request.user;
   record.name = spec.name;
   record.spec_yaml = std::move(spec_yaml);
   record.state = JobState::kPending;

@@ -306,6 +306,8 @@ class ControlPlane {
     std::vector<sched::Request> requests;
   };
   absl::StatusOr<Admission> Check(const SubmitRequest& request, bool quote);
+  // PaymentRequired (402) with the numbers when `tenant`'s monthly budget, or `user`'s, is spent (budgets.h).
+  absl::Status CheckBudgets(const std::string& tenant, const std::string& user) const;
   absl::StatusOr<JobView> Admit(const SubmitRequest& request);
   absl::StatusOr<store::JobRecord> CommitGrouped(store::JobRecord record);
   // Takes every queued submission, issuing their ids in queue order. Call with commit_mu_ held.

@@ -140,6 +140,21 @@ void WriteBilling(ControlPlane& cp, Writer& w) {
   w.Family("gpugeek_ledger_imbalance_micros", "Sum of every ledger balance: 0 unless the ledger is broken.",
            Type::kGauge);
   w.Sample({}, static_cast<double>(cp.billing().Total().micros));
+  // Monthly budgets (budgets.h): what each has spent this month (charges posted, net of refunds) over its limit.
+  const std::vector<store::BudgetRecord> budgets = cp.billing().budgets().List("");
+  const std::string period = Billing::Period(cp.clock().Now());
+  w.Family("gpugeek_budget_used_ratio",
+           "A monthly budget's spend this month (UTC) over its limit (user=\"\": the whole tenant); 1 = spent.",
+           Type::kGauge);
+  for (const store::BudgetRecord& b : budgets) {
+    w.Sample({{"tenant", b.tenant}, {"user", b.user}},
+             static_cast<double>(cp.billing().MonthSpend(b.tenant, b.user, period).micros) /
+                 static_cast<double>(b.monthly_limit_micros));
+  }
+  w.Family("gpugeek_budget_limit_micros", "A monthly budget's limit.", Type::kGauge);
+  for (const store::BudgetRecord& b : budgets) {
+    w.Sample({{"tenant", b.tenant}, {"user", b.user}}, static_cast<double>(b.monthly_limit_micros));
+  }
 }
 
 }  // namespace

@@ -898,6 +898,49 @@ J Build() {
             {"required", {"amount", "id"}},
             {"properties", {{"amount", amount}, {"id", {{"type", "string"}}}}}});
   paths["/v1/providers/{name}/payouts"]["parameters"] = {PathParam("name")};
+  // Monthly budgets of tenants and users (budget_routes.h, docs/billing.md).
+  schemas["Budget"] = {
+      {"type", "object"},
+      {"properties",
+       {{"tenant", {{"type", "string"}}},
+        {"user", {{"type", "string"}, {"description", "\"\" = the whole tenant"}}},
+        {"monthly_limit_micros", money},
+        {"monthly_limit", {{"type", "string"}}},
+        {"spent_micros", money},
+        {"used_percent", {{"type", "number"}}},
+        {"alert_percents", {{"type", "array"}, {"items", {{"type", "integer"}}}}},
+        {"alerted_percent",
+         {{"type", "integer"}, {"description", "the highest alert percent reached this month (0 = none)"}}},
+        {"updated_at", {{"type", "string"}, {"format", "date-time"}}}}}};
+  paths["/v1/budgets"]["get"] =
+      Op("This month's budgets of the caller's tenant (an admin: every tenant's) with what each has spent",
+         JsonResponse("a page of budgets", {{"type", "object"},
+                                            {"properties",
+                                             {{"period", {{"type", "string"}}},
+                                              {"budgets", {{"type", "array"}, {"items", Ref("Budget")}}},
+                                              {"next_after", {{"type", "string"}, {"nullable", true}}}}}}));
+  paths["/v1/budgets"]["get"]["parameters"] = {
+      QueryParam("tenant", "string", "default: the caller's (an admin: all)"),
+      QueryParam("after", "string", "tenant/user of the last budget of the previous page"),
+      QueryParam("limit", "integer", "1..1000")};
+  const J budget_body = Body({{"type", "object"},
+                              {"required", {"monthly_limit"}},
+                              {"properties",
+                               {{"monthly_limit", amount},
+                                {"alert_percents",
+                                 {{"type", "array"},
+                                  {"maxItems", 10},
+                                  {"items", {{"type", "integer"}, {"minimum", 1}, {"maximum", 1000}}},
+                                  {"description", "percents of the limit to alert at; default [50, 80, 100]"}}}}}});
+  for (const char* who : {"tenants", "users"}) {
+    const std::string path = fmt::format("/v1/{}/{{name}}/budget", who);
+    paths[path]["put"] = Op(fmt::format("Sets the monthly budget of a {} (refused and stopped at it; 402)",
+                                        std::string(who) == "tenants" ? "tenant" : "user, within its tenant's"),
+                            JsonResponse("the budget", Ref("Budget")));
+    paths[path]["put"]["requestBody"] = budget_body;
+    paths[path]["delete"] = Op("Removes the budget", JsonResponse("deleted", {{"type", "object"}}));
+    paths[path]["parameters"] = {PathParam("name")};
+  }
 
   // Hyper-parameter experiments (experiment_routes.h, docs/hpo.md).
   schemas["Experiment"] = {

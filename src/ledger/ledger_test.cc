@@ -167,6 +167,7 @@ TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
   absl::StatusOr<std::optional<Transaction>> c = Charge(ledger, {.id = "usage/j1/e2/r1",
                                                                  .tenant = "acme",
                                                                  .job = "j1",
+                                                                 .user = "alice",
                                                                  .milli = 1000,
                                                                  .millis = 600'000,
                                                                  .idle_millis = 240'000,
@@ -184,6 +185,7 @@ TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->id, "refund/j1/e2/r1");
   EXPECT_EQ(r->job, "j1");
+  EXPECT_EQ(r->user, "alice");
   EXPECT_EQ(r->postings, (std::vector<Posting>{{"tenant:acme:cash", Money::Micros(700'000)},
                                                {"platform:refunds", Money::Micros(-700'000)}}));
   EXPECT_EQ(TenantChange(*r), Money::Micros(700'000));

@@ -111,6 +111,7 @@ std::string ToText(const Transaction& txn) {
   for (const Posting& p : txn.postings) postings.push_back(nlohmann::json::array({p.account, p.amount.micros}));
   nlohmann::json j = {{"id", txn.id},   {"kind", KindName(txn.kind)}, {"at_ms", ToMs(txn.at)}, {"tenant", txn.tenant},
                       {"job", txn.job}, {"memo", txn.memo},           {"postings", postings}};
+  if (!txn.user.empty()) j["user"] = txn.user;
   if (txn.expires_at) j["expires_at_ms"] = ToMs(*txn.expires_at);
   if (txn.carry != 0) j["carry"] = txn.carry;
   if (txn.gpu_milli_seconds != 0) j["gpu_milli_seconds"] = txn.gpu_milli_seconds;
@@ -145,10 +146,10 @@ absl::StatusOr<Transaction> FromText(std::string_view text) {
   std::string kind;
   int64_t at_ms = 0;
   if (!string_field("id", txn.id) || !string_field("kind", kind) || !string_field("tenant", txn.tenant) ||
-      !string_field("job", txn.job) || !string_field("memo", txn.memo) || !string_field("gpu_model", txn.gpu_model) ||
-      !string_field("capacity_type", txn.capacity_type) || !int_field("at_ms", at_ms) ||
-      !int_field("carry", txn.carry) || !int_field("gpu_milli_seconds", txn.gpu_milli_seconds) ||
-      !int_field("on_demand_micros", txn.on_demand_micros) ||
+      !string_field("job", txn.job) || !string_field("user", txn.user) || !string_field("memo", txn.memo) ||
+      !string_field("gpu_model", txn.gpu_model) || !string_field("capacity_type", txn.capacity_type) ||
+      !int_field("at_ms", at_ms) || !int_field("carry", txn.carry) ||
+      !int_field("gpu_milli_seconds", txn.gpu_milli_seconds) || !int_field("on_demand_micros", txn.on_demand_micros) ||
       !int_field("idle_gpu_milli_seconds", txn.idle_gpu_milli_seconds)) {
     return bad("a field has the wrong type");
   }

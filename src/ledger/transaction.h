@@ -39,6 +39,7 @@ struct Transaction {
   TimePoint at;        // wall clock, when it was posted (for bills by period)
   std::string tenant;  // the tenant it concerns, "" for a provider's payout
   std::string job;     // the job a charge or refund is for, else ""
+  std::string user;    // who submitted that job ("" = none known): whose budget it counts against
   std::string memo;    // free text for people ("trial credit", "GPU time on node n1 (spot)")
   std::vector<Posting> postings;
   // A grant: when the credit account it opens expires (then Expire takes back what is left).
@@ -70,7 +71,7 @@ inline constexpr size_t kMaxMemoBytes = 1000;
 // naming the field otherwise.
 absl::Status Validate(const Transaction& txn);
 
-// The stored form: compact JSON {"id", "kind", "at_ms", "tenant", "job", "memo", "postings": [[account,
+// The stored form: compact JSON {"id", "kind", "at_ms", "tenant", "job", "user"?, "memo", "postings": [[account,
 // micros], ...], "expires_at_ms"?, "carry"?, "gpu_milli_seconds"?, "on_demand_micros"?,
 // "idle_gpu_milli_seconds"?, "gpu_model"?, "capacity_type"?}. Times
 // in milliseconds since the Unix epoch.

@@ -67,6 +67,7 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
                   .at = in.at,
                   .tenant = in.tenant,
                   .job = in.job,
+                  .user = in.user,
                   .memo = in.memo,
                   .carry = cost->carry,
                   .gpu_milli_seconds = in.milli * in.millis / 1000,
@@ -122,7 +123,9 @@ std::optional<Transaction> RefundFor(const Transaction& charge, int64_t lost_mil
   if (amount.micros <= 0) return std::nullopt;
   constexpr std::string_view kUsage = "usage/";
   const std::string suffix = charge.id.starts_with(kUsage) ? charge.id.substr(kUsage.size()) : charge.id;
-  return Refund("refund/" + suffix, charge.tenant, charge.job, amount, at, memo);
+  Transaction refund = Refund("refund/" + suffix, charge.tenant, charge.job, amount, at, memo);
+  refund.user = charge.user;
+  return refund;
 }
 
 absl::StatusOr<Transaction> Payout(const Ledger& ledger, const std::string& id, const std::string& provider,

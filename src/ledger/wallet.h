@@ -66,6 +66,7 @@ struct ChargeInput {
   std::string tenant;    // who pays
   std::string provider;  // whose node ran it; "" = the platform's own
   std::string job;
+  std::string user;              // who submitted the job ("" = none known)
   int64_t milli = 0;             // milli-GPU held (GPUs x milli per GPU)
   int64_t millis = 0;            // for how long, in milliseconds
   int64_t idle_millis = 0;       // how much of it its GPUs sat idle (0..millis; Transaction::idle_gpu_milli_seconds)
@@ -96,7 +97,8 @@ Money TenantChange(const Transaction& txn);
 // The refund of the part of a charged segment lost to the platform: `lost_millis` of its
 // `segment_millis` (the work since the job's last checkpoint, which its next placement redoes), as
 // floor(cost x lost / segment), never more than the charge's cost (lost is clamped to 0..segment).
-// Its id is the charge's with "refund/" for "usage/" ("refund/j-00000042/e3/r0"). nullopt when that is
+// Its id is the charge's with "refund/" for "usage/" ("refund/j-00000042/e3/r0"); it carries the charge's
+// user. nullopt when that is
 // below one micro-unit, or `charge` is not a charge.
 std::optional<Transaction> RefundFor(const Transaction& charge, int64_t lost_millis, int64_t segment_millis,
                                      TimePoint at, const std::string& memo);

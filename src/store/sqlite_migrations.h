@@ -209,6 +209,20 @@ CREATE TABLE ledger (
 );
 CREATE INDEX ledger_by_tenant ON ledger(tenant, seq);
 )sql",
+    // 14: who submitted each job, and monthly budgets of tenants and users (store.h BudgetRecord).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN submitted_by TEXT NOT NULL DEFAULT '';
+CREATE TABLE budgets (
+  tenant               TEXT NOT NULL,
+  user                 TEXT NOT NULL,
+  monthly_limit_micros INTEGER NOT NULL,
+  alert_percents       TEXT NOT NULL,
+  alerted_period       TEXT NOT NULL,
+  alerted_percent      INTEGER NOT NULL,
+  updated_at_ns        INTEGER NOT NULL,
+  PRIMARY KEY (tenant, user)
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
 #include "store/sqlite_migrations.h"
@@ -159,7 +160,7 @@ class Transaction {
 constexpr char kJobColumns[] =
     "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
     "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json, "
-    "checkpoint_region, platform_env";
+    "checkpoint_region, platform_env, submitted_by";
 
 // The platform_env column: a JSON object of strings ("" = none).
 std::string FormatPlatformEnv(const std::map<std::string, std::string>& env) {
@@ -234,10 +235,11 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   j.usage_json = s.Text(18);
   j.checkpoint_region = s.Text(19);
   ASSIGN_OR_RETURN(j.platform_env, ParsePlatformEnv(j.id, s.Text(20)));
+  j.submitted_by = s.Text(21);
   return j;
 }
 
-// Binds a job's columns 1..21 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
+// Binds a job's columns 1..22 in kJobColumns order; spec_yaml is `spec`: a sealed blob (bound as a BLOB)
 // when `sealed`, else the text.
 void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::string& spec, bool sealed) {
   s.Bind(1, j.id).Bind(2, j.tenant).Bind(3, j.name);
@@ -264,6 +266,7 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
   s.Bind(19, j.usage_json);
   s.Bind(20, j.checkpoint_region);
   s.Bind(21, FormatPlatformEnv(j.platform_env));
+  s.Bind(22, j.submitted_by);
 }
 
 absl::Status InsertEvent(StatementCache& statements, const std::string& job_id, TimePoint time, api::JobState from,
@@ -446,7 +449,7 @@ absl::StatusOr<JobRecord> SqliteStore::InsertJobLocked(const JobRecord& job) {
   stored.version = 1;
   ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
   Statement s(*statements_,
-              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
+              fmt::format("INSERT INTO jobs ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", kJobColumns));
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) {
@@ -568,7 +571,7 @@ absl::StatusOr<JobRecord> SqliteStore::UpdateJob(const JobRecord& job) {
       "UPDATE jobs SET id = ?1, tenant = ?2, name = ?3, spec_yaml = ?4, state = ?5, priority = ?6, plan_json "
       "= ?7, allocation_json = ?8, epoch = ?9, restarts = ?10, exit_code = ?11, reason = ?12, created_at_ns "
       "= ?13, updated_at_ns = ?14, version = ?15, retries = ?16, checkpoint_step = ?17, checkpoint_at_ns = ?18, "
-      "usage_json = ?19, checkpoint_region = ?20, platform_env = ?21 WHERE id = ?1");
+      "usage_json = ?19, checkpoint_region = ?20, platform_env = ?21, submitted_by = ?22 WHERE id = ?1");
   RETURN_IF_ERROR(s.status());
   BindJob(s, stored, stored.version, spec, sealer_ != nullptr);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update job");
@@ -1399,6 +1402,63 @@ absl::StatusOr<std::vector<LedgerRecord>> SqliteStore::ListLedger(const LedgerFi
   }
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list ledger");
   return out;
+}
+
+absl::Status SqliteStore::PutBudget(const BudgetRecord& budget) {
+  if (budget.tenant.empty()) return absl::InvalidArgumentError("store: a budget's tenant must not be empty");
+  if (budget.monthly_limit_micros <= 0) return absl::InvalidArgumentError("store: a budget's limit must be > 0");
+  std::string percents;
+  for (int p : budget.alert_percents) percents += (percents.empty() ? "" : ",") + std::to_string(p);
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT OR REPLACE INTO budgets (tenant, user, monthly_limit_micros, alert_percents, alerted_period, "
+              "alerted_percent, updated_at_ns) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, budget.tenant).Bind(2, budget.user).Bind(3, budget.monthly_limit_micros).Bind(4, percents);
+  s.Bind(5, budget.alerted_period).Bind(6, int64_t{budget.alerted_percent}).Bind(7, ToNs(budget.updated_at));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put budget");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<BudgetRecord>> SqliteStore::ListBudgets() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT tenant, user, monthly_limit_micros, alert_percents, alerted_period, alerted_percent, "
+              "updated_at_ns FROM budgets ORDER BY tenant, user");
+  RETURN_IF_ERROR(s.status());
+  std::vector<BudgetRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    BudgetRecord b{.tenant = s.Text(0),
+                   .user = s.Text(1),
+                   .monthly_limit_micros = s.Int(2),
+                   .alerted_period = s.Text(4),
+                   .alerted_percent = static_cast<int>(s.Int(5)),
+                   .updated_at = FromNs(s.Int(6))};
+    for (absl::string_view p : absl::StrSplit(s.Text(3), ',', absl::SkipEmpty())) {
+      int percent = 0;
+      if (!absl::SimpleAtoi(p, &percent)) {
+        return absl::DataLossError(
+            fmt::format("sqlite: budget of {}/{} has malformed alert percents", b.tenant, b.user));
+      }
+      b.alert_percents.push_back(percent);
+    }
+    out.push_back(std::move(b));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list budgets");
+  return out;
+}
+
+absl::Status SqliteStore::DeleteBudget(const std::string& tenant, const std::string& user) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "DELETE FROM budgets WHERE tenant = ? AND user = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, tenant).Bind(2, user);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "delete budget");
+  if (sqlite3_changes(db_) == 0) {
+    return absl::NotFoundError(fmt::format("no budget for {}", user.empty() ? "tenant " + tenant : "user " + user));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace gpugeek::store

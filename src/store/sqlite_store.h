@@ -93,6 +93,9 @@ class SqliteStore final : public Store {
   absl::StatusOr<int64_t> CountMetricReports(const std::string& job_id, int64_t epoch, int node_rank) override;
   absl::Status AppendLedger(const std::vector<LedgerRecord>& records) override;
   absl::StatusOr<std::vector<LedgerRecord>> ListLedger(const LedgerFilter& filter) override;
+  absl::Status PutBudget(const BudgetRecord& budget) override;
+  absl::StatusOr<std::vector<BudgetRecord>> ListBudgets() override;
+  absl::Status DeleteBudget(const std::string& tenant, const std::string& user) override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
 

@@ -54,6 +54,9 @@ struct JobRecord {
   // Variables the platform gives every member beside the spec's env (api::kPlatformEnvNames: a trial's
   // GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, GPUGEEK_PARAMS), set by internal submitters. Empty = none.
   std::map<std::string, std::string> platform_env;
+  // The user who submitted it (UserRecord::name; "" for an internal submitter or an embedded pool): whose
+  // budget its charges count against (controlplane/budgets.h).
+  std::string submitted_by;
   TimePoint created_at;
   TimePoint updated_at;
   int64_t version = 0;  // set by the store; bumped on every write
@@ -202,6 +205,19 @@ struct LedgerRecord {
   std::string kind;    // "grant", "charge", ...
   TimePoint at;        // wall clock
   std::string body;    // ledger::ToText
+};
+
+// A monthly spending limit (controlplane/budgets.h): of a tenant (user "") or of one of its users, in
+// integer micro-units per calendar month (UTC), with the percents of it at which to alert, and the alerts
+// fired so far in `alerted_period` (each percent once per month).
+struct BudgetRecord {
+  std::string tenant;
+  std::string user;                  // "" = the whole tenant
+  int64_t monthly_limit_micros = 0;  // > 0
+  std::vector<int> alert_percents;   // ascending, each 1..1000
+  std::string alerted_period;        // "2026-12"; "" = none yet
+  int alerted_percent = 0;           // the highest percent alerted in alerted_period
+  TimePoint updated_at;
 };
 
 // Which ledger records Store::ListLedger returns: seq > after_seq, oldest first, at most `limit`
@@ -393,6 +409,17 @@ class Store {
   // Records matching `filter`, oldest first. InvalidArgument for a limit outside 1..10000.
   virtual absl::StatusOr<std::vector<LedgerRecord>> ListLedger(const LedgerFilter& /*filter*/) {
     return std::vector<LedgerRecord>{};
+  }
+
+  // Budgets (controlplane/budgets.h), one per (tenant, user). PutBudget inserts or replaces;
+  // DeleteBudget: NotFound when there is none. InvalidArgument for an empty tenant or a limit <= 0. The
+  // defaults answer Unimplemented / nothing (test doubles).
+  virtual absl::Status PutBudget(const BudgetRecord& /*budget*/) {
+    return absl::UnimplementedError("store: this store keeps no budgets");
+  }
+  virtual absl::StatusOr<std::vector<BudgetRecord>> ListBudgets() { return std::vector<BudgetRecord>{}; }
+  virtual absl::Status DeleteBudget(const std::string& /*tenant*/, const std::string& /*user*/) {
+    return absl::UnimplementedError("store: this store keeps no budgets");
   }
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one

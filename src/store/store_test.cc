@@ -367,6 +367,52 @@ TEST_F(SqliteStoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
   EXPECT_EQ(store_->ListLedger({.limit = 10001}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SqliteStoreTest, BudgetsPutReplaceListAndDeleteAndJobsKeepTheirSubmitter) {
+  const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
+  ASSERT_TRUE(
+      store_
+          ->PutBudget(
+              {.tenant = "a", .monthly_limit_micros = 100'000'000, .alert_percents = {50, 80, 100}, .updated_at = t0})
+          .ok());
+  ASSERT_TRUE(store_
+                  ->PutBudget({.tenant = "a",
+                               .user = "alice",
+                               .monthly_limit_micros = 5'000'000,
+                               .alert_percents = {90},
+                               .updated_at = t0})
+                  .ok());
+  // Replaced: the alert state of the month.
+  ASSERT_TRUE(store_
+                  ->PutBudget({.tenant = "a",
+                               .user = "alice",
+                               .monthly_limit_micros = 5'000'000,
+                               .alert_percents = {90},
+                               .alerted_period = "2026-12",
+                               .alerted_percent = 90,
+                               .updated_at = t0})
+                  .ok());
+  EXPECT_EQ(store_->PutBudget({.tenant = "a", .monthly_limit_micros = 0}).code(), absl::StatusCode::kInvalidArgument);
+  Reopen();
+  auto all = store_->ListBudgets();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].user, "");
+  EXPECT_EQ((*all)[0].alert_percents, (std::vector<int>{50, 80, 100}));
+  EXPECT_EQ((*all)[1].user, "alice");
+  EXPECT_EQ((*all)[1].alerted_period, "2026-12");
+  EXPECT_EQ((*all)[1].alerted_percent, 90);
+  EXPECT_EQ((*all)[1].updated_at, t0);
+  ASSERT_TRUE(store_->DeleteBudget("a", "alice").ok());
+  EXPECT_EQ(store_->DeleteBudget("a", "alice").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListBudgets()->size(), 1u);
+
+  JobRecord job = NewJob("j-budget");
+  job.submitted_by = "alice";
+  ASSERT_TRUE(store_->CreateJob(job).ok());
+  Reopen();
+  EXPECT_EQ(store_->GetJob("j-budget")->submitted_by, "alice");
+}
+
 TEST_F(SqliteStoreTest, NodesUpsertAndList) {
   ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "ready"}).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());

@@ -133,6 +133,9 @@ class PrometheusTest : public ::testing::Test {
       auto join = Connect(*url_)->Post("/v1/join-tokens", {{"uses", 10}});
       ASSERT_TRUE(join.ok()) << join.status();
       subprocess::UseJoinToken((*join)["token"]);
+      // A monthly budget, so the budget alerts' series has data.
+      auto budget = Connect(*url_)->Put("/v1/tenants/default/budget", {{"monthly_limit", "100.00"}});
+      ASSERT_TRUE(budget.ok()) << budget.status();
     }
     // Node names carry the pid: test processes running side by side share this host's cgroups.
     const std::string suffix = "-" + std::to_string(::getpid());
@@ -355,7 +358,7 @@ TEST_F(PrometheusTest, AlertRulesLoadEvaluateAndReadSeriesThatHaveData) {
       for (const std::string& name : MetricNames(expr)) names.insert(name);
     }
   }
-  EXPECT_EQ(count, 7);
+  EXPECT_EQ(count, 9);
   for (const std::string& name : names) {
     if (kNoDataExpected.contains(name)) continue;
     EXPECT_FALSE(QueryUntilData(name).empty()) << name << " has no data";
@@ -380,7 +383,7 @@ TEST_F(PrometheusTest, AlertRulesLoadEvaluateAndReadSeriesThatHaveData) {
       healthy += rule["health"] == "ok";
     }
   }
-  EXPECT_EQ(healthy, 7);
+  EXPECT_EQ(healthy, 9);
 }
 
 TEST_F(PrometheusTest, EveryDashboardExpressionEvaluatesAndReturnsData) {

@@ -7,9 +7,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/numeric/int128.h"
 #include "common/absl_fmt.h"
 #include "controlplane/billing.h"
 #include "controlplane/controllers/transitions.h"
+#include "controlplane/secrets.h"
 #include "controlplane/usage.h"
 
 namespace gpugeek::controlplane {
@@ -22,9 +24,11 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
       spdlog::warn("billing: posting credit expiries (retried next time): {}", expired.status());
     }
   }
-  // What each tenant's open segments cost so far; the jobs over their own max_cost.
+  // What each tenant's (and user's) open segments cost so far; the jobs over their own max_cost.
   std::map<std::string, ledger::Money> open;
   std::map<std::string, std::vector<std::string>> jobs;
+  std::map<std::pair<std::string, std::string>, ledger::Money> scope_open;
+  std::map<std::pair<std::string, std::string>, std::vector<std::string>> scope_jobs;
   std::vector<std::pair<std::string, std::string>> over;  // (job, reason)
   for (const auto& [id, live] : ctx.state.live) {
     if (api::IsTerminal(live.record.state)) continue;
@@ -53,11 +57,19 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
                                       ledger::Money::Micros(*live.spec.max_cost_micros).ToString(), spent.ToString()));
       }
     }
+    const std::string tenant = SecretTenant(live.record.tenant);
+    scope_open[{tenant, ""}] += cost;
+    scope_jobs[{tenant, ""}].push_back(id);
+    if (!live.record.submitted_by.empty()) {
+      scope_open[{tenant, live.record.submitted_by}] += cost;
+      scope_jobs[{tenant, live.record.submitted_by}].push_back(id);
+    }
     if (cost.micros == 0) continue;
     open[live.record.tenant] += cost;
     jobs[live.record.tenant].push_back(id);
   }
   for (const auto& [id, reason] : over) Stop(ctx, id, reason);
+  EnforceMonthly(ctx, scope_open, scope_jobs);
   if (!ctx.billing->options().enforce) return;
   for (const auto& [tenant, cost] : open) {
     const ledger::Money available = ctx.billing->Balance(tenant).available();
@@ -67,6 +79,42 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
         "again",
         tenant, available.ToString(), cost.ToString());
     for (const std::string& id : jobs[tenant]) Stop(ctx, id, reason);
+  }
+}
+
+void BudgetController::EnforceMonthly(
+    ControllerContext& ctx, const std::map<std::pair<std::string, std::string>, ledger::Money>& open,
+    const std::map<std::pair<std::string, std::string>, std::vector<std::string>>& jobs) {
+  const std::string period = Billing::Period(ctx.clock.Now());
+  for (const store::BudgetRecord& b : ctx.billing->budgets().List("")) {
+    const std::pair<std::string, std::string> scope{b.tenant, b.user};
+    auto o = open.find(scope);
+    const ledger::Money spent =
+        ctx.billing->MonthSpend(b.tenant, b.user, period) + (o == open.end() ? ledger::Money{} : o->second);
+    const std::string whose = b.user.empty() ? fmt::format("tenant '{}'", b.tenant)
+                                             : fmt::format("user '{}' of tenant '{}'", b.user, b.tenant);
+    const ledger::Money limit = ledger::Money::Micros(b.monthly_limit_micros);
+    // The highest alert percent reached (spent x 100 >= limit x percent), once a month.
+    int reached = 0;
+    for (int percent : b.alert_percents) {
+      if (absl::int128(spent.micros) * 100 >= absl::int128(b.monthly_limit_micros) * percent) reached = percent;
+    }
+    const int alerted = b.alerted_period == period ? b.alerted_percent : 0;
+    if (reached > alerted) {
+      spdlog::warn("budget alert: {} has spent {} of its monthly budget of {} in {} ({}% reached)", whose,
+                   spent.ToString(), limit.ToString(), period, reached);
+      if (absl::Status st = ctx.billing->budgets().MarkAlerted(b.tenant, b.user, period, reached); !st.ok()) {
+        spdlog::warn("budget: recording the alert of {} (retried next pass): {}", whose, st);
+      }
+    }
+    if (spent < limit) continue;
+    auto running = jobs.find(scope);
+    if (running == jobs.end()) continue;
+    const std::string reason = fmt::format(
+        "budget: {} reached its monthly budget of {} in {} ({} spent); an operator raises it with "
+        "`gpugeek budget set`",
+        whose, limit.ToString(), period, spent.ToString());
+    for (const std::string& id : running->second) Stop(ctx, id, reason);
   }
 }
 

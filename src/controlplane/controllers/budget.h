@@ -10,11 +10,20 @@
 // (docs/checkpointing.md), and their segments are charged as they end, so the tenant's cash ends at most
 // the grace period's usage below zero. A tenant whose members all run on unpriced nodes is never stopped.
 // It also posts the expiries of credits that are due, once per `expiry_interval`.
+//
+// Monthly budgets (budgets.h), enforced with or without BillingOptions::enforce: a tenant's or user's month
+// spend (Billing::MonthSpend) plus its running members' open segments, against its limit. At each alert
+// percent crossed this month (once each: the highest crossed is stored with the budget) it logs a warning;
+// at the limit it cancels the scope's live jobs (the user's: those it submitted) with a "budget: ..." reason.
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "controlplane/controllers/context.h"
+#include "ledger/money.h"
 
 namespace gpugeek::controlplane {
 
@@ -27,6 +36,10 @@ class BudgetController {
  private:
   // Cancels live job `id` with `reason` (SIGTERM to its members, who are charged up to their exit).
   void Stop(ControllerContext& ctx, const std::string& id, const std::string& reason);
+  // Monthly budgets: alerts and stops. `open`: the open segments' cost by (tenant, user or "");
+  // `jobs`: the live jobs of each such scope.
+  void EnforceMonthly(ControllerContext& ctx, const std::map<std::pair<std::string, std::string>, ledger::Money>& open,
+                      const std::map<std::pair<std::string, std::string>, std::vector<std::string>>& jobs);
   std::optional<MonoTime> last_expiry_;
 };
 

@@ -92,8 +92,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
   MemberStatus& m = live.members[static_cast<size_t>(rank)];
   if (!m.running_since) return absl::OkStatus();
   const Duration until_now = ctx.clock.Monotonic() - *m.running_since;
-  const Duration elapsed =
-      until_now - std::clamp(ended_ago, Duration::zero(), std::max(until_now, Duration::zero()));
+  const Duration elapsed = until_now - std::clamp(ended_ago, Duration::zero(), std::max(until_now, Duration::zero()));
   const Duration idle = std::min(m.idle, elapsed);
   m.running_since.reset();
   m.idle = Duration::zero();
@@ -135,6 +134,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
         .tenant = SecretTenant(live.record.tenant),
         .provider = provider,
         .job = live.record.id,
+        .user = live.record.submitted_by,
         .milli = milli,
         .millis = ToMillis(elapsed),
         .idle_millis = ToMillis(idle),

@@ -605,6 +605,7 @@ absl::Status Agent::Register() {
                       .capacity_type = options_.capacity_type,
                       .region = options_.region,
                       .price_micros_per_gpu_hour = options_.price_micros_per_gpu_hour,
+                      .min_rental_s = options_.min_rental_s,
                       .labels = options_.labels,
                       .metrics_address = metrics_address(),
                       .metrics_tls = metrics_tls(),

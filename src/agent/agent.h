@@ -206,6 +206,8 @@ struct AgentOptions {
   Duration reclaim_poll = std::chrono::seconds(2);
   // A GPU-hour of this node, in integer micro-units (api::Registration::price_micros_per_gpu_hour); 0 = unpriced.
   int64_t price_micros_per_gpu_hour = 0;
+  // The shortest rental charged (api::Registration::min_rental_s); 0 = per second.
+  int64_t min_rental_s = 0;
   std::map<std::string, std::string> labels;
   hw::Discovery* discovery = nullptr;  // borrowed, required; must outlive the Agent; used only by Tick/Run
   // Required. Logs go to <data_dir>/logs, working directories to <data_dir>/work/<job>-<rank>.

@@ -158,6 +158,7 @@ nlohmann::json ToJson(const Registration& r) {
   if (!r.unfit_images.empty()) j["unfit_images"] = r.unfit_images;
   if (!r.engines.empty()) j["engines"] = r.engines;
   if (r.price_micros_per_gpu_hour != 0) j["price_micros_per_gpu_hour"] = r.price_micros_per_gpu_hour;
+  if (r.min_rental_s != 0) j["min_rental_s"] = r.min_rental_s;
   return j;
 }
 
@@ -267,9 +268,9 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
 
 absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   JsonReader r(j, "registration");
-  RETURN_IF_ERROR(
-      r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address",
-                     "instance_id", "images", "metrics_tls", "unfit_images", "price_micros_per_gpu_hour", "engines"}));
+  RETURN_IF_ERROR(r.CheckObject({"node", "address", "inventory", "capacity_type", "region", "labels", "metrics_address",
+                                 "instance_id", "images", "metrics_tls", "unfit_images", "price_micros_per_gpu_hour",
+                                 "min_rental_s", "engines"}));
   Registration out;
   ASSIGN_OR_RETURN(out.node, r.String("node"));
   RETURN_IF_ERROR(CheckNodeName(r, "node", out.node));
@@ -285,6 +286,7 @@ absl::StatusOr<Registration> RegistrationFromJson(const nlohmann::json& j) {
   }
   ASSIGN_OR_RETURN(out.region, r.String("region", std::string()));
   ASSIGN_OR_RETURN(out.price_micros_per_gpu_hour, r.Int("price_micros_per_gpu_hour", 0, 0, kMaxPriceMicrosPerGpuHour));
+  ASSIGN_OR_RETURN(out.min_rental_s, r.Int("min_rental_s", 0, 0, kMaxMinRentalS));
   ASSIGN_OR_RETURN(out.labels, r.StringMap("labels"));
   ASSIGN_OR_RETURN(out.images, StringList(r, "images", kMaxImagesPerNode, kMaxImageRefBytes));
   for (size_t i = 0; i < out.images.size(); ++i) {

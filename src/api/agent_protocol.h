@@ -66,6 +66,12 @@ struct Registration {
   // --gpu-hour-price 0.85` = 850000); 0 = not priced. JSON "price_micros_per_gpu_hour", optional,
   // 0..kMaxPriceMicrosPerGpuHour. Usage is metered against it per second (controlplane/usage.h).
   int64_t price_micros_per_gpu_hour = 0;
+  // The shortest rental its provider sells: a member's segment on this node is charged at least this long
+  // (`gpugeek agent --min-rental 10m`); 0 = per second from the first. JSON "min_rental_s", optional,
+  // 0..kMaxMinRentalS.
+  int64_t min_rental_s = 0;
+  // Labels (`gpugeek agent --label k=v`). kProviderLabel is set by the server from the node's join token
+  // (controlplane/node_authority.h), never taken from the agent.
   std::map<std::string, std::string> labels;
   // "host:port" where the agent serves Prometheus metrics (GET /metrics); empty when it serves none.
   // Optional on the wire (JSON key "metrics_address"); GET /v1/prometheus/targets lists it.
@@ -223,6 +229,8 @@ struct WorkloadReport {
   // consecutive. At most kMaxMetricsPerReport.
   std::vector<MetricPoint> metrics;
 };
+inline constexpr std::string_view kProviderLabel = "provider";
+inline constexpr int64_t kMaxMinRentalS = 7 * 24 * 3600;         // a week
 inline constexpr int64_t kMaxCheckpointStep = int64_t{1} << 53;  // exact in a JSON double
 inline constexpr int64_t kMaxEndedAgoMs = 7 * 24 * 3'600'000;    // a week
 

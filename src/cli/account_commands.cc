@@ -4,7 +4,7 @@
 //   gpugeek tenants [create NAME]                          (admin)
 //   gpugeek users [create NAME --tenant T --role R]        (admin)
 //   gpugeek tokens [create [--user U] [--description D] [--expires 30d] | revoke ID]
-//   gpugeek join-tokens, gpugeek join-token create [--uses N] [--expires 1h] | revoke ID   (admin)
+//   gpugeek join-tokens, gpugeek join-token create [--uses N] [--expires 1h] [--provider P] | revoke ID   (admin)
 //   gpugeek audit [--user U] [--tenant T] [--after SEQ] [--limit N]  (admin)
 // each with --server URL, --token, --profile and --json.
 
@@ -220,7 +220,7 @@ void RegisterTokens(CLI::App& app) {
 void RegisterJoinTokens(CLI::App& app) {
   struct Options {
     ClientFlags flags;
-    std::string description, expires, id;
+    std::string description, expires, id, provider;
     int64_t uses = 1;
   };
   auto o = std::make_shared<Options>();
@@ -230,12 +230,12 @@ void RegisterJoinTokens(CLI::App& app) {
     const std::string cmd = "join-tokens";
     json all = ListAll(cmd, *Connect(cmd, o->flags), "/v1/join-tokens", "join_tokens");
     if (o->flags.json) return PrintJson({{"join_tokens", all}});
-    TextTable table({"ID", "USES LEFT", "DESCRIPTION", "CREATED BY", "CREATED", "EXPIRES"});
+    TextTable table({"ID", "USES LEFT", "PROVIDER", "DESCRIPTION", "CREATED BY", "CREATED", "EXPIRES"});
     for (const json& t : all) {
-      table.AddRow({Text(t["id"]), Text(t["uses_left"]),
-                    t["description"].get<std::string>().empty() ? "-" : Text(t["description"]), Text(t["created_by"]),
-                    LocalTime(Text(t["created_at"])),
-                    t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"]))});
+      table.AddRow(
+          {Text(t["id"]), Text(t["uses_left"]), t.value("provider", std::string()).empty() ? "-" : Text(t["provider"]),
+           t["description"].get<std::string>().empty() ? "-" : Text(t["description"]), Text(t["created_by"]),
+           LocalTime(Text(t["created_at"])), t["expires_at"].is_null() ? "never" : LocalTime(Text(t["expires_at"]))});
     }
     std::cout << table.Render();
   });
@@ -246,6 +246,8 @@ void RegisterJoinTokens(CLI::App& app) {
   create->add_option("--uses", o->uses, "How many agents may join with it (default: 1)");
   create->add_option("--expires", o->expires, "Lifetime: 3600s, 90m, 12h or 30d (default: 1h)");
   create->add_option("--description", o->description, "What it is for, e.g. rack-12");
+  create->add_option("--provider", o->provider,
+                     "The provider (a tenant) whose nodes join with it: their usage is owed to it (docs/billing.md)");
   AddClientFlags(create, &o->flags);
   create->callback([o] {
     const std::string cmd = "join-token create";
@@ -254,8 +256,10 @@ void RegisterJoinTokens(CLI::App& app) {
     if (!ttl)
       Fail(cmd, fmt::format("--expires '{}' must be a number with s, m, h or d, e.g. 1h", o->expires), kExitUsage);
     json t = OrFail(cmd, Connect(cmd, o->flags)
-                             ->Post("/v1/join-tokens",
-                                    {{"description", o->description}, {"uses", o->uses}, {"expires_in_s", *ttl}}));
+                             ->Post("/v1/join-tokens", {{"description", o->description},
+                                                        {"uses", o->uses},
+                                                        {"expires_in_s", *ttl},
+                                                        {"provider", o->provider}}));
     if (o->flags.json) return PrintJson(t);
     std::cout << Text(t["token"]) << "\n";
     std::cerr << fmt::format("Join token {}: {} agent(s) may join until {}. It is shown only now.\n", Text(t["id"]),

@@ -82,6 +82,7 @@ void RegisterAgentCommand(CLI::App& app) {
     // the server (GET /v1/prometheus/targets). On a multi-host pool: --metrics-listen 0.0.0.0:9471.
     std::string metrics_listen = "127.0.0.1:0";
     std::string gpu_hour_price;  // "0.85": currency units per GPU-hour; "" = unpriced
+    std::string min_rental;      // "10m": the shortest rental charged; "" = per second
     std::string reclaim_notice_url;
     // The members' own endpoint (checkpoint reports, docs/checkpointing.md): loopback only.
     std::string workload_listen = "127.0.0.1:0";
@@ -119,6 +120,9 @@ void RegisterAgentCommand(CLI::App& app) {
   sub->add_option("--region", o->region, "Region of this node, e.g. cn-east-1");
   sub->add_option("--gpu-hour-price", o->gpu_hour_price,
                   "What a GPU-hour of this node costs, e.g. 0.85 (up to six decimals; usage is metered against it)");
+  sub->add_option("--min-rental", o->min_rental,
+                  "The shortest rental sold: each placement's time on this node is charged at least this long, e.g. "
+                  "10m (default: per second)");
   sub->add_option("--reclaim-notice-url", o->reclaim_notice_url,
                   "Spot nodes: the provider's instance-action document to poll for a reclaim notice, e.g. "
                   "http://169.254.169.254/latest/meta-data/spot/instance-action (docs/capacity.md)");
@@ -205,6 +209,14 @@ void RegisterAgentCommand(CLI::App& app) {
       }
       price_micros = *price;
     }
+    int64_t min_rental_s = 0;
+    if (!o->min_rental.empty()) {
+      absl::StatusOr<Duration> d = api::ParseDuration(o->min_rental);
+      if (!d.ok() || *d < Duration::zero() || *d > std::chrono::seconds(api::kMaxMinRentalS)) {
+        Fail(fmt::format("--min-rental: {}", d.ok() ? "at most 7d" : d.status().message()), 2);
+      }
+      min_rental_s = std::chrono::duration_cast<std::chrono::seconds>(*d).count();
+    }
     std::unique_ptr<agent::ReclaimNoticeSource> reclaim_notice;
     if (!o->reclaim_notice_url.empty()) {
       auto source = agent::InstanceActionNotice(o->reclaim_notice_url);
@@ -246,6 +258,7 @@ void RegisterAgentCommand(CLI::App& app) {
                                        .region = o->region,
                                        .reclaim_notice = reclaim_notice.get(),
                                        .price_micros_per_gpu_hour = price_micros,
+                                       .min_rental_s = min_rental_s,
                                        .labels = labels,
                                        .discovery = discovery.get(),
                                        .data_dir = o->data_dir.empty() ? DefaultAgentDataDir(node) : o->data_dir,

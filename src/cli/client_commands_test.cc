@@ -736,6 +736,16 @@ TEST_F(ClientCommandsTest, QuotaSetChangesOnlyTheLimitsGivenAndQuotaShowsUseAgai
 // The market (docs/billing.md): offers cheapest first, a top-up once per key, a grant, a job's charge taken
 // from the credit first, the balance, the ledger, the month's bill and a payout to the node's provider.
 TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
+  // Provider p1 (a tenant) has its nodes join with a join token bound to it: that, not a label the agent
+  // sends, makes them p1's (node-b claims another provider and is p1's all the same).
+  ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", "p1"}}).ok());
+  Result joined = RunGpugeek("join-token create --uses 2 --provider p1 --json" + server_flag_);
+  ASSERT_EQ(joined.exit_code, 0) << joined.err;
+  EXPECT_EQ(json::parse(joined.out)["provider"], "p1");
+  for (const char* node : {"node-a", "node-b"}) agent_->JoinWith(node, json::parse(joined.out)["token"]);
+  Result refused = RunGpugeek("join-token create --provider nobody" + server_flag_);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, ::testing::HasSubstr("provider: 'nobody' is not a tenant"));
   for (const auto& [node, spec, capacity, price] : {std::tuple{"node-a", "8xH100-SXM-80GB", "on-demand", 2'000'000},
                                                     std::tuple{"node-b", "4xA100-SXM-80GB", "spot", 1'000'000}}) {
     api::Registration r;
@@ -744,14 +754,15 @@ TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
     r.region = "r1";
     r.capacity_type = capacity;
     r.price_micros_per_gpu_hour = price;
-    r.labels["provider"] = "p1";
+    if (capacity == std::string("spot")) r.min_rental_s = 600;
+    if (capacity == std::string("spot")) r.labels["provider"] = "mallory";
     r.inventory = hw::BuildEmulatedInventory(*hw::ParseEmulateSpec(spec), node, {node, 32, uint64_t{256} << 30, 1, ""});
     ASSERT_TRUE(agent_->Post("/v1/agents/register", api::ToJson(r)).ok());
   }
   Result r = RunGpugeek("offers" + server_flag_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ::testing::ContainsRegex("A100-SXM-80GB +spot +r1 +p1 +1.00 +4 +4 +1 +4\n"
-                                              "H100-SXM-80GB +on-demand +r1 +p1 +2.00 +8 +8 +1 +8\n"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("A100-SXM-80GB +spot +r1 +p1 +1.00 +10m +4 +4 +1 +4\n"
+                                              "H100-SXM-80GB +on-demand +r1 +p1 +2.00 +- +8 +8 +1 +8\n"));
   r = RunGpugeek("offers --gpu h100 --json" + server_flag_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json offers = json::parse(r.out)["offers"];

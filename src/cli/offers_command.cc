@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "api/quantity.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/table.h"
@@ -44,13 +45,16 @@ void RegisterOffersCommand(CLI::App& app) {
     if (o->min_gpus > 0) add("min_gpus", std::to_string(o->min_gpus));
     nlohmann::json reply = OrFail(cmd, Connect(cmd, o->flags)->Get("/v1/offers" + query));
     if (o->flags.json) return PrintJson(reply);
-    TextTable table(
-        {"GPU", "CAPACITY", "REGION", "PROVIDER", "PRICE/GPU-H", "FREE", "GPUS", "NODES", "MOST ON ONE NODE"});
-    for (int c : {4, 5, 6, 7, 8}) table.AlignRight(c);
+    TextTable table({"GPU", "CAPACITY", "REGION", "PROVIDER", "PRICE/GPU-H", "MIN RENTAL", "FREE", "GPUS", "NODES",
+                     "MOST ON ONE NODE"});
+    for (int c : {4, 5, 6, 7, 8, 9}) table.AlignRight(c);
     for (const nlohmann::json& r : reply["offers"]) {
       const int64_t price = r["price_micros_per_gpu_hour"];
       table.AddRow({Text(r["gpu_model"]), Text(r["capacity_type"]), r["region"] == "" ? "-" : Text(r["region"]),
                     r["provider"] == "" ? "-" : Text(r["provider"]), price > 0 ? FormatMoney(price) : "-",
+                    r.value("min_rental_s", int64_t{0}) > 0
+                        ? api::FormatDuration(std::chrono::seconds(r["min_rental_s"].get<int64_t>()))
+                        : "-",
                     std::to_string(r["gpus_free"].get<int>()), std::to_string(r["gpus"].get<int>()),
                     std::to_string(r["nodes"].get<int>()), std::to_string(r["max_gpus_free_on_node"].get<int>())});
     }

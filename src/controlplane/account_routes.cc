@@ -156,12 +156,14 @@ J JoinTokenJson(const store::JoinTokenRecord& t) {
           {"created_by", t.created_by},
           {"created_at", FormatTime(t.created_at)},
           {"expires_at", TimeOrNull(t.expires_at)},
-          {"uses_left", t.uses_left}};
+          {"uses_left", t.uses_left},
+          {"provider", t.provider}};
 }
 
 }  // namespace
 
 void RegisterJoinTokenRoutes(http::Server& server, Accounts& accounts, NodeAuthority& nodes) {
+  // (accounts: GuardedRoute, and a provider must be a tenant.)
   const auto route = [&](const std::string& method, const std::string& pattern, GuardedHandler handler) {
     GuardedRoute(server, accounts, method, pattern, std::move(handler));
   };
@@ -170,25 +172,34 @@ void RegisterJoinTokenRoutes(http::Server& server, Accounts& accounts, NodeAutho
     return PageReply(
         r, "join_tokens", tokens, [](const store::JoinTokenRecord& t) { return t.id; }, JoinTokenJson);
   });
-  route("POST", "/v1/join-tokens", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
-    J body = J::object();
-    if (!r.body.empty()) {
-      ASSIGN_OR_RETURN(body, r.JsonBody());
-    }
-    api::JsonReader reader(body, "");
-    RETURN_IF_ERROR(reader.CheckObject({"description", "expires_in_s", "uses"}));
-    ASSIGN_OR_RETURN(std::string description, reader.String("description", std::string()));
-    ASSIGN_OR_RETURN(int64_t uses, reader.Int("uses", 1, 1, 100000));
-    std::optional<Duration> ttl;
-    if (reader.Has("expires_in_s") && !body["expires_in_s"].is_null()) {
-      ASSIGN_OR_RETURN(int64_t seconds, reader.Int("expires_in_s", 0, 1, int64_t{366} * 24 * 3600));
-      ttl = std::chrono::seconds(seconds);
-    }
-    ASSIGN_OR_RETURN(NodeAuthority::CreatedJoinToken t, nodes.CreateJoinToken(who, description, ttl, uses));
-    J out = JoinTokenJson(t.record);
-    out["token"] = t.text;
-    return Reply::Json(out, 201);
-  });
+  route("POST", "/v1/join-tokens",
+        [&nodes, &accounts](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
+          J body = J::object();
+          if (!r.body.empty()) {
+            ASSIGN_OR_RETURN(body, r.JsonBody());
+          }
+          api::JsonReader reader(body, "");
+          RETURN_IF_ERROR(reader.CheckObject({"description", "expires_in_s", "uses", "provider"}));
+          ASSIGN_OR_RETURN(std::string description, reader.String("description", std::string()));
+          // A provider is a tenant (its users read what it is owed); its nodes' usage is paid to it.
+          ASSIGN_OR_RETURN(std::string provider, reader.String("provider", std::string()));
+          if (!provider.empty() && !accounts.HasTenant(provider)) {
+            return reader.Error(
+                "provider",
+                fmt::format("'{}' is not a tenant; create it first (gpugeek tenants create {})", provider, provider));
+          }
+          ASSIGN_OR_RETURN(int64_t uses, reader.Int("uses", 1, 1, 100000));
+          std::optional<Duration> ttl;
+          if (reader.Has("expires_in_s") && !body["expires_in_s"].is_null()) {
+            ASSIGN_OR_RETURN(int64_t seconds, reader.Int("expires_in_s", 0, 1, int64_t{366} * 24 * 3600));
+            ttl = std::chrono::seconds(seconds);
+          }
+          ASSIGN_OR_RETURN(NodeAuthority::CreatedJoinToken t,
+                           nodes.CreateJoinToken(who, description, ttl, uses, provider));
+          J out = JoinTokenJson(t.record);
+          out["token"] = t.text;
+          return Reply::Json(out, 201);
+        });
   route("DELETE", "/v1/join-tokens/{id}", [&nodes](const Principal& who, const Request& r) -> absl::StatusOr<Reply> {
     RETURN_IF_ERROR(nodes.DeleteJoinToken(who, r.param("id")));
     return Reply::Json(J::object());

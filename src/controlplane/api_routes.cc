@@ -325,6 +325,10 @@ void RegisterAgentRoutes(http::Server& server, ControlPlane& cp, NodeAuthority& 
                  // consumed only once the registration is.
                  ASSIGN_OR_RETURN(NodeAuthority::Admission admission,
                                   nodes.AdmitRegistration(authorization(r), reg.node));
+                 // Whose node it is comes from its join token, never from what the agent says: the provider
+                 // label is what billing pays (controllers/metering.h).
+                 reg.labels.erase(std::string(api::kProviderLabel));
+                 if (!admission.provider.empty()) reg.labels[std::string(api::kProviderLabel)] = admission.provider;
                  ASSIGN_OR_RETURN(api::RegistrationReply reply, cp.Register(reg));
                  ASSIGN_OR_RETURN(reply.node_credential, nodes.Join(admission, reg.node));
                  if (exec_tokens != nullptr) reply.exec_token = exec_tokens->Issue(reg.node);

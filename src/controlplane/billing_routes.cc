@@ -362,6 +362,7 @@ absl::StatusOr<Reply> GetOffers(ControlPlane& cp, const Principal& who, const Re
                     {"region", o.region},
                     {"provider", o.provider},
                     {"price_micros_per_gpu_hour", o.price_micros_per_gpu_hour},
+                    {"min_rental_s", o.min_rental_s},
                     {"nodes", o.nodes},
                     {"gpus", o.gpus},
                     {"gpus_free", o.gpus_free},

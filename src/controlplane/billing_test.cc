@@ -580,5 +580,40 @@ TEST_F(BillingTest, MonthlyBudgetsOfATenantAndAUserAlertRefuseAndStop) {
   EXPECT_TRUE(cp_->Submit({.spec_yaml = spec, .tenant = "team-a", .user = "alice"}).ok());
 }
 
+// A provider's minimum rental (api::Registration::min_rental_s, `gpugeek agent --min-rental 10m`): a member
+// that runs 60 s on a node renting for at least 10 minutes is charged 10 minutes, its usage says the same. A
+// node lost after 60 s is the provider's failure: the whole charge comes back (no checkpoint: the 60 s run, and
+// the 540 s of its minimum rental it never used).
+TEST_F(BillingTest, AMinimumRentalIsChargedAndRefundedWhenTheNodeIsLost) {
+  billing_.trial_credit_micros = 0;
+  Restart();
+  api::Registration r = Registration("node-a", "1xH100-SXM-80GB");
+  r.price_micros_per_gpu_hour = 3'600'000;
+  r.min_rental_s = 600;
+  ASSERT_TRUE(cp_->Register(r).ok());
+  const std::string id = Run("node-a");
+  clock_.Advance(seconds(60));
+  Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0}});
+  ASSERT_EQ(State(id), JobState::kSucceeded);
+  EXPECT_EQ(cp_->GetJob(id)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 600'000, 600'000, 600'000}}));
+  std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(ledger::TenantChange(entries[0]), Money::Micros(-600'000));
+
+  const std::string lost = Run("node-a");
+  for (int s = 0; s < 60; ++s) {
+    clock_.Advance(seconds(1));
+    Beat("node-a", {{.job_id = lost, .epoch = 1, .phase = WorkloadPhase::kRunning}});
+  }
+  clock_.Advance(seconds(7));
+  cp_->Reconcile();
+  ASSERT_EQ(NodeState("node-a"), "down");
+  entries = cp_->billing().Entries("team-a", 0, 100).entries;
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(ledger::TenantChange(entries[1]), Money::Micros(-600'000));
+  EXPECT_EQ(ledger::TenantChange(entries[2]), Money::Micros(600'000));
+  EXPECT_EQ(entries[2].memo, "node-a lost: the 67 s run since its start and 533 s of its minimum rental unused");
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

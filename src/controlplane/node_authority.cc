@@ -69,27 +69,31 @@ absl::StatusOr<std::unique_ptr<NodeAuthority>> NodeAuthority::Open(store::Store&
     std::string id = t.id;
     a->join_tokens_.emplace(std::move(id), std::move(t));
   }
-  for (auto& [node, generation] : credentials) a->generations_[node] = generation;
+  for (const store::NodeCredentialRecord& c : credentials) {
+    a->generations_[c.node] = c.generation;
+    if (!c.provider.empty()) a->providers_[c.node] = c.provider;
+  }
   return a;
 }
 
 absl::StatusOr<NodeAuthority::CreatedJoinToken> NodeAuthority::CreateJoinToken(const Principal& who,
                                                                                const std::string& description,
                                                                                std::optional<Duration> ttl,
-                                                                               int64_t uses) {
+                                                                               int64_t uses,
+                                                                               const std::string& provider) {
   RETURN_IF_ERROR(AdminOnly(who));
   if (uses < 1 || uses > kMaxUses) {
     return absl::InvalidArgumentError(fmt::format("uses: must be 1..{} (agents that may join with it)", kMaxUses));
   }
   if (ttl && *ttl <= Duration::zero()) return absl::InvalidArgumentError("expires_in_s: must be positive");
   if (description.size() > 256) return absl::InvalidArgumentError("description: at most 256 bytes");
-  return IssueJoinToken(who.user, description, ttl, uses);
+  return IssueJoinToken(who.user, description, ttl, uses, provider);
 }
 
 absl::StatusOr<NodeAuthority::CreatedJoinToken> NodeAuthority::IssueJoinToken(const std::string& by,
                                                                               const std::string& description,
-                                                                              std::optional<Duration> ttl,
-                                                                              int64_t uses) {
+                                                                              std::optional<Duration> ttl, int64_t uses,
+                                                                              const std::string& provider) {
   auth::ApiToken token = auth::GenerateJoinToken();
   store::JoinTokenRecord r;
   r.id = token.id;
@@ -99,6 +103,7 @@ absl::StatusOr<NodeAuthority::CreatedJoinToken> NodeAuthority::IssueJoinToken(co
   r.created_at = clock_.Now();
   if (ttl) r.expires_at = r.created_at + *ttl;
   r.uses_left = uses;
+  r.provider = provider;
   RETURN_IF_ERROR(store_.CreateJoinToken(r));
   {
     MutexLock lock(&mu_);
@@ -136,7 +141,9 @@ absl::StatusOr<NodeAuthority::Admission> NodeAuthority::AdmitRegistration(std::s
   ASSIGN_OR_RETURN(std::string token, BearerToken(authorization));
   if (token.starts_with(auth::kNodeCredentialPrefix)) {
     RETURN_IF_ERROR(AuthenticateNode(authorization, node));
-    return Admission{};
+    MutexLock lock(&mu_);
+    auto p = providers_.find(node);
+    return Admission{.provider = p == providers_.end() ? "" : p->second};
   }
   ASSIGN_OR_RETURN(auth::ApiToken join, auth::ParseJoinToken(token));
   const std::string digest = Hex(auth::SecretDigest(join.secret));
@@ -152,13 +159,14 @@ absl::StatusOr<NodeAuthority::Admission> NodeAuthority::AdmitRegistration(std::s
   }
   if (it->second.uses_left <= 0) return invalid();
   if (it->second.expires_at && clock_.Now() >= *it->second.expires_at) return invalid();
+  const std::string provider = it->second.provider;
   if (generations_.contains(node) || joining_.contains(node)) {
     return absl::AlreadyExistsError(fmt::format(
         "node name '{}' is taken by a node that joined already: an agent re-registers with its own node credential "
         "(in its data directory); to give the name to a new machine, remove the node first (gpugeek remove-node {})",
         node, node));
   }
-  return Admission{true, join.id};
+  return Admission{true, join.id, provider};
 }
 
 absl::StatusOr<std::string> NodeAuthority::Join(const Admission& admission, const std::string& node) {
@@ -185,6 +193,7 @@ absl::StatusOr<std::string> NodeAuthority::Join(const Admission& admission, cons
   MutexLock lock(&mu_);
   joining_.erase(node);
   generations_[node] = generation;
+  if (!admission.provider.empty()) providers_[node] = admission.provider;
   if (auto it = join_tokens_.find(admission.join_token_id); it != join_tokens_.end()) --it->second.uses_left;
   return auth::SignNodeCredential(key_, node, generation);
 }
@@ -214,12 +223,13 @@ absl::Status NodeAuthority::Revoke(const std::string& node) {
   RETURN_IF_ERROR(store_.DeleteNodeCredential(node));
   MutexLock lock(&mu_);
   generations_.erase(node);
+  providers_.erase(node);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> NodeAuthority::LocalJoinToken() {
   ASSIGN_OR_RETURN(CreatedJoinToken t,
-                   IssueJoinToken("gpugeek up", "the in-process agent of gpugeek up", std::chrono::minutes(10), 1));
+                   IssueJoinToken("gpugeek up", "the in-process agent of gpugeek up", std::chrono::minutes(10), 1, ""));
   return t.text;
 }
 

@@ -44,9 +44,11 @@ class NodeAuthority {
     std::string text;               // "ggj_...": shown once
   };
   // Admin only (PermissionDenied). `uses` 1..100000 agents may join with it (InvalidArgument otherwise),
-  // until `ttl` passes (none: no expiry).
+  // until `ttl` passes (none: no expiry). Its nodes are `provider`'s ("" = the platform's own; a provider
+  // is a tenant, checked by the caller): their usage is owed to it (billing.h), whatever they claim.
   absl::StatusOr<CreatedJoinToken> CreateJoinToken(const Principal& who, const std::string& description,
-                                                   std::optional<Duration> ttl, int64_t uses);
+                                                   std::optional<Duration> ttl, int64_t uses,
+                                                   const std::string& provider = "");
   absl::StatusOr<std::vector<store::JoinTokenRecord>> JoinTokens(const Principal& who) const;
   // Admin only; NotFound for an unknown id.
   absl::Status DeleteJoinToken(const Principal& who, const std::string& id);
@@ -60,6 +62,7 @@ class NodeAuthority {
   struct Admission {
     bool join = false;  // a join token: call Join
     std::string join_token_id;
+    std::string provider;  // whose node it is: the join token's, or the credential's ("" = the platform's)
   };
   absl::StatusOr<Admission> AdmitRegistration(std::string_view authorization, const std::string& node) const;
   // Takes one use of the admission's join token and issues `node`'s credential (its text). The token
@@ -79,14 +82,16 @@ class NodeAuthority {
  private:
   NodeAuthority(store::Store& store, Clock& clock, const auth::NodeKey& key);
   absl::StatusOr<CreatedJoinToken> IssueJoinToken(const std::string& by, const std::string& description,
-                                                  std::optional<Duration> ttl, int64_t uses);
+                                                  std::optional<Duration> ttl, int64_t uses,
+                                                  const std::string& provider);
 
   store::Store& store_;
   Clock& clock_;
   const auth::NodeKey key_;
 
   mutable Mutex mu_;
-  std::map<std::string, uint64_t> generations_ ABSL_GUARDED_BY(mu_);  // node -> credential generation
+  std::map<std::string, uint64_t> generations_ ABSL_GUARDED_BY(mu_);   // node -> credential generation
+  std::map<std::string, std::string> providers_ ABSL_GUARDED_BY(mu_);  // node -> its provider, when one
   std::map<std::string, store::JoinTokenRecord> join_tokens_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> joining_ ABSL_GUARDED_BY(mu_);  // names between the check and the store write
 };

@@ -25,7 +25,7 @@ bool ReservedToOthers(const api::Registration& r, const OfferFilter& filter) {
 }  // namespace
 
 std::vector<Offer> Offers(const Snapshot& snap, const OfferFilter& filter) {
-  using Key = std::tuple<std::string, std::string, std::string, std::string, int64_t>;
+  using Key = std::tuple<std::string, std::string, std::string, std::string, int64_t, int64_t>;
   std::map<Key, Offer> rows;
   if (!snap.cluster) return {};
   const sched::Cluster& cluster = *snap.cluster;
@@ -40,11 +40,15 @@ std::vector<Offer> Offers(const Snapshot& snap, const OfferFilter& filter) {
     if (!filter.gpu.empty() && !absl::StrContains(absl::AsciiStrToLower(spec.gpu_model), gpu)) continue;
     if (filter.capacity_type && r.capacity_type != *filter.capacity_type) continue;
     if (!filter.region.empty() && r.region != filter.region) continue;
-    auto provider = r.labels.find("provider");
-    const Key key{spec.gpu_model, r.capacity_type, r.region, provider == r.labels.end() ? "" : provider->second,
-                  r.price_micros_per_gpu_hour};
+    auto provider = r.labels.find(std::string(api::kProviderLabel));
+    const Key key{spec.gpu_model,
+                  r.capacity_type,
+                  r.region,
+                  provider == r.labels.end() ? "" : provider->second,
+                  r.price_micros_per_gpu_hour,
+                  r.min_rental_s};
     Offer& o = rows[key];
-    std::tie(o.gpu_model, o.capacity_type, o.region, o.provider, o.price_micros_per_gpu_hour) = key;
+    std::tie(o.gpu_model, o.capacity_type, o.region, o.provider, o.price_micros_per_gpu_hour, o.min_rental_s) = key;
     o.nodes += 1;
     o.gpus += spec.gpu_count;
     const int free = cluster.full_free_gpus(n);

@@ -21,8 +21,9 @@ struct Offer {
   std::string gpu_model;                  // catalog id
   std::string capacity_type;              // "on-demand" | "spot" | "reserved"
   std::string region;                     // "" = none
-  std::string provider;                   // the nodes' label provider=NAME; "" = the platform's own
+  std::string provider;                   // the nodes' provider (their join token's); "" = the platform's own
   int64_t price_micros_per_gpu_hour = 0;  // 0 = not priced
+  int64_t min_rental_s = 0;               // the shortest rental charged (api::Registration); 0 = per second
   int nodes = 0;
   int gpus = 0;
   int gpus_free = 0;  // GPUs with nothing placed on them

@@ -724,15 +724,17 @@ J Build() {
                {{"type", "boolean"},
                 {"description", "also remove master keys no data key uses (default false)"}}}}}}}}}}}};
 
-  schemas["JoinToken"] = {{"type", "object"},
-                          {"properties",
-                           {{"id", {{"type", "string"}}},
-                            {"description", {{"type", "string"}}},
-                            {"created_by", {{"type", "string"}}},
-                            {"created_at", {{"type", "string"}, {"format", "date-time"}}},
-                            {"expires_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
-                            {"uses_left", {{"type", "integer"}}},
-                            {"token", {{"type", "string"}, {"description", "ggj_...: in the creation reply only"}}}}}};
+  schemas["JoinToken"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"description", {{"type", "string"}}},
+        {"created_by", {{"type", "string"}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"expires_at", {{"type", "string"}, {"format", "date-time"}, {"nullable", true}}},
+        {"uses_left", {{"type", "integer"}}},
+        {"provider", {{"type", "string"}, {"description", "whose nodes join with it; \"\" = the platform's"}}},
+        {"token", {{"type", "string"}, {"description", "ggj_...: in the creation reply only"}}}}}};
   paths["/v1/join-tokens"]["get"] = Op("List join tokens", JsonResponse("a page", page_of("join_tokens", "JoinToken")));
   paths["/v1/join-tokens"]["get"]["parameters"] = paging;
   paths["/v1/join-tokens"]["post"] =
@@ -743,7 +745,10 @@ J Build() {
             {"properties",
              {{"description", {{"type", "string"}}},
               {"expires_in_s", {{"type", "integer"}, {"minimum", 1}}},
-              {"uses", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}}}}});
+              {"uses", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}},
+              {"provider",
+               {{"type", "string"},
+                {"description", "a tenant: the nodes that join with it are its, and it is owed their usage"}}}}}});
   paths["/v1/join-tokens/{id}"]["delete"] = Op("Delete a join token", JsonResponse("deleted", {{"type", "object"}}));
   paths["/v1/join-tokens/{id}"]["parameters"] = {PathParam("id")};
 
@@ -824,6 +829,7 @@ J Build() {
                                              {"region", {{"type", "string"}}},
                                              {"provider", {{"type", "string"}}},
                                              {"price_micros_per_gpu_hour", money},
+                                             {"min_rental_s", {{"type", "integer"}, {"minimum", 0}}},
                                              {"nodes", {{"type", "integer"}}},
                                              {"gpus", {{"type", "integer"}}},
                                              {"gpus_free", {{"type", "integer"}}},

@@ -52,7 +52,7 @@ class CommitFailingStore final : public store::Store {
   }
   absl::Status DeleteJoinToken(const std::string& id) override { return inner_.DeleteJoinToken(id); }
   absl::Status DeleteNodeCredential(const std::string& node) override { return inner_.DeleteNodeCredential(node); }
-  absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() override {
+  absl::StatusOr<std::vector<store::NodeCredentialRecord>> ListNodeCredentials() override {
     return inner_.ListNodeCredentials();
   }
   absl::Status AppendAudit(const std::vector<store::AuditRecord>& records) override {

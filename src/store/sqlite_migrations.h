@@ -223,6 +223,11 @@ CREATE TABLE budgets (
   PRIMARY KEY (tenant, user)
 );
 )sql",
+    // 15: the provider a join token binds its nodes to, kept with each node's credential.
+    R"sql(
+ALTER TABLE join_tokens ADD COLUMN provider TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_credentials ADD COLUMN provider TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 }  // namespace gpugeek::store

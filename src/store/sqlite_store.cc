@@ -875,25 +875,26 @@ absl::Status SqliteStore::CreateJoinToken(const JoinTokenRecord& token) {
   std::unique_lock<std::mutex> lock = Acquire();
   Statement s(*statements_,
               "INSERT INTO join_tokens (id, secret_sha256, description, created_by, created_at_ns, expires_at_ns, "
-              "uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)");
+              "uses_left, provider) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, token.id).Bind(2, token.secret_sha256).Bind(3, token.description).Bind(4, token.created_by);
   s.Bind(5, ToNs(token.created_at));
   BindOptionalTime(s, 6, token.expires_at);
-  s.Bind(7, token.uses_left);
+  s.Bind(7, token.uses_left).Bind(8, token.provider);
   return InsertOutcome(db_, s.Step(), "join token", token.id, "");
 }
 
 absl::StatusOr<std::vector<JoinTokenRecord>> SqliteStore::ListJoinTokens() {
   Reader r = ReadAccess();
   Statement s(*r.statements,
-              "SELECT id, secret_sha256, description, created_by, created_at_ns, expires_at_ns, uses_left FROM "
-              "join_tokens ORDER BY id");
+              "SELECT id, secret_sha256, description, created_by, created_at_ns, expires_at_ns, uses_left, provider "
+              "FROM join_tokens ORDER BY id");
   RETURN_IF_ERROR(s.status());
   std::vector<JoinTokenRecord> out;
   int rc;
   while ((rc = s.Step()) == SQLITE_ROW) {
-    out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), FromNs(s.Int(4)), OptionalTime(s, 5), s.Int(6)});
+    out.push_back(
+        {s.Text(0), s.Text(1), s.Text(2), s.Text(3), FromNs(s.Int(4)), OptionalTime(s, 5), s.Int(6), s.Text(7)});
   }
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list join tokens");
   return out;
@@ -909,10 +910,11 @@ absl::Status SqliteStore::ConsumeJoinToken(const std::string& id, const std::str
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "consume join token");
   if (sqlite3_changes(db_) == 1) {
     Statement put(*statements_,
-                  "INSERT INTO node_credentials (node, generation) VALUES (?, ?) ON CONFLICT(node) DO UPDATE SET "
-                  "generation = excluded.generation");
+                  "INSERT INTO node_credentials (node, generation, provider) SELECT ?1, ?2, provider FROM join_tokens "
+                  "WHERE id = ?3 ON CONFLICT(node) DO UPDATE SET generation = excluded.generation, provider = "
+                  "excluded.provider");
     RETURN_IF_ERROR(put.status());
-    put.Bind(1, node).Bind(2, static_cast<int64_t>(generation));
+    put.Bind(1, node).Bind(2, static_cast<int64_t>(generation)).Bind(3, id);
     if (put.Step() != SQLITE_DONE) return SqliteError(db_, "put node credential");
     return tx.Commit();
   }
@@ -944,13 +946,13 @@ absl::Status SqliteStore::DeleteNodeCredential(const std::string& node) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> SqliteStore::ListNodeCredentials() {
+absl::StatusOr<std::vector<NodeCredentialRecord>> SqliteStore::ListNodeCredentials() {
   Reader r = ReadAccess();
-  Statement s(*r.statements, "SELECT node, generation FROM node_credentials ORDER BY node");
+  Statement s(*r.statements, "SELECT node, generation, provider FROM node_credentials ORDER BY node");
   RETURN_IF_ERROR(s.status());
-  std::vector<std::pair<std::string, uint64_t>> out;
+  std::vector<NodeCredentialRecord> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Text(0), static_cast<uint64_t>(s.Int(1)));
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back({s.Text(0), static_cast<uint64_t>(s.Int(1)), s.Text(2)});
   if (rc != SQLITE_DONE) return SqliteError(r.db, "list node credentials");
   return out;
 }

@@ -68,7 +68,7 @@ class SqliteStore final : public Store {
   absl::Status ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) override;
   absl::Status DeleteJoinToken(const std::string& id) override;
   absl::Status DeleteNodeCredential(const std::string& node) override;
-  absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() override;
+  absl::StatusOr<std::vector<NodeCredentialRecord>> ListNodeCredentials() override;
   absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
   absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter) override;
   absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override;

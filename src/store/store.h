@@ -114,6 +114,17 @@ struct JoinTokenRecord {
   TimePoint created_at;
   std::optional<TimePoint> expires_at;
   int64_t uses_left = 1;
+  // The provider whose nodes join with it (a tenant: it is owed their usage, controlplane/billing.h);
+  // "" = the platform's own nodes. Its nodes' credentials carry it (NodeCredentialRecord).
+  std::string provider;
+};
+
+// A node's credential: its generation (auth/node_credential.h) and the provider its join token bound it
+// to ("" = the platform's own).
+struct NodeCredentialRecord {
+  std::string node;
+  uint64_t generation = 0;
+  std::string provider;
 };
 
 // One state-changing API call (controlplane/audit_log.h): who, what, when, from where, and its answer.
@@ -310,15 +321,15 @@ class Store {
   virtual absl::Status RevokeToken(const std::string& id, TimePoint at) = 0;
 
   // Join tokens and node credentials. ConsumeJoinToken takes one use of the token and records `node`'s
-  // credential generation, in one transaction: FailedPrecondition when no use is left, NotFound for an
-  // unknown id (then nothing is recorded). DeleteJoinToken: NotFound if absent.
+  // credential generation with the token's provider, in one transaction: FailedPrecondition when no use is left,
+  // NotFound for an unknown id (then nothing is recorded). DeleteJoinToken: NotFound if absent.
   virtual absl::Status CreateJoinToken(const JoinTokenRecord& token) = 0;
   virtual absl::StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() = 0;
   virtual absl::Status ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) = 0;
   virtual absl::Status DeleteJoinToken(const std::string& id) = 0;
   // The generation of each node's credential (ConsumeJoinToken records it); Delete is idempotent.
   virtual absl::Status DeleteNodeCredential(const std::string& node) = 0;
-  virtual absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ListNodeCredentials() = 0;
+  virtual absl::StatusOr<std::vector<NodeCredentialRecord>> ListNodeCredentials() = 0;
   // Audit log. AppendAudit stores every record of `records` in one transaction (one fsync: callers batch
   // concurrent calls' records, controlplane/audit_log.h), all or none; seq is assigned by the store.
   virtual absl::Status AppendAudit(const std::vector<AuditRecord>& records) = 0;

@@ -261,11 +261,14 @@ TEST_F(SqliteStoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
 }
 
 TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepTheirGeneration) {
-  ASSERT_TRUE(
-      store_
-          ->CreateJoinToken(
-              {.id = "j1", .secret_sha256 = "ab", .created_by = "admin", .created_at = clock_.Now(), .uses_left = 2})
-          .ok());
+  ASSERT_TRUE(store_
+                  ->CreateJoinToken({.id = "j1",
+                                     .secret_sha256 = "ab",
+                                     .created_by = "admin",
+                                     .created_at = clock_.Now(),
+                                     .uses_left = 2,
+                                     .provider = "acme-gpus"})
+                  .ok());
   EXPECT_TRUE(store_->ConsumeJoinToken("j1", "n1", 0xfedcba9876543210ull).ok());  // the top bit survives
   EXPECT_TRUE(store_->ConsumeJoinToken("j1", "n2", 5).ok());
   absl::Status spent = store_->ConsumeJoinToken("j1", "n3", 6);
@@ -278,7 +281,10 @@ TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepThei
   Reopen();
   auto creds = *store_->ListNodeCredentials();
   ASSERT_EQ(creds.size(), 1u);
-  EXPECT_EQ(creds[0], (std::pair<std::string, uint64_t>{"n1", 0xfedcba9876543210ull}));
+  EXPECT_EQ(creds[0].node, "n1");
+  EXPECT_EQ(creds[0].generation, 0xfedcba9876543210ull);
+  EXPECT_EQ(creds[0].provider, "acme-gpus") << "the join token's provider, kept with the credential";
+  EXPECT_EQ((*store_->ListJoinTokens())[0].provider, "acme-gpus");
   ASSERT_TRUE(store_->DeleteJoinToken("j1").ok());
   EXPECT_TRUE(store_->ListJoinTokens()->empty());
 }

@@ -23,11 +23,13 @@ int64_t ToMillis(Duration d) {
   return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
-// Refunds the part of `charge` (a segment of `millis` that ended at `ended`, wall clock, on `node` by the
-// platform's doing) since the job's last checkpoint (metering.h). Logged, never failing the pass: a refund
-// that does not post is posted by no one else (the operator can grant it by hand; the log names the amount).
+// Refunds the part of `charge` (a segment that ran `millis` until `ended`, wall clock, on `node`, billed for
+// `billed_millis` >= millis: the node's minimum rental, and ended by the platform's doing) since the job's
+// last checkpoint, and the minimum rental it did not get to use (metering.h). Logged, never failing the pass:
+// a refund that does not post is posted by no one else (the operator can grant it by hand; the log names
+// the amount).
 void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::Transaction& charge,
-                    const std::string& node, int64_t millis, TimePoint ended) {
+                    const std::string& node, int64_t millis, int64_t billed_millis, TimePoint ended) {
   const TimePoint now = ctx.clock.Now();
   const TimePoint began = ended - std::chrono::milliseconds(millis);
   int64_t lost = millis;
@@ -36,9 +38,13 @@ void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::T
     lost = ToMillis(ended - live.record.checkpoint_at);
     since = fmt::format("checkpoint step {}", *live.record.checkpoint_step);
   }
-  const std::string memo =
+  std::string memo =
       fmt::format("{} {}: the {} s run since {}", node, live.reclaimed ? "reclaimed" : "lost", lost / 1000, since);
-  std::optional<ledger::Transaction> refund = ledger::RefundFor(charge, lost, millis, now, memo);
+  if (billed_millis > millis) {
+    memo += fmt::format(" and {} s of its minimum rental unused", (billed_millis - millis) / 1000);
+    lost += billed_millis - millis;
+  }
+  std::optional<ledger::Transaction> refund = ledger::RefundFor(charge, lost, billed_millis, now, memo);
   if (!refund) return;
   if (absl::Status st = ctx.billing->Post(*refund).status(); !st.ok()) {
     spdlog::error("billing: refunding {} of {} ({}): {}", refund->postings[0].amount.ToString(), charge.id, memo, st);
@@ -100,9 +106,11 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
   const AllocationMember& member = live.allocation.members[static_cast<size_t>(rank)];
   std::string capacity = "on-demand";
   int64_t price = 0;
+  Duration billed = elapsed;  // at least the node's minimum rental
   if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
     capacity = node->second.registration.capacity_type;
     price = node->second.registration.price_micros_per_gpu_hour;
+    billed = std::max<Duration>(elapsed, std::chrono::seconds(node->second.registration.min_rental_s));
   }
   absl::StatusOr<Usage> usage = UsageFromText(live.record.usage_json);
   if (!usage.ok()) {
@@ -112,7 +120,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
   const int64_t milli = static_cast<int64_t>(member.gpu_uuids.size()) * member.gpu_milli;
   const std::map<std::string, int64_t> on_demand = OnDemandPrices(ctx.state);
   auto reference = on_demand.find(live.allocation.gpu_model);
-  Accrue(*usage, capacity, live.allocation.gpu_model, milli, elapsed, price,
+  Accrue(*usage, capacity, live.allocation.gpu_model, milli, billed, price,
          reference != on_demand.end() ? reference->second : price, idle);
   std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
   std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
@@ -124,7 +132,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
     std::string provider;
     if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
       const auto& labels = node->second.registration.labels;
-      if (auto p = labels.find("provider"); p != labels.end()) {
+      if (auto p = labels.find(std::string(api::kProviderLabel)); p != labels.end()) {
         // A provider's name makes its ledger account: one that is not a name is the platform's own node.
         if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) provider = p->second;
       }
@@ -136,7 +144,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
         .job = live.record.id,
         .user = live.record.submitted_by,
         .milli = milli,
-        .millis = ToMillis(elapsed),
+        .millis = ToMillis(billed),
         .idle_millis = ToMillis(idle),
         .price_per_gpu_hour = ledger::Money::Micros(price),
         .on_demand_per_gpu_hour = ledger::Money::Micros(reference != on_demand.end() ? reference->second : price),
@@ -149,7 +157,8 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
     if (!charge.ok()) {
       spdlog::error("billing: charging {} (usage stored without its charge): {}", in.id, charge.status());
     } else if (charge->has_value() && (end == SegmentEnd::kPlatformLoss || live.reclaimed)) {
-      RefundLostWork(ctx, live, **charge, member.node, in.millis, ctx.clock.Now() - (until_now - elapsed));
+      RefundLostWork(ctx, live, **charge, member.node, ToMillis(elapsed), in.millis,
+                     ctx.clock.Now() - (until_now - elapsed));
     }
   }
   return absl::OkStatus();

@@ -6,7 +6,8 @@
 // Segments. A member's segment opens at its first running report (StartMetering: kept with the job as
 // usage.h OpenSegment, so a restarted server resumes it) and ends at its exit, its node's loss, or its
 // presumed stop at the drain deadline (MeterMember): added to the job's usage and charged in the pass's
-// one store transaction, once ("usage/JOB/eEPOCH/rRANK").
+// one store transaction, once ("usage/JOB/eEPOCH/rRANK"). A node whose provider sells a minimum rental
+// (api::Registration::min_rental_s) bills a shorter segment as that long, in the usage and the charge.
 //
 // Idle-but-allocated time. Each pass (AccrueIdle) a metering member whose GPUs all read idle in its node's
 // latest heartbeat (utilisation below api::kIdleUtilizationPercent) adds the time since the pass before to
@@ -15,7 +16,8 @@
 //
 // Refunds. A segment ended by the platform (SegmentEnd::kPlatformLoss: its node lost, or reclaimed by its
 // provider) loses the work since the job's last checkpoint (store::JobRecord::checkpoint_at, when it lies
-// inside the segment; else the whole segment), which the next placement redoes. That part of the charge
+// inside the segment; else the whole segment), which the next placement redoes, and any minimum rental it
+// did not get to use. That part of the charge
 // is refunded to the tenant's cash at once (ledger::RefundFor, "refund/JOB/eEPOCH/rRANK", paid by
 // platform:refunds). A reclaimed workload that checkpoints at its SIGTERM loses, and gets back, about
 // nothing; one lost with its node, everything since its last checkpoint.

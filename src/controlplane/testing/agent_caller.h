@@ -25,6 +25,7 @@ class AgentCaller {
       node = body.value("node", std::string());
       if (!credentials_.contains(node)) {
         absl::StatusOr<std::string> join = server_.nodes().LocalJoinToken();
+        if (auto given = join_tokens_.find(node); given != join_tokens_.end()) join = given->second;
         if (!join.ok()) return join.status();
         absl::StatusOr<nlohmann::json> reply = Client(*join).Post(path, body);
         if (reply.ok() && reply->contains("node_credential")) credentials_[node] = (*reply)["node_credential"];
@@ -37,6 +38,8 @@ class AgentCaller {
     return Client(it == credentials_.end() ? std::string() : it->second).Post(path, body);
   }
   absl::StatusOr<nlohmann::json> Get(const std::string& path) { return Client("").Get(path); }
+  // `node` joins with this join token (e.g. one bound to a provider) instead of a fresh local one.
+  void JoinWith(const std::string& node, const std::string& join_token) { join_tokens_[node] = join_token; }
   // Drops `node`'s credential: its next registration joins again with a new join token.
   void Forget(const std::string& node) { credentials_.erase(node); }
   // The credential `node` received when it joined ("" before).
@@ -57,6 +60,7 @@ class AgentCaller {
 
   ControlPlaneServer& server_;
   std::map<std::string, std::string> credentials_;                // node -> credential
+  std::map<std::string, std::string> join_tokens_;                // node -> the join token to join with
   std::map<std::string, std::unique_ptr<http::Client>> clients_;  // by bearer: keep-alive connections
 };
 

@@ -3,6 +3,7 @@
 //   gpugeek ledger [--tenant T] [--limit N]               its transactions, oldest first
 //   gpugeek bill [--period YYYY-MM] [--tenant T]          its bill for a month: GPU-hours and cost per GPU
 //                                                         model and capacity type, credit and cash spent
+//   gpugeek earnings [--period YYYY-MM] [--provider P]   a provider's sales, fees, payouts and what it is owed
 //   gpugeek cost-report [--period YYYY-MM] [--tenant T] [--svg FILE]   per job: GPU-hours, cost, on-demand, saved
 //   gpugeek top-up TENANT AMOUNT [--id KEY]               money in (admin)
 //   gpugeek grant TENANT GRANT AMOUNT [--days N]          credit, once per grant name (admin)
@@ -131,6 +132,28 @@ void RegisterBillingCommands(CLI::App& app) {
         Money(b["paid_from_credit_micros"]), Money(b["paid_from_cash_micros"]), Money(b["refunds_micros"]),
         Money(b["top_ups_micros"]), Money(b["grants_micros"]), Money(b["expired_micros"]),
         Money(b["available_now_micros"]));
+  });
+
+  CLI::App* earnings = app.add_subcommand("earnings", "A provider's month: its nodes' sales, fees, payouts, owed");
+  earnings->add_option("--period", o->period, "YYYY-MM (default: this month)");
+  earnings->add_option("--provider", o->target, "This provider (your tenant unless you are an admin)");
+  AddClientFlags(earnings, &o->flags);
+  earnings->callback([o] {
+    const std::string cmd = "earnings";
+    std::string path = "/v1/earnings?period=" + UrlEncode(o->period);
+    if (!o->target.empty()) path += "&provider=" + UrlEncode(o->target);
+    json e = OrFail(cmd, Connect(cmd, o->flags)->Get(path));
+    if (o->flags.json) return PrintJson(e);
+    std::cout << fmt::format("Earnings of provider {} for {} (UTC)\n", Text(e["provider"]), Text(e["period"]));
+    TextTable table({"GPU MODEL", "CAPACITY", "GPU-HOURS", "SALES", "FEES", "EARNED"});
+    for (int c : {2, 3, 4, 5}) table.AlignRight(c);
+    for (const json& l : e["lines"]) {
+      table.AddRow({Text(l["gpu_model"]), Text(l["capacity_type"]), fmt::format("{:.3f}", l["gpu_hours"].get<double>()),
+                    Money(l["sales_micros"]), Money(l["fees_micros"]), Money(l["earned_micros"])});
+    }
+    table.AddRow({"total", "", "", Money(e["sales_micros"]), Money(e["fees_micros"]), Money(e["earned_micros"])});
+    std::cout << table.Render();
+    std::cout << fmt::format("Paid out {}. Owed now: {}\n", Money(e["paid_out_micros"]), Money(e["owed_now_micros"]));
   });
 
   CLI::App* report = app.add_subcommand(

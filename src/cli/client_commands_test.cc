@@ -874,6 +874,23 @@ TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
   r = RunGpugeek("payout p1 0.000001 --id wire-1 --json" + server_flag_);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["id"], "payout/p1/wire-1");
+  // The provider's month: the job's charge was its sale (no platform fee on this server), one micro-unit paid.
+  r = RunGpugeek("earnings --provider p1 --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json earned = json::parse(r.out);
+  EXPECT_EQ(earned["sales_micros"], cost);
+  EXPECT_EQ(earned["fees_micros"], 0);
+  EXPECT_EQ(earned["earned_micros"], cost);
+  EXPECT_EQ(earned["paid_out_micros"], 1);
+  EXPECT_EQ(earned["owed_now_micros"], cost - 1);
+  ASSERT_EQ(earned["lines"].size(), 1u);
+  EXPECT_EQ(earned["lines"][0]["gpu_model"], "H100-SXM-80GB");
+  r = RunGpugeek("earnings --provider p1" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("Earnings of provider p1 for "));
+  r = RunGpugeek("earnings --provider nobody" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("no provider 'nobody'"));
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ const std::vector<RouteAccess>& RouteAccessTable() {
       {"GET", "/v1/balance", Access::kViewer},
       {"GET", "/v1/ledger", Access::kViewer},
       {"GET", "/v1/bill", Access::kViewer},
+      {"GET", "/v1/earnings", Access::kViewer},
       {"GET", "/v1/cost-report", Access::kViewer},
       {"POST", "/v1/tenants/{name}/top-ups", Access::kAdmin},
       {"POST", "/v1/tenants/{name}/grants", Access::kAdmin},

@@ -191,6 +191,65 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
                       {"available_now_micros", now.available().micros}});
 }
 
+// A provider's earnings in a month: its nodes' sales per (GPU model, capacity type) with the platform's fee,
+// its payouts, and what it is owed now. The provider is a tenant: the caller's own (an admin: ?provider=).
+absl::StatusOr<Reply> GetEarnings(ControlPlane& cp, const Accounts& accounts, const Principal& who, const Request& r) {
+  std::string provider = r.query_value("provider");
+  if (provider.empty()) provider = who.tenant;
+  if (!who.CanSee(provider) || !accounts.HasTenant(provider)) {
+    return absl::NotFoundError(fmt::format("no provider '{}'", provider));
+  }
+  std::string period = r.query_value("period");
+  if (period.empty()) period = FormatTime(cp.clock().Now()).substr(0, 7);
+  ASSIGN_OR_RETURN(auto range, ParsePeriod(period));
+  const std::string payable = ledger::ProviderAccount(provider);
+  struct Line {
+    int64_t gpu_milli_seconds = 0;
+    Money sales, earned;
+    int64_t charges = 0;
+  };
+  std::map<std::tuple<std::string, std::string>, Line> lines;
+  Money sales, earned, paid_out;
+  for (const ledger::Transaction& t : cp.billing().Between("", range.first, range.second)) {
+    Money to_provider;
+    for (const ledger::Posting& p : t.postings) {
+      if (p.account == payable) to_provider += p.amount;
+    }
+    if (to_provider.micros == 0) continue;
+    if (t.kind == ledger::Kind::kPayout) {
+      paid_out -= to_provider;
+      continue;
+    }
+    if (t.kind != ledger::Kind::kCharge) continue;
+    const Money sale = -ledger::TenantChange(t);
+    Line& l = lines[{t.gpu_model, t.capacity_type}];
+    l.gpu_milli_seconds += t.gpu_milli_seconds;
+    l.sales += sale;
+    l.earned += to_provider;
+    ++l.charges;
+    sales += sale;
+    earned += to_provider;
+  }
+  J out_lines = J::array();
+  for (const auto& [key, l] : lines) {
+    out_lines.push_back({{"gpu_model", std::get<0>(key)},
+                         {"capacity_type", std::get<1>(key)},
+                         {"gpu_hours", static_cast<double>(l.gpu_milli_seconds) / 3'600'000.0},
+                         {"charges", l.charges},
+                         {"sales_micros", l.sales.micros},
+                         {"fees_micros", (l.sales - l.earned).micros},
+                         {"earned_micros", l.earned.micros}});
+  }
+  return Reply::Json({{"provider", provider},
+                      {"period", period},
+                      {"lines", out_lines},
+                      {"sales_micros", sales.micros},
+                      {"fees_micros", (sales - earned).micros},
+                      {"earned_micros", earned.micros},
+                      {"paid_out_micros", paid_out.micros},
+                      {"owed_now_micros", cp.billing().Owed(provider).micros}});
+}
+
 // The cost report of a month: per job, its GPU time and cost in the period, what the same time costs
 // on-demand and what that saved; the totals; and the spend of each day (UTC) for the chart.
 absl::StatusOr<Reply> GetCostReport(ControlPlane& cp, const Accounts& accounts, const Principal& who,
@@ -382,6 +441,8 @@ void RegisterBillingRoutes(http::Server& server, ControlPlane& cp, Accounts& acc
                [&cp, &accounts](const Principal& who, const Request& r) { return GetLedger(cp, accounts, who, r); });
   GuardedRoute(server, accounts, "GET", "/v1/bill",
                [&cp, &accounts](const Principal& who, const Request& r) { return GetBill(cp, accounts, who, r); });
+  GuardedRoute(server, accounts, "GET", "/v1/earnings",
+               [&cp, &accounts](const Principal& who, const Request& r) { return GetEarnings(cp, accounts, who, r); });
   GuardedRoute(server, accounts, "GET", "/v1/cost-report", [&cp, &accounts](const Principal& who, const Request& r) {
     return GetCostReport(cp, accounts, who, r);
   });

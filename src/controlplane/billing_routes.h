@@ -14,6 +14,9 @@
 //   GET  /v1/bill?period=YYYY-MM&tenant=          viewer  the tenant's bill for a calendar month (UTC): usage
 //        lines per (GPU model, capacity type) with GPU-hours and cost, credit and cash spent, refunds, top-ups,
 //        grants, expiries, and the balance at the period's end.
+//   GET  /v1/earnings?period=YYYY-MM&provider=     viewer  a provider's month (the provider is a tenant: the
+//        caller's own; an admin names any): its nodes' sales per (GPU model, capacity type) with GPU-hours, the
+//        platform's fees and what it earned; its payouts; what it is owed now.
 //   GET  /v1/cost-report?period=YYYY-MM&tenant=&after=&limit=   viewer  per job of the month: GPU-hours, cost,
 //        what the same time costs on-demand and what that saved, paged by job id; the totals and the spend of
 //        each day (UTC). An admin without ?tenant= sees every tenant's jobs.

@@ -863,6 +863,20 @@ J Build() {
       Op("A tenant's bill for a calendar month (UTC)", JsonResponse("the bill", {{"type", "object"}}));
   paths["/v1/bill"]["get"]["parameters"] = {QueryParam("period", "string", "YYYY-MM, default this month"),
                                             QueryParam("tenant", "string", "default: the caller's")};
+  paths["/v1/earnings"]["get"] =
+      Op("A provider's month: its nodes' sales per GPU model and capacity type, the platform's fees, what it earned, "
+         "its payouts and what it is owed now",
+         JsonResponse("the earnings", {{"type", "object"},
+                                       {"properties",
+                                        {{"provider", {{"type", "string"}}},
+                                         {"lines", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                                         {"sales_micros", money},
+                                         {"fees_micros", money},
+                                         {"earned_micros", money},
+                                         {"paid_out_micros", money},
+                                         {"owed_now_micros", money}}}}));
+  paths["/v1/earnings"]["get"]["parameters"] = {QueryParam("period", "string", "YYYY-MM, default this month"),
+                                                QueryParam("provider", "string", "default: the caller's tenant")};
   paths["/v1/cost-report"]["get"] =
       Op("Per job of a calendar month (UTC): GPU-hours, idle GPU time and its cost, cost, refunds for time lost to "
          "the platform, on-demand equivalent and saving; totals; daily spend (net of refunds)",

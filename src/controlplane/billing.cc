@@ -49,18 +49,20 @@ absl::Status Billing::Reload() {
     }
     if (rows.size() < 10000) break;
   }
-  RETURN_IF_ERROR(budgets_->Reload());
-  MutexLock lock(&mu_);
-  ledger_ = ledger::Ledger();
-  spend_.clear();
-  month_spend_.clear();
-  for (const ledger::Transaction& txn : stored) {
-    if (absl::StatusOr<bool> posted = ApplyLocked(txn); !posted.ok()) {
-      return absl::DataLossError(
-          fmt::format("billing: ledger row {}: {}", txn.id, std::string(posted.status().message())));
+  {
+    MutexLock lock(&mu_);
+    ledger_ = ledger::Ledger();
+    spend_.clear();
+    month_spend_.clear();
+    for (const ledger::Transaction& txn : stored) {
+      if (absl::StatusOr<bool> posted = ApplyLocked(txn); !posted.ok()) {
+        return absl::DataLossError(
+            fmt::format("billing: ledger row {}: {}", txn.id, std::string(posted.status().message())));
+      }
     }
   }
-  return absl::OkStatus();
+  // The budgets after the ledger: a failure here leaves the ledger reloaded all the same.
+  return budgets_->Reload();
 }
 
 absl::StatusOr<ledger::Transaction> Billing::Post(const ledger::Transaction& txn) {

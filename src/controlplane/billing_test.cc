@@ -404,12 +404,13 @@ TEST_F(BillingTest, TimeLostWithANodeSinceTheLastCheckpointIsRefunded) {
   EXPECT_EQ(entries[1].id, "refund/" + id + "/e1/r0");
   EXPECT_EQ(entries[1].kind, ledger::Kind::kRefund);
   EXPECT_EQ(entries[1].job, id);
+  // The charge reversed in proportion: the provider gives back its 90%, the platform its 10% fee.
   EXPECT_EQ(entries[1].postings, (std::vector<ledger::Posting>{{"tenant:team-a:cash", Money::Micros(57'000)},
-                                                               {"platform:refunds", Money::Micros(-57'000)}}));
+                                                               {"provider:p1:payable", Money::Micros(-51'300)},
+                                                               {"platform:fees", Money::Micros(-5'700)}}));
   EXPECT_EQ(entries[1].memo, "node-a lost: the 57 s run since checkpoint step 10");
   EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-100'000));
-  // The provider keeps its share of the whole segment: the platform pays the refund.
-  EXPECT_EQ(cp_->billing().Owed("p1"), Money::Micros(141'300));
+  EXPECT_EQ(cp_->billing().Owed("p1"), Money::Micros(141'300 - 51'300));
   // Once: a restart and the node's agent coming back change nothing.
   Restart();
   Beat("node-a");
@@ -592,14 +593,23 @@ TEST_F(BillingTest, AMinimumRentalIsChargedAndRefundedWhenTheNodeIsLost) {
   r.min_rental_s = 600;
   ASSERT_TRUE(cp_->Register(r).ok());
   const std::string id = Run("node-a");
-  clock_.Advance(seconds(60));
+  clock_.Advance(seconds(30));
+  // The node registers again selling at ten times the price, for at least a week: the running segment keeps
+  // the terms it began under (usage.h OpenSegment).
+  api::Registration dearer = r;
+  dearer.price_micros_per_gpu_hour = 36'000'000;
+  dearer.min_rental_s = 7 * 24 * 3600;
+  ASSERT_TRUE(cp_->Register(dearer).ok());
+  clock_.Advance(seconds(30));
   Beat("node-a", {{.job_id = id, .epoch = 1, .phase = WorkloadPhase::kExited, .exit_code = 0}});
   ASSERT_EQ(State(id), JobState::kSucceeded);
-  EXPECT_EQ(cp_->GetJob(id)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 600'000, 600'000, 600'000}}));
+  // (The on-demand reference, a figure for the cost report, is the pool's when the segment ends: 36.00 now.)
+  EXPECT_EQ(cp_->GetJob(id)->usage, (Usage{{"on-demand", "H100-SXM-80GB", 600'000, 600'000, 6'000'000}}));
   std::vector<ledger::Transaction> entries = cp_->billing().Entries("team-a", 0, 100).entries;
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(ledger::TenantChange(entries[0]), Money::Micros(-600'000));
 
+  ASSERT_TRUE(cp_->Register(r).ok());  // back to 3.60, 10 minutes
   const std::string lost = Run("node-a");
   for (int s = 0; s < 60; ++s) {
     clock_.Advance(seconds(1));

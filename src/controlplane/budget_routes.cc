@@ -1,5 +1,6 @@
 #include "controlplane/budget_routes.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,11 @@ absl::StatusOr<Reply> GetBudgets(ControlPlane& cp, const Accounts& accounts, con
     return absl::NotFoundError(fmt::format("no tenant '{}'", tenant));
   }
   const std::string period = Billing::Period(cp.clock().Now());
-  const std::vector<store::BudgetRecord> budgets = cp.billing().budgets().List(tenant);
+  std::vector<store::BudgetRecord> budgets = cp.billing().budgets().List(tenant);
+  // Paged by "tenant/user": in that key's order ("a-b/" sorts before "a/x").
+  std::sort(budgets.begin(), budgets.end(), [](const store::BudgetRecord& a, const store::BudgetRecord& b) {
+    return a.tenant + "/" + a.user < b.tenant + "/" + b.user;
+  });
   ASSIGN_OR_RETURN(
       J out, Page(
                  r, "budgets", budgets, [](const store::BudgetRecord& b) { return b.tenant + "/" + b.user; },

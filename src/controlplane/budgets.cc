@@ -87,7 +87,10 @@ absl::Status Budgets::MarkAlerted(const std::string& tenant, const std::string& 
   if (!budget) return absl::NotFoundError(fmt::format("no budget for {}/{}", tenant, user));
   budget->alerted_period = period;
   budget->alerted_percent = percent;
-  RETURN_IF_ERROR(store_.PutBudget(*budget));
+  // Only the budget read: one set or removed meanwhile by the operator stays as it is (its alerts start over).
+  absl::Status stored = store_.MarkBudgetAlerted(tenant, user, budget->updated_at, period, percent);
+  if (stored.code() == absl::StatusCode::kFailedPrecondition) return absl::OkStatus();
+  RETURN_IF_ERROR(stored);
   MutexLock lock(&mu_);
   for (store::BudgetRecord& b : budgets_) {
     // Unless replaced meanwhile (Set starts its alerts over).

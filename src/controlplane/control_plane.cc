@@ -1093,6 +1093,19 @@ absl::StatusOr<NodeView> ControlPlane::Node(const std::string& name) {
   return std::move(one[0]);
 }
 
+void ControlPlane::SetNodeProviders(const std::map<std::string, std::string>& providers) {
+  MutexLock lock(&writer_mu_);
+  for (auto& [name, node] : state_.nodes) {
+    auto p = providers.find(name);
+    if (p == providers.end()) continue;
+    std::map<std::string, std::string>& labels = node.registration.labels;
+    labels.erase(std::string(api::kProviderLabel));
+    if (!p->second.empty()) labels[std::string(api::kProviderLabel)] = p->second;
+  }
+  state_.CapacityChanged();
+  PublishLocked();
+}
+
 absl::Status ControlPlane::SetCordoned(const std::string& name, bool cordoned) {
   MutexLock lock(&writer_mu_);
   auto it = state_.nodes.find(name);
@@ -1140,7 +1153,7 @@ absl::Status ControlPlane::Reclaim(const std::string& name, Duration notice) {
     auto live = state_.live.find(id);
     if (live == state_.live.end() || live->second.draining) continue;
     live->second.stop_grace = std::min<Duration>(live->second.spec.checkpoint.grace, window);
-    live->second.reclaimed = true;
+    live->second.platform_loss = fmt::format("{} reclaimed", name);
     RETURN_IF_ERROR(
         Requeue(ctx, id, fmt::format("node {} reclaimed ({} s notice); checkpointing and moving", name, notice_s)));
   }

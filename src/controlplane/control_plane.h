@@ -212,6 +212,11 @@ class ControlPlane {
   absl::StatusOr<NodeView> Node(const std::string& name);
   // cordon: no new placements; uncordon: undo. NotFound for an unknown node.
   absl::Status SetCordoned(const std::string& name, bool cordoned);
+  // At start: sets the provider label (api::kProviderLabel) of each node in `providers` (node -> provider,
+  // "" = none: NodeAuthority::NodeProviders) on its loaded registration, so a node stored before its agent
+  // last registered is paid as its credential says, never as a label it sent. In memory; registrations set
+  // it again as they come.
+  void SetNodeProviders(const std::map<std::string, std::string>& providers);
   // Cordons the node and sends its jobs back to PENDING (restarts + 1) to run elsewhere once their
   // members there have stopped.
   absl::Status Drain(const std::string& name);

@@ -219,6 +219,16 @@ absl::Status NodeAuthority::AuthenticateNode(std::string_view authorization, con
   return absl::OkStatus();
 }
 
+std::map<std::string, std::string> NodeAuthority::NodeProviders() const {
+  MutexLock lock(&mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& [node, generation] : generations_) {
+    auto p = providers_.find(node);
+    out[node] = p == providers_.end() ? "" : p->second;
+  }
+  return out;
+}
+
 absl::Status NodeAuthority::Revoke(const std::string& node) {
   RETURN_IF_ERROR(store_.DeleteNodeCredential(node));
   MutexLock lock(&mu_);

@@ -73,6 +73,9 @@ class NodeAuthority {
   // forged or revoked) or PermissionDenied (another node's credential).
   absl::Status AuthenticateNode(std::string_view authorization, const std::string& node) const;
 
+  // Every node with a credential, with the provider its join token bound it to ("" = the platform's own).
+  std::map<std::string, std::string> NodeProviders() const;
+
   // The node left the pool: its credential stops working and its name may join again.
   absl::Status Revoke(const std::string& node);
 

@@ -152,6 +152,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   cp.metrics = s->metrics_;
   ASSIGN_OR_RETURN(s->control_plane_, ControlPlane::Create(cp));
   ASSIGN_OR_RETURN(s->nodes_, NodeAuthority::Open(*s->store_, RealClock(), options.data_dir + "/node-credentials.key"));
+  // Whose each stored node is comes from its credential, not from a label stored with it.
+  s->control_plane_->SetNodeProviders(s->nodes_->NodeProviders());
   s->audit_log_ = std::make_unique<AuditLog>(*s->store_, RealClock());
   Billing& billing = s->control_plane_->billing();
   const auto grant_trial = [&billing](const std::string& tenant) {

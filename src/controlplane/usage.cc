@@ -47,7 +47,16 @@ std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open
   }
   if (open.empty()) return lines.dump();
   nlohmann::json segments = nlohmann::json::array();
-  for (const OpenSegment& o : open) segments.push_back({o.epoch, o.rank, o.start_ms});
+  for (const OpenSegment& o : open) {
+    nlohmann::json segment = {o.epoch, o.rank, o.start_ms};
+    if (o.terms) {
+      for (const nlohmann::json& t : {nlohmann::json(o.price), nlohmann::json(o.min_rental_s),
+                                      nlohmann::json(o.capacity_type), nlohmann::json(o.provider)}) {
+        segment.push_back(t);
+      }
+    }
+    segments.push_back(std::move(segment));
+  }
   return nlohmann::json{{"lines", lines}, {"open", segments}}.dump();
 }
 
@@ -59,11 +68,22 @@ absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string&
   const auto bad = [&] { return absl::DataLossError(fmt::format("usage: malformed stored value '{}'", text)); };
   if (!j.is_object() || !j.contains("open") || !j["open"].is_array()) return bad();
   for (const nlohmann::json& o : j["open"]) {
-    if (!o.is_array() || o.size() != 3 || !o[0].is_number_integer() || !o[1].is_number_integer() ||
+    if (!o.is_array() || (o.size() != 3 && o.size() != 7) || !o[0].is_number_integer() || !o[1].is_number_integer() ||
         !o[2].is_number_integer()) {
       return bad();
     }
-    open.push_back({o[0].get<int64_t>(), o[1].get<int>(), o[2].get<int64_t>()});
+    OpenSegment segment{.epoch = o[0].get<int64_t>(), .rank = o[1].get<int>(), .start_ms = o[2].get<int64_t>()};
+    if (o.size() == 7) {
+      if (!o[3].is_number_integer() || !o[4].is_number_integer() || !o[5].is_string() || !o[6].is_string()) {
+        return bad();
+      }
+      segment.terms = true;
+      segment.price = o[3].get<int64_t>();
+      segment.min_rental_s = o[4].get<int64_t>();
+      segment.capacity_type = o[5].get<std::string>();
+      segment.provider = o[6].get<std::string>();
+    }
+    open.push_back(std::move(segment));
   }
   return open;
 }

@@ -40,11 +40,19 @@ using Usage = std::vector<UsageLine>;
 // A member's segment still open, kept with the job so that metering survives a server restart or a
 // failed pass: it began at `start_ms` (wall clock, ms since the Unix epoch) in placement `epoch`. A
 // restarted server resumes it from then (the workload ran on while the server was away), so what is
-// metered and charged is the whole segment, once.
+// metered and charged is the whole segment, once. It keeps the terms its node sold it at when it began
+// (price, minimum rental, capacity type, provider): a node registering again with other terms changes what
+// later segments cost, never one already running. `terms` false: a segment stored without them (older
+// servers), charged at the node's terms when it ends.
 struct OpenSegment {
   int64_t epoch = 0;
   int rank = 0;
   int64_t start_ms = 0;
+  bool terms = false;
+  int64_t price = 0;         // micro-units per GPU-hour
+  int64_t min_rental_s = 0;  // seconds
+  std::string capacity_type;
+  std::string provider;  // "" = the platform's own node
   bool operator==(const OpenSegment&) const = default;
 };
 
@@ -56,8 +64,8 @@ void Accrue(Usage& usage, const std::string& capacity_type, const std::string& g
 
 // The stored form: compact JSON, "" for none: the lines as an array (each [capacity_type, gpu_model,
 // gpu_milli_seconds, cost_micros, on_demand_micros, idle_gpu_milli_seconds?]), or {"lines": [...], "open": [[epoch,
-// rank, start_ms], ...]} while segments are open. UsageFromText (the lines) and OpenSegmentsFromText:
-// DataLoss for a malformed value.
+// rank, start_ms, price?, min_rental_s?, capacity_type?, provider?], ...]} while segments are open. UsageFromText (the
+// lines) and OpenSegmentsFromText: DataLoss for a malformed value.
 std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open = {});
 absl::StatusOr<Usage> UsageFromText(const std::string& text);
 absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string& text);

@@ -186,8 +186,9 @@ TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
   EXPECT_EQ(r->id, "refund/j1/e2/r1");
   EXPECT_EQ(r->job, "j1");
   EXPECT_EQ(r->user, "alice");
+  // The charge reversed in proportion: the cash it took, from the revenue it made.
   EXPECT_EQ(r->postings, (std::vector<Posting>{{"tenant:acme:cash", Money::Micros(700'000)},
-                                               {"platform:refunds", Money::Micros(-700'000)}}));
+                                               {"platform:revenue", Money::Micros(-700'000)}}));
   EXPECT_EQ(TenantChange(*r), Money::Micros(700'000));
   // Never more than the charge; nothing for nothing lost, or for what is not a charge.
   EXPECT_EQ(RefundFor(**c, 900'000, 600'000, At(101), "")->postings[0].amount, Money::Units(1));
@@ -195,6 +196,29 @@ TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
   EXPECT_FALSE(RefundFor(*r, 600'000, 600'000, At(101), "").has_value());
   ASSERT_TRUE(ledger.Post(*r).ok());
   EXPECT_EQ(BalanceOf(ledger, "acme", At(102)).cash, Money::Micros(9'700'000));
+  // A charge of 3.00 paid 1.00 from a grant and 2.00 from cash, owed to provider p1 less a 10% fee: a third
+  // of it back goes to each account in proportion (credit stays credit; the odd micro-unit to the first),
+  // taken from p1 and the fees alike.
+  ASSERT_TRUE(ledger.Post(Grant("acme", "promo", Money::Units(1), At(1000), At(103), "promo")).ok());
+  absl::StatusOr<std::optional<Transaction>> mixed = Charge(ledger, {.id = "usage/j2/e1/r0",
+                                                                     .tenant = "acme",
+                                                                     .provider = "p1",
+                                                                     .job = "j2",
+                                                                     .milli = 1000,
+                                                                     .millis = 3'600'000,
+                                                                     .price_per_gpu_hour = Money::Units(3),
+                                                                     .fee_bps = 1000,
+                                                                     .at = At(104)});
+  ASSERT_TRUE(mixed.ok() && mixed->has_value()) << mixed.status();
+  ASSERT_TRUE(ledger.Post(**mixed).ok());
+  std::optional<Transaction> third = RefundFor(**mixed, 1'200'000, 3'600'000, At(105), "reclaimed");
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->postings, (std::vector<Posting>{{"tenant:acme:credit:promo", Money::Micros(333'334)},
+                                                   {"tenant:acme:cash", Money::Micros(666'666)},
+                                                   {"provider:p1:payable", Money::Micros(-900'000)},
+                                                   {"platform:fees", Money::Micros(-100'000)}}));
+  ASSERT_TRUE(ledger.Post(*third).ok());
+  EXPECT_EQ(ledger.Balance("provider:p1:payable"), Money::Micros(1'800'000));
   // An idle time above the segment's is out of range for a stored transaction.
   Transaction bad = **c;
   bad.idle_gpu_milli_seconds = bad.gpu_milli_seconds + 1;

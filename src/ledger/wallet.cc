@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -113,18 +114,67 @@ Money TenantChange(const Transaction& txn) {
   return change;
 }
 
+namespace {
+
+// `total` (0 <= total <= the sum of `weights`, each > 0) split in proportion to the weights: floor shares,
+// the remainder one micro-unit at a time to the first with room, so no share passes its weight.
+std::vector<int64_t> Apportion(const std::vector<int64_t>& weights, int64_t total) {
+  absl::int128 sum = 0;
+  for (int64_t w : weights) sum += w;
+  std::vector<int64_t> shares;
+  int64_t given = 0;
+  for (int64_t w : weights) {
+    shares.push_back(sum > 0 ? static_cast<int64_t>(absl::int128(w) * total / sum) : 0);
+    given += shares.back();
+  }
+  for (size_t i = 0; i < shares.size() && given < total; ++i) {
+    const int64_t more = std::min(weights[i] - shares[i], total - given);
+    shares[i] += more;
+    given += more;
+  }
+  return shares;
+}
+
+}  // namespace
+
 std::optional<Transaction> RefundFor(const Transaction& charge, int64_t lost_millis, int64_t segment_millis,
                                      TimePoint at, const std::string& memo) {
   const Money cost = -TenantChange(charge);
   if (charge.kind != Kind::kCharge || cost.micros <= 0 || segment_millis <= 0) return std::nullopt;
   const int64_t lost = std::clamp<int64_t>(lost_millis, 0, segment_millis);
-  const Money amount =
-      Money::Micros(static_cast<int64_t>(absl::int128(cost.micros) * lost / absl::int128(segment_millis)));
-  if (amount.micros <= 0) return std::nullopt;
+  const int64_t amount = static_cast<int64_t>(absl::int128(cost.micros) * lost / absl::int128(segment_millis));
+  if (amount <= 0) return std::nullopt;
+  // The charge reversed in proportion: what each of the tenant's accounts paid goes back to it (credit to
+  // its grant, cash to cash), and each account that received (the provider, the fees, the platform's
+  // revenue) gives back its share.
+  const std::string prefix = "tenant:" + charge.tenant + ":";
+  std::vector<const Posting*> paid, received;
+  std::vector<int64_t> paid_w, received_w;
+  for (const Posting& p : charge.postings) {
+    if (p.account.starts_with(prefix) && p.amount.micros < 0) {
+      paid.push_back(&p);
+      paid_w.push_back(-p.amount.micros);
+    } else if (!p.account.starts_with(prefix) && p.amount.micros > 0) {
+      received.push_back(&p);
+      received_w.push_back(p.amount.micros);
+    }
+  }
+  const std::vector<int64_t> back = Apportion(paid_w, amount), taken = Apportion(received_w, amount);
   constexpr std::string_view kUsage = "usage/";
   const std::string suffix = charge.id.starts_with(kUsage) ? charge.id.substr(kUsage.size()) : charge.id;
-  Transaction refund = Refund("refund/" + suffix, charge.tenant, charge.job, amount, at, memo);
-  refund.user = charge.user;
+  Transaction refund{.id = "refund/" + suffix,
+                     .kind = Kind::kRefund,
+                     .at = at,
+                     .tenant = charge.tenant,
+                     .job = charge.job,
+                     .user = charge.user,
+                     .memo = memo};
+  for (size_t i = 0; i < paid.size(); ++i) {
+    if (back[i] > 0) refund.postings.push_back({paid[i]->account, Money::Micros(back[i])});
+  }
+  for (size_t i = 0; i < received.size(); ++i) {
+    if (taken[i] > 0) refund.postings.push_back({received[i]->account, Money::Micros(-taken[i])});
+  }
   return refund;
 }
 

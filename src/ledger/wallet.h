@@ -11,7 +11,8 @@
 //   platform:revenue         the whole charge for GPU time of nodes without a provider (the platform's own)
 //   platform:fees            the platform's fee on providers' sales
 //   platform:grants          credit granted (negative) less credit expired (positive)
-//   platform:refunds         refunds the platform paid
+//   platform:refunds         goodwill refunds the platform paid (Refund); a refund of lost GPU time reverses its
+//                            charge instead (RefundFor)
 //   external:topups, external:payouts  money in from tenants and out to providers
 // Names T, G, P follow api::ValidateName, so they never hold ':'.
 //
@@ -85,8 +86,8 @@ struct ChargeInput {
 // carried). InvalidArgument for negative inputs or fee_bps outside 0..10000; OutOfRange from Prorate.
 absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const ChargeInput& in);
 
-// A refund of `amount` (> 0) to tenant:T:cash for time lost to the platform (a node lost, a spot
-// reclaim), paid by platform:refunds. `id` is the caller's idempotency key.
+// A goodwill refund of `amount` (> 0) to tenant:T:cash, paid by platform:refunds. `id` is the caller's
+// idempotency key. (Time lost to a node lost or reclaimed is refunded by RefundFor.)
 Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount, TimePoint at,
                    const std::string& memo);
 
@@ -96,7 +97,11 @@ Money TenantChange(const Transaction& txn);
 
 // The refund of the part of a charged segment lost to the platform: `lost_millis` of its
 // `segment_millis` (the work since the job's last checkpoint, which its next placement redoes), as
-// floor(cost x lost / segment), never more than the charge's cost (lost is clamped to 0..segment).
+// floor(cost x lost / segment), never more than the charge's cost (lost is clamped to 0..segment). It reverses
+// the charge in proportion: each tenant account the charge took from gets its share back (credit to the
+// grant it came from, cash to cash), and each account the charge paid (the provider's payable, the fees,
+// the platform's revenue) gives its share back, so a provider that loses or reclaims its own node gains
+// nothing by it, and no credit turns into cash.
 // Its id is the charge's with "refund/" for "usage/" ("refund/j-00000042/e3/r0"); it carries the charge's
 // user. nullopt when that is
 // below one micro-unit, or `charge` is not a charge.

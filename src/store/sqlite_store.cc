@@ -1463,4 +1463,19 @@ absl::Status SqliteStore::DeleteBudget(const std::string& tenant, const std::str
   return absl::OkStatus();
 }
 
+absl::Status SqliteStore::MarkBudgetAlerted(const std::string& tenant, const std::string& user, TimePoint updated_at,
+                                            const std::string& period, int percent) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "UPDATE budgets SET alerted_period = ?, alerted_percent = ? WHERE tenant = ? AND user = ? AND "
+              "updated_at_ns = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, period).Bind(2, int64_t{percent}).Bind(3, tenant).Bind(4, user).Bind(5, ToNs(updated_at));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "mark budget alerted");
+  if (sqlite3_changes(db_) == 0) {
+    return absl::FailedPreconditionError(fmt::format("store: the budget of {}/{} changed meanwhile", tenant, user));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gpugeek::store

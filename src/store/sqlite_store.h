@@ -96,6 +96,8 @@ class SqliteStore final : public Store {
   absl::Status PutBudget(const BudgetRecord& budget) override;
   absl::StatusOr<std::vector<BudgetRecord>> ListBudgets() override;
   absl::Status DeleteBudget(const std::string& tenant, const std::string& user) override;
+  absl::Status MarkBudgetAlerted(const std::string& tenant, const std::string& user, TimePoint updated_at,
+                                 const std::string& period, int percent) override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
 

@@ -432,6 +432,12 @@ class Store {
   virtual absl::Status DeleteBudget(const std::string& /*tenant*/, const std::string& /*user*/) {
     return absl::UnimplementedError("store: this store keeps no budgets");
   }
+  // Records an alert of (tenant, user)'s budget only if it is still the one set at `updated_at`:
+  // FailedPrecondition when it was replaced or removed meanwhile (nothing changes then).
+  virtual absl::Status MarkBudgetAlerted(const std::string& /*tenant*/, const std::string& /*user*/,
+                                         TimePoint /*updated_at*/, const std::string& /*period*/, int /*percent*/) {
+    return absl::UnimplementedError("store: this store keeps no budgets");
+  }
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

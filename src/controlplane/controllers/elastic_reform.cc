@@ -172,6 +172,7 @@ absl::Status SchedulingController::Reform(ControllerContext& ctx, const std::str
   live.members.assign(next.members.size(), MemberStatus{});
   live.reform = false;
   live.reform_reason.clear();
+  live.platform_loss.clear();
   live.drain_deadline.reset();
   live.placed_at = now;  // max_duration: each retry has the whole of it
   live.busy_at.reset();

@@ -81,8 +81,7 @@ absl::Status JobLifecycleController::Apply(ControllerContext& ctx, const std::st
     RETURN_IF_ERROR(StartMetering(ctx, live, report.node_rank));  // metering (usage.h)
     member.running = true;
   } else {
-    RETURN_IF_ERROR(
-        MeterMember(ctx, live, report.node_rank, SegmentEnd::kExit, std::chrono::milliseconds(report.ended_ms_ago)));
+    RETURN_IF_ERROR(MeterMember(ctx, live, report.node_rank, std::chrono::milliseconds(report.ended_ms_ago)));
     member.exited = true;
     // A fenced member (its agent lost the server and stopped it) did not finish, whatever its status.
     member.failed = fenced || report.phase == api::WorkloadPhase::kFailedToStart || report.term_signal != 0 ||

@@ -23,13 +23,13 @@ int64_t ToMillis(Duration d) {
   return std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
-// Refunds the part of `charge` (a segment that ran `millis` until `ended`, wall clock, on `node`, billed for
+// Refunds the part of `charge` (a segment that ran `millis` until `ended`, wall clock, billed for
 // `billed_millis` >= millis: the node's minimum rental, and ended by the platform's doing) since the job's
 // last checkpoint, and the minimum rental it did not get to use (metering.h). Logged, never failing the pass:
 // a refund that does not post is posted by no one else (the operator can grant it by hand; the log names
 // the amount).
-void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::Transaction& charge,
-                    const std::string& node, int64_t millis, int64_t billed_millis, TimePoint ended) {
+void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::Transaction& charge, int64_t millis,
+                    int64_t billed_millis, TimePoint ended) {
   const TimePoint now = ctx.clock.Now();
   const TimePoint began = ended - std::chrono::milliseconds(millis);
   int64_t lost = millis;
@@ -38,8 +38,7 @@ void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::T
     lost = ToMillis(ended - live.record.checkpoint_at);
     since = fmt::format("checkpoint step {}", *live.record.checkpoint_step);
   }
-  std::string memo =
-      fmt::format("{} {}: the {} s run since {}", node, live.reclaimed ? "reclaimed" : "lost", lost / 1000, since);
+  std::string memo = fmt::format("{}: the {} s run since {}", live.platform_loss, lost / 1000, since);
   if (billed_millis > millis) {
     memo += fmt::format(" and {} s of its minimum rental unused", (billed_millis - millis) / 1000);
     lost += billed_millis - millis;
@@ -47,11 +46,33 @@ void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::T
   std::optional<ledger::Transaction> refund = ledger::RefundFor(charge, lost, billed_millis, now, memo);
   if (!refund) return;
   if (absl::Status st = ctx.billing->Post(*refund).status(); !st.ok()) {
-    spdlog::error("billing: refunding {} of {} ({}): {}", refund->postings[0].amount.ToString(), charge.id, memo, st);
+    spdlog::error("billing: refunding {} of {} ({}): {}", ledger::TenantChange(*refund).ToString(), charge.id, memo,
+                  st);
     return;
   }
-  spdlog::info("billing: refunded {} to {} for {} ({})", refund->postings[0].amount.ToString(), charge.tenant,
+  spdlog::info("billing: refunded {} to {} for {} ({})", ledger::TenantChange(*refund).ToString(), charge.tenant,
                charge.job, memo);
+}
+
+// A segment of member `rank` beginning at `start` on `node`, with the terms the node sells at now: its price,
+// minimum rental, capacity type and provider (its label, set from its join token; one that is not a name
+// makes no ledger account: the platform's own).
+OpenSegment TermsOf(const ControllerContext& ctx, const std::string& node, int64_t epoch, int rank, TimePoint start) {
+  OpenSegment s{.epoch = epoch,
+                .rank = rank,
+                .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(start.time_since_epoch()).count(),
+                .terms = true,
+                .capacity_type = "on-demand"};
+  auto it = ctx.state.nodes.find(node);
+  if (it == ctx.state.nodes.end()) return s;
+  const api::Registration& r = it->second.registration;
+  s.price = r.price_micros_per_gpu_hour;
+  s.min_rental_s = r.min_rental_s;
+  s.capacity_type = r.capacity_type;
+  if (auto p = r.labels.find(std::string(api::kProviderLabel)); p != r.labels.end()) {
+    if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) s.provider = p->second;
+  }
+  return s;
 }
 
 }  // namespace
@@ -94,7 +115,7 @@ std::map<std::string, int64_t> OnDemandPrices(const State& state) {
   return best;
 }
 
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end, Duration ended_ago) {
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago) {
   MemberStatus& m = live.members[static_cast<size_t>(rank)];
   if (!m.running_since) return absl::OkStatus();
   const Duration until_now = ctx.clock.Monotonic() - *m.running_since;
@@ -104,14 +125,15 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
   m.idle = Duration::zero();
   m.idle_seen.reset();
   const AllocationMember& member = live.allocation.members[static_cast<size_t>(rank)];
-  std::string capacity = "on-demand";
-  int64_t price = 0;
-  Duration billed = elapsed;  // at least the node's minimum rental
-  if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
-    capacity = node->second.registration.capacity_type;
-    price = node->second.registration.price_micros_per_gpu_hour;
-    billed = std::max<Duration>(elapsed, std::chrono::seconds(node->second.registration.min_rental_s));
-  }
+  // The terms the segment began under (its node may have registered other terms since).
+  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
+  auto it = std::find_if(open.begin(), open.end(), [rank](const OpenSegment& o) { return o.rank == rank; });
+  const OpenSegment terms =
+      it != open.end() && it->terms ? *it : TermsOf(ctx, member.node, live.record.epoch, rank, TimePoint{});
+  const std::string& capacity = terms.capacity_type;
+  const std::string& provider = terms.provider;
+  const int64_t price = terms.price;
+  const Duration billed = std::max<Duration>(elapsed, std::chrono::seconds(terms.min_rental_s));
   absl::StatusOr<Usage> usage = UsageFromText(live.record.usage_json);
   if (!usage.ok()) {
     spdlog::warn("control plane: job {}: {}; metering starts over", live.record.id, usage.status());
@@ -122,21 +144,12 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
   auto reference = on_demand.find(live.allocation.gpu_model);
   Accrue(*usage, capacity, live.allocation.gpu_model, milli, billed, price,
          reference != on_demand.end() ? reference->second : price, idle);
-  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
   std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(*usage, open);
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
   // The charge commits with the usage (the pass's one transaction, billing.h).
   if (ctx.billing != nullptr && price > 0) {
-    std::string provider;
-    if (auto node = ctx.state.nodes.find(member.node); node != ctx.state.nodes.end()) {
-      const auto& labels = node->second.registration.labels;
-      if (auto p = labels.find(std::string(api::kProviderLabel)); p != labels.end()) {
-        // A provider's name makes its ledger account: one that is not a name is the platform's own node.
-        if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) provider = p->second;
-      }
-    }
     const ledger::ChargeInput in{
         .id = fmt::format("usage/{}/e{}/r{}", live.record.id, live.record.epoch, rank),
         .tenant = SecretTenant(live.record.tenant),
@@ -156,9 +169,8 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Segmen
     absl::StatusOr<std::optional<ledger::Transaction>> charge = ctx.billing->Charge(in);
     if (!charge.ok()) {
       spdlog::error("billing: charging {} (usage stored without its charge): {}", in.id, charge.status());
-    } else if (charge->has_value() && (end == SegmentEnd::kPlatformLoss || live.reclaimed)) {
-      RefundLostWork(ctx, live, **charge, member.node, ToMillis(elapsed), in.millis,
-                     ctx.clock.Now() - (until_now - elapsed));
+    } else if (charge->has_value() && !live.platform_loss.empty()) {
+      RefundLostWork(ctx, live, **charge, ToMillis(elapsed), in.millis, ctx.clock.Now() - (until_now - elapsed));
     }
   }
   return absl::OkStatus();
@@ -170,9 +182,7 @@ absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank) {
   std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
   std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
   open.push_back(
-      {.epoch = live.record.epoch,
-       .rank = rank,
-       .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(ctx.clock.Now().time_since_epoch()).count()});
+      TermsOf(ctx, live.allocation.members[static_cast<size_t>(rank)].node, live.record.epoch, rank, ctx.clock.Now()));
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(UsageFromText(live.record.usage_json).value_or(Usage{}), open);
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));

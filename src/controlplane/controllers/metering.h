@@ -14,13 +14,14 @@
 // its segment's idle time; a GPU without a reading is busy (no evidence, no idle). The resolution is the
 // pass interval; the idle time of a segment open across a server restart counts from the restart.
 //
-// Refunds. A segment ended by the platform (SegmentEnd::kPlatformLoss: its node lost, or reclaimed by its
-// provider) loses the work since the job's last checkpoint (store::JobRecord::checkpoint_at, when it lies
-// inside the segment; else the whole segment), which the next placement redoes, and any minimum rental it
-// did not get to use. That part of the charge
-// is refunded to the tenant's cash at once (ledger::RefundFor, "refund/JOB/eEPOCH/rRANK", paid by
-// platform:refunds). A reclaimed workload that checkpoints at its SIGTERM loses, and gets back, about
-// nothing; one lost with its node, everything since its last checkpoint.
+// Refunds. A placement the platform failed (LiveJob::platform_loss: a node of it lost, or reclaimed by its
+// provider) loses the work since the job's last checkpoint: each of its member segments that ends from then
+// on is refunded its run since then (store::JobRecord::checkpoint_at, when it lies inside the segment; else
+// the whole segment), which the next placement redoes, and any minimum rental it did not get to use. The
+// refund reverses that part of the charge in proportion (ledger::RefundFor, "refund/JOB/eEPOCH/rRANK": the
+// tenant's accounts get back what they paid, the provider and the platform give back their shares). A
+// reclaimed workload that checkpoints at its SIGTERM loses, and gets back, about nothing; one lost with its
+// node, everything since its last checkpoint.
 //
 // Time: intervals on the monotonic clock, the open segment's start and checkpoints on the wall clock.
 
@@ -32,9 +33,6 @@
 
 namespace gpugeek::controlplane {
 
-// How a segment ended: the workload's own doing (an exit, a cancel, a drain), or the platform's.
-enum class SegmentEnd { kExit, kPlatformLoss };
-
 // Starts the metering of member `rank` of `live` now: running_since, and its open segment (usage.h
 // OpenSegment) stored with the job, so a restarted server resumes it (ResumeOpenSegments).
 absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank);
@@ -44,11 +42,10 @@ void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall);
 
 // Ends the metering of member `rank` of `live`: its segment from running_since to `ended_ago` before now
 // (the agent's api::WorkloadReport::ended_ms_ago; clamped to the segment), at its node's price and capacity
-// type, with its idle time, is added to the job's usage and stored, and charged. A segment that ends by
-// `end` == kPlatformLoss, or of a reclaimed placement (LiveJob::reclaimed), is refunded its work since the
-// last checkpoint. No-op for a member not metering. Errors: the store's.
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, SegmentEnd end = SegmentEnd::kExit,
-                         Duration ended_ago = Duration::zero());
+// type, with its idle time, is added to the job's usage and stored, and charged. A segment of a placement
+// the platform failed (LiveJob::platform_loss) is refunded its work since the last checkpoint. No-op for a
+// member not metering. Errors: the store's.
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago = Duration::zero());
 
 // Whether every GPU of `member` reads idle (utilisation below api::kIdleUtilizationPercent) in its
 // node's latest heartbeat; false for a member without GPUs, or a GPU without a reading.

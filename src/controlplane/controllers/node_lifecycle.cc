@@ -61,11 +61,15 @@ void NodeLifecycleController::Lost(ControllerContext& ctx, const std::string& no
   if (ctx.metrics != nullptr) ctx.metrics->NodeLost();
   for (const std::string& id : ctx.state.JobsOn(node)) {
     LiveJob& live = ctx.state.live.at(id);
+    // The platform's failure: every member's run since the last checkpoint is refunded as it ends.
+    if (!api::IsTerminal(live.record.state) && live.platform_loss.empty()) {
+      live.platform_loss = fmt::format("{} lost", node);
+    }
     // Its members here are stopped by now (the fencing timeline): presume so.
     for (const AllocationMember& m : live.allocation.members) {
       MemberStatus& status = live.members[m.rank];
       if (m.node != node || status.exited) continue;
-      if (absl::Status st = MeterMember(ctx, live, m.rank, SegmentEnd::kPlatformLoss); !st.ok()) {
+      if (absl::Status st = MeterMember(ctx, live, m.rank); !st.ok()) {
         spdlog::error("control plane: metering job {} rank {} on lost node {}: {}", id, m.rank, node, st);
       }
       status.exited = true;

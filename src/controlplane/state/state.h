@@ -116,9 +116,11 @@ struct LiveJob {
   // A stop with a deadline (a reclaim notice): the SIGTERM-to-SIGKILL time its members get instead of the
   // spec's checkpoint.grace (the shorter of the two).
   std::optional<Duration> stop_grace;
-  // Set by a reclaim notice (the provider takes the node back): its members' segments end by the
-  // platform's doing, so what they ran since the job's last checkpoint is refunded (metering.h).
-  bool reclaimed = false;
+  // Set when this placement ends by a platform failure: "node-7 reclaimed" (a reclaim notice) or "node-7
+  // lost" (a node of it went down while the job was live). Every member segment that ends from then on is
+  // refunded its run since the job's last checkpoint (controllers/metering.h); cleared when an elastic gang
+  // re-forms. Memory only: a restart of the server, or a failed pass commit, forgets it.
+  std::string platform_loss;
 };
 
 // A PENDING job waiting for a placement: its spec and scheduler requests are parsed once, at submission

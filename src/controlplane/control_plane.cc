@@ -373,17 +373,14 @@ void ControlPlane::PublishLocked() {
     for (const AllocationMember& m : live.allocation.members) {
       const MemberStatus& status = live.members[m.rank];
       if (!status.running_since || status.exited) continue;
-      auto node = state_.nodes.find(m.node);
-      if (node == state_.nodes.end()) continue;
-      const api::Registration& r = node->second.registration;
-      snap->metering[id].push_back(
-          {.capacity_type = r.capacity_type,
-           .gpu_model = live.allocation.gpu_model,
-           .milli = static_cast<int64_t>(m.gpu_uuids.size()) * m.gpu_milli,
-           .price = r.price_micros_per_gpu_hour,
-           .on_demand_price = reference != on_demand.end() ? reference->second : r.price_micros_per_gpu_hour,
-           .since = *status.running_since,
-           .idle = status.idle});
+      const OpenSegment terms = SegmentTerms(state_, live, m.rank);
+      snap->metering[id].push_back({.capacity_type = terms.capacity_type,
+                                    .gpu_model = live.allocation.gpu_model,
+                                    .milli = static_cast<int64_t>(m.gpu_uuids.size()) * m.gpu_milli,
+                                    .price = terms.price,
+                                    .on_demand_price = reference != on_demand.end() ? reference->second : terms.price,
+                                    .since = *status.running_since,
+                                    .idle = status.idle});
     }
   }
   // A write between passes (register, cordon, drain, remove, cancel) may have changed the pool:
@@ -590,9 +587,9 @@ absl::StatusOr<ControlPlane::Admission> ControlPlane::Check(const SubmitRequest&
 
 absl::Status ControlPlane::CheckBudgets(const std::string& tenant, const std::string& user) const {
   const std::string period = Billing::Period(clock_.Now());
-  for (int scope = 0; scope < 2; ++scope) {
-    const std::string who = scope == 0 ? "" : user;
-    if (scope == 1 && user.empty()) break;
+  std::vector<std::string> scopes = {""};  // the tenant's own, then the user's
+  if (!user.empty()) scopes.push_back(user);
+  for (const std::string& who : scopes) {
     const std::optional<store::BudgetRecord> budget = billing_->budgets().Find(tenant, who);
     if (!budget) continue;
     const ledger::Money spent = billing_->MonthSpend(tenant, who, period);

@@ -10,6 +10,7 @@
 #include "absl/numeric/int128.h"
 #include "common/absl_fmt.h"
 #include "controlplane/billing.h"
+#include "controlplane/controllers/metering.h"
 #include "controlplane/controllers/transitions.h"
 #include "controlplane/secrets.h"
 #include "controlplane/usage.h"
@@ -36,9 +37,7 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
     for (const AllocationMember& member : live.allocation.members) {
       const MemberStatus& m = live.members[static_cast<size_t>(member.rank)];
       if (!m.running_since || m.exited) continue;
-      auto node = ctx.state.nodes.find(member.node);
-      if (node == ctx.state.nodes.end()) continue;
-      const int64_t price = node->second.registration.price_micros_per_gpu_hour;
+      const int64_t price = SegmentTerms(ctx.state, live, member.rank).price;
       const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - *m.running_since).count();
       absl::StatusOr<ledger::Prorated> p =
           ledger::Prorate(static_cast<int64_t>(member.gpu_uuids.size()) * member.gpu_milli, std::max<int64_t>(ms, 0),
@@ -57,7 +56,7 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
                                       ledger::Money::Micros(*live.spec.max_cost_micros).ToString(), spent.ToString()));
       }
     }
-    const std::string tenant = SecretTenant(live.record.tenant);
+    const std::string tenant = SecretTenant(live.record.tenant);  // the ledger's name for it
     scope_open[{tenant, ""}] += cost;
     scope_jobs[{tenant, ""}].push_back(id);
     if (!live.record.submitted_by.empty()) {
@@ -65,8 +64,8 @@ void BudgetController::Reconcile(ControllerContext& ctx, MonoTime now) {
       scope_jobs[{tenant, live.record.submitted_by}].push_back(id);
     }
     if (cost.micros == 0) continue;
-    open[live.record.tenant] += cost;
-    jobs[live.record.tenant].push_back(id);
+    open[tenant] += cost;
+    jobs[tenant].push_back(id);
   }
   for (const auto& [id, reason] : over) Stop(ctx, id, reason);
   EnforceMonthly(ctx, scope_open, scope_jobs);

@@ -57,14 +57,14 @@ void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::T
 // A segment of member `rank` beginning at `start` on `node`, with the terms the node sells at now: its price,
 // minimum rental, capacity type and provider (its label, set from its join token; one that is not a name
 // makes no ledger account: the platform's own).
-OpenSegment TermsOf(const ControllerContext& ctx, const std::string& node, int64_t epoch, int rank, TimePoint start) {
+OpenSegment NodeTerms(const State& state, const std::string& node, int64_t epoch, int rank, TimePoint start) {
   OpenSegment s{.epoch = epoch,
                 .rank = rank,
                 .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(start.time_since_epoch()).count(),
                 .terms = true,
                 .capacity_type = "on-demand"};
-  auto it = ctx.state.nodes.find(node);
-  if (it == ctx.state.nodes.end()) return s;
+  auto it = state.nodes.find(node);
+  if (it == state.nodes.end()) return s;
   const api::Registration& r = it->second.registration;
   s.price = r.price_micros_per_gpu_hour;
   s.min_rental_s = r.min_rental_s;
@@ -76,6 +76,13 @@ OpenSegment TermsOf(const ControllerContext& ctx, const std::string& node, int64
 }
 
 }  // namespace
+
+OpenSegment SegmentTerms(const State& state, const LiveJob& live, int rank) {
+  const MemberStatus& m = live.members[static_cast<size_t>(rank)];
+  if (m.segment.terms) return m.segment;
+  return NodeTerms(state, live.allocation.members[static_cast<size_t>(rank)].node, live.record.epoch, rank,
+                   TimePoint{});
+}
 
 bool MemberIdle(const ControllerContext& ctx, const AllocationMember& member) {
   auto node = ctx.state.nodes.find(member.node);
@@ -126,10 +133,8 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Durati
   m.idle_seen.reset();
   const AllocationMember& member = live.allocation.members[static_cast<size_t>(rank)];
   // The terms the segment began under (its node may have registered other terms since).
-  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
-  auto it = std::find_if(open.begin(), open.end(), [rank](const OpenSegment& o) { return o.rank == rank; });
-  const OpenSegment terms =
-      it != open.end() && it->terms ? *it : TermsOf(ctx, member.node, live.record.epoch, rank, TimePoint{});
+  const OpenSegment terms = SegmentTerms(ctx.state, live, rank);
+  m.segment = OpenSegment{};
   const std::string& capacity = terms.capacity_type;
   const std::string& provider = terms.provider;
   const int64_t price = terms.price;
@@ -144,6 +149,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Durati
   auto reference = on_demand.find(live.allocation.gpu_model);
   Accrue(*usage, capacity, live.allocation.gpu_model, milli, billed, price,
          reference != on_demand.end() ? reference->second : price, idle);
+  std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
   std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(*usage, open);
@@ -181,8 +187,9 @@ absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank) {
   m.running_since = ctx.clock.Monotonic();
   std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
   std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
-  open.push_back(
-      TermsOf(ctx, live.allocation.members[static_cast<size_t>(rank)].node, live.record.epoch, rank, ctx.clock.Now()));
+  m.segment = NodeTerms(ctx.state, live.allocation.members[static_cast<size_t>(rank)].node, live.record.epoch, rank,
+                        ctx.clock.Now());
+  open.push_back(m.segment);
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(UsageFromText(live.record.usage_json).value_or(Usage{}), open);
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
@@ -198,6 +205,7 @@ void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall) {
     const TimePoint start{std::chrono::milliseconds(o.start_ms)};
     m.running = true;
     m.running_since = now - std::max(Duration::zero(), wall - start);
+    m.segment = o;
   }
 }
 

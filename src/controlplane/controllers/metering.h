@@ -47,6 +47,11 @@ void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall);
 // member not metering. Errors: the store's.
 absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago = Duration::zero());
 
+// The terms member `rank` of `live` runs under: those its open segment began with, or, for a segment
+// stored without them, its node's now. What metering charges, the budget controller estimates and job views
+// show.
+OpenSegment SegmentTerms(const State& state, const LiveJob& live, int rank);
+
 // Whether every GPU of `member` reads idle (utilisation below api::kIdleUtilizationPercent) in its
 // node's latest heartbeat; false for a member without GPUs, or a GPU without a reading.
 bool MemberIdle(const ControllerContext& ctx, const AllocationMember& member);

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "controlplane/allocation.h"
 #include "controlplane/node_model.h"
+#include "controlplane/usage.h"
 #include "sched/request.h"
 #include "store/store.h"
 
@@ -52,6 +53,9 @@ struct MemberStatus {
   // Metering (usage.h): since when it runs, monotonic; unset before its first running report and once its
   // segment was metered.
   std::optional<MonoTime> running_since;
+  // The open segment as stored with the job (usage.h OpenSegment): the terms it began under. `terms` false
+  // for a segment stored without them (controllers/metering.h SegmentTerms falls back to its node's).
+  OpenSegment segment;
   // Idle-but-allocated time of the open segment (controllers/metering.h AccrueIdle): how long its GPUs
   // read idle, and the pass that last looked. Memory only: a restart of the server starts them over.
   Duration idle{};

@@ -735,6 +735,86 @@ TEST_F(ClientCommandsTest, QuotaSetChangesOnlyTheLimitsGivenAndQuotaShowsUseAgai
 
 // The market (docs/billing.md): offers cheapest first, a top-up once per key, a grant, a job's charge taken
 // from the credit first, the balance, the ledger, the month's bill and a payout to the node's provider.
+TEST_F(ClientCommandsTest, ReservationsCreateHoldReportAndCancel) {
+  Result r = RunGpugeek("reservations" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("No reservations."));
+  RegisterNode("node-a", "8xH100-SXM-80GB");
+  r = RunGpugeek("reservation create --tenant team-a --gpu H100-SXM-80GB --gpus 8 --price 1.20" + server_flag_);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("give the term: --hours H or --days D"));
+  r = RunGpugeek("reservation create --tenant team-a --gpu H100-SXM-80GB --gpus 8 --price 1.2x --days 30" +
+                 server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("price: "));
+  r = RunGpugeek(
+      "reservation create --tenant team-a --gpu H100-SXM-80GB --gpus 8 --price 1.20 --days 30 --start "
+      "2001-01-01T00:00:00Z" +
+      server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("start: must not lie in the past"));
+  r = RunGpugeek("reservation create --tenant nobody --gpu H100-SXM-80GB --gpus 8 --price 1.20 --days 30" +
+                 server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("no tenant 'nobody'"));
+  r = RunGpugeek("reservation create --tenant team-a --gpu H100-SXM-80GB --gpus 8 --price 1.20 --days 30" +
+                 server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("Reservation rsv-00000001: 8 x H100-SXM-80GB for team-a, .* to .* "
+                                             "\\(active\\), at 1.20 per GPU-hour\n"));
+  // The pool has no more H100s that no reservation holds in that term.
+  r = RunGpugeek("reservation create --tenant team-a --gpu H100-SXM-80GB --gpus 1 --price 1.20 --hours 2" +
+                 server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("gpus: 1 GPUs of H100-SXM-80GB asked; the pool has 0"));
+  // Held by the next pass: team-a is offered it as reserved capacity at no further price, team-b not at all.
+  json listed;
+  for (int i = 0; i < 500; ++i) {
+    r = RunGpugeek("reservations --json" + server_flag_);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    listed = json::parse(r.out)["reservations"];
+    if (!listed.at(0)["nodes"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["nodes"], json::array({"node-a"}));
+  EXPECT_EQ(listed[0]["state"], "active");
+  EXPECT_EQ(listed[0]["price_micros"], 1'200'000);
+  EXPECT_EQ(listed[0]["gpus"], 8);
+  ASSERT_TRUE(client_->Post("/v1/tenants", {{"name", "team-b"}}).ok());
+  for (const auto& [tenant, rows] : {std::pair{"team-a", 1u}, std::pair{"team-b", 0u}}) {
+    ASSERT_TRUE(
+        client_->Post("/v1/users", {{"name", std::string("u-") + tenant}, {"tenant", tenant}, {"role", "member"}})
+            .ok());
+    auto token = client_->Post("/v1/tokens", {{"user", std::string("u-") + tenant}});
+    ASSERT_TRUE(token.ok()) << token.status();
+    const std::string as = " --token " + (*token)["token"].get<std::string>() + " --server " + server_->url();
+    r = RunGpugeek("offers --json" + as, "GPUGEEK_TOKEN=");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json offers = json::parse(r.out)["offers"];
+    ASSERT_EQ(offers.size(), rows) << tenant << ": " << r.out;
+    if (rows == 1) {
+      EXPECT_EQ(offers[0]["capacity_type"], "reserved");
+      EXPECT_EQ(offers[0]["price_micros_per_gpu_hour"], 0);
+    }
+    r = RunGpugeek("reservations --json" + as, "GPUGEEK_TOKEN=");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["reservations"].size(), rows) << tenant;
+    r = RunGpugeek("reservation cancel rsv-00000001" + as, "GPUGEEK_TOKEN=");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_THAT(r.err, ::testing::HasSubstr("admin"));
+  }
+  r = RunGpugeek("reservation cancel rsv-00000001" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("(ended)"));
+  r = RunGpugeek("reservations" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("rsv-00000001 +team-a +H100-SXM-80GB +8 +1.20 +ended "));
+  r = RunGpugeek("reservation cancel rsv-00000009" + server_flag_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::HasSubstr("no reservation 'rsv-00000009'"));
+}
+
 TEST_F(ClientCommandsTest, OffersTopUpGrantBalanceLedgerBillAndPayout) {
   // Provider p1 (a tenant) has its nodes join with a join token bound to it: that, not a label the agent
   // sends, makes them p1's (node-b claims another provider and is p1's all the same).

@@ -44,6 +44,7 @@ void RegisterQuotaCommands(CLI::App& app);
 // The marketplace's money: balance, ledger, bill, top-up, grant, payout (billing_commands.cc).
 void RegisterBillingCommands(CLI::App& app);
 void RegisterBudgetCommands(CLI::App& app);
+void RegisterReservationCommands(CLI::App& app);
 // `gpugeek offers`: what can be rented now, with prices (offers_command.cc).
 void RegisterOffersCommand(CLI::App& app);
 

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterQuotaCommands(app);
   gpugeek::cli::RegisterBillingCommands(app);
   gpugeek::cli::RegisterBudgetCommands(app);
+  gpugeek::cli::RegisterReservationCommands(app);
   gpugeek::cli::RegisterOffersCommand(app);
   gpugeek::cli::RegisterQuantizeCommand(app);
   gpugeek::cli::RegisterModelCommands(app);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -277,6 +278,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const bool token_scoped = pattern == "/v1/tokens/{id}";
     // A secret of team-a (and of the admin's own tenant: secrets are the caller's tenant's).
     const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
+    // A reservation of team-a.
+    const bool reservation_scoped = absl::StartsWith(pattern, "/v1/reservations/{id}");
     // An archive of team-a (and of the admin's own tenant), as secrets; a PUT uploads the caller's own copy.
     const bool archive_scoped = pattern == "/v1/archives/{digest}" && method != "PUT";
     // A dataset or model of team-a (and of the admin's own tenant); an object PUT stores the caller's own
@@ -296,6 +299,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         // Nothing is owed to the provider yet: the payout is refused.
         : pattern == "/v1/providers/{name}/payouts"                                         ? 409
         : pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/tenants/{name}/grants" ? 201
+        : method == "POST" && pattern == "/v1/reservations"                                 ? 201
         : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/experiments" || pattern == "/v1/tenants" ||
                                 pattern == "/v1/users" || pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
             ? 201
@@ -383,6 +387,25 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
                           .ok());
         }
       }
+      if (reservation_scoped) {
+        const TimePoint now = server_->control_plane().clock().Now();
+        auto r = server_->control_plane().billing().reservations().Create({.tenant = "team-a",
+                                                                           .gpu_model = "H100-SXM-80GB",
+                                                                           .gpus = 1,
+                                                                           .price_micros = 1,
+                                                                           .start = now,
+                                                                           .end = now + std::chrono::hours(1)});
+        ASSERT_TRUE(r.ok()) << r.status();
+        path = absl::StrReplaceAll(path, {{"{id}", r->id}});
+      }
+      if (pattern == "/v1/reservations" && method == "POST") {
+        // 8 GPUs of a fresh node to reserve, once the pool shows it.
+        const std::string node = fmt::format("node-{}", n);
+        RegisterNode(node);
+        for (int i = 0; i < 500 && !server_->control_plane().snapshot()->nodes.contains(node); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
       if (pattern == "/v1/tenants/{name}/quota") {
         path = absl::StrReplaceAll(path, {{"{name}", "team-a"}});
         body = {{"max_jobs", n}};
@@ -407,6 +430,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"name", fmt::format("t-{}", n)}};
         } else if (pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/providers/{name}/payouts") {
           body = {{"amount", "1.50"}, {"id", fmt::format("k-{}", n)}};
+        } else if (pattern == "/v1/reservations") {
+          body = {{"tenant", "team-a"}, {"gpu_model", "H100-SXM-80GB"}, {"gpus", 8}, {"price", "1.20"}, {"hours", 24}};
         } else if (pattern == "/v1/tenants/{name}/grants") {
           body = {{"grant", fmt::format("g-{}", n)}, {"amount", "2.00"}};
         } else if (pattern == "/v1/nodes/{name}/reclaim") {
@@ -431,9 +456,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = json::object();
         }
       }
-      const int want =
-          Expected(access, who, job_scoped || experiment_scoped || secret_scoped || archive_scoped || dataset_scoped,
-                   token_scoped, ok);
+      const int want = Expected(
+          access, who,
+          job_scoped || experiment_scoped || secret_scoped || archive_scoped || dataset_scoped || reservation_scoped,
+          token_scoped, ok);
       Result got = Call(who, method, path, body, raw);
       EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
       // The answer is one the document lists for the operation.

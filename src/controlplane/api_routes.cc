@@ -14,6 +14,7 @@
 #include "controlplane/metrics.h"
 #include "controlplane/openapi.h"
 #include "controlplane/quota_routes.h"
+#include "controlplane/reservation_routes.h"
 #include "workload/plan_json.h"
 
 namespace gpugeek::controlplane {
@@ -302,6 +303,7 @@ void RegisterApiRoutes(http::Server& server, ControlPlane& cp, Accounts& account
   RegisterQuotaRoutes(server, cp, accounts);
   RegisterBillingRoutes(server, cp, accounts);
   RegisterBudgetRoutes(server, cp, accounts);
+  RegisterReservationRoutes(server, cp, accounts);
   route("GET", "/v1/prometheus/targets", [&cp](const Principal&, const Request&) -> absl::StatusOr<Reply> {
     return Reply::Json(PrometheusTargets(cp));
   });

@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<Billing>> Billing::Open(store::Store& store, Cloc
                                                        const BillingOptions& options) {
   auto billing = std::unique_ptr<Billing>(new Billing(store, clock, options));
   ASSIGN_OR_RETURN(billing->budgets_, Budgets::Open(store, clock));
+  ASSIGN_OR_RETURN(billing->reservations_, Reservations::Open(store, clock));
   RETURN_IF_ERROR(billing->Reload());
   return billing;
 }
@@ -62,7 +63,8 @@ absl::Status Billing::Reload() {
     }
   }
   // The budgets after the ledger: a failure here leaves the ledger reloaded all the same.
-  return budgets_->Reload();
+  RETURN_IF_ERROR(budgets_->Reload());
+  return reservations_->Reload();
 }
 
 absl::StatusOr<ledger::Transaction> Billing::Post(const ledger::Transaction& txn) {

@@ -32,6 +32,7 @@
 #include "common/mutex.h"
 #include "controlplane/budgets.h"
 #include "controlplane/options.h"
+#include "controlplane/reservations.h"
 #include "ledger/ledger.h"
 #include "ledger/wallet.h"
 #include "store/store.h"
@@ -44,12 +45,15 @@ class Billing {
   // parse or post (the message names its id).
   static absl::StatusOr<std::unique_ptr<Billing>> Open(store::Store& store, Clock& clock,
                                                        const BillingOptions& options);
-  // Drops memory and replays the store again (after a pass whose commit failed), budgets included.
+  // Drops memory and replays the store again (after a pass whose commit failed), budgets and reservations
+  // included.
   absl::Status Reload();
 
   const BillingOptions& options() const { return options_; }
   // The tenants' and users' monthly spending limits (budgets.h).
   Budgets& budgets() { return *budgets_; }
+  // Reserved capacity (reservations.h).
+  Reservations& reservations() { return *reservations_; }
 
   // What `tenant` (user "": all of it; else the jobs `user` submitted) was charged in calendar month
   // `period` ("2026-12", UTC, by the entries' time), net of refunds. 0 for none.
@@ -113,6 +117,7 @@ class Billing {
   // MonthSpend: by (tenant, user or "", period).
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> month_spend_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Budgets> budgets_;
+  std::unique_ptr<Reservations> reservations_;
   std::atomic<bool> paying_{false};
 };
 

@@ -17,6 +17,7 @@
 #include "controlplane/controllers/job_lifecycle.h"
 #include "controlplane/controllers/metering.h"
 #include "controlplane/controllers/node_lifecycle.h"
+#include "controlplane/controllers/reservation.h"
 #include "controlplane/controllers/scheduling.h"
 #include "controlplane/controllers/transitions.h"
 #include "controlplane/job_request.h"
@@ -88,7 +89,8 @@ ControlPlane::ControlPlane(const ControlPlaneOptions& options)
       job_lifecycle_(std::make_unique<JobLifecycleController>()),
       scheduling_(std::make_unique<SchedulingController>(options.fair_share_half_life)),
       gc_(std::make_unique<GcController>()),
-      budget_(std::make_unique<BudgetController>()) {}
+      budget_(std::make_unique<BudgetController>()),
+      reservation_(std::make_unique<ReservationController>()) {}
 
 absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Create(const ControlPlaneOptions& options) {
   if (options.store == nullptr) return absl::InvalidArgumentError("control plane: a store is required");
@@ -260,6 +262,7 @@ void ControlPlane::Reconcile() {
   gpu_health_->Reconcile(ctx, now);
   job_lifecycle_->Reconcile(ctx, now);
   budget_->Reconcile(ctx, now);
+  reservation_->Reconcile(ctx, now);
   scheduling_->Reconcile(ctx, now);
   if (!usage_saved_ || now - *usage_saved_ >= options_.usage_save_interval) {
     SaveUsageLocked();
@@ -295,6 +298,7 @@ void ControlPlane::ReloadLocked() {
   scheduling_ = std::make_unique<SchedulingController>(options_.fair_share_half_life);
   gc_ = std::make_unique<GcController>();
   budget_ = std::make_unique<BudgetController>();
+  reservation_ = std::make_unique<ReservationController>();
   if (absl::Status st = billing_->Reload(); !st.ok()) spdlog::error("control plane: reloading the ledger: {}", st);
   if (absl::Status st = Load(); !st.ok()) spdlog::error("control plane: reloading from the store: {}", st);
   for (const sched::TenantUsage& u : usage) (void)scheduling_->RestoreUsage(u.tenant, u.usage);

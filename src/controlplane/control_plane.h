@@ -91,6 +91,7 @@ class JobLifecycleController;
 class SchedulingController;
 class GcController;
 class BudgetController;
+class ReservationController;
 
 struct SubmitRequest {
   std::string spec_yaml;
@@ -395,6 +396,7 @@ class ControlPlane {
   std::unique_ptr<SchedulingController> scheduling_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<GcController> gc_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<BudgetController> budget_ ABSL_GUARDED_BY(writer_mu_);
+  std::unique_ptr<ReservationController> reservation_ ABSL_GUARDED_BY(writer_mu_);
   uint64_t published_version_ ABSL_GUARDED_BY(writer_mu_) = 0;
   std::optional<MonoTime> usage_saved_ ABSL_GUARDED_BY(writer_mu_);  // the last SaveUsageLocked
 };

@@ -6,6 +6,7 @@
 #include "api/json_reader.h"
 #include "common/status_macros.h"
 #include "controlplane/node_model.h"
+#include "controlplane/reservations.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -180,6 +181,26 @@ std::vector<sched::Request> PreferringDataRegion(const std::vector<sched::Reques
       }
     }
     out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<sched::Request> PreferringReservations(const std::vector<sched::Request>& requests,
+                                                   const std::string& tenant,
+                                                   const std::vector<std::string>& reservations) {
+  if (reservations.empty()) return requests;
+  std::vector<sched::Request> out;
+  for (const sched::Request& r : requests) {
+    sched::Request pinned = r;
+    pinned.tenant = tenant;
+    pinned.node_selector[std::string(kReservationLabel)] = reservations;
+    pinned.capacity_type.reset();
+    pinned.max_price_micros = 0;
+    out.push_back(std::move(pinned));
+  }
+  for (const sched::Request& r : requests) {
+    out.push_back(r);
+    out.back().tenant = tenant;
   }
   return out;
 }

@@ -56,6 +56,15 @@ std::vector<sched::Request> PreferringDataRegion(const std::vector<sched::Reques
                                                  const std::set<std::string>& known, const std::string& data_region,
                                                  const api::RegionLatency& latency);
 
+// `requests` of a job of `tenant` (its ledger name, SecretTenant) with, before them all, a copy of each
+// pinned to the nodes of `reservations` (the tenant's, reservations.h: node label kReservationLabel), so its
+// reserved capacity, paid for used or not, is taken first. The copies drop the capacity type and max_price:
+// a held node costs the tenant nothing more, whatever it sells at. Every request carries `tenant` (the
+// scheduler's reserved-for filter). Unchanged when `reservations` is empty.
+std::vector<sched::Request> PreferringReservations(const std::vector<sched::Request>& requests,
+                                                   const std::string& tenant,
+                                                   const std::vector<std::string>& reservations);
+
 // The planner's request as stored with the job (JobRecord::plan_json) and read back.
 nlohmann::json PlanToJson(const workload::ResourceRequest& plan, const std::string& best_summary);
 absl::StatusOr<workload::ResourceRequest> PlanFromJson(const std::string& json_text);

@@ -7,15 +7,18 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "controlplane/reservations.h"
 #include "sched/request.h"
 
 namespace gpugeek::controlplane {
 namespace {
 
-bool ReservedToOthers(const api::Registration& r, const OfferFilter& filter) {
+// Whether the node (its labels in the scheduler's pool: the operator's, and a reservation's hold) is
+// reserved to tenants other than the caller's.
+bool ReservedToOthers(const std::map<std::string, std::string>& labels, const OfferFilter& filter) {
   if (filter.admin) return false;
-  auto it = r.labels.find(sched::kReservedForLabel);
-  if (it == r.labels.end()) return false;
+  auto it = labels.find(sched::kReservedForLabel);
+  if (it == labels.end()) return false;
   for (absl::string_view t : absl::StrSplit(it->second, ',')) {
     if (absl::StripAsciiWhitespace(t) == filter.tenant) return false;
   }
@@ -36,17 +39,20 @@ std::vector<Offer> Offers(const Snapshot& snap, const OfferFilter& filter) {
     auto node = snap.nodes.find(spec.name);
     if (node == snap.nodes.end() || node->second.state != "ready") continue;
     const api::Registration& r = *node->second.registration;
-    if (ReservedToOthers(r, filter)) continue;
+    if (ReservedToOthers(spec.labels, filter)) continue;
+    // Held by a reservation (reservations.h): shown to its tenant as capacity already paid for.
+    const bool reserved = spec.labels.contains(kReservationLabel);
+    const std::string capacity = reserved ? "reserved" : r.capacity_type;
     if (!filter.gpu.empty() && !absl::StrContains(absl::AsciiStrToLower(spec.gpu_model), gpu)) continue;
-    if (filter.capacity_type && r.capacity_type != *filter.capacity_type) continue;
+    if (filter.capacity_type && capacity != *filter.capacity_type) continue;
     if (!filter.region.empty() && r.region != filter.region) continue;
     auto provider = r.labels.find(std::string(api::kProviderLabel));
     const Key key{spec.gpu_model,
-                  r.capacity_type,
+                  capacity,
                   r.region,
                   provider == r.labels.end() ? "" : provider->second,
-                  r.price_micros_per_gpu_hour,
-                  r.min_rental_s};
+                  reserved && !filter.admin ? 0 : r.price_micros_per_gpu_hour,
+                  reserved ? 0 : r.min_rental_s};
     Offer& o = rows[key];
     std::tie(o.gpu_model, o.capacity_type, o.region, o.provider, o.price_micros_per_gpu_hour, o.min_rental_s) = key;
     o.nodes += 1;

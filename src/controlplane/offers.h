@@ -3,8 +3,9 @@
 // or `sky show-gpus`, but of this pool's own nodes: one row per (GPU model, capacity type, region,
 // provider, price), with its ready nodes, their GPUs, the GPUs wholly free now and the most free on one
 // node (the largest single-node job that fits now). Nodes reserved to other tenants (label
-// sched::kReservedForLabel) are not offered to the caller; suspect, cordoned, blocked and down nodes
-// are not offered.
+// sched::kReservedForLabel, or held by another tenant's reservation) are not offered to the caller; nodes its
+// own reservation holds (reservations.h) show as capacity type "reserved" at price 0 (already paid for; an
+// admin sees their price); suspect, cordoned, blocked and down nodes are not offered.
 //
 // Pure: computed from one published snapshot (state/snapshot.h).
 

@@ -962,6 +962,61 @@ J Build() {
     paths[path]["parameters"] = {PathParam("name")};
   }
 
+  // Reserved capacity (reservation_routes.h, docs/billing.md).
+  const J gpu_hours = {{"type", "number"}, {"description", "GPU-hours"}};
+  schemas["Reservation"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"tenant", {{"type", "string"}}},
+        {"gpu_model", {{"type", "string"}}},
+        {"gpus", {{"type", "integer"}}},
+        {"price_micros", money},
+        {"price", {{"type", "string"}, {"description", "per GPU-hour"}}},
+        {"start", {{"type", "string"}, {"format", "date-time"}}},
+        {"end", {{"type", "string"}, {"format", "date-time"}}},
+        {"state", {{"type", "string"}, {"enum", {"scheduled", "active", "ended"}}}},
+        {"created_by", {{"type", "string"}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"nodes", {{"type", "array"}, {"items", {{"type", "string"}}}, {"description", "the nodes held now"}}},
+        {"charged_hours", {{"type", "integer"}}},
+        {"reserved_gpu_hours", gpu_hours},
+        {"held_gpu_hours", gpu_hours},
+        {"used_gpu_hours", gpu_hours},
+        {"unused_gpu_hours", gpu_hours},
+        {"used_percent", {{"type", "number"}, {"description", "of the GPU time held"}}},
+        {"charged_micros", money},
+        {"charged", {{"type", "string"}}}}}};
+  paths["/v1/reservations"]["get"] =
+      Op("Reservations of the caller's tenant (an admin: every tenant's) with GPU time reserved, held, used, unused",
+         JsonResponse("a page of reservations", {{"type", "object"},
+                                                 {"properties",
+                                                  {{"reservations", {{"type", "array"}, {"items", Ref("Reservation")}}},
+                                                   {"next_after", {{"type", "string"}, {"nullable", true}}}}}}));
+  paths["/v1/reservations"]["get"]["parameters"] = {
+      QueryParam("tenant", "string", "default: the caller's (an admin: all)"),
+      QueryParam("after", "string", "id of the last reservation of the previous page"),
+      QueryParam("limit", "integer", "1..1000")};
+  paths["/v1/reservations"]["post"] =
+      Op("Reserves GPUs of a model for a tenant for a term, held on whole nodes and charged per hour; 409 when the "
+         "pool has too few",
+         JsonResponse("the reservation", Ref("Reservation")), "201");
+  paths["/v1/reservations"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"tenant", "gpu_model", "gpus", "price", "hours"}},
+            {"properties",
+             {{"tenant", {{"type", "string"}}},
+              {"gpu_model", {{"type", "string"}}},
+              {"gpus", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100000}}},
+              {"price", amount},
+              {"hours", {{"type", "integer"}, {"minimum", 1}, {"maximum", 26304}}},
+              {"start", {{"type", "string"}, {"format", "date-time"}, {"description", "default: now"}}}}}});
+  paths["/v1/reservations/{id}"]["get"] = Op("One reservation", JsonResponse("the reservation", Ref("Reservation")));
+  paths["/v1/reservations/{id}"]["parameters"] = {PathParam("id")};
+  paths["/v1/reservations/{id}/cancel"]["post"] =
+      Op("Ends the term now (charged up to now)", JsonResponse("the reservation", Ref("Reservation")));
+  paths["/v1/reservations/{id}/cancel"]["parameters"] = {PathParam("id")};
+
   // Hyper-parameter experiments (experiment_routes.h, docs/hpo.md).
   schemas["Experiment"] = {
       {"type", "object"},

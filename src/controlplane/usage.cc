@@ -54,6 +54,7 @@ std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open
                                       nlohmann::json(o.capacity_type), nlohmann::json(o.provider)}) {
         segment.push_back(t);
       }
+      if (!o.reservation.empty()) segment.push_back(o.reservation);
     }
     segments.push_back(std::move(segment));
   }
@@ -68,13 +69,14 @@ absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string&
   const auto bad = [&] { return absl::DataLossError(fmt::format("usage: malformed stored value '{}'", text)); };
   if (!j.is_object() || !j.contains("open") || !j["open"].is_array()) return bad();
   for (const nlohmann::json& o : j["open"]) {
-    if (!o.is_array() || (o.size() != 3 && o.size() != 7) || !o[0].is_number_integer() || !o[1].is_number_integer() ||
-        !o[2].is_number_integer()) {
+    if (!o.is_array() || (o.size() != 3 && o.size() != 7 && o.size() != 8) || !o[0].is_number_integer() ||
+        !o[1].is_number_integer() || !o[2].is_number_integer()) {
       return bad();
     }
     OpenSegment segment{.epoch = o[0].get<int64_t>(), .rank = o[1].get<int>(), .start_ms = o[2].get<int64_t>()};
-    if (o.size() == 7) {
-      if (!o[3].is_number_integer() || !o[4].is_number_integer() || !o[5].is_string() || !o[6].is_string()) {
+    if (o.size() >= 7) {
+      if (!o[3].is_number_integer() || !o[4].is_number_integer() || !o[5].is_string() || !o[6].is_string() ||
+          (o.size() == 8 && !o[7].is_string())) {
         return bad();
       }
       segment.terms = true;
@@ -82,6 +84,7 @@ absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string&
       segment.min_rental_s = o[4].get<int64_t>();
       segment.capacity_type = o[5].get<std::string>();
       segment.provider = o[6].get<std::string>();
+      if (o.size() == 8) segment.reservation = o[7].get<std::string>();
     }
     open.push_back(std::move(segment));
   }

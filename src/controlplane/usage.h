@@ -53,6 +53,9 @@ struct OpenSegment {
   int64_t min_rental_s = 0;  // seconds
   std::string capacity_type;
   std::string provider;  // "" = the platform's own node
+  // The reservation (reservations.h) whose held node it runs on, for its tenant: price 0, capacity type
+  // "reserved"; "" = none.
+  std::string reservation;
   bool operator==(const OpenSegment&) const = default;
 };
 
@@ -64,8 +67,8 @@ void Accrue(Usage& usage, const std::string& capacity_type, const std::string& g
 
 // The stored form: compact JSON, "" for none: the lines as an array (each [capacity_type, gpu_model,
 // gpu_milli_seconds, cost_micros, on_demand_micros, idle_gpu_milli_seconds?]), or {"lines": [...], "open": [[epoch,
-// rank, start_ms, price?, min_rental_s?, capacity_type?, provider?], ...]} while segments are open. UsageFromText (the
-// lines) and OpenSegmentsFromText: DataLoss for a malformed value.
+// rank, start_ms, price?, min_rental_s?, capacity_type?, provider?, reservation?], ...]} while segments are open.
+// UsageFromText (the lines) and OpenSegmentsFromText: DataLoss for a malformed value.
 std::string UsageToText(const Usage& usage, const std::vector<OpenSegment>& open = {});
 absl::StatusOr<Usage> UsageFromText(const std::string& text);
 absl::StatusOr<std::vector<OpenSegment>> OpenSegmentsFromText(const std::string& text);

@@ -228,6 +228,24 @@ CREATE TABLE budgets (
 ALTER TABLE join_tokens ADD COLUMN provider TEXT NOT NULL DEFAULT '';
 ALTER TABLE node_credentials ADD COLUMN provider TEXT NOT NULL DEFAULT '';
 )sql",
+    // 16: reserved capacity (store.h ReservationRecord).
+    R"sql(
+CREATE TABLE reservations (
+  id                     TEXT PRIMARY KEY,
+  tenant                 TEXT NOT NULL,
+  gpu_model              TEXT NOT NULL,
+  gpus                   INTEGER NOT NULL,
+  price_micros           INTEGER NOT NULL,
+  start_ns               INTEGER NOT NULL,
+  end_ns                 INTEGER NOT NULL,
+  created_by             TEXT NOT NULL,
+  created_at_ns          INTEGER NOT NULL,
+  nodes                  TEXT NOT NULL,
+  charged_hours          INTEGER NOT NULL,
+  held_gpu_milli_seconds INTEGER NOT NULL,
+  used_gpu_milli_seconds INTEGER NOT NULL
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

@@ -1479,3 +1479,81 @@ absl::Status SqliteStore::MarkBudgetAlerted(const std::string& tenant, const std
 }
 
 }  // namespace gpugeek::store
+
+namespace gpugeek::store {
+
+absl::Status SqliteStore::InsertReservation(const ReservationRecord& r) {
+  if (r.id.empty() || r.tenant.empty()) {
+    return absl::InvalidArgumentError("store: a reservation needs an id and a tenant");
+  }
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO reservations (id, tenant, gpu_model, gpus, price_micros, start_ns, end_ns, created_by, "
+              "created_at_ns, nodes, charged_hours, held_gpu_milli_seconds, used_gpu_milli_seconds) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, r.id).Bind(2, r.tenant).Bind(3, r.gpu_model).Bind(4, int64_t{r.gpus}).Bind(5, r.price_micros);
+  s.Bind(6, ToNs(r.start)).Bind(7, ToNs(r.end)).Bind(8, r.created_by).Bind(9, ToNs(r.created_at));
+  s.Bind(10, fmt::format("{}", fmt::join(r.nodes, ","))).Bind(11, r.charged_hours);
+  s.Bind(12, r.held_gpu_milli_seconds).Bind(13, r.used_gpu_milli_seconds);
+  if (s.Step() != SQLITE_DONE) {
+    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return absl::AlreadyExistsError(fmt::format("store: reservation '{}' already exists", r.id));
+    }
+    return SqliteError(db_, "insert reservation");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::EndReservation(const std::string& id, TimePoint end) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, "UPDATE reservations SET end_ns = MIN(end_ns, ?) WHERE id = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, ToNs(end)).Bind(2, id);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "end reservation");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt::format("no reservation '{}'", id));
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStore::UpdateReservationProgress(const ReservationRecord& r) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "UPDATE reservations SET nodes = ?, charged_hours = ?, held_gpu_milli_seconds = ?, "
+              "used_gpu_milli_seconds = ? WHERE id = ?");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, fmt::format("{}", fmt::join(r.nodes, ","))).Bind(2, r.charged_hours);
+  s.Bind(3, r.held_gpu_milli_seconds).Bind(4, r.used_gpu_milli_seconds).Bind(5, r.id);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update reservation");
+  if (sqlite3_changes(db_) == 0) return absl::NotFoundError(fmt::format("no reservation '{}'", r.id));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ReservationRecord>> SqliteStore::ListReservations() {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT id, tenant, gpu_model, gpus, price_micros, start_ns, end_ns, created_by, created_at_ns, nodes, "
+              "charged_hours, held_gpu_milli_seconds, used_gpu_milli_seconds FROM reservations ORDER BY id");
+  RETURN_IF_ERROR(s.status());
+  std::vector<ReservationRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    ReservationRecord v{.id = s.Text(0),
+                        .tenant = s.Text(1),
+                        .gpu_model = s.Text(2),
+                        .gpus = static_cast<int32_t>(s.Int(3)),
+                        .price_micros = s.Int(4),
+                        .start = FromNs(s.Int(5)),
+                        .end = FromNs(s.Int(6)),
+                        .created_by = s.Text(7),
+                        .created_at = FromNs(s.Int(8)),
+                        .charged_hours = s.Int(10),
+                        .held_gpu_milli_seconds = s.Int(11),
+                        .used_gpu_milli_seconds = s.Int(12)};
+    for (absl::string_view n : absl::StrSplit(s.Text(9), ',', absl::SkipEmpty())) v.nodes.emplace_back(n);
+    out.push_back(std::move(v));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list reservations");
+  return out;
+}
+
+}  // namespace gpugeek::store

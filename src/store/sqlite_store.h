@@ -98,6 +98,10 @@ class SqliteStore final : public Store {
   absl::Status DeleteBudget(const std::string& tenant, const std::string& user) override;
   absl::Status MarkBudgetAlerted(const std::string& tenant, const std::string& user, TimePoint updated_at,
                                  const std::string& period, int percent) override;
+  absl::Status InsertReservation(const ReservationRecord& r) override;
+  absl::Status EndReservation(const std::string& id, TimePoint end) override;
+  absl::Status UpdateReservationProgress(const ReservationRecord& r) override;
+  absl::StatusOr<std::vector<ReservationRecord>> ListReservations() override;
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
 

@@ -231,6 +231,25 @@ struct BudgetRecord {
   TimePoint updated_at;
 };
 
+// A reservation (controlplane/reservations.h): `gpus` GPUs of `gpu_model` held for `tenant` on whole nodes
+// from start to end (wall clock), charged per hour of the term at price_micros (per GPU-hour) for the GPUs
+// held at each hour's close. The operator's columns (the term: end shortened by a cancel) and the writer's
+// (nodes held, hours charged, GPU time held and used) are written apart, so neither overwrites the other.
+struct ReservationRecord {
+  std::string id;  // "rsv-00000001"
+  std::string tenant;
+  std::string gpu_model;
+  int32_t gpus = 0;
+  int64_t price_micros = 0;  // per GPU-hour
+  TimePoint start, end;
+  std::string created_by;
+  TimePoint created_at;
+  std::vector<std::string> nodes;      // held now, by name
+  int64_t charged_hours = 0;           // hours of the term charged so far (the last may be partial)
+  int64_t held_gpu_milli_seconds = 0;  // GPU time charged (held at the close of each charged hour)
+  int64_t used_gpu_milli_seconds = 0;  // the tenant's metered segments on held nodes (usage.h)
+};
+
 // Which ledger records Store::ListLedger returns: seq > after_seq, oldest first, at most `limit`
 // (1..10000); an empty tenant matches every one.
 struct LedgerFilter {
@@ -438,6 +457,22 @@ class Store {
                                          TimePoint /*updated_at*/, const std::string& /*period*/, int /*percent*/) {
     return absl::UnimplementedError("store: this store keeps no budgets");
   }
+
+  // Reservations (controlplane/reservations.h). InsertReservation: AlreadyExists for a taken id,
+  // InvalidArgument for an empty id or tenant. EndReservation sets end to min(end, `end`) (a cancel);
+  // UpdateReservationProgress writes the writer's columns (nodes, charged_hours, held and used GPU time).
+  // Both NotFound for an unknown id. ListReservations: every one, by id. The defaults answer Unimplemented /
+  // nothing (test doubles).
+  virtual absl::Status InsertReservation(const ReservationRecord& /*r*/) {
+    return absl::UnimplementedError("store: this store keeps no reservations");
+  }
+  virtual absl::Status EndReservation(const std::string& /*id*/, TimePoint /*end*/) {
+    return absl::UnimplementedError("store: this store keeps no reservations");
+  }
+  virtual absl::Status UpdateReservationProgress(const ReservationRecord& /*r*/) {
+    return absl::UnimplementedError("store: this store keeps no reservations");
+  }
+  virtual absl::StatusOr<std::vector<ReservationRecord>> ListReservations() { return std::vector<ReservationRecord>{}; }
 
   // Write batch: from BeginWriteBatch until CommitWriteBatch, the calling thread's writes form one
   // transaction, made durable together by the commit (one fsync instead of one per write). Each call

@@ -373,6 +373,49 @@ TEST_F(SqliteStoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
   EXPECT_EQ(store_->ListLedger({.limit = 10001}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SqliteStoreTest, ReservationsInsertEndProgressAndListSurviveAReopen) {
+  const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
+  ReservationRecord r{.id = "rsv-00000001",
+                      .tenant = "team-a",
+                      .gpu_model = "nvidia-h100-80gb",
+                      .gpus = 8,
+                      .price_micros = 2'000'000,
+                      .start = t0,
+                      .end = t0 + std::chrono::hours(720),
+                      .created_by = "admin",
+                      .created_at = t0};
+  ASSERT_TRUE(store_->InsertReservation(r).ok());
+  EXPECT_EQ(store_->InsertReservation(r).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->InsertReservation({.id = "rsv-2"}).code(), absl::StatusCode::kInvalidArgument);
+  // The writer's columns and the operator's apart: a cancel only ever shortens the term.
+  r.nodes = {"n1", "n2"};
+  r.charged_hours = 3;
+  r.held_gpu_milli_seconds = 3 * 8 * 3'600'000;
+  r.used_gpu_milli_seconds = 1'234;
+  r.end = t0;  // not the writer's column: ignored
+  ASSERT_TRUE(store_->UpdateReservationProgress(r).ok());
+  ASSERT_TRUE(store_->EndReservation(r.id, t0 + std::chrono::hours(5)).ok());
+  ASSERT_TRUE(store_->EndReservation(r.id, t0 + std::chrono::hours(9)).ok());
+  EXPECT_EQ(store_->EndReservation("rsv-9", t0).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->UpdateReservationProgress({.id = "rsv-9"}).code(), absl::StatusCode::kNotFound);
+  Reopen();
+  auto all = store_->ListReservations();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  const ReservationRecord& got = (*all)[0];
+  EXPECT_EQ(got.tenant, "team-a");
+  EXPECT_EQ(got.gpu_model, "nvidia-h100-80gb");
+  EXPECT_EQ(got.gpus, 8);
+  EXPECT_EQ(got.price_micros, 2'000'000);
+  EXPECT_EQ(got.start, t0);
+  EXPECT_EQ(got.end, t0 + std::chrono::hours(5));
+  EXPECT_EQ(got.created_by, "admin");
+  EXPECT_EQ(got.nodes, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(got.charged_hours, 3);
+  EXPECT_EQ(got.held_gpu_milli_seconds, 3 * 8 * 3'600'000);
+  EXPECT_EQ(got.used_gpu_milli_seconds, 1'234);
+}
+
 TEST_F(SqliteStoreTest, BudgetsPutReplaceListAndDeleteAndJobsKeepTheirSubmitter) {
   const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
   ASSERT_TRUE(

@@ -54,10 +54,12 @@ void RefundLostWork(ControllerContext& ctx, const LiveJob& live, const ledger::T
                charge.job, memo);
 }
 
-// A segment of member `rank` beginning at `start` on `node`, with the terms the node sells at now: its price,
-// minimum rental, capacity type and provider (its label, set from its join token; one that is not a name
-// makes no ledger account: the platform's own).
-OpenSegment NodeTerms(const State& state, const std::string& node, int64_t epoch, int rank, TimePoint start) {
+// A segment of member `rank` of a job of `tenant` (its ledger name) beginning at `start` on `node`, with the
+// terms the node sells at now: its price, minimum rental, capacity type and provider (its label, set from its
+// join token; one that is not a name makes no ledger account: the platform's own). On a node a reservation of
+// `tenant` holds: nothing more to pay (reservations.h), capacity type "reserved".
+OpenSegment NodeTerms(const State& state, const std::string& node, const std::string& tenant, int64_t epoch, int rank,
+                      TimePoint start) {
   OpenSegment s{.epoch = epoch,
                 .rank = rank,
                 .start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(start.time_since_epoch()).count(),
@@ -69,19 +71,29 @@ OpenSegment NodeTerms(const State& state, const std::string& node, int64_t epoch
   s.price = r.price_micros_per_gpu_hour;
   s.min_rental_s = r.min_rental_s;
   s.capacity_type = r.capacity_type;
-  if (auto p = r.labels.find(std::string(api::kProviderLabel)); p != r.labels.end()) {
-    if (api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) s.provider = p->second;
+  s.provider = ProviderOf(r);
+  if (auto hold = state.reserved.find(node); hold != state.reserved.end() && hold->second.tenant == tenant) {
+    s.price = 0;
+    s.min_rental_s = 0;
+    s.capacity_type = "reserved";
+    s.reservation = hold->second.id;
   }
   return s;
 }
 
 }  // namespace
 
+std::string ProviderOf(const api::Registration& r) {
+  auto p = r.labels.find(std::string(api::kProviderLabel));
+  if (p == r.labels.end() || !api::ValidateName("provider", p->second, api::NameKind::kJob).ok()) return "";
+  return p->second;
+}
+
 OpenSegment SegmentTerms(const State& state, const LiveJob& live, int rank) {
   const MemberStatus& m = live.members[static_cast<size_t>(rank)];
   if (m.segment.terms) return m.segment;
-  return NodeTerms(state, live.allocation.members[static_cast<size_t>(rank)].node, live.record.epoch, rank,
-                   TimePoint{});
+  return NodeTerms(state, live.allocation.members[static_cast<size_t>(rank)].node, SecretTenant(live.record.tenant),
+                   live.record.epoch, rank, TimePoint{});
 }
 
 bool MemberIdle(const ControllerContext& ctx, const AllocationMember& member) {
@@ -154,6 +166,13 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Durati
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(*usage, open);
   ASSIGN_OR_RETURN(live.record, ctx.store.UpdateJob(next));
+  // Reserved capacity used (reservations.h), with the usage.
+  if (ctx.billing != nullptr && !terms.reservation.empty()) {
+    if (absl::Status st = ctx.billing->reservations().AddUsed(terms.reservation, milli * ToMillis(elapsed) / 1000);
+        !st.ok()) {
+      spdlog::error("billing: counting {}'s use of reservation {}: {}", live.record.id, terms.reservation, st);
+    }
+  }
   // The charge commits with the usage (the pass's one transaction, billing.h).
   if (ctx.billing != nullptr && price > 0) {
     const ledger::ChargeInput in{
@@ -187,8 +206,8 @@ absl::Status StartMetering(ControllerContext& ctx, LiveJob& live, int rank) {
   m.running_since = ctx.clock.Monotonic();
   std::vector<OpenSegment> open = OpenSegmentsFromText(live.record.usage_json).value_or(std::vector<OpenSegment>{});
   std::erase_if(open, [rank](const OpenSegment& o) { return o.rank == rank; });
-  m.segment = NodeTerms(ctx.state, live.allocation.members[static_cast<size_t>(rank)].node, live.record.epoch, rank,
-                        ctx.clock.Now());
+  m.segment = NodeTerms(ctx.state, live.allocation.members[static_cast<size_t>(rank)].node,
+                        SecretTenant(live.record.tenant), live.record.epoch, rank, ctx.clock.Now());
   open.push_back(m.segment);
   store::JobRecord next = live.record;
   next.usage_json = UsageToText(UsageFromText(live.record.usage_json).value_or(Usage{}), open);

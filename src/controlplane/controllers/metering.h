@@ -52,6 +52,10 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Durati
 // show.
 OpenSegment SegmentTerms(const State& state, const LiveJob& live, int rank);
 
+// The provider a node's sales are paid to: its provider label (set by the server from its join token), ""
+// for none or one that is not a name (the platform's own node).
+std::string ProviderOf(const api::Registration& r);
+
 // Whether every GPU of `member` reads idle (utilisation below api::kIdleUtilizationPercent) in its
 // node's latest heartbeat; false for a member without GPUs, or a GPU without a reading.
 bool MemberIdle(const ControllerContext& ctx, const AllocationMember& member);

@@ -12,6 +12,8 @@
 #include "controlplane/job_request.h"
 #include "controlplane/log_store.h"
 #include "controlplane/metrics.h"
+#include "controlplane/reservations.h"
+#include "controlplane/secrets.h"
 #include "sched/registry.h"
 
 namespace gpugeek::controlplane {
@@ -266,10 +268,16 @@ void SchedulingController::Rebuild(ControllerContext& ctx) {
   std::vector<sched::NodeSpec> specs;
   for (const auto& [name, s] : ctx.state.nodes) {
     if (s.down || s.suspect || s.cordoned || s.blocked_until) continue;
+    auto hold = ctx.state.reserved.find(name);
     for (const SchedNode& sn : s.sched_nodes) {
       sched_index_[sn.spec.name] = static_cast<sched::NodeIndex>(specs.size());
       sched_nodes_.push_back(&sn);
       specs.push_back(sn.spec);
+      if (hold != ctx.state.reserved.end()) {
+        // Held by a reservation (reservations.h): its tenant's alone, whatever the node's own labels say.
+        specs.back().labels[sched::kReservedForLabel] = hold->second.tenant;
+        specs.back().labels[kReservationLabel] = hold->second.id;
+      }
     }
   }
   auto cluster = sched::Cluster::Create(std::move(specs));
@@ -361,9 +369,18 @@ absl::StatusOr<sched::AttemptOutcome> SchedulingController::Attempt(ControllerCo
   const std::string data_region = !job.record.checkpoint_region.empty() ? job.record.checkpoint_region
                                   : job.spec.ok()                       ? job.spec->resources.data_region
                                                                         : "";
+  // The tenant's reserved capacity first (reservations.h), then the rest as it prefers.
+  const std::string tenant = SecretTenant(job.record.tenant);
+  std::vector<std::string> reservations;
+  for (const auto& [node, hold] : ctx.state.reserved) {
+    if (hold.tenant == tenant && std::find(reservations.begin(), reservations.end(), hold.id) == reservations.end()) {
+      reservations.push_back(hold.id);
+    }
+  }
   for (const sched::Request& request :
-       PreferringDataRegion(AvoidingRegions(*job.requests, known_regions_, avoid_regions_), known_regions_, data_region,
-                            ctx.options.region_latency)) {
+       PreferringReservations(PreferringDataRegion(AvoidingRegions(*job.requests, known_regions_, avoid_regions_),
+                                                   known_regions_, data_region, ctx.options.region_latency),
+                              tenant, reservations)) {
     StoreBinder binder(ctx, sched_nodes_, job.record);
     auto attempt =
         sched::ScheduleWithinQuota(queue_.ledger(), job_id, job.record.tenant, request, *framework_, binder, now);

@@ -165,6 +165,16 @@ struct State {
   // those regions for ControlPlaneOptions::reclaim_avoid when it can (controllers/scheduling.h).
   std::map<std::string, MonoTime> reclaimed_regions;
 
+  // The nodes reservations hold now (reservations.h), by node name: kept by ReservationController
+  // (controllers/reservation.h); the scheduler's pool marks them reserved for the tenant, and segments on
+  // them of the tenant's jobs are priced under the reservation (controllers/metering.h).
+  struct ReservationHold {
+    std::string id;
+    std::string tenant;
+    bool operator==(const ReservationHold&) const = default;
+  };
+  std::map<std::string, ReservationHold> reserved;
+
   // Allocations released since the scheduler last looked (job ids): it returns their resources to its
   // pool in place rather than rebuilding it.
   std::vector<std::string> released;

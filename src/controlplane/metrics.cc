@@ -155,6 +155,18 @@ void WriteBilling(ControlPlane& cp, Writer& w) {
   for (const store::BudgetRecord& b : budgets) {
     w.Sample({{"tenant", b.tenant}, {"user", b.user}}, static_cast<double>(b.monthly_limit_micros));
   }
+  // Reserved capacity (reservations.h): GPU time held (charged) and used by the tenant on its held nodes.
+  w.Family("gpugeek_reservation_gpu_seconds",
+           "A reservation's GPU time: kind=\"held\" (charged, hour by hour) or \"used\" (its tenant's segments on "
+           "held nodes, open ones too); held - used went unused.",
+           Type::kGauge);
+  for (const store::ReservationRecord& r : cp.billing().reservations().List("")) {
+    const int64_t used = r.used_gpu_milli_seconds + cp.billing().reservations().OpenUsed(r.id);
+    for (const auto& [kind, milli_seconds] : {std::pair{"held", r.held_gpu_milli_seconds}, std::pair{"used", used}}) {
+      w.Sample({{"reservation", r.id}, {"tenant", r.tenant}, {"model", r.gpu_model}, {"kind", kind}},
+               static_cast<double>(milli_seconds) / 1000.0);
+    }
+  }
 }
 
 }  // namespace

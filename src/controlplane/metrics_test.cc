@@ -170,6 +170,35 @@ TEST_F(ControlPlaneMetricsTest, SpendBalancesAndPayablesFromTheLedger) {
                                   "capacity_type=\"on-demand\"} 10000000\n"));
 }
 
+// A reservation of the node's 8 GPUs for the default tenant at 1.00: after an hour, 8 GPU-hours held (28800 s)
+// and the one-GPU job that ran on it for 30 min used 1800 s of them.
+TEST_F(ControlPlaneMetricsTest, ReservedGpuTimeHeldAndUsed) {
+  Register("node-a", "8xA100-SXM-80GB");
+  const TimePoint t0 = clock_.Now();
+  ASSERT_TRUE(cp_->billing()
+                  .reservations()
+                  .Create({.tenant = "default",
+                           .gpu_model = "A100-SXM-80GB",
+                           .gpus = 8,
+                           .price_micros = 1'000'000,
+                           .start = t0,
+                           .end = t0 + std::chrono::hours(24)})
+                  .ok());
+  cp_->Reconcile();
+  const std::string one = Submit("name: one\nresources: {accelerators: A100-SXM-80GB:1}\nrun: x\n");
+  cp_->Reconcile();
+  Beat("node-a", {{one, 1, api::WorkloadPhase::kRunning}});
+  clock_.Advance(std::chrono::minutes(30));
+  Beat("node-a", {{one, 1, api::WorkloadPhase::kExited, 0}});
+  clock_.Advance(std::chrono::minutes(30));
+  Beat("node-a");
+  const std::string text = Render();
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_reservation_gpu_seconds{reservation=\"rsv-00000001\",tenant=\"default\","
+                              "model=\"A100-SXM-80GB\",kind=\"held\"} 28800\n"));
+  EXPECT_THAT(text, HasSubstr("\ngpugeek_reservation_gpu_seconds{reservation=\"rsv-00000001\",tenant=\"default\","
+                              "model=\"A100-SXM-80GB\",kind=\"used\"} 1800\n"));
+}
+
 TEST_F(ControlPlaneMetricsTest, SharedGpuLeavesAStrandedRemainder) {
   Register("node-a", "8xA100-SXM-80GB");
   const std::string share = Submit("name: share\nresources: {accelerators: A100-SXM-80GB:0.7, cpus: 1}\nrun: x\n");

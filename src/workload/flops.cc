@@ -163,13 +163,26 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   const int model_ranks = l.tp * cp;
   const int per_node = model_ranks <= domain ? std::max(1, std::min(replicas, domain / model_ranks)) : 1;
   const double dp_bw = replicas * model_ranks <= domain ? intra : inter * per_node;
-  double dp = RingAllReduceSeconds(grad_bytes, replicas, dp_bw) * (o.zero_stage >= 2 ? 0.5 : 1.0);
+  const double hop = replicas * model_ranks <= domain ? model.nvlink_hop_latency_s : model.network_hop_latency_s;
+  // One ring collective per layer and pass: r - 1 steps each (NCCL's AllGather / ReduceScatter are rings).
+  const double per_layer_latency = layers_on_stage * (replicas - 1.0) * hop;
+  if (o.zero_stage >= 2 && replicas > 1) {
+    // ZeRO-2/3 keep only their partition of the gradients, so every micro-batch's backward reduce-scatters
+    // them (DeepSpeed reduces at each micro-step under gradient accumulation), behind that backward.
+    const double rs = (replicas - 1.0) / replicas * grad_bytes / dp_bw + per_layer_latency;
+    t.dp_comm_s += m * (o.features.serial_grad_reduce ? rs : std::max(0.0, rs - 2.0 / 3.0 * compute_mb));
+  }
   if (o.zero_stage >= 3 && replicas > 1) {
-    // Parameters gathered for every micro-batch's forward and backward, prefetched behind compute.
-    const double gather = 2 * (replicas - 1.0) / replicas * 2 * shard.Params() / dp_bw;
+    // Parameters gathered for every micro-batch's forward and backward (and the recomputed forward), layer by
+    // layer, prefetched behind compute.
+    const double passes = o.recompute == Recompute::kFull ? 3 : 2;
+    const double gather = passes * ((replicas - 1.0) / replicas * 2 * shard.Params() / dp_bw + per_layer_latency);
     t.dp_comm_s += m * std::max(0.0, gather - compute_mb);
   }
-  t.dp_comm_s += o.features.serial_grad_reduce ? dp : std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
+  if (o.zero_stage < 2) {
+    const double dp = RingAllReduceSeconds(grad_bytes, replicas, dp_bw);
+    t.dp_comm_s += o.features.serial_grad_reduce ? dp : std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
+  }
   if (o.offload_optimizer) {
     const double host_link =
         static_cast<double>(gpu.interconnect.PcieBytesPerSecond()) / 2 * model.collective_efficiency;

@@ -9,6 +9,13 @@
 #include "common/status_macros.h"
 
 namespace gpugeek::controlplane {
+namespace {
+
+// How many segments one member may have in one epoch (a charge id and its "/2".."/N"): splits at
+// reservation boundaries add segments.
+constexpr int kMaxSegmentsPerId = 1000;
+
+}  // namespace
 
 Billing::Billing(store::Store& store, Clock& clock, const BillingOptions& options)
     : store_(store), clock_(clock), options_(options) {}
@@ -62,9 +69,10 @@ absl::Status Billing::Reload() {
       }
     }
   }
-  // The budgets after the ledger: a failure here leaves the ledger reloaded all the same.
-  RETURN_IF_ERROR(budgets_->Reload());
-  return reservations_->Reload();
+  // The budgets and reservations after the ledger: a failure of one leaves the others reloaded all the same.
+  const absl::Status budgets = budgets_->Reload();
+  const absl::Status reservations = reservations_->Reload();
+  return budgets.ok() ? reservations : budgets;
 }
 
 absl::StatusOr<ledger::Transaction> Billing::Post(const ledger::Transaction& txn) {
@@ -106,23 +114,27 @@ absl::StatusOr<std::optional<ledger::Transaction>> Billing::GrantTrial(const std
   return txn;
 }
 
-absl::StatusOr<std::optional<ledger::Transaction>> Billing::Charge(ledger::ChargeInput in) {
+absl::StatusOr<std::optional<ledger::Transaction>> Billing::Charge(ledger::ChargeInput in, bool once) {
   in.fee_bps = options_.platform_fee_bps;
   if (in.at == TimePoint{}) in.at = clock_.Now();
   const std::string base = in.id;
-  for (int attempt = 1; attempt <= 16; ++attempt) {
+  for (int attempt = 1; attempt <= kMaxSegmentsPerId; ++attempt) {
     in.id = attempt == 1 ? base : fmt::format("{}/{}", base, attempt);
     absl::StatusOr<std::optional<ledger::Transaction>> txn;
     {
       MutexLock lock(&mu_);
-      if (ledger_.Find(in.id) != nullptr) continue;  // a different segment of the same member and epoch
+      if (ledger_.Find(in.id) != nullptr) {
+        if (once) return std::nullopt;  // charged already
+        continue;                       // a different segment of the same member and epoch
+      }
       txn = ledger::Charge(ledger_, in);
     }
     if (!txn.ok() || !txn->has_value()) return txn;
     ASSIGN_OR_RETURN(ledger::Transaction posted, Post(**txn));
     return posted;
   }
-  return absl::ResourceExhaustedError(fmt::format("billing: 16 segments charged as {} already", base));
+  return absl::ResourceExhaustedError(
+      fmt::format("billing: {} segments charged as {} already", kMaxSegmentsPerId, base));
 }
 
 absl::StatusOr<int> Billing::ExpireDue() {

@@ -69,8 +69,9 @@ class Billing {
   // The trial credit of `tenant` ("grant/T/trial"), once; nullopt when options grant none.
   absl::StatusOr<std::optional<ledger::Transaction>> GrantTrial(const std::string& tenant);
   // Writer's pass only (see above). Charges a metered segment (ledger::Charge): nullopt when under a
-  // micro-unit. The id is tried with "/2", "/3"... when taken by a different segment.
-  absl::StatusOr<std::optional<ledger::Transaction>> Charge(ledger::ChargeInput in);
+  // micro-unit. The id is tried with "/2", "/3"... (up to "/1000") when taken by a different segment; with
+  // `once`, a taken id means charged already: nullopt, nothing posted (a reservation's hour).
+  absl::StatusOr<std::optional<ledger::Transaction>> Charge(ledger::ChargeInput in, bool once = false);
   // Writer's pass only. Posts every expiry due now; returns how many.
   absl::StatusOr<int> ExpireDue();
 

@@ -172,6 +172,8 @@ absl::Status ControlPlane::Load() {
     // A restarted server gives every node a fresh lease to say it is still there (a reload keeps them).
     if (!leases_.Get(n.id)) leases_.Grant(n.id, reg->instance_id, now, wall);
   }
+  // The nodes reservations hold, before the first pass prices a segment (controllers/reservation.h).
+  state_.reserved = HeldNodes(billing_->reservations(), wall);
   ASSIGN_OR_RETURN(auto jobs, AllJobs(store_));
   int64_t next = 1;
   for (store::JobRecord& j : jobs) {

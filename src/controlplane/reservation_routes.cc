@@ -26,7 +26,7 @@ constexpr double kMilliGpuSecondsPerGpuHour = 3'600'000.0;
 
 J ReservationJson(ControlPlane& cp, const store::ReservationRecord& r) {
   const TimePoint now = cp.clock().Now();
-  const std::string state = now < r.start ? "scheduled" : now < r.end ? "active" : "ended";
+  const std::string state = now >= r.end ? "ended" : now < r.start ? "scheduled" : "active";
   const int64_t elapsed_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::clamp(now, r.start, r.end) - r.start).count();
   const int64_t used = r.used_gpu_milli_seconds + cp.billing().reservations().OpenUsed(r.id);
@@ -123,8 +123,13 @@ absl::StatusOr<Reply> Create(ControlPlane& cp, const Accounts& accounts, const P
     if (!absl::ParseTime(absl::RFC3339_full, start, &t, &err)) {
       return reader.Error("start", "an RFC 3339 time, e.g. \"2027-01-01T00:00:00Z\": " + err);
     }
+    // Bounded before any arithmetic on it (a time past 2262 does not fit the clock's nanoseconds).
+    const absl::Time now_abs = absl::FromUnixNanos(now.time_since_epoch().count());
+    if (t < now_abs - absl::Minutes(1)) return reader.Error("start", "must not lie in the past");
+    if (t > now_abs + absl::Hours(24 * (3 * 365 + 1))) {
+      return reader.Error("start", "must lie within 3 years and a day from now");
+    }
     v.start = TimePoint(std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(absl::ToUnixNanos(t))));
-    if (v.start < now - std::chrono::minutes(1)) return reader.Error("start", "must not lie in the past");
   }
   v.end = v.start + std::chrono::hours(hours);
   v.created_by = who.user;

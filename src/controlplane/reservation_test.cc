@@ -217,8 +217,71 @@ TEST_F(ReservationTest, BadReservationsNameTheField) {
   r = good;
   r.end = t0 + hours(24 * 3 * 366);
   EXPECT_TRUE(absl::StartsWith(field(r), "term:")) << field(r);
-  EXPECT_TRUE(book.List("").empty());
+  r = good;
+  r.start = t0 + hours(24 * 3 * 366);
+  r.end = r.start + hours(1);
+  EXPECT_TRUE(absl::StartsWith(field(r), "start:")) << field(r);
+  r = good;
+  r.start = t0 - hours(1);
+  EXPECT_TRUE(absl::StartsWith(field(r), "start:")) << field(r);
+  // The whole term's cost must be one amount the ledger can post: 10^15 micro-units.
+  r = good;
+  r.price_micros = 1'000'000'000'000'000;
+  ASSERT_TRUE(book.Create(r).ok());
+  r.gpus = 2;
+  EXPECT_TRUE(absl::StartsWith(field(r), "price:")) << field(r);
+  EXPECT_EQ(book.List("").size(), 1u);
   EXPECT_EQ(book.Cancel("rsv-9").status().code(), absl::StatusCode::kNotFound);
+}
+
+// Charged hours whose progress was not stored (a pass whose charges committed but whose progress write failed)
+// are not charged again: each hour's charge is posted once by id.
+TEST_F(ReservationTest, AnHourWhoseProgressWasLostIsNotChargedTwice) {
+  const TimePoint t0 = clock_.Now();
+  auto created = cp_->billing().reservations().Create({.tenant = "team-a",
+                                                       .gpu_model = kModel,
+                                                       .gpus = 1,
+                                                       .price_micros = 1'000'000,
+                                                       .start = t0,
+                                                       .end = t0 + hours(5)});
+  ASSERT_TRUE(created.ok()) << created.status();
+  cp_->Reconcile();
+  clock_.Advance(hours(2));
+  for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
+  cp_->Reconcile();
+  ASSERT_EQ(ReservationCharges().size(), 2u);
+  store::ReservationRecord lost = Reserved(created->id);
+  lost.charged_hours = 0;
+  lost.held_gpu_milli_seconds = 0;
+  ASSERT_TRUE(cp_->billing().reservations().SetProgress(lost).ok());
+  cp_->Reconcile();
+  EXPECT_EQ(ReservationCharges().size(), 2u);
+  EXPECT_EQ(Reserved(created->id).charged_hours, 2);
+  EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-2'000'000));
+}
+
+// A reservation cancelled before its term begins ends at its start: it holds nothing and costs nothing.
+TEST_F(ReservationTest, ACancelBeforeTheStartCostsNothing) {
+  const TimePoint t0 = clock_.Now();
+  auto created = cp_->billing().reservations().Create({.tenant = "team-a",
+                                                       .gpu_model = kModel,
+                                                       .gpus = 1,
+                                                       .price_micros = 1'000'000,
+                                                       .start = t0 + hours(1),
+                                                       .end = t0 + hours(3)});
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto cancelled = cp_->billing().reservations().Cancel(created->id);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->end, t0 + hours(1));
+  Restart();
+  EXPECT_EQ(Reserved(created->id).end, t0 + hours(1));
+  for (int h = 0; h < 4; ++h) {
+    clock_.Advance(hours(1));
+    for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
+    cp_->Reconcile();
+    EXPECT_TRUE(Reserved(created->id).nodes.empty());
+  }
+  EXPECT_TRUE(ReservationCharges().empty());
 }
 
 }  // namespace

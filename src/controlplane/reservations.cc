@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/numbers.h"
 #include "common/status_macros.h"
 #include "ledger/money.h"
@@ -40,10 +41,17 @@ absl::StatusOr<store::ReservationRecord> Reservations::Create(store::Reservation
   if (r.price_micros < 1 || r.price_micros > ledger::kMaxPostingMicros) {
     return absl::InvalidArgumentError("price: per GPU-hour, above 0 and at most 1000000000.00");
   }
+  if (r.start < now - std::chrono::minutes(1) || r.start > now + kMaxReservationTerm) {
+    return absl::InvalidArgumentError("start: from now to 3 years and a day ahead");
+  }
   if (r.end - r.start < std::chrono::hours(1) || r.end - r.start > kMaxReservationTerm) {
     return absl::InvalidArgumentError("term: from 1 hour to 3 years and a day (end after start)");
   }
-  if (r.end <= now) return absl::InvalidArgumentError("end: the term has ended already");
+  // The whole term's cost is one amount the ledger can post (so is every hour's charge, and the report's sum).
+  const int64_t term_hours = std::chrono::ceil<std::chrono::hours>(r.end - r.start).count();
+  if (absl::int128(r.price_micros) * r.gpus * term_hours > ledger::kMaxPostingMicros) {
+    return absl::InvalidArgumentError("price: gpus x hours x price must be at most 1000000000.00");
+  }
   r.created_at = now;
   r.nodes.clear();
   r.charged_hours = 0;
@@ -57,7 +65,7 @@ absl::StatusOr<store::ReservationRecord> Reservations::Create(store::Reservation
   MutexLock lock(&mu_);
   auto it = std::lower_bound(reservations_.begin(), reservations_.end(), r.id,
                              [](const store::ReservationRecord& a, const std::string& id) { return a.id < id; });
-  reservations_.insert(it, r);
+  if (it == reservations_.end() || it->id != r.id) reservations_.insert(it, r);  // a Reload may have loaded it
   return r;
 }
 
@@ -67,7 +75,7 @@ absl::StatusOr<store::ReservationRecord> Reservations::Cancel(const std::string&
   MutexLock lock(&mu_);
   for (store::ReservationRecord& r : reservations_) {
     if (r.id != id) continue;
-    r.end = std::min(r.end, now);
+    r.end = std::max(std::min(r.end, now), r.start);  // as the store: a term not begun ends at its start
     return r;
   }
   return absl::NotFoundError(fmt::format("no reservation '{}'", id));

@@ -48,10 +48,11 @@ class Reservations {
 
   // Stores a new reservation (its id, "rsv-NNNNNNNN", and created_at set here; the writer's columns
   // cleared). InvalidArgument naming the field: tenant and gpu_model non-empty, gpus 1..100000,
-  // price_micros 1..10^15 per GPU-hour, a term of 1 h to kMaxReservationTerm, not ended already.
+  // price_micros >= 1 per GPU-hour with gpus x hours x price <= 10^15 (ledger::kMaxPostingMicros), a start
+  // from now (a minute's slack) to kMaxReservationTerm ahead, a term of 1 h to kMaxReservationTerm.
   absl::StatusOr<store::ReservationRecord> Create(store::ReservationRecord r);
-  // Ends the term of `id` now (or leaves it, when it ended before): charged up to now, its nodes given back
-  // by the next pass. NotFound for an unknown id.
+  // Ends the term of `id` now (or leaves it, when it ended before; one not begun ends at its start, charged
+  // nothing): charged up to now, its nodes given back by the next pass. NotFound for an unknown id.
   absl::StatusOr<store::ReservationRecord> Cancel(const std::string& id);
   // Every reservation of `tenant` ("" = every tenant's), by id.
   std::vector<store::ReservationRecord> List(const std::string& tenant) const;

@@ -1507,7 +1507,7 @@ absl::Status SqliteStore::InsertReservation(const ReservationRecord& r) {
 
 absl::Status SqliteStore::EndReservation(const std::string& id, TimePoint end) {
   std::unique_lock<std::mutex> lock = Acquire();
-  Statement s(*statements_, "UPDATE reservations SET end_ns = MIN(end_ns, ?) WHERE id = ?");
+  Statement s(*statements_, "UPDATE reservations SET end_ns = MAX(start_ns, MIN(end_ns, ?)) WHERE id = ?");
   RETURN_IF_ERROR(s.status());
   s.Bind(1, ToNs(end)).Bind(2, id);
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "end reservation");

@@ -459,8 +459,8 @@ class Store {
   }
 
   // Reservations (controlplane/reservations.h). InsertReservation: AlreadyExists for a taken id,
-  // InvalidArgument for an empty id or tenant. EndReservation sets end to min(end, `end`) (a cancel);
-  // UpdateReservationProgress writes the writer's columns (nodes, charged_hours, held and used GPU time).
+  // InvalidArgument for an empty id or tenant. EndReservation sets end to max(start, min(end, `end`)) (a
+  // cancel); UpdateReservationProgress writes the writer's columns (nodes, charged_hours, held and used GPU time).
   // Both NotFound for an unknown id. ListReservations: every one, by id. The defaults answer Unimplemented /
   // nothing (test doubles).
   virtual absl::Status InsertReservation(const ReservationRecord& /*r*/) {

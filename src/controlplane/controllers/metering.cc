@@ -134,7 +134,7 @@ std::map<std::string, int64_t> OnDemandPrices(const State& state) {
   return best;
 }
 
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago) {
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago, bool split) {
   MemberStatus& m = live.members[static_cast<size_t>(rank)];
   if (!m.running_since) return absl::OkStatus();
   const Duration until_now = ctx.clock.Monotonic() - *m.running_since;
@@ -150,7 +150,7 @@ absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Durati
   const std::string& capacity = terms.capacity_type;
   const std::string& provider = terms.provider;
   const int64_t price = terms.price;
-  const Duration billed = std::max<Duration>(elapsed, std::chrono::seconds(terms.min_rental_s));
+  const Duration billed = split ? elapsed : std::max<Duration>(elapsed, std::chrono::seconds(terms.min_rental_s));
   absl::StatusOr<Usage> usage = UsageFromText(live.record.usage_json);
   if (!usage.ok()) {
     spdlog::warn("control plane: job {}: {}; metering starts over", live.record.id, usage.status());

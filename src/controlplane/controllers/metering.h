@@ -45,7 +45,9 @@ void ResumeOpenSegments(LiveJob& live, MonoTime now, TimePoint wall);
 // type, with its idle time, is added to the job's usage and stored, and charged. A segment of a placement
 // the platform failed (LiveJob::platform_loss) is refunded its work since the last checkpoint. No-op for a
 // member not metering. Errors: the store's.
-absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago = Duration::zero());
+// `split`: the segment ends only because its price changes (a reservation's boundary): no minimum rental.
+absl::Status MeterMember(ControllerContext& ctx, LiveJob& live, int rank, Duration ended_ago = Duration::zero(),
+                         bool split = false);
 
 // The terms member `rank` of `live` runs under: those its open segment began with, or, for a segment
 // stored without them, its node's now. What metering charges, the budget controller estimates and job views

@@ -10,12 +10,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/absl_fmt.h"
 #include "controlplane/billing.h"
 #include "controlplane/controllers/metering.h"
 #include "controlplane/reservations.h"
 #include "controlplane/secrets.h"
 #include "ledger/wallet.h"
+#include "sched/request.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -34,6 +37,17 @@ int GpusOf(const NodeState& node, const std::string& model) {
 // Whether a reservation may keep (or take) `node`: in the pool, up and not cordoned.
 bool InPool(const NodeState& node) { return !node.down && !node.cordoned; }
 
+// Whether the operator reserved the node (label sched::kReservedForLabel) to tenants that do not include
+// `tenant`: a reservation never takes such a node.
+bool ReservedToOthers(const api::Registration& r, const std::string& tenant) {
+  auto it = r.labels.find(sched::kReservedForLabel);
+  if (it == r.labels.end()) return false;
+  for (absl::string_view t : absl::StrSplit(it->second, ',')) {
+    if (absl::StripAsciiWhitespace(t) == tenant) return false;
+  }
+  return true;
+}
+
 // Charges each hour of `r`'s term that closed by `wall` and was not charged yet, for its nodes up then.
 void ChargeClosedHours(ControllerContext& ctx, store::ReservationRecord& r, TimePoint wall,
                        const std::map<std::string, int64_t>& on_demand) {
@@ -44,11 +58,14 @@ void ChargeClosedHours(ControllerContext& ctx, store::ReservationRecord& r, Time
     if (hour_end > wall) return;
     const int64_t millis = Millis(hour_end - hour_start);
     auto reference = on_demand.find(r.gpu_model);
+    int64_t held = 0;  // GPUs charged this hour so far: never more than reserved
     for (const std::string& name : r.nodes) {
       auto node = ctx.state.nodes.find(name);
-      if (node == ctx.state.nodes.end() || node->second.down) continue;
-      const int gpus = GpusOf(node->second, r.gpu_model);
-      if (gpus == 0) continue;
+      // A node silent at the close (suspect or down) is not charged for the hour.
+      if (node == ctx.state.nodes.end() || node->second.down || node->second.suspect) continue;
+      const int gpus = static_cast<int>(std::min<int64_t>(GpusOf(node->second, r.gpu_model), r.gpus - held));
+      if (gpus <= 0) continue;
+      held += gpus;
       const ledger::ChargeInput in{
           .id = fmt::format("reservation/{}/h{}/{}", r.id, r.charged_hours, name),
           .tenant = r.tenant,
@@ -63,11 +80,13 @@ void ChargeClosedHours(ControllerContext& ctx, store::ReservationRecord& r, Time
           .capacity_type = "reserved",
           .at = hour_end,
           .memo = fmt::format("reservation {} hour {}: {} GPUs on {}", r.id, r.charged_hours + 1, gpus, name)};
-      if (absl::Status st = ctx.billing->Charge(in).status(); !st.ok()) {
-        spdlog::error("billing: charging {}: {}", in.id, st);
+      // Once per id: a pass that charged the hour but failed to store its progress is not charged twice.
+      if (absl::Status st = ctx.billing->Charge(in, /*once=*/true).status(); !st.ok()) {
+        spdlog::error("billing: charging {} (retried next pass): {}", in.id, st);
+        return;
       }
-      r.held_gpu_milli_seconds += int64_t{gpus} * millis;
     }
+    r.held_gpu_milli_seconds += held * millis;
     ++r.charged_hours;
   }
 }
@@ -99,7 +118,7 @@ void Hold(ControllerContext& ctx, store::ReservationRecord& r, std::set<std::str
   for (const auto& [name, node] : ctx.state.nodes) {
     const int gpus = GpusOf(node, r.gpu_model);
     if (gpus == 0 || taken.contains(name) || !InPool(node) || node.suspect || node.blocked_until ||
-        node.registration.capacity_type == "spot") {
+        node.registration.capacity_type == "spot" || ReservedToOthers(node.registration, r.tenant)) {
       continue;
     }
     candidates.emplace_back(busy[name], -gpus, name);
@@ -117,7 +136,7 @@ void Hold(ControllerContext& ctx, store::ReservationRecord& r, std::set<std::str
 
 // Ends and begins again every running member's segment whose reservation pricing no longer matches its
 // node's hold; returns the open segments' milli-GPU-seconds so far by reservation.
-std::map<std::string, int64_t> SplitSegments(ControllerContext& ctx, MonoTime now) {
+std::map<std::string, int64_t> SplitSegments(ControllerContext& ctx, MonoTime now, TimePoint wall) {
   std::map<std::string, int64_t> open;
   for (auto& [id, live] : ctx.state.live) {
     const std::string tenant = SecretTenant(live.record.tenant);
@@ -131,7 +150,16 @@ std::map<std::string, int64_t> SplitSegments(ControllerContext& ctx, MonoTime no
         spdlog::info(
             "control plane: {} rank {} on {}: {}; its segment ends here", id, member.rank, member.node,
             expected.empty() ? "the reservation " + m.segment.reservation + " ended" : "now reserved by " + expected);
-        if (absl::Status st = MeterMember(ctx, live, member.rank); !st.ok()) {
+        // Ended at the boundary: the term's end when that passed (a pass runs a little after it); a provider's
+        // minimum rental is not billed for a split.
+        Duration ended_ago = Duration::zero();
+        if (expected.empty()) {
+          if (std::optional<store::ReservationRecord> was = ctx.billing->reservations().Find(m.segment.reservation);
+              was && was->end <= wall) {
+            ended_ago = wall - was->end;
+          }
+        }
+        if (absl::Status st = MeterMember(ctx, live, member.rank, ended_ago, /*split=*/true); !st.ok()) {
           spdlog::error("control plane: metering {} rank {}: {}", id, member.rank, st);
           continue;
         }
@@ -150,6 +178,15 @@ std::map<std::string, int64_t> SplitSegments(ControllerContext& ctx, MonoTime no
 }
 
 }  // namespace
+
+std::map<std::string, State::ReservationHold> HeldNodes(const Reservations& reservations, TimePoint wall) {
+  std::map<std::string, State::ReservationHold> holds;
+  for (const store::ReservationRecord& r : reservations.List("")) {
+    if (wall < r.start || wall >= r.end) continue;
+    for (const std::string& node : r.nodes) holds[node] = {.id = r.id, .tenant = r.tenant};
+  }
+  return holds;
+}
 
 void ReservationController::Reconcile(ControllerContext& ctx, MonoTime now) {
   if (ctx.billing == nullptr) return;
@@ -184,7 +221,7 @@ void ReservationController::Reconcile(ControllerContext& ctx, MonoTime now) {
     ctx.state.reserved = std::move(holds);
     ctx.state.CapacityChanged();
   }
-  book.SetOpenUsed(SplitSegments(ctx, now));
+  book.SetOpenUsed(SplitSegments(ctx, now, wall));
 }
 
 }  // namespace gpugeek::controlplane

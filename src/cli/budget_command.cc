@@ -20,22 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-// Every budget GET /v1/budgets gives the caller (all pages), with the period.
-json AllBudgets(const std::string& cmd, http::Client& client, const std::string& tenant) {
-  json all = {{"budgets", json::array()}};
-  std::string after;
-  for (;;) {
-    std::string path = "/v1/budgets?limit=1000";
-    if (!tenant.empty()) path += "&tenant=" + UrlEncode(tenant);
-    if (!after.empty()) path += "&after=" + UrlEncode(after);
-    json page = OrFail(cmd, client.Get(path));
-    all["period"] = page["period"];
-    for (json& b : page["budgets"]) all["budgets"].push_back(std::move(b));
-    if (page["next_after"].is_null()) return all;
-    after = page["next_after"].get<std::string>();
-  }
-}
-
 // The scope's path: /v1/tenants/T/budget or /v1/users/U/budget; exits with a usage error unless exactly
 // one of the two is given.
 std::string ScopePath(const std::string& cmd, const std::string& tenant, const std::string& user) {
@@ -61,7 +45,10 @@ void RegisterBudgetCommands(CLI::App& app) {
   budget->callback([o, budget] {
     if (budget->get_subcommands().size() > 0) return;
     const std::string cmd = "budget";
-    json all = AllBudgets(cmd, *Connect(cmd, o->flags), o->tenant);
+    json page;
+    const std::string path = "/v1/budgets" + (o->tenant.empty() ? "" : "?tenant=" + UrlEncode(o->tenant));
+    json all = {{"budgets", AllPages(cmd, *Connect(cmd, o->flags), path, "budgets", &page)}};
+    all["period"] = page["period"];
     if (o->flags.json) return PrintJson(all);
     if (all["budgets"].empty()) {
       std::cout << "No budgets. An operator sets one with `gpugeek budget set --tenant T --monthly AMOUNT`.\n";

@@ -113,6 +113,22 @@ nlohmann::json OrFail(const std::string& cmd, absl::StatusOr<nlohmann::json> rep
   return std::move(*reply);
 }
 
+nlohmann::json AllPages(const std::string& cmd, http::Client& client, const std::string& path, const std::string& field,
+                        nlohmann::json* last_page) {
+  nlohmann::json all = nlohmann::json::array();
+  const std::string first = path + (path.find('?') == std::string::npos ? "?" : "&") + "limit=1000";
+  std::string after;
+  for (;;) {
+    nlohmann::json page = OrFail(cmd, client.Get(after.empty() ? first : first + "&after=" + UrlEncode(after)));
+    for (nlohmann::json& item : page[field]) all.push_back(std::move(item));
+    if (!page.contains("next_after") || page["next_after"].is_null()) {
+      if (last_page != nullptr) *last_page = std::move(page);
+      return all;
+    }
+    after = page["next_after"].get<std::string>();
+  }
+}
+
 void PrintJson(const nlohmann::json& j) {
   std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }

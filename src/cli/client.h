@@ -68,6 +68,13 @@ std::string ReadFileOrFail(const std::string& cmd, const std::filesystem::path& 
 // The value of a call, or the command fails with the server's message (code kExitFailed).
 nlohmann::json OrFail(const std::string& cmd, absl::StatusOr<nlohmann::json> reply);
 
+// Every item of a paged listing (the server's paging.h): GET `path` (its query without limit/after, e.g.
+// "/v1/budgets?tenant=team-a", or just "/v1/budgets") with limit=1000, following next_after, the items under
+// `field` in order. `last_page`, when given, gets the last page (for fields beside the list). Fails the command
+// as OrFail.
+nlohmann::json AllPages(const std::string& cmd, http::Client& client, const std::string& path, const std::string& field,
+                        nlohmann::json* last_page = nullptr);
+
 // Pretty JSON on stdout (--json).
 void PrintJson(const nlohmann::json& j);
 

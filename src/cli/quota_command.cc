@@ -37,20 +37,13 @@ std::string GpusByModel(const json& row) {
   return out.empty() ? "-" : out;
 }
 
-// Every row GET /v1/quota gives the caller (all pages).
+// Every row GET /v1/quota gives the caller (all pages), with the half-life.
 json AllRows(const std::string& cmd, http::Client& client, const std::string& tenant, json* half_life_s) {
-  json all = json::array();
-  std::string after;
-  for (;;) {
-    std::string path = "/v1/quota?limit=1000";
-    if (!tenant.empty()) path += "&tenant=" + UrlEncode(tenant);
-    if (!after.empty()) path += "&after=" + UrlEncode(after);
-    json page = OrFail(cmd, client.Get(path));
-    *half_life_s = page["half_life_s"];
-    for (json& row : page["tenants"]) all.push_back(std::move(row));
-    if (page["next_after"].is_null()) return all;
-    after = page["next_after"].get<std::string>();
-  }
+  json page;
+  json all =
+      AllPages(cmd, client, "/v1/quota" + (tenant.empty() ? "" : "?tenant=" + UrlEncode(tenant)), "tenants", &page);
+  *half_life_s = page["half_life_s"];
+  return all;
 }
 
 void PrintTable(const json& rows, const json& half_life_s) {

@@ -22,21 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-// Every reservation GET /v1/reservations gives the caller (all pages).
-json AllReservations(const std::string& cmd, http::Client& client, const std::string& tenant) {
-  json all = json::array();
-  std::string after;
-  for (;;) {
-    std::string path = "/v1/reservations?limit=1000";
-    if (!tenant.empty()) path += "&tenant=" + UrlEncode(tenant);
-    if (!after.empty()) path += "&after=" + UrlEncode(after);
-    json page = OrFail(cmd, client.Get(path));
-    for (json& r : page["reservations"]) all.push_back(std::move(r));
-    if (page["next_after"].is_null()) return all;
-    after = page["next_after"].get<std::string>();
-  }
-}
-
 // "████░░░░ 50%": the share of held GPU time used, 8 cells wide.
 std::string UseBar(double percent) {
   const int full = static_cast<int>(std::clamp(percent, 0.0, 100.0) / 12.5 + 0.5);
@@ -73,7 +58,8 @@ void RegisterReservationCommands(CLI::App& app) {
   AddClientFlags(list, &o->flags);
   list->callback([o] {
     const std::string cmd = "reservations";
-    json all = AllReservations(cmd, *Connect(cmd, o->flags), o->tenant);
+    const std::string path = "/v1/reservations" + (o->tenant.empty() ? "" : "?tenant=" + UrlEncode(o->tenant));
+    json all = AllPages(cmd, *Connect(cmd, o->flags), path, "reservations");
     if (o->flags.json) return PrintJson(json{{"reservations", all}});
     if (all.empty()) {
       std::cout << "No reservations. An operator creates one with `gpugeek reservation create --tenant T --gpu "

@@ -56,6 +56,18 @@ class ReservationTest : public testing::ControlPlaneFixture {
   store::ReservationRecord Reserved(const std::string& id) {
     return cp_->billing().reservations().Find(id).value_or(store::ReservationRecord{});
   }
+  // A reservation of `gpus` H100s for team-a at 1.00 per GPU-hour over [start, end); its id.
+  std::string Reserve(int gpus, TimePoint start, TimePoint end) {
+    auto r = cp_->billing().reservations().Create(
+        {.tenant = "team-a", .gpu_model = kModel, .gpus = gpus, .price_micros = 1'000'000, .start = start, .end = end});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->id : "";
+  }
+  // Every agent beats (nothing to report), then one pass.
+  void BeatAll() {
+    for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
+    cp_->Reconcile();
+  }
   // The ledger's reservation charges, by id.
   std::vector<ledger::Transaction> ReservationCharges() {
     std::vector<ledger::Transaction> out;
@@ -70,15 +82,7 @@ TEST_F(ReservationTest, HoldsNodesForItsTenantChargesEachHourAndReportsWhatWentU
   const TimePoint t0 = clock_.Now();
   // node-a is out of the pool while the reservation takes its nodes, then back: free and unreserved.
   ASSERT_TRUE(cp_->SetCordoned("node-a", true).ok());
-  auto created = cp_->billing().reservations().Create({.tenant = "team-a",
-                                                       .gpu_model = kModel,
-                                                       .gpus = 2,
-                                                       .price_micros = 1'000'000,
-                                                       .start = t0,
-                                                       .end = t0 + hours(3),
-                                                       .created_by = "admin"});
-  ASSERT_TRUE(created.ok()) << created.status();
-  const std::string rsv = created->id;
+  const std::string rsv = Reserve(2, t0, t0 + hours(3));
   EXPECT_EQ(rsv, "rsv-00000001");
   cp_->Reconcile();
   EXPECT_EQ(Reserved(rsv).nodes, (std::vector<std::string>{"node-b", "node-c"}));
@@ -163,37 +167,29 @@ TEST_F(ReservationTest, HoldsNodesForItsTenantChargesEachHourAndReportsWhatWentU
 
 TEST_F(ReservationTest, ALostNodeIsReplacedAndNotChargedAndACancelEndsTheTermNow) {
   const TimePoint t0 = clock_.Now();
-  auto created = cp_->billing().reservations().Create({.tenant = "team-a",
-                                                       .gpu_model = kModel,
-                                                       .gpus = 1,
-                                                       .price_micros = 1'000'000,
-                                                       .start = t0,
-                                                       .end = t0 + hours(24)});
-  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string rsv = Reserve(1, t0, t0 + hours(24));
   cp_->Reconcile();
-  ASSERT_EQ(Reserved(created->id).nodes, (std::vector<std::string>{"node-a"}));
+  ASSERT_EQ(Reserved(rsv).nodes, (std::vector<std::string>{"node-a"}));
   // node-a is cordoned by the operator: the hold moves to node-b; the hour is charged for node-b alone.
   ASSERT_TRUE(cp_->SetCordoned("node-a", true).ok());
   cp_->Reconcile();
-  EXPECT_EQ(Reserved(created->id).nodes, (std::vector<std::string>{"node-b"}));
+  EXPECT_EQ(Reserved(rsv).nodes, (std::vector<std::string>{"node-b"}));
   clock_.Advance(hours(1));
-  for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
-  cp_->Reconcile();
+  BeatAll();
   std::vector<ledger::Transaction> charges = ReservationCharges();
   ASSERT_EQ(charges.size(), 1u);
   EXPECT_EQ(charges[0].id, "reservation/rsv-00000001/h0/node-b");
   // Cancelled 30 min into hour 2: that half hour is charged, prorated; the node is given back.
   clock_.Advance(minutes(30));
-  ASSERT_TRUE(cp_->billing().reservations().Cancel(created->id).ok());
-  for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
-  cp_->Reconcile();
+  ASSERT_TRUE(cp_->billing().reservations().Cancel(rsv).ok());
+  BeatAll();
   charges = ReservationCharges();
   ASSERT_EQ(charges.size(), 2u);
   EXPECT_EQ(charges[1].id, "reservation/rsv-00000001/h1/node-b");
   EXPECT_EQ(charges[1].gpu_milli_seconds, 1'800'000);
   EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-1'500'000));
-  EXPECT_TRUE(Reserved(created->id).nodes.empty());
-  EXPECT_EQ(Reserved(created->id).charged_hours, 2);
+  EXPECT_TRUE(Reserved(rsv).nodes.empty());
+  EXPECT_EQ(Reserved(rsv).charged_hours, 2);
 }
 
 TEST_F(ReservationTest, BadReservationsNameTheField) {
@@ -238,48 +234,34 @@ TEST_F(ReservationTest, BadReservationsNameTheField) {
 // are not charged again: each hour's charge is posted once by id.
 TEST_F(ReservationTest, AnHourWhoseProgressWasLostIsNotChargedTwice) {
   const TimePoint t0 = clock_.Now();
-  auto created = cp_->billing().reservations().Create({.tenant = "team-a",
-                                                       .gpu_model = kModel,
-                                                       .gpus = 1,
-                                                       .price_micros = 1'000'000,
-                                                       .start = t0,
-                                                       .end = t0 + hours(5)});
-  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string rsv = Reserve(1, t0, t0 + hours(5));
   cp_->Reconcile();
   clock_.Advance(hours(2));
-  for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
-  cp_->Reconcile();
+  BeatAll();
   ASSERT_EQ(ReservationCharges().size(), 2u);
-  store::ReservationRecord lost = Reserved(created->id);
+  store::ReservationRecord lost = Reserved(rsv);
   lost.charged_hours = 0;
   lost.held_gpu_milli_seconds = 0;
   ASSERT_TRUE(cp_->billing().reservations().SetProgress(lost).ok());
   cp_->Reconcile();
   EXPECT_EQ(ReservationCharges().size(), 2u);
-  EXPECT_EQ(Reserved(created->id).charged_hours, 2);
+  EXPECT_EQ(Reserved(rsv).charged_hours, 2);
   EXPECT_EQ(cp_->billing().Balance("team-a").cash, Money::Micros(-2'000'000));
 }
 
 // A reservation cancelled before its term begins ends at its start: it holds nothing and costs nothing.
 TEST_F(ReservationTest, ACancelBeforeTheStartCostsNothing) {
   const TimePoint t0 = clock_.Now();
-  auto created = cp_->billing().reservations().Create({.tenant = "team-a",
-                                                       .gpu_model = kModel,
-                                                       .gpus = 1,
-                                                       .price_micros = 1'000'000,
-                                                       .start = t0 + hours(1),
-                                                       .end = t0 + hours(3)});
-  ASSERT_TRUE(created.ok()) << created.status();
-  auto cancelled = cp_->billing().reservations().Cancel(created->id);
+  const std::string rsv = Reserve(1, t0 + hours(1), t0 + hours(3));
+  auto cancelled = cp_->billing().reservations().Cancel(rsv);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->end, t0 + hours(1));
   Restart();
-  EXPECT_EQ(Reserved(created->id).end, t0 + hours(1));
+  EXPECT_EQ(Reserved(rsv).end, t0 + hours(1));
   for (int h = 0; h < 4; ++h) {
     clock_.Advance(hours(1));
-    for (const char* node : {"node-a", "node-b", "node-c"}) Heartbeat(node);
-    cp_->Reconcile();
-    EXPECT_TRUE(Reserved(created->id).nodes.empty());
+    BeatAll();
+    EXPECT_TRUE(Reserved(rsv).nodes.empty());
   }
   EXPECT_TRUE(ReservationCharges().empty());
 }

@@ -101,6 +101,20 @@ class SecretsTest : public ::testing::Test {
   absl::StatusOr<json> Beat(const api::Heartbeat& hb) {
     return agent_->Post("/v1/agents/" + hb.node + "/heartbeat", api::ToJson(hb));
   }
+  // `node`'s heartbeat reply once it carries an assignment (bounded): the store says SCHEDULED a moment
+  // before the pass publishes the snapshot heartbeats are answered from, and an agent beats again, as a
+  // real one does every interval.
+  absl::StatusOr<api::HeartbeatReply> BeatUntilAssigned(const std::string& node) {
+    absl::StatusOr<api::HeartbeatReply> reply = absl::DeadlineExceededError("no assignment");
+    for (int i = 0; i < 100; ++i) {
+      absl::StatusOr<json> raw = Beat({.node = node});
+      if (!raw.ok()) return raw.status();
+      reply = api::HeartbeatReplyFromJson(*raw);
+      if (!reply.ok() || !reply->assignments.empty()) return reply;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return reply;
+  }
 
   fs::path dir_;
   std::unique_ptr<ControlPlaneServer> server_;
@@ -152,10 +166,8 @@ TEST_F(SecretsTest, ExfiltrationAttackFails) {
   ASSERT_TRUE(WaitFor(id, "SCHEDULED"));
 
   // The job's own node gets the value in the member's assignment; the other node gets nothing of it.
-  auto mine = Beat({.node = "node-a"});
-  ASSERT_TRUE(mine.ok()) << mine.status();
-  auto parsed = api::HeartbeatReplyFromJson(*mine);
-  ASSERT_TRUE(parsed.ok());
+  auto parsed = BeatUntilAssigned("node-a");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->assignments.size(), 1u);
   EXPECT_EQ(parsed->assignments[0].env.at("AWS_SECRET_ACCESS_KEY"), kAwsSecret);
   EXPECT_EQ(parsed->assignments[0].env.at("PLAIN"), kPlainEnv);
@@ -227,7 +239,7 @@ TEST_F(SecretsTest, RotationKeepsEverythingReadableAndARestartWorks) {
   // Its member logs a line before the rotation (stored sealed under team-a's data key).
   RegisterNode("node-a", "8xH100-SXM-80GB");
   ASSERT_TRUE(WaitFor(id, "SCHEDULED"));
-  auto reply = api::HeartbeatReplyFromJson(*Beat({.node = "node-a"}));
+  auto reply = BeatUntilAssigned("node-a");
   ASSERT_TRUE(reply.ok() && reply->assignments.size() == 1u);
   const int64_t epoch = reply->assignments[0].epoch;
   api::Heartbeat hb{.node = "node-a"};

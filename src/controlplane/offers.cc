@@ -6,8 +6,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "controlplane/reservations.h"
+#include "sched/filters.h"
 #include "sched/request.h"
 
 namespace gpugeek::controlplane {
@@ -16,13 +16,7 @@ namespace {
 // Whether the node (its labels in the scheduler's pool: the operator's, and a reservation's hold) is
 // reserved to tenants other than the caller's.
 bool ReservedToOthers(const std::map<std::string, std::string>& labels, const OfferFilter& filter) {
-  if (filter.admin) return false;
-  auto it = labels.find(sched::kReservedForLabel);
-  if (it == labels.end()) return false;
-  for (absl::string_view t : absl::StrSplit(it->second, ',')) {
-    if (absl::StripAsciiWhitespace(t) == filter.tenant) return false;
-  }
-  return true;
+  return !filter.admin && !sched::ReservedTo(labels, filter.tenant);
 }
 
 }  // namespace

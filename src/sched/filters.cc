@@ -104,23 +104,29 @@ namespace {
 
 // "" when `shape` may use node `n`; else why not.
 std::string ReservationMismatch(const PodShape& shape, const NodeSpec& node) {
-  auto it = node.labels.find(kReservedForLabel);
-  if (it == node.labels.end()) return "";
-  const std::string tenant = shape.tenant == nullptr ? std::string() : *shape.tenant;
+  if (ReservedTo(node.labels, shape.tenant == nullptr ? std::string_view() : std::string_view(*shape.tenant))) {
+    return "";
+  }
+  return fmt::format("reserved for {}", node.labels.at(kReservedForLabel));
+}
+
+}  // namespace
+
+bool ReservedTo(const std::map<std::string, std::string>& labels, std::string_view tenant) {
+  auto it = labels.find(kReservedForLabel);
+  if (it == labels.end()) return true;
   std::string_view list = it->second;
   while (!list.empty()) {
     const size_t comma = list.find(',');
     std::string_view item = list.substr(0, comma);
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
     while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    if (!tenant.empty() && item == tenant) return "";
+    if (!tenant.empty() && item == tenant) return true;
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
   }
-  return fmt::format("reserved for {}", it->second);
+  return false;
 }
-
-}  // namespace
 
 void TenantReservationFit::Filter(const PodShape& shape, const Cluster& cluster,
                                   std::vector<NodeIndex>& candidates) const {

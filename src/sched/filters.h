@@ -3,6 +3,10 @@
 // filter of the FGD simulator (GPU model allowed; num_gpus GPUs each with gpu_milli free), and a
 // capacity-type filter (on-demand / spot / reserved), and a node-label filter (regions and the like).
 
+#include <map>
+#include <string>
+#include <string_view>
+
 #include "sched/plugin.h"
 
 namespace gpugeek::sched {
@@ -40,8 +44,12 @@ class PriceFit final : public FilterPlugin {
   std::string Explain(const PodShape& shape, const Cluster& cluster, NodeIndex n) const override;
 };
 
+// Whether a node with `labels` takes work of `tenant`: it has no kReservedForLabel, or `tenant` (non-empty) is
+// one of the comma-separated names it lists (spaces around them ignored).
+bool ReservedTo(const std::map<std::string, std::string>& labels, std::string_view tenant);
+
 // Nodes reserved to some tenants (label kReservedForLabel = "team-a,team-b") take pods of those tenants
-// only; a pod without a tenant fits only nodes without the label. Nodes without it are shared.
+// only (ReservedTo); a pod without a tenant fits only nodes without the label. Nodes without it are shared.
 class TenantReservationFit final : public FilterPlugin {
  public:
   std::string_view name() const override { return "TenantReservationFit"; }

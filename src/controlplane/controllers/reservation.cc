@@ -10,15 +10,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/str_split.h"
 #include "common/absl_fmt.h"
 #include "controlplane/billing.h"
 #include "controlplane/controllers/metering.h"
 #include "controlplane/reservations.h"
 #include "controlplane/secrets.h"
 #include "ledger/wallet.h"
-#include "sched/request.h"
+#include "sched/filters.h"
 
 namespace gpugeek::controlplane {
 namespace {
@@ -36,17 +34,6 @@ int GpusOf(const NodeState& node, const std::string& model) {
 
 // Whether a reservation may keep (or take) `node`: in the pool, up and not cordoned.
 bool InPool(const NodeState& node) { return !node.down && !node.cordoned; }
-
-// Whether the operator reserved the node (label sched::kReservedForLabel) to tenants that do not include
-// `tenant`: a reservation never takes such a node.
-bool ReservedToOthers(const api::Registration& r, const std::string& tenant) {
-  auto it = r.labels.find(sched::kReservedForLabel);
-  if (it == r.labels.end()) return false;
-  for (absl::string_view t : absl::StrSplit(it->second, ',')) {
-    if (absl::StripAsciiWhitespace(t) == tenant) return false;
-  }
-  return true;
-}
 
 // Charges each hour of `r`'s term that closed by `wall` and was not charged yet, for its nodes up then.
 void ChargeClosedHours(ControllerContext& ctx, store::ReservationRecord& r, TimePoint wall,
@@ -118,7 +105,7 @@ void Hold(ControllerContext& ctx, store::ReservationRecord& r, std::set<std::str
   for (const auto& [name, node] : ctx.state.nodes) {
     const int gpus = GpusOf(node, r.gpu_model);
     if (gpus == 0 || taken.contains(name) || !InPool(node) || node.suspect || node.blocked_until ||
-        node.registration.capacity_type == "spot" || ReservedToOthers(node.registration, r.tenant)) {
+        node.registration.capacity_type == "spot" || !sched::ReservedTo(node.registration.labels, r.tenant)) {
       continue;
     }
     candidates.emplace_back(busy[name], -gpus, name);

@@ -33,6 +33,27 @@ CollectiveLink TensorParallelLink(const hw::GpuModel& gpu, int ranks, const Time
   return link;
 }
 
+std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp) {
+  if (pp < 1 || layers < pp) return {0, 0};
+  if (layers % pp == 0) return {layers / pp, layers / pp};
+  if (pp == 2) return {layers / 2, layers - layers / 2};
+  const int64_t middle = (layers + pp - 1) / pp;
+  const int64_t rest = layers - (pp - 2) * middle;
+  const int64_t first = rest / 2;
+  if (first < 1) return {0, 0};
+  return {first, rest - first};
+}
+
+double SlowestStageShare(const FlopsPerToken& f, int64_t layers, int pp) {
+  if (pp <= 1 || layers < pp || f.hardware <= 0) return 1;
+  const double per_layer = (f.hardware - f.head_training) / static_cast<double>(layers);
+  const auto [first, last] = UnevenPipelineStages(layers, pp);
+  const double middle = static_cast<double>((layers + pp - 1) / pp);
+  const double slowest = std::max({middle * per_layer, static_cast<double>(first) * per_layer,
+                                   static_cast<double>(last) * per_layer + f.head_training});
+  return slowest / f.hardware;
+}
+
 FlopsPerToken ComputeFlopsPerToken(const ModelConfig& c, int64_t seq, Recompute recompute) {
   double linear = 0, head = 0;
   for (const ParamGroup& g : ParamInventory(c)) {
@@ -57,6 +78,7 @@ FlopsPerToken ComputeFlopsPerToken(const ModelConfig& c, int64_t seq, Recompute 
   f.forward = layers_forward + 2 * head;
   f.training = 3 * f.forward;
   f.hardware = f.training;
+  f.head_training = 3 * 2 * head;
   if (recompute == Recompute::kFull) f.hardware += layers_forward;
   if (recompute == Recompute::kSelective) f.hardware += attention;
   return f;
@@ -102,7 +124,9 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   const double tokens_mb = static_cast<double>(seq) * o.micro_batch / cp;  // on one context-parallel rank
   // LoRA / QLoRA skip the weight gradients of the frozen base (about a third of the backward).
   const double frozen_factor = o.mode == FineTune::kFull ? 1.0 : 2.0 / 3.0;
-  const double compute_mb = f.hardware * frozen_factor * tokens_mb / (l.tp * l.pp) / (peak * eff);
+  // The pipeline runs at its slowest stage's pace.
+  const double stage_share = SlowestStageShare(f, config.TotalLayers(), l.pp);
+  const double compute_mb = f.hardware * frozen_factor * tokens_mb * stage_share / l.tp / (peak * eff);
 
   const int domain = NvlinkDomainSize(gpu);
   const double intra = IntraDomainBytesPerSecond(gpu) * model.collective_efficiency;
@@ -134,9 +158,24 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
     const double passes = o.recompute == Recompute::kFull ? 4 : 3;  // forward (again), backward x 2
     cp_mb = layers_on_stage * passes * std::max(0.0, ring_s - attention_s);
   }
-  const double mb = compute_mb + tp_mb + pp_mb + cp_mb;
+  // Attention without a fused kernel (no FlashAttention, Dao et al. 2022 arXiv:2205.14135; Megatron-LM of
+  // 2021): the s x s scores of each head go through HBM. Per score element, 2-byte values: the forward
+  // writes QKᵀ (2), the fused scale-mask-softmax reads and writes it (4), dropout reads, writes and keeps
+  // a 1-byte mask (5), AV reads the probabilities (2): 13 B; the backward reads and writes each of them
+  // back (17 B); full recomputation repeats the forward. Memory-bound, at the catalog's HBM bandwidth.
+  double attention_memory_mb = 0;
+  const double hbm = static_cast<double>(gpu.memory_bandwidth_bytes_per_second) * kHbmEfficiency;
+  if (!o.flash_attention && hbm > 0) {
+    const double bytes_per_score =
+        kUnfusedAttentionForwardBytes * (o.recompute == Recompute::kFull ? 2 : 1) + kUnfusedAttentionBackwardBytes;
+    const double scores = std::ceil(static_cast<double>(config.num_heads) / l.tp) * static_cast<double>(seq) *
+                          tokens_mb * layers_on_stage;
+    attention_memory_mb = bytes_per_score * scores / hbm;
+  }
+  const double compute_and_attention_mb = compute_mb + attention_memory_mb;
+  const double mb = compute_and_attention_mb + tp_mb + pp_mb + cp_mb;
 
-  t.compute_s = m * compute_mb;
+  t.compute_s = m * compute_and_attention_mb;
   t.tp_comm_s = m * tp_mb;
   t.pp_comm_s = m * pp_mb;
   t.cp_comm_s = m * cp_mb;
@@ -170,18 +209,18 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
     // ZeRO-2/3 keep only their partition of the gradients, so every micro-batch's backward reduce-scatters
     // them (DeepSpeed reduces at each micro-step under gradient accumulation), behind that backward.
     const double rs = (replicas - 1.0) / replicas * grad_bytes / dp_bw + per_layer_latency;
-    t.dp_comm_s += m * (o.features.serial_grad_reduce ? rs : std::max(0.0, rs - 2.0 / 3.0 * compute_mb));
+    t.dp_comm_s += m * (o.features.serial_grad_reduce ? rs : std::max(0.0, rs - 2.0 / 3.0 * compute_and_attention_mb));
   }
   if (o.zero_stage >= 3 && replicas > 1) {
     // Parameters gathered for every micro-batch's forward and backward (and the recomputed forward), layer by
     // layer, prefetched behind compute.
     const double passes = o.recompute == Recompute::kFull ? 3 : 2;
     const double gather = passes * ((replicas - 1.0) / replicas * 2 * shard.Params() / dp_bw + per_layer_latency);
-    t.dp_comm_s += m * std::max(0.0, gather - compute_mb);
+    t.dp_comm_s += m * std::max(0.0, gather - compute_and_attention_mb);
   }
   if (o.zero_stage < 2) {
     const double dp = RingAllReduceSeconds(grad_bytes, replicas, dp_bw);
-    t.dp_comm_s += o.features.serial_grad_reduce ? dp : std::max(0.0, dp - 2.0 / 3.0 * compute_mb);
+    t.dp_comm_s += o.features.serial_grad_reduce ? dp : std::max(0.0, dp - 2.0 / 3.0 * compute_and_attention_mb);
   }
   if (o.offload_optimizer) {
     const double host_link =
@@ -191,7 +230,7 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
     t.offload_s += kCpuAdamBytesPerParam * partition / model.host_memory_bytes_per_second_per_gpu;
     if (o.offload_params && host_link > 0) {
       const double fetch = 2 * 2 * shard.Params() / replicas / host_link;
-      t.offload_s += m * std::max(0.0, fetch - compute_mb);
+      t.offload_s += m * std::max(0.0, fetch - compute_and_attention_mb);
     }
   }
   t.total_s = t.compute_s + t.tp_comm_s + t.pp_comm_s + t.cp_comm_s + t.pp_bubble_s + t.dp_comm_s + t.offload_s;

@@ -11,7 +11,11 @@
 //
 // Time: compute at catalog dense peak x a matmul efficiency that grows with the hidden size
 // (small GEMMs run further from peak); TP all-reduces are not overlapped, as in Megatron's 2021
-// schedule; the pipeline adds (p−1)/v bubble slots of one micro-batch; the data-parallel gradient
+// schedule; a pipeline runs at the pace of its slowest stage (the most layers, or the last stage's
+// layers plus the LM head: 2·V·h per token, 0.30 of a layer for SC'21's 76B) and adds (p−1)/v bubble
+// slots of one micro-batch of that stage; without FlashAttention (TrainingOptions::flash_attention false:
+// Megatron-LM of 2021) each head's s x s scores also pass through HBM (kUnfusedAttention*Bytes per score at
+// kHbmEfficiency of the catalog's bandwidth); the data-parallel gradient
 // all-reduce (over DP x CP) overlaps the last micro-batch's backward (or follows it: the recipe feature
 // serial-grad-reduce, Megatron-LM's 2021 local DDP); across nodes it runs over all the
 // NICs of a node (each of the group's r ranks per node carries 1/r of the buffer).
@@ -33,6 +37,7 @@
 // per GPU (kDefaultInterNodeBytesPerSecond).
 
 #include <cstdint>
+#include <utility>
 
 #include "hw/gpu_catalog.h"
 #include "workload/model_config.h"
@@ -42,10 +47,21 @@
 namespace gpugeek::workload {
 
 struct FlopsPerToken {
-  double forward = 0;   // one forward pass
-  double training = 0;  // forward + backward: 3 x forward ("model FLOPs", what MFU divides)
-  double hardware = 0;  // training + recomputation ("hardware FLOPs", what Megatron reports)
+  double forward = 0;        // one forward pass
+  double training = 0;       // forward + backward: 3 x forward ("model FLOPs", what MFU divides)
+  double hardware = 0;       // training + recomputation ("hardware FLOPs", what Megatron reports)
+  double head_training = 0;  // the LM head's share of `training` (and of `hardware`: never recomputed)
 };
+
+// Layers of the first and last pipeline stages when `pp` stages split `layers` unevenly: the middle
+// stages hold ceil(layers/pp) each, the first and last the rest, first <= last. {0, 0} when the split
+// leaves the first stage no layer; {layers/pp, layers/pp} when it is even.
+std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp);
+
+// Share of a model's hardware FLOPs per token that its slowest pipeline stage runs: the middle stages'
+// ceil(L/p) layers, or the last stage's layers plus the head (even splits: L/p layers each, the head on
+// the last). 1 for pp = 1.
+double SlowestStageShare(const FlopsPerToken& f, int64_t layers, int pp);
 // FLOPs per token at sequence length `seq` (per sample: patches for ViT).
 FlopsPerToken ComputeFlopsPerToken(const ModelConfig& config, int64_t seq, Recompute recompute);
 
@@ -62,10 +78,19 @@ inline constexpr double kDefaultHostMemoryBytesPerSecondPerGpu = 25e9;
 // (4 x 4), writes master, moments (3 x 4) and the bf16 copy sent back (2): 30.
 inline constexpr double kCpuAdamBytesPerParam = 30;
 // Matmul efficiency: eff(h) = kMaxMatmulEfficiency x h / (h + kHalfEfficiencyHidden), h the model's
-// hidden size. Calibrated on Megatron SC'21 Table 1 (A100, bf16): 0.62 x 2304/(2304+700) = 0.48 of
-// peak for the 1.7B model, 0.60 for 1T; flops_test.cc checks all ten rows within 15 %.
-inline constexpr double kMaxMatmulEfficiency = 0.62;
-inline constexpr double kHalfEfficiencyHidden = 700;
+// hidden size: 0.70 x 2304/(2304+400) = 0.60 of peak at h = 2304, 0.69 at h = 25600. Fitted jointly on two
+// published A100 tables from two software generations: Megatron-LM SC'21 Table 1 (unfused attention,
+// priced by the term below) and MosaicML llm-foundry's MPT FSDP benchmarks (FlashAttention); flops_test.cc
+// checks all ten SC'21 rows within 6 % and all eight MPT rows within 11 %.
+inline constexpr double kMaxMatmulEfficiency = 0.70;
+inline constexpr double kHalfEfficiencyHidden = 400;
+// Unfused attention (TrainingOptions::flash_attention = false): HBM bytes per attention score element in
+// the forward and the backward (derived in EstimateStepTime from the kernels Megatron-LM ran in 2021), and
+// the fraction of the catalog's HBM bandwidth a streaming kernel reaches (an assumption: STREAM-like copies
+// reach most of the line rate).
+inline constexpr double kUnfusedAttentionForwardBytes = 13;
+inline constexpr double kUnfusedAttentionBackwardBytes = 17;
+inline constexpr double kHbmEfficiency = 0.9;
 
 // NCCL's ring all-reduce latency model (src/graph/tuning.cc: baseLat Ring/LL 6.6 µs; hwLat Ring/LL
 // 0.6 µs per step over NVLink, 1.0 µs over PCIe, 2.7 µs over the network).

@@ -191,10 +191,10 @@ TEST(LaunchTest, Llama405bLongContextIsPlannedWithContextParallelism) {
   for (const MemoryTerm& t : plan.memory.terms)
     per_rank |= t.label == "activations" && t.formula.find("s=8192") != std::string::npos;
   EXPECT_TRUE(per_rank);
-  // The time model prices it at 26.5% MFU against the published 38%: it does not overlap TP all-reduces
+  // The time model prices it at 29.5% MFU against the published 38%: it does not overlap TP all-reduces
   // with GEMMs (Megatron-Core with Transformer Engine does) and prices the inter-node links at A100's
   // 25 GB/s per GPU where Llama 3's H100s had 50 GB/s (400 Gb/s RoCE). Kept here so a change shows.
-  EXPECT_NEAR(plan.mfu, 0.265, 0.01) << plan.Summary();
+  EXPECT_NEAR(plan.mfu, 0.295, 0.01) << plan.Summary();
   EXPECT_EQ(plan.layout.virtual_stages, 2);  // interleaved over the uneven stages, as Llama 3 ran
   auto args = MegatronArgs(llama, plan, task);
   ASSERT_TRUE(args.ok()) << args.status();

@@ -566,17 +566,6 @@ absl::StatusOr<Objective> ParseObjective(std::string_view name) {
   return absl::InvalidArgumentError(fmt::format("unknown objective '{}' (time, cost, gpus)", std::string(name)));
 }
 
-std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp) {
-  if (pp < 1 || layers < pp) return {0, 0};
-  if (layers % pp == 0) return {layers / pp, layers / pp};
-  if (pp == 2) return {layers / 2, layers - layers / 2};
-  const int64_t middle = (layers + pp - 1) / pp;
-  const int64_t rest = layers - (pp - 2) * middle;
-  const int64_t first = rest / 2;
-  if (first < 1) return {0, 0};
-  return {first, rest - first};
-}
-
 std::string PlanCandidate::Summary() const {
   std::string s = fmt::format("{} x {} TP{}{} PP{} DP{}", gpus, gpu != nullptr ? gpu->id : "?", layout.tp,
                               layout.cp > 1 ? fmt::format(" CP{}", layout.cp) : std::string(), layout.pp, layout.dp);

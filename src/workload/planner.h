@@ -80,11 +80,6 @@ struct Task {
   DType kv_dtype = DType::kBf16;
 };
 
-// Layers of the first and last pipeline stages when `pp` stages split `layers` unevenly: the middle
-// stages hold ceil(layers/pp) each, the first and last the rest, first <= last. {0, 0} when the split
-// leaves the first stage no layer; {layers/pp, layers/pp} when it is even.
-std::pair<int64_t, int64_t> UnevenPipelineStages(int64_t layers, int pp);
-
 struct PoolEntry {
   const hw::GpuModel* gpu = nullptr;  // borrowed from a catalog that outlives the plan
   int count = 0;

@@ -69,10 +69,11 @@ function(gpugeek_optimised_tests)
   set_property(GLOBAL APPEND PROPERTY GPUGEEK_OPTIMISED_TESTS ${ARGN})
 endfunction()
 
-# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL]): a GoogleTest binary registered with CTest;
-# SERIAL: each of its tests runs alone (RUN_SERIAL), for tests that need the machine's cores or fixed ports.
+# gpugeek_test(NAME SOURCES ... DEPS ... [LABELS ...] [SERIAL] [PROPERTIES KEY VALUE ...]): a GoogleTest binary
+# registered with CTest; SERIAL: each of its tests runs alone (RUN_SERIAL), for tests that need the machine's cores
+# or fixed ports; PROPERTIES: more test properties for each of its tests (e.g. FIXTURES_REQUIRED, ENVIRONMENT).
 function(gpugeek_test name)
-  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS;PROPERTIES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   if(ARG_LABELS MATCHES "(^|;)(python|soak|heavy)(;|$)")
     gpugeek_optimised_tests(${name})
@@ -93,9 +94,9 @@ function(gpugeek_test name)
     list(APPEND labels LABELS ${label})
   endforeach()
   if(ARG_SERIAL)
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${labels} RUN_SERIAL TRUE)
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${labels} RUN_SERIAL TRUE ${ARG_PROPERTIES})
   else()
-    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${labels})
+    gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${labels} ${ARG_PROPERTIES})
   endif()
 endfunction()
 

@@ -1,7 +1,9 @@
-// `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--policy NAME]
+// `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--store postgres://...]
+// [--policy NAME]
 // [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--fair-share-half-life 7d]
 // [--tls-cert FILE --tls-key FILE
-// [--tls-ca FILE]] [--insecure-no-tls]`: the control plane (REST API under /v1, SQLite store under DIR,
+// [--tls-ca FILE]] [--insecure-no-tls]`: the control plane (REST API under /v1, SQLite store under DIR or
+// the PostgreSQL database of --store,
 // scheduling loop) until SIGINT or SIGTERM, then a graceful stop. `gpugeek openapi`: the API's OpenAPI
 // document on stdout (what GET /v1/openapi.json serves).
 // TLS 1.3 on both listeners by default: a local CA and server certificate under DIR/tls, made on the first
@@ -33,6 +35,7 @@ void RegisterServerCommand(CLI::App& app) {
   struct Options {
     std::string listen = "127.0.0.1:8470";
     std::string data_dir;
+    std::string store;
     std::string key_file;
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
@@ -69,6 +72,10 @@ void RegisterServerCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--data-dir", o->data_dir,
                   "Store and logs directory (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
+  sub->add_option("--store", o->store,
+                  "Where jobs, events, nodes and accounts are stored: a PostgreSQL URI "
+                  "(postgres://USER@HOST:PORT/DATABASE; a password is better kept in ~/.pgpass or PGPASSWORD); "
+                  "default: SQLite at <data-dir>/gpugeek.db");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
   sub->add_option("--key-file", o->key_file,
                   "Master key file sealing secrets and job specs at rest (`gpugeek keys init --key-file F`; default: "
@@ -185,6 +192,7 @@ void RegisterServerCommand(CLI::App& app) {
       }
     }
     options.data_dir = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
+    options.store = o->store;
     options.policy = o->policy;
     options.max_archive_bytes = o->max_archive_bytes;
     options.max_archive_files = o->max_archive_files;

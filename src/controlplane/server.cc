@@ -91,9 +91,19 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
     s->keyring_ = s->own_keyring_.get();
   }
   s->sealer_ = std::make_unique<KeyringSealer>(*s->keyring_);
-  ASSIGN_OR_RETURN(s->store_,
-                   store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string(),
+  if (options.store.starts_with("postgres://") || options.store.starts_with("postgresql://")) {
+    ASSIGN_OR_RETURN(std::unique_ptr<store::PostgresStore> pg,
+                     store::PostgresStore::Open({.url = options.store, .sealer = s->sealer_.get()}));
+    spdlog::info("store: PostgreSQL at {} (schema version {})", pg->server(), pg->schema_version());
+    s->store_ = std::move(pg);
+  } else if (options.store.empty()) {
+    ASSIGN_OR_RETURN(
+        s->store_, store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string(),
                                              .sealer = s->sealer_.get()}));
+  } else {
+    return absl::InvalidArgumentError(fmt::format(
+        "server: --store must be a postgres:// or postgresql:// URI (or left out for SQLite under --data-dir)"));
+  }
   ASSIGN_OR_RETURN(s->archives_,
                    ArchiveStore::Open({.dir = (std::filesystem::path(options.data_dir) / "archives").string(),
                                        .keyring = s->keyring_,

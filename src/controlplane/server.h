@@ -1,5 +1,6 @@
 #pragma once
-// ControlPlaneServer: `gpugeek server` in one object. It opens the store (SQLite under data_dir),
+// ControlPlaneServer: `gpugeek server` in one object. It opens the store (SQLite under data_dir, or the
+// PostgreSQL database ServerOptions::store names),
 // rebuilds the control plane from it, serves the REST API, and runs the controllers' loop.
 //
 // Two listeners, so user traffic can never starve liveness: the API (`port`) for users, the CLI and
@@ -55,6 +56,7 @@
 #include "http/server.h"
 #include "http/tls.h"
 #include "metrics/registry.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_store.h"
 
 namespace gpugeek::controlplane {
@@ -69,7 +71,10 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8470;        // the API; 0 = any free port
   int agent_port = 8472;  // the agents' listener; 0 = any free port
-  std::string data_dir;   // required: gpugeek.db and logs/
+  std::string data_dir;   // required: gpugeek.db (the SQLite store), logs/, keys, archives
+  // Where the store lives (`--store`): "" = SQLite at <data_dir>/gpugeek.db; a "postgres://" or
+  // "postgresql://" URI = that PostgreSQL database (store/postgres_store.h), data_dir still holding the rest.
+  std::string store;
   std::string policy = "FGDFit";
   Duration heartbeat_interval = std::chrono::seconds(1);
   // The fencing timeline (control_plane.h): suspect after `lease`, down after lease + fence_grace +
@@ -199,7 +204,7 @@ class ControlPlaneServer {
   std::unique_ptr<crypto::Keyring> own_keyring_;
   crypto::Keyring* keyring_ = nullptr;
   std::unique_ptr<KeyringSealer> sealer_;
-  std::unique_ptr<store::SqliteStore> store_;
+  std::unique_ptr<store::Store> store_;
   std::unique_ptr<ArchiveStore> archives_;   // before control_plane_, which asks it at admission
   std::unique_ptr<DatasetStores> datasets_;  // before control_plane_, which resolves `dataset:` with it
   std::unique_ptr<DatasetStores> models_;

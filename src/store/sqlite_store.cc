@@ -13,12 +13,13 @@
 #include "absl/strings/str_split.h"
 #include "common/absl_fmt.h"
 #include "common/status_macros.h"
+#include "store/columns.h"
 #include "store/sqlite_migrations.h"
 
 namespace gpugeek::store {
 namespace {
 
-constexpr int kMaxListLimit = 10'000;
+using columns::kMaxListLimit;
 
 absl::Status SqliteError(sqlite3* db, std::string_view what) {
   return absl::InternalError(fmt::format("sqlite: {}: {}", what, sqlite3_errmsg(db)));
@@ -162,50 +163,6 @@ constexpr char kJobColumns[] =
     "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json, "
     "checkpoint_region, platform_env, submitted_by";
 
-// The platform_env column: a JSON object of strings ("" = none).
-std::string FormatPlatformEnv(const std::map<std::string, std::string>& env) {
-  return env.empty() ? std::string() : nlohmann::json(env).dump();
-}
-
-absl::StatusOr<std::map<std::string, std::string>> ParsePlatformEnv(const std::string& job, const std::string& text) {
-  if (text.empty()) return std::map<std::string, std::string>{};
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  std::map<std::string, std::string> out;
-  if (j.is_object()) {
-    for (const auto& [k, v] : j.items()) {
-      if (!v.is_string()) break;
-      out[k] = v.get<std::string>();
-    }
-    if (out.size() == j.size()) return out;
-  }
-  return absl::DataLossError(fmt::format("sqlite: job {} has a malformed platform_env value", job));
-}
-
-// The retries column: "error=1,node-failure=2" (cause=count, by cause name; "" = none).
-std::string FormatRetries(const std::map<std::string, int>& retries) {
-  std::string out;
-  for (const auto& [cause, n] : retries) out += fmt::format("{}{}={}", out.empty() ? "" : ",", cause, n);
-  return out;
-}
-
-absl::StatusOr<std::map<std::string, int>> ParseRetries(const std::string& job, const std::string& text) {
-  std::map<std::string, int> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find(',', at);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(at, end - at);
-    const size_t eq = item.find('=');
-    int n = -1;
-    if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(item.substr(eq + 1), &n) || n < 0) {
-      return absl::DataLossError(fmt::format("sqlite: job {} has a malformed retries value '{}'", job, text));
-    }
-    out[item.substr(0, eq)] = n;
-    at = end + 1;
-  }
-  return out;
-}
-
 // `sealed` tells whether spec_yaml holds a sealed blob (a BLOB value) rather than the spec (TEXT: a row
 // written without a sealer, or before migration 4).
 absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
@@ -229,12 +186,12 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& s, bool* sealed) {
   j.created_at = FromNs(s.Int(12));
   j.updated_at = FromNs(s.Int(13));
   j.version = s.Int(14);
-  ASSIGN_OR_RETURN(j.retries, ParseRetries(j.id, s.Text(15)));
+  ASSIGN_OR_RETURN(j.retries, columns::ParseRetries("sqlite", j.id, s.Text(15)));
   if (!s.IsNull(16)) j.checkpoint_step = s.Int(16);
   j.checkpoint_at = FromNs(s.Int(17));
   j.usage_json = s.Text(18);
   j.checkpoint_region = s.Text(19);
-  ASSIGN_OR_RETURN(j.platform_env, ParsePlatformEnv(j.id, s.Text(20)));
+  ASSIGN_OR_RETURN(j.platform_env, columns::ParsePlatformEnv("sqlite", j.id, s.Text(20)));
   j.submitted_by = s.Text(21);
   return j;
 }
@@ -256,7 +213,7 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
     s.BindNull(11);
   }
   s.Bind(12, j.reason).Bind(13, ToNs(j.created_at)).Bind(14, ToNs(j.updated_at)).Bind(15, version);
-  s.Bind(16, FormatRetries(j.retries));
+  s.Bind(16, columns::FormatRetries(j.retries));
   if (j.checkpoint_step) {
     s.Bind(17, *j.checkpoint_step);
   } else {
@@ -265,7 +222,7 @@ void BindJob(Statement& s, const JobRecord& j, int64_t version, const std::strin
   s.Bind(18, ToNs(j.checkpoint_at));
   s.Bind(19, j.usage_json);
   s.Bind(20, j.checkpoint_region);
-  s.Bind(21, FormatPlatformEnv(j.platform_env));
+  s.Bind(21, columns::FormatPlatformEnv(j.platform_env));
   s.Bind(22, j.submitted_by);
 }
 
@@ -316,18 +273,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
   return store;
 }
 
-namespace {
-
-// The tenant a job's bytes are sealed for: its own, or the default tenant's for a job without one.
-std::string SealTenant(const std::string& tenant) { return tenant.empty() ? "default" : tenant; }
-std::string SpecAad(const std::string& job_id) { return "job-spec:" + job_id; }
-std::string SecretAad(const std::string& tenant, const std::string& name) { return "secret:" + tenant + "/" + name; }
-
-}  // namespace
-
 absl::StatusOr<std::string> SqliteStore::SealSpec(const JobRecord& job) {
   if (sealer_ == nullptr) return job.spec_yaml;
-  return sealer_->Seal(SealTenant(job.tenant), job.spec_yaml, SpecAad(job.id));
+  return sealer_->Seal(columns::SealTenant(job.tenant), job.spec_yaml, columns::SpecAad(job.id));
 }
 
 absl::Status SqliteStore::OpenSpec(JobRecord& job, bool sealed) const {
@@ -336,7 +284,8 @@ absl::Status SqliteStore::OpenSpec(JobRecord& job, bool sealed) const {
     return absl::DataLossError(
         fmt::format("sqlite: job {}'s spec is sealed and this store was opened without a key", job.id));
   }
-  absl::StatusOr<std::string> spec = sealer_->Open(SealTenant(job.tenant), job.spec_yaml, SpecAad(job.id));
+  absl::StatusOr<std::string> spec =
+      sealer_->Open(columns::SealTenant(job.tenant), job.spec_yaml, columns::SpecAad(job.id));
   if (!spec.ok()) return absl::DataLossError(fmt::format("sqlite: job {}'s spec: {}", job.id, spec.status().message()));
   job.spec_yaml = std::move(*spec);
   return absl::OkStatus();
@@ -966,7 +915,7 @@ absl::StatusOr<SecretRecord> SqliteStore::PutSecret(const SecretRecord& secret) 
         "store: secrets are kept only sealed, and this store was opened without a key (SqliteStoreOptions::sealer)");
   }
   ASSIGN_OR_RETURN(const std::string sealed,
-                   sealer_->Seal(secret.tenant, secret.value, SecretAad(secret.tenant, secret.name)));
+                   sealer_->Seal(secret.tenant, secret.value, columns::SecretAad(secret.tenant, secret.name)));
   std::unique_lock<std::mutex> lock = Acquire();
   Transaction tx(db_);
   RETURN_IF_ERROR(tx.status());
@@ -1004,7 +953,7 @@ absl::StatusOr<SecretRecord> SqliteStore::GetSecret(const std::string& tenant, c
     return absl::DataLossError(
         fmt::format("sqlite: secret {}/{} is sealed and this store was opened without a key", tenant, name));
   }
-  absl::StatusOr<std::string> value = sealer_->Open(tenant, sealed, SecretAad(tenant, name));
+  absl::StatusOr<std::string> value = sealer_->Open(tenant, sealed, columns::SecretAad(tenant, name));
   if (!value.ok()) {
     return absl::DataLossError(fmt::format("sqlite: secret {}/{}: {}", tenant, name, value.status().message()));
   }
@@ -1034,32 +983,6 @@ absl::Status SqliteStore::DeleteSecret(const std::string& tenant, const std::str
   return absl::OkStatus();
 }
 
-namespace {
-
-// max_gpus_by_model as stored: "MODEL=N,MODEL=N" (model ids hold neither '=' nor ',').
-std::string EncodeModelCaps(const std::map<std::string, int64_t>& caps) {
-  std::string out;
-  for (const auto& [model, n] : caps) out += fmt::format("{}{}={}", out.empty() ? "" : ",", model, n);
-  return out;
-}
-
-std::map<std::string, int64_t> DecodeModelCaps(const std::string& text) {
-  std::map<std::string, int64_t> caps;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string item = text.substr(start, end - start);
-    if (const size_t eq = item.rfind('='); eq != std::string::npos) {
-      caps[item.substr(0, eq)] = std::strtoll(item.c_str() + eq + 1, nullptr, 10);
-    }
-    start = end + 1;
-  }
-  return caps;
-}
-
-}  // namespace
-
 absl::Status SqliteStore::PutTenantQuota(const TenantQuotaRecord& quota) {
   if (quota.tenant.empty()) return absl::InvalidArgumentError("store: tenant must not be empty");
   for (const auto& [model, n] : quota.max_gpus_by_model) {
@@ -1073,7 +996,7 @@ absl::Status SqliteStore::PutTenantQuota(const TenantQuotaRecord& quota) {
               "INSERT OR REPLACE INTO tenant_quotas (tenant, weight, max_gpus_by_model, max_gpu_milli, max_jobs, "
               "updated_at_ns) VALUES (?, ?, ?, ?, ?, ?)");
   RETURN_IF_ERROR(s.status());
-  s.Bind(1, quota.tenant).Bind(2, quota.weight).Bind(3, EncodeModelCaps(quota.max_gpus_by_model));
+  s.Bind(1, quota.tenant).Bind(2, quota.weight).Bind(3, columns::EncodeModelCaps(quota.max_gpus_by_model));
   s.Bind(4, quota.max_gpu_milli).Bind(5, int64_t{quota.max_jobs}).Bind(6, ToNs(quota.updated_at));
   if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put tenant quota");
   return absl::OkStatus();
@@ -1090,7 +1013,7 @@ absl::StatusOr<std::vector<TenantQuotaRecord>> SqliteStore::ListTenantQuotas() {
   while ((rc = s.Step()) == SQLITE_ROW) {
     out.push_back({.tenant = s.Text(0),
                    .weight = s.Double(1),
-                   .max_gpus_by_model = DecodeModelCaps(s.Text(2)),
+                   .max_gpus_by_model = columns::DecodeModelCaps(s.Text(2)),
                    .max_gpu_milli = s.Int(3),
                    .max_jobs = static_cast<int32_t>(s.Int(4)),
                    .updated_at = FromNs(s.Int(5))});
@@ -1127,7 +1050,6 @@ namespace {
 
 constexpr char kExperimentColumns[] =
     "id, tenant, user, name, spec_yaml, state, reason, created_at_ns, updated_at_ns, version";
-std::string ExperimentAad(const std::string& id) { return "experiment-spec:" + id; }
 
 ExperimentRecord ReadExperiment(const Statement& s, bool* sealed) {
   ExperimentRecord e;
@@ -1159,7 +1081,7 @@ void BindExperiment(Statement& s, const ExperimentRecord& e, const std::string& 
 
 absl::StatusOr<std::string> SqliteStore::SealExperiment(const ExperimentRecord& e) const {
   if (sealer_ == nullptr) return e.spec_yaml;
-  return sealer_->Seal(SealTenant(e.tenant), e.spec_yaml, ExperimentAad(e.id));
+  return sealer_->Seal(columns::SealTenant(e.tenant), e.spec_yaml, columns::ExperimentAad(e.id));
 }
 
 absl::Status SqliteStore::OpenExperiment(ExperimentRecord& e, bool sealed) const {
@@ -1168,7 +1090,8 @@ absl::Status SqliteStore::OpenExperiment(ExperimentRecord& e, bool sealed) const
     return absl::DataLossError(
         fmt::format("sqlite: experiment {}'s spec is sealed and this store was opened without a key", e.id));
   }
-  absl::StatusOr<std::string> spec = sealer_->Open(SealTenant(e.tenant), e.spec_yaml, ExperimentAad(e.id));
+  absl::StatusOr<std::string> spec =
+      sealer_->Open(columns::SealTenant(e.tenant), e.spec_yaml, columns::ExperimentAad(e.id));
   if (!spec.ok()) {
     return absl::DataLossError(fmt::format("sqlite: experiment {}'s spec: {}", e.id, spec.status().message()));
   }

@@ -8,7 +8,7 @@
 // Every job change is a compare-and-set on the job's `version`, and a state change appends its
 // event in the same transaction, so the event log and the job rows never disagree.
 //
-// Implementations: SqliteStore (embedded default, `sqlite_store.h`); PostgreSQL follows.
+// Implementations: SqliteStore (embedded default, `sqlite_store.h`), PostgresStore (`postgres_store.h`).
 // Thread-safety: every method may be called from any thread.
 
 #include <cstdint>

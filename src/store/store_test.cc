@@ -1,12 +1,20 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "common/fake_clock.h"
+#include "store/postgres_migrations.h"
+#include "store/postgres_store.h"
 #include "store/sqlite_migrations.h"
 #include "store/sqlite_store.h"
 
@@ -15,24 +23,104 @@ namespace {
 
 using api::JobState;
 
-class SqliteStoreTest : public ::testing::Test {
+// Both stores report the same schema version for the same tables.
+static_assert(std::size(kPostgresMigrations) == std::size(kSqliteMigrations));
+
+// The PostgreSQL server the "postgres" instances run against: its URL from GPUGEEK_TEST_POSTGRES_URL, or
+// read from the file GPUGEEK_TEST_POSTGRES_URL_FILE names (CTest's fixture `postgres` writes it:
+// scripts/postgres-test-server.sh). "" when there is none.
+std::string PostgresTestUrl() {
+  if (const char* url = std::getenv("GPUGEEK_TEST_POSTGRES_URL"); url != nullptr && *url != '\0') return url;
+  const char* file = std::getenv("GPUGEEK_TEST_POSTGRES_URL_FILE");
+  if (file == nullptr || *file == '\0') return "";
+  std::ifstream in(file);
+  std::string url;
+  std::getline(in, url);
+  return url;
+}
+
+// Runs statements that take no values on `url`'s server; a failure fails the test.
+void PgExec(const std::string& url, const std::string& sql) {
+  PGconn* pg = PQconnectdb(url.c_str());
+  ASSERT_EQ(PQstatus(pg), CONNECTION_OK) << PQerrorMessage(pg);
+  PQsetNoticeProcessor(
+      pg, [](void*, const char*) {}, nullptr);  // DROP SCHEMA ... CASCADE lists each table
+  PGresult* r = PQexec(pg, sql.c_str());
+  const ExecStatusType st = PQresultStatus(r);
+  EXPECT_TRUE(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) << sql << ": " << PQresultErrorMessage(r);
+  PQclear(r);
+  PQfinish(pg);
+}
+
+// The same suite on each backend (GetParam(): "sqlite" or "postgres"). A SQLite instance gets a fresh
+// database file in a directory of its own; a PostgreSQL one a fresh schema of the test server's database,
+// made in SetUp and dropped in TearDown, so instances run in parallel.
+class StoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("gpugeek_store_test_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    if (postgres()) {
+      const std::string server = PostgresTestUrl();
+      if (server.empty()) {
+        const char* ci = std::getenv("CI");
+        if (ci != nullptr && std::string(ci) == "true") {
+          FAIL() << "no PostgreSQL server for the store tests (CI=true): run them through ctest, whose fixture "
+                    "`postgres` starts one, or set GPUGEEK_TEST_POSTGRES_URL";
+        }
+        GTEST_SKIP() << "no PostgreSQL server: run through ctest (fixture `postgres`) or set GPUGEEK_TEST_POSTGRES_URL";
+      }
+      // An identifier of [a-z0-9_] only, unique per process and test, within PostgreSQL's 63 bytes.
+      static std::atomic<int> next{0};
+      std::string name;
+      for (char c : test) name.push_back(std::isalnum(static_cast<unsigned char>(c)) ? std::tolower(c) : '_');
+      schema_ = "gpugeek_" + std::to_string(::getpid()) + "_" + std::to_string(next++) + "_" + name.substr(0, 30);
+      PgExec(server, "CREATE SCHEMA " + schema_);
+      url_ = server + (server.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + schema_;
+      server_ = server;
+    } else {
+      std::string name = test;
+      std::replace(name.begin(), name.end(), '/', '_');
+      dir_ = std::filesystem::temp_directory_path() / ("gpugeek_store_test_" + std::to_string(::getpid()) + "_" + name);
+      std::filesystem::remove_all(dir_);
+      std::filesystem::create_directories(dir_);
+    }
     Reopen();
   }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
+    if (!schema_.empty()) PgExec(server_, "DROP SCHEMA " + schema_ + " CASCADE");
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  bool postgres() const { return GetParam() == "postgres"; }
+  // A new store on this test's database (as another process would open it), with its schema version.
+  absl::StatusOr<std::unique_ptr<Store>> Open(Sealer* sealer = nullptr) {
+    if (postgres()) {
+      auto s = PostgresStore::Open({.url = url_, .connections = 4, .clock = &clock_, .sealer = sealer});
+      if (!s.ok()) return s.status();
+      schema_version_ = (*s)->schema_version();
+      return std::unique_ptr<Store>(std::move(*s));
+    }
+    auto s = SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_, .sealer = sealer});
+    if (!s.ok()) return s.status();
+    schema_version_ = (*s)->schema_version();
+    return std::unique_ptr<Store>(std::move(*s));
   }
   void Reopen() {
     store_.reset();
-    auto s = SqliteStore::Open({.path = (dir_ / "gpugeek.db").string(), .clock = &clock_});
+    auto s = Open();
     ASSERT_TRUE(s.ok()) << s.status();
     store_ = std::move(*s);
+  }
+  // Runs `sql` on the test's database behind the store's back (a newer gpugeek's write, say).
+  void ExecBehindTheStore(const std::string& sql) {
+    if (postgres()) {
+      PgExec(url_, sql);
+      return;
+    }
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir_ / "gpugeek.db").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
   }
   JobRecord NewJob(const std::string& id, const std::string& tenant = "team-a") {
     JobRecord j;
@@ -46,11 +134,15 @@ class SqliteStoreTest : public ::testing::Test {
   }
 
   FakeClock clock_{TimePoint(std::chrono::seconds(1'700'000'000))};
-  std::filesystem::path dir_;
-  std::unique_ptr<SqliteStore> store_;
+  std::filesystem::path dir_;  // sqlite
+  std::string server_;         // postgres: the test server's URL
+  std::string schema_;         // postgres: this test's schema
+  std::string url_;            // postgres: the server's URL with this test's schema
+  int schema_version_ = 0;
+  std::unique_ptr<Store> store_;
 };
 
-TEST_F(SqliteStoreTest, CreateThenGetReturnsEveryField) {
+TEST_P(StoreTest, CreateThenGetReturnsEveryField) {
   JobRecord j = NewJob("j-1");
   j.plan_json = R"({"gpus":4})";
   j.exit_code = 3;
@@ -72,14 +164,14 @@ TEST_F(SqliteStoreTest, CreateThenGetReturnsEveryField) {
   EXPECT_EQ(store_->GetJob("nope").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, DuplicateIdIsAlreadyExistsAndKeepsTheFirst) {
+TEST_P(StoreTest, DuplicateIdIsAlreadyExistsAndKeepsTheFirst) {
   ASSERT_TRUE(store_->CreateJob(NewJob("j-1")).ok());
   JobRecord other = NewJob("j-1", "team-b");
   EXPECT_EQ(store_->CreateJob(other).status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(store_->GetJob("j-1")->tenant, "team-a");
 }
 
-TEST_F(SqliteStoreTest, GroupCommitStoresEachJobAndReportsDuplicatesAlone) {
+TEST_P(StoreTest, GroupCommitStoresEachJobAndReportsDuplicatesAlone) {
   ASSERT_TRUE(store_->CreateJob(NewJob("j-2")).ok());
   auto results = store_->CreateJobs({NewJob("j-1"), NewJob("j-2"), NewJob("j-3"), NewJob("")});
   ASSERT_TRUE(results.ok()) << results.status();
@@ -93,7 +185,7 @@ TEST_F(SqliteStoreTest, GroupCommitStoresEachJobAndReportsDuplicatesAlone) {
             3u);  // one creation event per stored job
 }
 
-TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
+TEST_P(StoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   JobRecord j = *store_->CreateJob(NewJob("j-1"));
   JobRecord stale = j;
   clock_.Advance(std::chrono::seconds(2));
@@ -142,7 +234,7 @@ TEST_F(SqliteStoreTest, UpdateIsCompareAndSetAndFollowsTheStateMachine) {
   EXPECT_EQ(read.checkpoint_region, "eu-west-1");
 }
 
-TEST_F(SqliteStoreTest, ListFiltersAndPages) {
+TEST_P(StoreTest, ListFiltersAndPages) {
   for (int i = 0; i < 7; ++i) {
     ASSERT_TRUE(store_->CreateJob(NewJob("j-" + std::to_string(i), i % 2 ? "team-b" : "team-a")).ok());
   }
@@ -170,7 +262,7 @@ TEST_F(SqliteStoreTest, ListFiltersAndPages) {
   EXPECT_EQ(store_->ListJobs({.limit = 0}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(SqliteStoreTest, CountJobsGroupsByStateAndPriorityWithTheOldestUpdate) {
+TEST_P(StoreTest, CountJobsGroupsByStateAndPriorityWithTheOldestUpdate) {
   EXPECT_TRUE(store_->CountJobs()->empty());
   const TimePoint t0 = clock_.Now();
   JobRecord a = NewJob("j-1");  // priority 5
@@ -203,14 +295,14 @@ TEST_F(SqliteStoreTest, CountJobsGroupsByStateAndPriorityWithTheOldestUpdate) {
   EXPECT_EQ((*counts)[2].oldest_update, t0 + std::chrono::seconds(30));
 }
 
-TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
+TEST_P(StoreTest, EverythingSurvivesAReopen) {
   JobRecord j = *store_->CreateJob(NewJob("j-1"));
   j.state = JobState::kScheduled;
   j.allocation_json = R"({"node":"n1"})";
   ASSERT_TRUE(store_->UpdateJob(j).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   Reopen();
-  EXPECT_EQ(store_->schema_version(), static_cast<int>(std::size(kSqliteMigrations)));
+  EXPECT_EQ(schema_version_, static_cast<int>(std::size(kSqliteMigrations)));
   auto got = store_->GetJob("j-1");
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->state, JobState::kScheduled);
@@ -219,7 +311,7 @@ TEST_F(SqliteStoreTest, EverythingSurvivesAReopen) {
   EXPECT_EQ(store_->GetNode("n1")->state, "ready");
 }
 
-TEST_F(SqliteStoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
+TEST_P(StoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
   const TimePoint t = clock_.Now();
   ASSERT_TRUE(store_->CreateTenant({.id = "team-a", .created_at = t}).ok());
   ASSERT_TRUE(store_->CreateTenant({.id = "team-b", .created_at = t}).ok());
@@ -260,7 +352,7 @@ TEST_F(SqliteStoreTest, AccountsAreStoredWithTheirParentsAndSurviveAReopen) {
   EXPECT_EQ(tokens[0].revoked_at, t + std::chrono::seconds(5));
 }
 
-TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepTheirGeneration) {
+TEST_P(StoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepTheirGeneration) {
   ASSERT_TRUE(store_
                   ->CreateJoinToken({.id = "j1",
                                      .secret_sha256 = "ab",
@@ -289,7 +381,7 @@ TEST_F(SqliteStoreTest, JoinTokensAreConsumedOneUseAtATimeAndCredentialsKeepThei
   EXPECT_TRUE(store_->ListJoinTokens()->empty());
 }
 
-TEST_F(SqliteStoreTest, EventsFilterByTheirJobsTenant) {
+TEST_P(StoreTest, EventsFilterByTheirJobsTenant) {
   JobRecord a = NewJob("j-a");
   a.tenant = "team-a";
   JobRecord b = NewJob("j-b");
@@ -303,7 +395,7 @@ TEST_F(SqliteStoreTest, EventsFilterByTheirJobsTenant) {
   EXPECT_EQ(store_->ListEvents({})->size(), 2u);
 }
 
-TEST_F(SqliteStoreTest, AuditRecordsAppendInOrderFilterAndAgeOut) {
+TEST_P(StoreTest, AuditRecordsAppendInOrderFilterAndAgeOut) {
   const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
   std::vector<AuditRecord> batch;
   for (int i = 0; i < 4; ++i) {
@@ -345,7 +437,7 @@ TEST_F(SqliteStoreTest, AuditRecordsAppendInOrderFilterAndAgeOut) {
   EXPECT_EQ(store_->ListAudit({})->front().seq, (*all)[2].seq);
 }
 
-TEST_F(SqliteStoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
+TEST_P(StoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
   const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
   ASSERT_TRUE(store_
                   ->AppendLedger({{.id = "grant/a/trial", .tenant = "a", .kind = "grant", .at = t0, .body = "{1}"},
@@ -373,7 +465,7 @@ TEST_F(SqliteStoreTest, LedgerAppendsAllOrNoneInOrderAndRefusesATakenId) {
   EXPECT_EQ(store_->ListLedger({.limit = 10001}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(SqliteStoreTest, ReservationsInsertEndProgressAndListSurviveAReopen) {
+TEST_P(StoreTest, ReservationsInsertEndProgressAndListSurviveAReopen) {
   const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
   ReservationRecord r{.id = "rsv-00000001",
                       .tenant = "team-a",
@@ -416,7 +508,7 @@ TEST_F(SqliteStoreTest, ReservationsInsertEndProgressAndListSurviveAReopen) {
   EXPECT_EQ(got.used_gpu_milli_seconds, 1'234);
 }
 
-TEST_F(SqliteStoreTest, BudgetsPutReplaceListAndDeleteAndJobsKeepTheirSubmitter) {
+TEST_P(StoreTest, BudgetsPutReplaceListAndDeleteAndJobsKeepTheirSubmitter) {
   const TimePoint t0 = TimePoint(std::chrono::hours(24 * 20000));
   ASSERT_TRUE(
       store_
@@ -462,7 +554,7 @@ TEST_F(SqliteStoreTest, BudgetsPutReplaceListAndDeleteAndJobsKeepTheirSubmitter)
   EXPECT_EQ(store_->GetJob("j-budget")->submitted_by, "alice");
 }
 
-TEST_F(SqliteStoreTest, NodesUpsertAndList) {
+TEST_P(StoreTest, NodesUpsertAndList) {
   ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "ready"}).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "cordoned"}).ok());
@@ -475,7 +567,7 @@ TEST_F(SqliteStoreTest, NodesUpsertAndList) {
   EXPECT_EQ(store_->PutNode({.id = ""}).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(SqliteStoreTest, DeleteNodeRemovesOnlyThatNodeDurablyAndLeavesJobsAlone) {
+TEST_P(StoreTest, DeleteNodeRemovesOnlyThatNodeDurablyAndLeavesJobsAlone) {
   ASSERT_TRUE(store_->PutNode({.id = "n1", .inventory_json = "{}", .state = "ready"}).ok());
   ASSERT_TRUE(store_->PutNode({.id = "n2", .inventory_json = R"({"gpus":8})", .state = "down"}).ok());
   JobRecord j = *store_->CreateJob(NewJob("j-1"));
@@ -499,23 +591,33 @@ TEST_F(SqliteStoreTest, DeleteNodeRemovesOnlyThatNodeDurablyAndLeavesJobsAlone) 
   EXPECT_EQ(store_->GetNode("n2")->state, "ready");
 }
 
-TEST_F(SqliteStoreTest, RefusesADatabaseFromANewerSchema) {
+TEST_P(StoreTest, RefusesADatabaseFromANewerSchema) {
   store_.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open((dir_ / "gpugeek.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "INSERT INTO schema_migrations VALUES (99, 0)", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
-  auto s = SqliteStore::Open({.path = (dir_ / "gpugeek.db").string()});
+  ExecBehindTheStore("INSERT INTO schema_migrations VALUES (99, 0)");
+  auto s = Open();
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.status().message(),
+            fmt::format("{}: database schema version 99 is newer than this gpugeek knows ({}); upgrade gpugeek",
+                        GetParam(), std::size(kSqliteMigrations)));
 }
 
-TEST_F(SqliteStoreTest, UnopenablePathIsUnavailable) {
+TEST_P(StoreTest, AStoreThatCannotBeReachedIsUnavailable) {
+  if (postgres()) {
+    // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+    auto s = PostgresStore::Open({.url = "postgres://postgres@127.0.0.1:1/gpugeek"});
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
+    EXPECT_TRUE(std::string(s.status().message()).starts_with("postgres: cannot connect to 127.0.0.1:1/gpugeek: "))
+        << s.status();
+    EXPECT_EQ(PostgresStore::Open({.url = "mysql://x"}).status().code(), absl::StatusCode::kInvalidArgument);
+    return;
+  }
   auto s = SqliteStore::Open({.path = (dir_ / "missing-dir" / "x.db").string()});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(SqliteStoreTest, ConcurrentCompareAndSetLosesNoUpdate) {
+TEST_P(StoreTest, ConcurrentCompareAndSetLosesNoUpdate) {
   ASSERT_TRUE(store_->CreateJob(NewJob("j-1")).ok());
   constexpr int kThreads = 4, kIncrements = 25;
   std::vector<std::thread> threads;
@@ -538,7 +640,7 @@ TEST_F(SqliteStoreTest, ConcurrentCompareAndSetLosesNoUpdate) {
   EXPECT_EQ(j->version, 1 + kThreads * kIncrements);
 }
 
-TEST_F(SqliteStoreTest, WriteBatchCommitsTogetherAndAFailedCallLeavesNothingOfItself) {
+TEST_P(StoreTest, WriteBatchCommitsTogetherAndAFailedCallLeavesNothingOfItself) {
   JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
   JobRecord j2 = *store_->CreateJob(NewJob("j-2"));
   ASSERT_TRUE(store_->BeginWriteBatch().ok());
@@ -580,7 +682,7 @@ TEST_F(SqliteStoreTest, WriteBatchCommitsTogetherAndAFailedCallLeavesNothingOfIt
   EXPECT_EQ(store_->ListEvents({.job_id = "j-2", .after_seq = 0, .limit = 100})->size(), 1u);
 }
 
-TEST_F(SqliteStoreTest, AWriteBatchNeverCommittedIsNotStored) {
+TEST_P(StoreTest, AWriteBatchNeverCommittedIsNotStored) {
   JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
   ASSERT_TRUE(store_->BeginWriteBatch().ok());
   j1.state = JobState::kScheduled;
@@ -592,7 +694,7 @@ TEST_F(SqliteStoreTest, AWriteBatchNeverCommittedIsNotStored) {
   EXPECT_EQ(store_->GetJob("j-2").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(SqliteStoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay) {
+TEST_P(StoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay) {
   // j-1 ends at t0 + 1 s, j-2 runs on from t0 + 2 s, j-3 ends at t0 + 10 s.
   JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
   JobRecord j2 = *store_->CreateJob(NewJob("j-2"));
@@ -626,7 +728,7 @@ TEST_F(SqliteStoreTest, OldEventsOfEndedJobsAreDeletedOldestFirstAndTheJobsStay)
   EXPECT_EQ(store_->GetJob("j-1")->state, JobState::kCancelled);                               // the job row stays
 }
 
-TEST_F(SqliteStoreTest, TenantQuotasAndUsageAreReplacedPerTenantAndSurviveReopen) {
+TEST_P(StoreTest, TenantQuotasAndUsageAreReplacedPerTenantAndSurviveReopen) {
   const TimePoint t0 = TimePoint(std::chrono::seconds(1'700'000'000));
   ASSERT_TRUE(store_->PutTenantQuota({.tenant = "team-a", .weight = 2, .updated_at = t0}).ok());
   ASSERT_TRUE(store_
@@ -702,7 +804,7 @@ std::string FileBytes(const std::filesystem::path& p) {
   return all;
 }
 
-TEST_F(SqliteStoreTest, ExperimentsTrialsAndMetricReportsSurviveAReopen) {
+TEST_P(StoreTest, ExperimentsTrialsAndMetricReportsSurviveAReopen) {
   ExperimentRecord e{.id = "x-000001", .tenant = "acme", .user = "alice", .name = "tune", .spec_yaml = "name: tune\n"};
   auto created = store_->CreateExperiment(e);
   ASSERT_TRUE(created.ok()) << created.status();
@@ -774,7 +876,7 @@ TEST_F(SqliteStoreTest, ExperimentsTrialsAndMetricReportsSurviveAReopen) {
   EXPECT_EQ(*store_->CountMetricReports("j-7", 2, 0), 0);
 }
 
-TEST_F(SqliteStoreTest, PlatformEnvIsStoredWithTheJob) {
+TEST_P(StoreTest, PlatformEnvIsStoredWithTheJob) {
   JobRecord j = NewJob("j-1");
   j.platform_env = {{"GPUGEEK_TRIAL_ID", "3"}, {"GPUGEEK_PARAMS", R"({"lr":0.01,"opt":"a'b"})"}};
   ASSERT_TRUE(store_->CreateJob(j).ok());
@@ -785,6 +887,62 @@ TEST_F(SqliteStoreTest, PlatformEnvIsStoredWithTheJob) {
   got->platform_env.clear();
   ASSERT_TRUE(store_->UpdateJob(*got).ok());
   EXPECT_TRUE(store_->GetJob("j-1")->platform_env.empty());
+}
+
+// Whether any job spec, experiment spec or secret value as stored (the database's own bytes) holds `text`.
+bool StoredBytesHold(const std::string& url, const std::string& text) {
+  PGconn* pg = PQconnectdb(url.c_str());
+  EXPECT_EQ(PQstatus(pg), CONNECTION_OK) << PQerrorMessage(pg);
+  char* literal = PQescapeLiteral(pg, text.data(), text.size());
+  const std::string needle = fmt::format("convert_to({}, 'UTF8')", literal);
+  PQfreemem(literal);
+  PGresult* r = PQexec(pg, fmt::format("SELECT 1 FROM jobs WHERE position({0} IN spec_yaml) > 0 UNION ALL SELECT 1 "
+                                       "FROM experiments WHERE position({0} IN spec_yaml) > 0 UNION ALL SELECT 1 "
+                                       "FROM secrets WHERE position({0} IN value) > 0",
+                                       needle)
+                               .c_str());
+  EXPECT_EQ(PQresultStatus(r), PGRES_TUPLES_OK) << PQresultErrorMessage(r);
+  const bool found = PQntuples(r) > 0;
+  PQclear(r);
+  PQfinish(pg);
+  return found;
+}
+
+TEST_P(StoreTest, WithASealerSpecsAndSecretsAreStoredSealedAndNeedTheKeyToRead) {
+  ToySealer sealer;
+  store_.reset();
+  auto sealed = Open(&sealer);
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  store_ = std::move(*sealed);
+  const TimePoint t0 = clock_.Now();
+  JobRecord j = NewJob("j-1", "acme");
+  j.spec_yaml = "env: {AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI}\n";
+  ASSERT_TRUE(store_->CreateJob(j).ok());
+  JobRecord got = *store_->GetJob("j-1");
+  EXPECT_EQ(got.spec_yaml, j.spec_yaml);
+  got.state = JobState::kScheduled;
+  ASSERT_TRUE(store_->UpdateJob(got).ok());
+  EXPECT_EQ(store_->ListJobs({.tenant = "acme"})->at(0).spec_yaml, j.spec_yaml);
+  ASSERT_TRUE(
+      store_->CreateExperiment({.id = "x-1", .tenant = "acme", .name = "tune", .spec_yaml = "token: xp_SEALEDSPEC\n"})
+          .ok());
+  EXPECT_EQ(store_->GetExperiment("x-1")->spec_yaml, "token: xp_SEALEDSPEC\n");
+  ASSERT_TRUE(
+      store_->PutSecret({.tenant = "acme", .name = "hf", .value = "hf_TOPSECRET", .created_at = t0, .updated_at = t0})
+          .ok());
+  EXPECT_EQ(store_->GetSecret("acme", "hf")->value, "hf_TOPSECRET");
+  store_.reset();
+  for (const char* plain : {"wJalrXUtnFEMI", "xp_SEALEDSPEC", "hf_TOPSECRET"}) {
+    const bool found =
+        postgres() ? StoredBytesHold(url_, plain) : FileBytes(dir_ / "gpugeek.db").find(plain) != std::string::npos;
+    EXPECT_FALSE(found) << plain << " is stored in the clear";
+  }
+  Reopen();  // without the key: sealed rows are DataLoss, never the sealed bytes as a spec
+  EXPECT_EQ(store_->GetJob("j-1").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store_->GetExperiment("x-1").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store_->GetSecret("acme", "hf").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store_->PutSecret({.tenant = "acme", .name = "hf", .value = "v"}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(SealedStoreTest, SpecsAndSecretsAreSealedAtRestAndOldPlainRowsStillRead) {
@@ -858,6 +1016,9 @@ TEST(SealedStoreTest, SpecsAndSecretsAreSealedAtRestAndOldPlainRowsStillRead) {
   }
   std::filesystem::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
 
 }  // namespace
 }  // namespace gpugeek::store

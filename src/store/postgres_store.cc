@@ -1,0 +1,1750 @@
+#include "store/postgres_store.h"
+
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <functional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "store/columns.h"
+#include "store/postgres_migrations.h"
+
+namespace gpugeek::store {
+namespace {
+
+using columns::kMaxListLimit;
+
+// RETURN_IF_ERROR for a call whose argument is a lambda that uses RETURN_IF_ERROR itself (the same
+// variable name in both would shadow).
+#define RETURN_IF_CALL_FAILS(expr)                                                   \
+  do {                                                                               \
+    if (absl::Status call_status_ = (expr); !call_status_.ok()) return call_status_; \
+  } while (0)
+
+// The payload under which a server error's SQLSTATE travels with its Status, so Write can tell a
+// transaction worth retrying from a failure of the call.
+constexpr char kSqlStatePayload[] = "gpugeek.store/postgres-sqlstate";
+// https://www.postgresql.org/docs/15/errcodes-appendix.html
+constexpr char kUniqueViolation[] = "23505";
+constexpr char kForeignKeyViolation[] = "23503";
+// A transaction the server aborted only because of a concurrent one: running it again can succeed.
+constexpr char kSerializationFailure[] = "40001";
+constexpr char kDeadlockDetected[] = "40P01";
+// How often Write runs a transaction the server keeps aborting for the above before it gives up.
+constexpr int kMaxAttempts = 8;
+
+int64_t ToNs(TimePoint t) { return t.time_since_epoch().count(); }
+TimePoint FromNs(int64_t ns) { return TimePoint(Duration(ns)); }
+
+std::string Trimmed(const char* message) {
+  std::string s = message != nullptr ? message : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// "host:port/database" of a connection (also of one that failed to connect: libpq keeps its options).
+std::string ServerName(const PGconn* pg) {
+  const char* host = PQhost(pg);
+  const char* port = PQport(pg);
+  const char* db = PQdb(pg);
+  return fmt::format("{}:{}/{}", host ? host : "?", port ? port : "?", db ? db : "?");
+}
+
+std::string SqlState(const absl::Status& st) {
+  const auto payload = st.GetPayload(kSqlStatePayload);
+  return payload ? std::string(*payload) : std::string();
+}
+
+bool Retryable(const absl::Status& st) {
+  const std::string state = SqlState(st);
+  return state == kSerializationFailure || state == kDeadlockDetected;
+}
+
+}  // namespace
+
+// Statement parameters, all sent in text form except BYTEA values (binary): PostgreSQL parses each into
+// the type the statement gives its placeholder.
+class PgParams {
+ public:
+  PgParams& Text(std::string v) { return Add(std::move(v), 0); }
+  PgParams& Int(int64_t v) { return Add(std::to_string(v), 0); }
+  // Shortest text that reads back as the same double (fmt's default), as PostgreSQL 12+ prints them too.
+  PgParams& Real(double v) { return Add(fmt::format("{}", v), 0); }
+  PgParams& Bool(bool v) { return Add(v ? "t" : "f", 0); }
+  PgParams& Bytes(std::string v) { return Add(std::move(v), 1); }
+  PgParams& Null() {
+    values_.emplace_back();
+    formats_.push_back(0);
+    null_.push_back(true);
+    return *this;
+  }
+  PgParams& OptInt(const std::optional<int64_t>& v) { return v ? Int(*v) : Null(); }
+  PgParams& OptTime(const std::optional<TimePoint>& t) { return t ? Int(ToNs(*t)) : Null(); }
+
+  int size() const { return static_cast<int>(values_.size()); }
+  // Argument arrays for PQexecPrepared, valid while this object is unchanged.
+  void Arrays(std::vector<const char*>& values, std::vector<int>& lengths) const {
+    values.clear();
+    lengths.clear();
+    for (size_t i = 0; i < values_.size(); ++i) {
+      values.push_back(null_[i] ? nullptr : values_[i].data());
+      lengths.push_back(static_cast<int>(values_[i].size()));
+    }
+  }
+  const int* formats() const { return formats_.data(); }
+
+ private:
+  PgParams& Add(std::string v, int format) {
+    values_.push_back(std::move(v));
+    formats_.push_back(format);
+    null_.push_back(false);
+    return *this;
+  }
+  std::vector<std::string> values_;
+  std::vector<int> formats_;
+  std::vector<bool> null_;
+};
+
+// A statement's result, in text form; cleared on scope exit.
+class PgResult {
+ public:
+  explicit PgResult(PGresult* r) : r_(r, &PQclear) {}
+  int rows() const { return PQntuples(r_.get()); }
+  // Rows an INSERT, UPDATE or DELETE touched.
+  int64_t affected() const { return std::strtoll(PQcmdTuples(r_.get()), nullptr, 10); }
+  bool IsNull(int row, int col) const { return PQgetisnull(r_.get(), row, col) != 0; }
+  const PGresult* get() const { return r_.get(); }
+  std::string Text(int row, int col) const {
+    return std::string(PQgetvalue(r_.get(), row, col), static_cast<size_t>(PQgetlength(r_.get(), row, col)));
+  }
+  int64_t Int(int row, int col) const { return std::strtoll(PQgetvalue(r_.get(), row, col), nullptr, 10); }
+  double Double(int row, int col) const { return std::strtod(PQgetvalue(r_.get(), row, col), nullptr); }
+  bool Bool(int row, int col) const { return PQgetvalue(r_.get(), row, col)[0] == 't'; }
+  // A BYTEA column, printed by the server in its hex form.
+  std::string Bytes(int row, int col) const {
+    size_t n = 0;
+    unsigned char* raw = PQunescapeBytea(reinterpret_cast<const unsigned char*>(PQgetvalue(r_.get(), row, col)), &n);
+    if (raw == nullptr) return std::string();
+    std::string out(reinterpret_cast<const char*>(raw), n);
+    PQfreemem(raw);
+    return out;
+  }
+
+ private:
+  std::unique_ptr<PGresult, decltype(&PQclear)> r_;
+};
+
+// One libpq connection and the statements prepared on it (by SQL text). Used by one thread at a time
+// (the pool hands it out), so it needs no lock of its own.
+class PgConnection {
+ public:
+  PgConnection(PGconn* pg, std::string server) : pg_(pg), server_(std::move(server)) {}
+  ~PgConnection() { PQfinish(pg_); }
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // Connects `url`: Unavailable naming the server when it cannot be reached or refuses the login.
+  static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const std::string& url) {
+    PGconn* pg = PQconnectdb(url.c_str());
+    if (pg == nullptr) return absl::UnavailableError("postgres: out of memory connecting");
+    std::string server = ServerName(pg);
+    if (PQstatus(pg) != CONNECTION_OK) {
+      std::string msg = Trimmed(PQerrorMessage(pg));
+      PQfinish(pg);
+      return absl::UnavailableError(fmt::format("postgres: cannot connect to {}: {}", server, msg));
+    }
+    // Notices (e.g. "relation already exists, skipping") are not errors; keep them off stderr.
+    PQsetNoticeProcessor(
+        pg, [](void*, const char*) {}, nullptr);
+    return std::make_unique<PgConnection>(pg, std::move(server));
+  }
+
+  // Reconnects a connection found lost (the server restarted, a network cut): its prepared statements
+  // went with the session. Unavailable naming the server when reconnecting fails.
+  absl::Status EnsureConnected() {
+    if (PQstatus(pg_) == CONNECTION_OK) return absl::OkStatus();
+    prepared_.clear();
+    PQreset(pg_);
+    if (PQstatus(pg_) == CONNECTION_OK) return absl::OkStatus();
+    return absl::UnavailableError(fmt::format("postgres: lost the connection to {} and cannot reconnect: {}", server_,
+                                              Trimmed(PQerrorMessage(pg_))));
+  }
+
+  bool in_transaction() const { return PQtransactionStatus(pg_) != PQTRANS_IDLE; }
+
+  // Runs statements that take no values (BEGIN, COMMIT, SAVEPOINT, LOCK TABLE, a migration's DDL).
+  absl::Status Run(const char* sql) {
+    PgResult r(PQexec(pg_, sql));
+    const ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return absl::OkStatus();
+    return Error(r.get(), std::string(sql).substr(0, 60));
+  }
+
+  // Runs `sql` (placeholders $1, $2, ...) with `params`, preparing it on this connection the first time.
+  // `what` names the operation in errors.
+  absl::StatusOr<PgResult> Exec(const std::string& sql, const PgParams& params, std::string_view what) {
+    auto it = prepared_.find(sql);
+    if (it == prepared_.end()) {
+      std::string name = fmt::format("gpugeek_{}", prepared_.size() + 1);
+      PgResult prep(PQprepare(pg_, name.c_str(), sql.c_str(), 0, nullptr));
+      if (PQresultStatus(prep.get()) != PGRES_COMMAND_OK) return Error(prep.get(), fmt::format("prepare {}", what));
+      it = prepared_.emplace(sql, std::move(name)).first;
+    }
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    params.Arrays(values, lengths);
+    PgResult r(PQexecPrepared(pg_, it->second.c_str(), params.size(), values.data(), lengths.data(), params.formats(),
+                              /*resultFormat=*/0));
+    const ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+    return Error(r.get(), what);
+  }
+
+  // The Status of a failed statement: Unavailable naming the server when the connection is gone (or the
+  // server is shutting down), else Internal with the server's message and the SQLSTATE as payload.
+  absl::Status Error(const PGresult* r, std::string_view what) const {
+    const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    const std::string sqlstate = state != nullptr ? state : "";
+    std::string msg =
+        Trimmed(r != nullptr && PQresultErrorMessage(r)[0] != '\0' ? PQresultErrorMessage(r) : PQerrorMessage(pg_));
+    // Class 08: connection exceptions; 57P01..57P03: the server is shutting down or starting.
+    if (PQstatus(pg_) != CONNECTION_OK || sqlstate.starts_with("08") || sqlstate.starts_with("57P")) {
+      return absl::UnavailableError(fmt::format("postgres: lost the connection to {} ({}): {}", server_, what, msg));
+    }
+    absl::Status st = absl::InternalError(fmt::format("postgres: {}: {}", what, msg));
+    st.SetPayload(kSqlStatePayload, absl::Cord(sqlstate));
+    return st;
+  }
+
+  const std::string& server() const { return server_; }
+
+ private:
+  PGconn* const pg_;
+  const std::string server_;
+  std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
+};
+
+// A pooled connection for one call, given back on scope exit; the write batch's connection is only lent
+// (it stays the batch's).
+class PostgresStore::Lease {
+ public:
+  Lease(PostgresStore* store, PgConnection* c, bool pooled) : store_(store), c_(c), pooled_(pooled) {}
+  Lease(Lease&& o) noexcept : store_(o.store_), c_(std::exchange(o.c_, nullptr)), pooled_(o.pooled_) {}
+  Lease& operator=(Lease&&) = delete;
+  ~Lease() {
+    if (c_ != nullptr && pooled_) store_->Give(c_);
+  }
+  PgConnection& operator*() const { return *c_; }
+  PgConnection* operator->() const { return c_; }
+  bool pooled() const { return pooled_; }
+  // Keeps the connection out of the pool (it becomes the write batch's).
+  PgConnection* Release() { return std::exchange(c_, nullptr); }
+
+ private:
+  PostgresStore* store_;
+  PgConnection* c_;
+  bool pooled_;
+};
+
+namespace {
+
+// COMMIT, which PostgreSQL answers with a ROLLBACK (and no error) when the transaction had failed.
+absl::Status Commit(PgConnection& c) {
+  RETURN_IF_ERROR(c.Run("COMMIT"));
+  if (c.in_transaction()) return absl::InternalError("postgres: commit: the transaction is still open");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PostgresStore::PostgresStore(Clock& clock, Sealer* sealer) : clock_(clock), sealer_(sealer) {}
+
+PostgresStore::~PostgresStore() {
+  // Closing a connection rolls back whatever it has open (a write batch never committed).
+  batch_conn_ = nullptr;
+  idle_.clear();
+  connections_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresStoreOptions& options) {
+  if (!options.url.starts_with("postgres://") && !options.url.starts_with("postgresql://")) {
+    return absl::InvalidArgumentError("postgres: the store URL must start with postgres:// or postgresql://");
+  }
+  if (options.connections < 1 || options.connections > 64) {
+    return absl::InvalidArgumentError(
+        fmt::format("postgres: connections = {} must be between 1 and 64", options.connections));
+  }
+  auto store = std::unique_ptr<PostgresStore>(
+      new PostgresStore(options.clock != nullptr ? *options.clock : RealClock(), options.sealer));
+  for (int i = 0; i < options.connections; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> c, PgConnection::Connect(options.url));
+    store->idle_.push_back(c.get());
+    store->connections_.push_back(std::move(c));
+  }
+  store->server_ = store->connections_.front()->server();
+  RETURN_IF_ERROR(store->Migrate());
+  return store;
+}
+
+absl::StatusOr<PostgresStore::Lease> PostgresStore::Take() {
+  // Only the owner thread ever reads batch_conn_, and it set it itself.
+  if (batch_owner_.load() == std::this_thread::get_id() && batch_conn_ != nullptr) {
+    return Lease(this, batch_conn_, /*pooled=*/false);
+  }
+  PgConnection* c = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(pool_mu_);
+    pool_returned_.wait(lock, [this] { return !idle_.empty(); });
+    c = idle_.back();
+    idle_.pop_back();
+  }
+  Lease lease(this, c, /*pooled=*/true);
+  RETURN_IF_ERROR(c->EnsureConnected());  // network I/O, outside the pool's lock
+  return lease;
+}
+
+void PostgresStore::Give(PgConnection* c) {
+  // A call that failed mid-transaction (its connection lost, say) must not leave it open for the next.
+  if (c->in_transaction()) (void)c->Run("ROLLBACK");
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    idle_.push_back(c);
+  }
+  pool_returned_.notify_one();
+}
+
+absl::Status PostgresStore::Write(const std::function<absl::Status(PgConnection&)>& body, bool one_statement) {
+  if (batch_owner_.load() == std::this_thread::get_id() && batch_conn_ != nullptr) {
+    // Inside the caller's batch: a savepoint, so a call that fails takes back only its own writes.
+    PgConnection& c = *batch_conn_;
+    RETURN_IF_ERROR(c.Run("SAVEPOINT gpugeek_call"));
+    absl::Status st = body(c);
+    if (st.ok()) return c.Run("RELEASE SAVEPOINT gpugeek_call");
+    (void)c.Run("ROLLBACK TO SAVEPOINT gpugeek_call");
+    (void)c.Run("RELEASE SAVEPOINT gpugeek_call");
+    return st;
+  }
+  {
+    // Another thread's batch: wait for its end, as SqliteStore's writers do (Store::BeginWriteBatch).
+    std::unique_lock<std::mutex> lock(batch_mu_);
+    batch_ended_.wait(lock, [this] { return batch_owner_.load() == std::thread::id(); });
+  }
+  ASSIGN_OR_RETURN(Lease c, Take());
+  for (int attempt = 1;; ++attempt) {
+    absl::Status st;
+    if (one_statement) {
+      st = body(*c);  // autocommit: one statement is atomic on its own
+    } else {
+      st = c->Run("BEGIN");
+      if (st.ok()) st = body(*c);
+      if (st.ok()) st = Commit(*c);
+      if (!st.ok() && c->in_transaction()) (void)c->Run("ROLLBACK");
+    }
+    if (st.ok() || !Retryable(st) || attempt == kMaxAttempts) return st;
+  }
+}
+
+absl::Status PostgresStore::Read(const std::function<absl::Status(PgConnection&)>& body) {
+  ASSIGN_OR_RETURN(Lease c, Take());
+  absl::Status st = body(*c);
+  // A connection lost since its last use (the server restarted) fails its first statement: reconnect
+  // and read again once (a read changes nothing).
+  if (st.code() == absl::StatusCode::kUnavailable && c.pooled()) {
+    RETURN_IF_ERROR(c->EnsureConnected());
+    st = body(*c);
+  }
+  return st;
+}
+
+absl::Status PostgresStore::Migrate() {
+  ASSIGN_OR_RETURN(Lease c, Take());
+  RETURN_IF_ERROR(c->Run("BEGIN"));
+  // Two servers opening one new database at once: the second waits, then finds the schema migrated.
+  // The key is per schema, so stores in different schemas of one database migrate independently.
+  RETURN_IF_ERROR(c->Exec("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.gpugeek_schema_migrations'))",
+                          PgParams(), "lock the schema")
+                      .status());
+  RETURN_IF_ERROR(
+      c->Run("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at_ns BIGINT NOT "
+             "NULL)"));
+  ASSIGN_OR_RETURN(PgResult current, c->Exec("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", PgParams(),
+                                             "read schema version"));
+  int version = static_cast<int>(current.Int(0, 0));
+  const int known = static_cast<int>(std::size(kPostgresMigrations));
+  if (version > known) {
+    return absl::FailedPreconditionError(fmt::format(
+        "postgres: database schema version {} is newer than this gpugeek knows ({}); upgrade gpugeek", version, known));
+  }
+  for (; version < known; ++version) {
+    RETURN_IF_ERROR(c->Run(kPostgresMigrations[version]));
+    RETURN_IF_ERROR(c->Exec("INSERT INTO schema_migrations (version, applied_at_ns) VALUES ($1, $2)",
+                            PgParams().Int(version + 1).Int(ToNs(clock_.Now())), "record migration")
+                        .status());
+  }
+  RETURN_IF_ERROR(Commit(*c));
+  schema_version_ = version;
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::BeginWriteBatch() {
+  const std::thread::id me = std::this_thread::get_id();
+  {
+    std::unique_lock<std::mutex> lock(batch_mu_);
+    batch_ended_.wait(lock, [&] {
+      const std::thread::id owner = batch_owner_.load();
+      return owner == std::thread::id() || owner == me;
+    });
+    if (batch_owner_.load() == me) {
+      return absl::FailedPreconditionError("store: a write batch is open already; commit it first");
+    }
+    batch_owner_.store(me);  // other threads' writes wait from here on
+  }
+  absl::StatusOr<Lease> c = Take();
+  absl::Status st = c.status();
+  if (st.ok()) st = (*c)->Run("BEGIN");
+  if (!st.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(batch_mu_);
+      batch_owner_.store(std::thread::id());
+    }
+    batch_ended_.notify_all();
+    return st;
+  }
+  batch_conn_ = c->Release();
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::CommitWriteBatch() { return EndWriteBatch(/*commit=*/true); }
+
+absl::Status PostgresStore::AbortWriteBatch() { return EndWriteBatch(/*commit=*/false); }
+
+absl::Status PostgresStore::EndWriteBatch(bool commit) {
+  if (batch_owner_.load() != std::this_thread::get_id() || batch_conn_ == nullptr) {
+    return absl::FailedPreconditionError("store: no write batch is open on this thread");
+  }
+  PgConnection* c = std::exchange(batch_conn_, nullptr);
+  absl::Status st = commit ? Commit(*c) : c->Run("ROLLBACK");
+  Give(c);  // rolls back what a failed COMMIT left open: nothing of the batch stays
+  {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    batch_owner_.store(std::thread::id());
+  }
+  batch_ended_.notify_all();
+  return st;
+}
+
+absl::StatusOr<std::string> PostgresStore::SealSpec(const JobRecord& job) const {
+  if (sealer_ == nullptr) return job.spec_yaml;
+  return sealer_->Seal(columns::SealTenant(job.tenant), job.spec_yaml, columns::SpecAad(job.id));
+}
+
+absl::Status PostgresStore::OpenSpec(JobRecord& job, bool sealed) const {
+  if (!sealed) return absl::OkStatus();
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("postgres: job {}'s spec is sealed and this store was opened without a key", job.id));
+  }
+  absl::StatusOr<std::string> spec =
+      sealer_->Open(columns::SealTenant(job.tenant), job.spec_yaml, columns::SpecAad(job.id));
+  if (!spec.ok()) {
+    return absl::DataLossError(
+        fmt::format("postgres: job {}'s spec: {}", job.id, std::string(spec.status().message())));
+  }
+  job.spec_yaml = std::move(*spec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> PostgresStore::SealExperiment(const ExperimentRecord& e) const {
+  if (sealer_ == nullptr) return e.spec_yaml;
+  return sealer_->Seal(columns::SealTenant(e.tenant), e.spec_yaml, columns::ExperimentAad(e.id));
+}
+
+absl::Status PostgresStore::OpenExperiment(ExperimentRecord& e, bool sealed) const {
+  if (!sealed) return absl::OkStatus();
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("postgres: experiment {}'s spec is sealed and this store was opened without a key", e.id));
+  }
+  absl::StatusOr<std::string> spec =
+      sealer_->Open(columns::SealTenant(e.tenant), e.spec_yaml, columns::ExperimentAad(e.id));
+  if (!spec.ok()) {
+    return absl::DataLossError(
+        fmt::format("postgres: experiment {}'s spec: {}", e.id, std::string(spec.status().message())));
+  }
+  e.spec_yaml = std::move(*spec);
+  return absl::OkStatus();
+}
+
+namespace {
+
+constexpr char kJobColumns[] =
+    "id, tenant, name, spec_yaml, state, priority, plan_json, allocation_json, epoch, restarts, exit_code, reason, "
+    "created_at_ns, updated_at_ns, version, retries, checkpoint_step, checkpoint_at_ns, usage_json, "
+    "checkpoint_region, platform_env, submitted_by, spec_sealed";
+
+// A job's values $1..$23 in kJobColumns order; spec_yaml is `spec` (sealed when `sealed`).
+PgParams JobParams(const JobRecord& j, const std::string& spec, bool sealed) {
+  PgParams p;
+  p.Text(j.id).Text(j.tenant).Text(j.name).Bytes(spec).Text(std::string(api::JobStateName(j.state)));
+  p.Int(j.priority).Text(j.plan_json).Text(j.allocation_json).Int(j.epoch).Int(j.restarts);
+  p.OptInt(j.exit_code ? std::optional<int64_t>(*j.exit_code) : std::nullopt);
+  p.Text(j.reason).Int(ToNs(j.created_at)).Int(ToNs(j.updated_at)).Int(j.version);
+  p.Text(columns::FormatRetries(j.retries)).OptInt(j.checkpoint_step).Int(ToNs(j.checkpoint_at));
+  p.Text(j.usage_json).Text(j.checkpoint_region).Text(columns::FormatPlatformEnv(j.platform_env));
+  p.Text(j.submitted_by).Bool(sealed);
+  return p;
+}
+
+absl::StatusOr<JobRecord> ReadJob(const PgResult& r, int row, bool* sealed) {
+  JobRecord j;
+  j.id = r.Text(row, 0);
+  j.tenant = r.Text(row, 1);
+  j.name = r.Text(row, 2);
+  j.spec_yaml = r.Bytes(row, 3);
+  auto state = api::ParseJobState(r.Text(row, 4));
+  // Only this file writes the column, always from api::JobStateName.
+  if (!state) {
+    return absl::DataLossError(fmt::format("postgres: job {} has unknown state '{}'", j.id, r.Text(row, 4)));
+  }
+  j.state = *state;
+  j.priority = static_cast<int>(r.Int(row, 5));
+  j.plan_json = r.Text(row, 6);
+  j.allocation_json = r.Text(row, 7);
+  j.epoch = r.Int(row, 8);
+  j.restarts = static_cast<int>(r.Int(row, 9));
+  if (!r.IsNull(row, 10)) j.exit_code = static_cast<int>(r.Int(row, 10));
+  j.reason = r.Text(row, 11);
+  j.created_at = FromNs(r.Int(row, 12));
+  j.updated_at = FromNs(r.Int(row, 13));
+  j.version = r.Int(row, 14);
+  ASSIGN_OR_RETURN(j.retries, columns::ParseRetries("postgres", j.id, r.Text(row, 15)));
+  if (!r.IsNull(row, 16)) j.checkpoint_step = r.Int(row, 16);
+  j.checkpoint_at = FromNs(r.Int(row, 17));
+  j.usage_json = r.Text(row, 18);
+  j.checkpoint_region = r.Text(row, 19);
+  ASSIGN_OR_RETURN(j.platform_env, columns::ParsePlatformEnv("postgres", j.id, r.Text(row, 20)));
+  j.submitted_by = r.Text(row, 21);
+  *sealed = r.Bool(row, 22);
+  return j;
+}
+
+// Appends a numbered log's row after locking the log's table against other writers until the commit
+// (readers go on): numbers are drawn in commit order, so a reader paging by seq misses nothing.
+absl::Status LockLog(PgConnection& c, const char* lock_sql) { return c.Run(lock_sql); }
+
+absl::Status InsertEvent(PgConnection& c, const std::string& job_id, TimePoint time, api::JobState from,
+                         api::JobState to, const std::string& reason) {
+  RETURN_IF_ERROR(LockLog(c, "LOCK TABLE events IN EXCLUSIVE MODE"));
+  return c
+      .Exec("INSERT INTO events (job_id, time_ns, from_state, to_state, reason) VALUES ($1, $2, $3, $4, $5)",
+            PgParams()
+                .Text(job_id)
+                .Int(ToNs(time))
+                .Text(std::string(api::JobStateName(from)))
+                .Text(std::string(api::JobStateName(to)))
+                .Text(reason),
+            "insert event")
+      .status();
+}
+
+absl::Status CheckLimit(int limit) {
+  if (limit < 1 || limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit = {} must be between 1 and {}", limit, kMaxListLimit));
+  }
+  return absl::OkStatus();
+}
+
+// The outcome of an INSERT that failed on a constraint: AlreadyExists for a taken key, NotFound for a
+// missing parent row (`parent` names it), else `st` itself.
+absl::Status InsertOutcome(const absl::Status& st, std::string_view what, std::string_view key,
+                           std::string_view parent) {
+  const std::string state = SqlState(st);
+  if (state == kUniqueViolation)
+    return absl::AlreadyExistsError(fmt::format("store: {} '{}' already exists", what, key));
+  if (state == kForeignKeyViolation) {
+    return absl::NotFoundError(fmt::format("store: {} '{}' names {} that does not exist", what, key, parent));
+  }
+  return st;
+}
+
+}  // namespace
+
+absl::StatusOr<JobRecord> PostgresStore::InsertJob(PgConnection& c, const JobRecord& job) {
+  if (job.id.empty()) return absl::InvalidArgumentError("store: job id must not be empty");
+  JobRecord stored = job;
+  stored.version = 1;
+  ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
+  ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("INSERT INTO jobs ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                                                  "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, "
+                                                  "$23) ON CONFLICT (id) DO NOTHING",
+                                                  kJobColumns),
+                                      JobParams(stored, spec, sealer_ != nullptr), "insert job"));
+  if (r.affected() == 0) return absl::AlreadyExistsError(fmt::format("store: job '{}' already exists", job.id));
+  RETURN_IF_ERROR(InsertEvent(c, stored.id, stored.created_at, stored.state, stored.state,
+                              stored.reason.empty() ? "submitted" : stored.reason));
+  return stored;
+}
+
+absl::StatusOr<JobRecord> PostgresStore::CreateJob(const JobRecord& job) {
+  ASSIGN_OR_RETURN(auto results, CreateJobs({job}));
+  return std::move(results[0]);
+}
+
+absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> PostgresStore::CreateJobs(const std::vector<JobRecord>& jobs) {
+  std::vector<absl::StatusOr<JobRecord>> results;
+  RETURN_IF_CALL_FAILS(Write([&](PgConnection& c) -> absl::Status {
+    results.clear();
+    results.reserve(jobs.size());
+    for (const JobRecord& job : jobs) {
+      absl::StatusOr<JobRecord> r = InsertJob(c, job);
+      // Only a duplicate or empty id is a per-job outcome (neither leaves the transaction failed: the
+      // duplicate is skipped by ON CONFLICT); anything else fails the whole batch.
+      if (!r.ok() && r.status().code() != absl::StatusCode::kAlreadyExists &&
+          r.status().code() != absl::StatusCode::kInvalidArgument) {
+        return r.status();
+      }
+      results.push_back(std::move(r));
+    }
+    return absl::OkStatus();
+  }));
+  return results;
+}
+
+absl::StatusOr<JobRecord> PostgresStore::GetJob(const std::string& id) {
+  JobRecord out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("SELECT {} FROM jobs WHERE id = $1", kJobColumns),
+                                        PgParams().Text(id), "get job"));
+    if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no job '{}'", id));
+    bool sealed = false;
+    ASSIGN_OR_RETURN(out, ReadJob(r, 0, &sealed));
+    return OpenSpec(out, sealed);
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<JobRecord>> PostgresStore::ListJobs(const JobFilter& filter) {
+  RETURN_IF_ERROR(CheckLimit(filter.limit));
+  // Every filter is bound (an empty value disables it), so one statement serves all queries of one order.
+  const std::string sql = fmt::format(
+      "SELECT {} FROM jobs WHERE ($1 = '' OR id {} $1) AND ($2 = '' OR state = $2) AND ($3 = '' OR "
+      "tenant = $3) AND ($4 = '' OR name = $4) ORDER BY id {} LIMIT $5",
+      kJobColumns, filter.newest_first ? "<" : ">", filter.newest_first ? "DESC" : "ASC");
+  std::vector<JobRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec(sql,
+                            PgParams()
+                                .Text(filter.after_id)
+                                .Text(filter.state ? std::string(api::JobStateName(*filter.state)) : std::string())
+                                .Text(filter.tenant)
+                                .Text(filter.name)
+                                .Int(filter.limit),
+                            "list jobs"));
+    for (int i = 0; i < r.rows(); ++i) {
+      bool sealed = false;
+      ASSIGN_OR_RETURN(JobRecord j, ReadJob(r, i, &sealed));
+      RETURN_IF_ERROR(OpenSpec(j, sealed));
+      out.push_back(std::move(j));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<JobCount>> PostgresStore::CountJobs() {
+  std::vector<JobCount> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT state, priority, COUNT(*), MIN(updated_at_ns) FROM jobs GROUP BY "
+                                        "state, priority ORDER BY state, priority",
+                                        PgParams(), "count jobs"));
+    for (int i = 0; i < r.rows(); ++i) {
+      auto state = api::ParseJobState(r.Text(i, 0));
+      if (!state) return absl::DataLossError(fmt::format("postgres: jobs hold unknown state '{}'", r.Text(i, 0)));
+      out.push_back({*state, static_cast<int>(r.Int(i, 1)), r.Int(i, 2), FromNs(r.Int(i, 3))});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<JobRecord> PostgresStore::UpdateJob(const JobRecord& job) {
+  JobRecord stored;
+  RETURN_IF_CALL_FAILS(Write([&](PgConnection& c) -> absl::Status {
+    // The row stays locked until the commit: the version and state read here are those the write replaces.
+    ASSIGN_OR_RETURN(PgResult cur,
+                     c.Exec("SELECT version, state, created_at_ns FROM jobs WHERE id = $1 FOR NO KEY UPDATE",
+                            PgParams().Text(job.id), "get job"));
+    if (cur.rows() == 0) return absl::NotFoundError(fmt::format("store: no job '{}'", job.id));
+    const int64_t version = cur.Int(0, 0);
+    const auto state = api::ParseJobState(cur.Text(0, 1));
+    if (!state) {
+      return absl::DataLossError(fmt::format("postgres: job {} has unknown state '{}'", job.id, cur.Text(0, 1)));
+    }
+    if (version != job.version) {
+      return absl::AbortedError(
+          fmt::format("store: job '{}' changed (version {} != {}); re-read and retry", job.id, version, job.version));
+    }
+    if (*state != job.state && !api::CanTransition(*state, job.state)) {
+      return absl::FailedPreconditionError(fmt::format("store: job '{}' cannot move from {} to {}", job.id,
+                                                       api::JobStateName(*state), api::JobStateName(job.state)));
+    }
+    stored = job;
+    stored.version = version + 1;
+    stored.created_at = FromNs(cur.Int(0, 2));  // immutable
+    ASSIGN_OR_RETURN(const std::string spec, SealSpec(stored));
+    PgParams p = JobParams(stored, spec, sealer_ != nullptr);
+    p.Int(version);
+    ASSIGN_OR_RETURN(
+        PgResult upd,
+        c.Exec("UPDATE jobs SET tenant = $2, name = $3, spec_yaml = $4, state = $5, priority = $6, plan_json = $7, "
+               "allocation_json = $8, epoch = $9, restarts = $10, exit_code = $11, reason = $12, created_at_ns = $13, "
+               "updated_at_ns = $14, version = $15, retries = $16, checkpoint_step = $17, checkpoint_at_ns = $18, "
+               "usage_json = $19, checkpoint_region = $20, platform_env = $21, submitted_by = $22, spec_sealed = $23 "
+               "WHERE id = $1 AND version = $24",
+               p, "update job"));
+    // The compare-and-set holds on its own (WHERE version = $24); the lock above makes it succeed here.
+    if (upd.affected() != 1) {
+      return absl::AbortedError(fmt::format("store: job '{}' changed; re-read and retry", job.id));
+    }
+    if (*state != stored.state) {
+      RETURN_IF_ERROR(InsertEvent(c, stored.id, stored.updated_at, *state, stored.state, stored.reason));
+    }
+    return absl::OkStatus();
+  }));
+  return stored;
+}
+
+absl::StatusOr<std::vector<EventRecord>> PostgresStore::ListEvents(const EventFilter& filter) {
+  RETURN_IF_ERROR(CheckLimit(filter.limit));
+  std::vector<EventRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    PgParams p;
+    p.Int(filter.after_seq).Text(filter.job_id).Int(filter.limit);
+    if (!filter.tenant.empty()) p.Text(filter.tenant);
+    // Without a tenant the jobs table is not read; with one, the event's job must be that tenant's.
+    ASSIGN_OR_RETURN(
+        PgResult r,
+        c.Exec(
+            filter.tenant.empty()
+                ? "SELECT seq, job_id, time_ns, from_state, to_state, reason FROM events WHERE seq > $1 AND ($2 = '' "
+                  "OR job_id = $2) ORDER BY seq LIMIT $3"
+                : "SELECT e.seq, e.job_id, e.time_ns, e.from_state, e.to_state, e.reason FROM events e JOIN jobs j "
+                  "ON j.id = e.job_id WHERE e.seq > $1 AND ($2 = '' OR e.job_id = $2) AND j.tenant = $4 ORDER BY "
+                  "e.seq LIMIT $3",
+            p, "list events"));
+    for (int i = 0; i < r.rows(); ++i) {
+      EventRecord e;
+      e.seq = r.Int(i, 0);
+      e.job_id = r.Text(i, 1);
+      e.time = FromNs(r.Int(i, 2));
+      auto from = api::ParseJobState(r.Text(i, 3));
+      auto to = api::ParseJobState(r.Text(i, 4));
+      if (!from || !to) return absl::DataLossError(fmt::format("postgres: event {} has an unknown state", e.seq));
+      e.from = *from;
+      e.to = *to;
+      e.reason = r.Text(i, 5);
+      out.push_back(std::move(e));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<int64_t> PostgresStore::DeleteOldEvents(TimePoint before, int limit) {
+  RETURN_IF_ERROR(CheckLimit(limit));
+  int64_t deleted = 0;
+  // In seq order from the oldest left, so each call starts where the last one stopped; the events of a
+  // job still running are skipped until it ends.
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r,
+                         c.Exec("DELETE FROM events WHERE seq IN (SELECT e.seq FROM events e JOIN jobs j ON "
+                                "j.id = e.job_id WHERE e.time_ns < $1 AND j.updated_at_ns < $1 AND j.state "
+                                "IN ('SUCCEEDED', 'FAILED', 'CANCELLED') ORDER BY e.seq LIMIT $2)",
+                                PgParams().Int(ToNs(before)).Int(limit), "delete old events"));
+        deleted = r.affected();
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true));
+  return deleted;
+}
+
+absl::Status PostgresStore::PutNode(const NodeRecord& node) {
+  if (node.id.empty()) return absl::InvalidArgumentError("store: node id must not be empty");
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c
+            .Exec(
+                "INSERT INTO nodes (id, inventory_json, state, last_heartbeat_ns, registered_at_ns) VALUES ($1, $2, "
+                "$3, $4, $5) ON CONFLICT (id) DO UPDATE SET inventory_json = EXCLUDED.inventory_json, state = "
+                "EXCLUDED.state, last_heartbeat_ns = EXCLUDED.last_heartbeat_ns, registered_at_ns = "
+                "EXCLUDED.registered_at_ns",
+                PgParams()
+                    .Text(node.id)
+                    .Text(node.inventory_json)
+                    .Text(node.state)
+                    .Int(ToNs(node.last_heartbeat))
+                    .Int(ToNs(node.registered_at)),
+                "put node")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+namespace {
+NodeRecord ReadNode(const PgResult& r, int i) {
+  return {.id = r.Text(i, 0),
+          .inventory_json = r.Text(i, 1),
+          .state = r.Text(i, 2),
+          .last_heartbeat = FromNs(r.Int(i, 3)),
+          .registered_at = FromNs(r.Int(i, 4))};
+}
+}  // namespace
+
+absl::StatusOr<NodeRecord> PostgresStore::GetNode(const std::string& id) {
+  NodeRecord out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM "
+                                        "nodes WHERE id = $1",
+                                        PgParams().Text(id), "get node"));
+    if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
+    out = ReadNode(r, 0);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::DeleteNode(const std::string& id) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM nodes WHERE id = $1", PgParams().Text(id), "delete node"));
+        if (r.affected() == 0) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<NodeRecord>> PostgresStore::ListNodes() {
+  std::vector<NodeRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM "
+                                        "nodes ORDER BY id",
+                                        PgParams(), "list nodes"));
+    for (int i = 0; i < r.rows(); ++i) out.push_back(ReadNode(r, i));
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::CreateTenant(const TenantRecord& tenant) {
+  if (tenant.id.empty()) return absl::InvalidArgumentError("store: tenant id must not be empty");
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return InsertOutcome(c.Exec("INSERT INTO tenants (id, created_at_ns) VALUES ($1, $2)",
+                                    PgParams().Text(tenant.id).Int(ToNs(tenant.created_at)), "insert tenant")
+                                 .status(),
+                             "tenant", tenant.id, "");
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<TenantRecord>> PostgresStore::ListTenants() {
+  std::vector<TenantRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec("SELECT id, created_at_ns FROM tenants ORDER BY id", PgParams(), "list tenants"));
+    for (int i = 0; i < r.rows(); ++i) out.push_back({r.Text(i, 0), FromNs(r.Int(i, 1))});
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::CreateUser(const UserRecord& user) {
+  if (user.name.empty()) return absl::InvalidArgumentError("store: user name must not be empty");
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return InsertOutcome(
+            c.Exec("INSERT INTO users (name, tenant, role, created_at_ns) VALUES ($1, $2, $3, $4)",
+                   PgParams().Text(user.name).Text(user.tenant).Text(user.role).Int(ToNs(user.created_at)),
+                   "insert user")
+                .status(),
+            "user", user.name, fmt::format("tenant '{}'", user.tenant));
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<UserRecord>> PostgresStore::ListUsers() {
+  std::vector<UserRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT name, tenant, role, created_at_ns FROM users ORDER BY name", PgParams(),
+                                        "list users"));
+    for (int i = 0; i < r.rows(); ++i) out.push_back({r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), FromNs(r.Int(i, 3))});
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+namespace {
+std::optional<TimePoint> OptionalTime(const PgResult& r, int row, int col) {
+  if (r.IsNull(row, col)) return std::nullopt;
+  return FromNs(r.Int(row, col));
+}
+}  // namespace
+
+absl::Status PostgresStore::CreateToken(const TokenRecord& token) {
+  if (token.id.empty()) return absl::InvalidArgumentError("store: token id must not be empty");
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return InsertOutcome(c.Exec("INSERT INTO tokens (id, user_name, secret_hash, description, created_at_ns, "
+                                    "expires_at_ns, revoked_at_ns) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                                    PgParams()
+                                        .Text(token.id)
+                                        .Text(token.user)
+                                        .Text(token.secret_hash)
+                                        .Text(token.description)
+                                        .Int(ToNs(token.created_at))
+                                        .OptTime(token.expires_at)
+                                        .OptTime(token.revoked_at),
+                                    "insert token")
+                                 .status(),
+                             "token", token.id, fmt::format("user '{}'", token.user));
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<TokenRecord>> PostgresStore::ListTokens() {
+  std::vector<TokenRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, user_name, secret_hash, description, created_at_ns, expires_at_ns, "
+                                        "revoked_at_ns FROM tokens ORDER BY id",
+                                        PgParams(), "list tokens"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3), FromNs(r.Int(i, 4)), OptionalTime(r, i, 5),
+                     OptionalTime(r, i, 6)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::RevokeToken(const std::string& id, TimePoint at) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r,
+                         c.Exec("UPDATE tokens SET revoked_at_ns = COALESCE(revoked_at_ns, $2) WHERE id = $1",
+                                PgParams().Text(id).Int(ToNs(at)), "revoke token"));
+        if (r.affected() == 0) return absl::NotFoundError(fmt::format("store: no token '{}'", id));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::CreateJoinToken(const JoinTokenRecord& token) {
+  if (token.id.empty()) return absl::InvalidArgumentError("store: join token id must not be empty");
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return InsertOutcome(c.Exec("INSERT INTO join_tokens (id, secret_sha256, description, created_by, "
+                                    "created_at_ns, expires_at_ns, uses_left, provider) VALUES ($1, $2, $3, $4, $5, "
+                                    "$6, $7, $8)",
+                                    PgParams()
+                                        .Text(token.id)
+                                        .Text(token.secret_sha256)
+                                        .Text(token.description)
+                                        .Text(token.created_by)
+                                        .Int(ToNs(token.created_at))
+                                        .OptTime(token.expires_at)
+                                        .Int(token.uses_left)
+                                        .Text(token.provider),
+                                    "insert join token")
+                                 .status(),
+                             "join token", token.id, "");
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<JoinTokenRecord>> PostgresStore::ListJoinTokens() {
+  std::vector<JoinTokenRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, secret_sha256, description, created_by, created_at_ns, "
+                                        "expires_at_ns, uses_left, provider FROM join_tokens ORDER BY id",
+                                        PgParams(), "list join tokens"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({r.Text(i, 0), r.Text(i, 1), r.Text(i, 2), r.Text(i, 3), FromNs(r.Int(i, 4)), OptionalTime(r, i, 5),
+                     r.Int(i, 6), r.Text(i, 7)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) {
+  return Write([&](PgConnection& c) -> absl::Status {
+    // One statement takes the use (the row lock orders concurrent joins: no use is taken twice).
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec("UPDATE join_tokens SET uses_left = uses_left - 1 WHERE id = $1 AND uses_left > 0",
+                            PgParams().Text(id), "consume join token"));
+    if (r.affected() == 1) {
+      // The generation is a uint64, kept as the BIGINT of the same bits.
+      return c
+          .Exec(
+              "INSERT INTO node_credentials (node, generation, provider) SELECT $1::text, $2::bigint, provider FROM "
+              "join_tokens WHERE id = $3 ON CONFLICT (node) DO UPDATE SET generation = EXCLUDED.generation, "
+              "provider = EXCLUDED.provider",
+              PgParams().Text(node).Int(static_cast<int64_t>(generation)).Text(id), "put node credential")
+          .status();
+    }
+    ASSIGN_OR_RETURN(PgResult exists,
+                     c.Exec("SELECT 1 FROM join_tokens WHERE id = $1", PgParams().Text(id), "look up join token"));
+    if (exists.rows() > 0) {
+      return absl::FailedPreconditionError(fmt::format("store: join token '{}' has no use left", id));
+    }
+    return absl::NotFoundError(fmt::format("store: no join token '{}'", id));
+  });
+}
+
+absl::Status PostgresStore::DeleteJoinToken(const std::string& id) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r,
+                         c.Exec("DELETE FROM join_tokens WHERE id = $1", PgParams().Text(id), "delete join token"));
+        if (r.affected() == 0) return absl::NotFoundError(fmt::format("store: no join token '{}'", id));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::DeleteNodeCredential(const std::string& node) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c.Exec("DELETE FROM node_credentials WHERE node = $1", PgParams().Text(node), "delete node credential")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<NodeCredentialRecord>> PostgresStore::ListNodeCredentials() {
+  std::vector<NodeCredentialRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT node, generation, provider FROM node_credentials ORDER BY node",
+                                        PgParams(), "list node credentials"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({r.Text(i, 0), static_cast<uint64_t>(r.Int(i, 1)), r.Text(i, 2)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::AppendAudit(const std::vector<AuditRecord>& records) {
+  if (records.empty()) return absl::OkStatus();
+  return Write([&](PgConnection& c) -> absl::Status {
+    RETURN_IF_ERROR(LockLog(c, "LOCK TABLE audit IN EXCLUSIVE MODE"));
+    for (const AuditRecord& a : records) {
+      RETURN_IF_ERROR(c.Exec("INSERT INTO audit (time_ns, user_name, tenant, token_id, role, method, route, path, "
+                             "status, remote_address, request_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                             "$11)",
+                             PgParams()
+                                 .Int(ToNs(a.time))
+                                 .Text(a.user)
+                                 .Text(a.tenant)
+                                 .Text(a.token_id)
+                                 .Text(a.role)
+                                 .Text(a.method)
+                                 .Text(a.route)
+                                 .Text(a.path)
+                                 .Int(a.status)
+                                 .Text(a.remote_address)
+                                 .Text(a.request_id),
+                             "insert audit record")
+                          .status());
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<AuditRecord>> PostgresStore::ListAudit(const AuditFilter& filter) {
+  RETURN_IF_ERROR(CheckLimit(filter.limit));
+  std::vector<AuditRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(
+        PgResult r,
+        c.Exec("SELECT seq, time_ns, user_name, tenant, token_id, role, method, route, path, status, remote_address, "
+               "request_id FROM audit WHERE seq > $1 AND ($2 = '' OR user_name = $2) AND ($3 = '' OR tenant = $3) "
+               "ORDER BY seq LIMIT $4",
+               PgParams().Int(filter.after_seq).Text(filter.user).Text(filter.tenant).Int(filter.limit), "list audit"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({.seq = r.Int(i, 0),
+                     .time = FromNs(r.Int(i, 1)),
+                     .user = r.Text(i, 2),
+                     .tenant = r.Text(i, 3),
+                     .token_id = r.Text(i, 4),
+                     .role = r.Text(i, 5),
+                     .method = r.Text(i, 6),
+                     .route = r.Text(i, 7),
+                     .path = r.Text(i, 8),
+                     .status = static_cast<int>(r.Int(i, 9)),
+                     .remote_address = r.Text(i, 10),
+                     .request_id = r.Text(i, 11)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<int64_t> PostgresStore::DeleteOldAudit(TimePoint before, int limit) {
+  RETURN_IF_ERROR(CheckLimit(limit));
+  int64_t deleted = 0;
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE time_ns < $1 "
+                                            "ORDER BY seq LIMIT $2)",
+                                            PgParams().Int(ToNs(before)).Int(limit), "delete old audit records"));
+        deleted = r.affected();
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true));
+  return deleted;
+}
+
+absl::StatusOr<SecretRecord> PostgresStore::PutSecret(const SecretRecord& secret) {
+  if (secret.tenant.empty() || secret.name.empty()) {
+    return absl::InvalidArgumentError("store: a secret needs a tenant and a name");
+  }
+  if (sealer_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "store: secrets are kept only sealed, and this store was opened without a key (PostgresStoreOptions::sealer)");
+  }
+  ASSIGN_OR_RETURN(const std::string sealed,
+                   sealer_->Seal(secret.tenant, secret.value, columns::SecretAad(secret.tenant, secret.name)));
+  SecretRecord stored = secret;
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        // A replacement keeps the first creation time.
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("INSERT INTO secrets (tenant, name, value, created_at_ns, updated_at_ns) "
+                                            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, name) DO UPDATE SET "
+                                            "value = EXCLUDED.value, updated_at_ns = EXCLUDED.updated_at_ns "
+                                            "RETURNING created_at_ns",
+                                            PgParams()
+                                                .Text(secret.tenant)
+                                                .Text(secret.name)
+                                                .Bytes(sealed)
+                                                .Int(ToNs(secret.created_at))
+                                                .Int(ToNs(secret.updated_at)),
+                                            "put secret"));
+        if (r.rows() != 1) return absl::InternalError("postgres: put secret returned no row");
+        stored.created_at = FromNs(r.Int(0, 0));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true));
+  return stored;
+}
+
+absl::StatusOr<SecretRecord> PostgresStore::GetSecret(const std::string& tenant, const std::string& name) {
+  SecretRecord out;
+  std::string sealed;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT value, created_at_ns, updated_at_ns FROM secrets WHERE tenant = $1 "
+                                        "AND name = $2",
+                                        PgParams().Text(tenant).Text(name), "get secret"));
+    if (r.rows() == 0) return absl::NotFoundError(fmt_no_secret(tenant, name));
+    sealed = r.Bytes(0, 0);
+    out = {tenant, name, "", FromNs(r.Int(0, 1)), FromNs(r.Int(0, 2))};
+    return absl::OkStatus();
+  }));
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("postgres: secret {}/{} is sealed and this store was opened without a key", tenant, name));
+  }
+  absl::StatusOr<std::string> value = sealer_->Open(tenant, sealed, columns::SecretAad(tenant, name));
+  if (!value.ok()) {
+    return absl::DataLossError(
+        fmt::format("postgres: secret {}/{}: {}", tenant, name, std::string(value.status().message())));
+  }
+  out.value = std::move(*value);
+  return out;
+}
+
+absl::StatusOr<std::vector<SecretRecord>> PostgresStore::ListSecrets(const std::string& tenant) {
+  std::vector<SecretRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT name, created_at_ns, updated_at_ns FROM secrets WHERE tenant = $1 "
+                                        "ORDER BY name",
+                                        PgParams().Text(tenant), "list secrets"));
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({tenant, r.Text(i, 0), "", FromNs(r.Int(i, 1)), FromNs(r.Int(i, 2))});
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::DeleteSecret(const std::string& tenant, const std::string& name) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM secrets WHERE tenant = $1 AND name = $2",
+                                            PgParams().Text(tenant).Text(name), "delete secret"));
+        if (r.affected() == 0) return absl::NotFoundError(fmt_no_secret(tenant, name));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::PutTenantQuota(const TenantQuotaRecord& quota) {
+  if (quota.tenant.empty()) return absl::InvalidArgumentError("store: tenant must not be empty");
+  for (const auto& [model, n] : quota.max_gpus_by_model) {
+    if (model.empty() || model.find_first_of("=,") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          fmt::format("store: GPU model '{}' must be non-empty without '=' or ','", model));
+    }
+  }
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c
+            .Exec(
+                "INSERT INTO tenant_quotas (tenant, weight, max_gpus_by_model, max_gpu_milli, max_jobs, "
+                "updated_at_ns) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (tenant) DO UPDATE SET weight = "
+                "EXCLUDED.weight, max_gpus_by_model = EXCLUDED.max_gpus_by_model, max_gpu_milli = "
+                "EXCLUDED.max_gpu_milli, max_jobs = EXCLUDED.max_jobs, updated_at_ns = EXCLUDED.updated_at_ns",
+                PgParams()
+                    .Text(quota.tenant)
+                    .Real(quota.weight)
+                    .Text(columns::EncodeModelCaps(quota.max_gpus_by_model))
+                    .Int(quota.max_gpu_milli)
+                    .Int(quota.max_jobs)
+                    .Int(ToNs(quota.updated_at)),
+                "put tenant quota")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<TenantQuotaRecord>> PostgresStore::ListTenantQuotas() {
+  std::vector<TenantQuotaRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT tenant, weight, max_gpus_by_model, max_gpu_milli, max_jobs, "
+                                        "updated_at_ns FROM tenant_quotas ORDER BY tenant",
+                                        PgParams(), "list tenant quotas"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({.tenant = r.Text(i, 0),
+                     .weight = r.Double(i, 1),
+                     .max_gpus_by_model = columns::DecodeModelCaps(r.Text(i, 2)),
+                     .max_gpu_milli = r.Int(i, 3),
+                     .max_jobs = static_cast<int32_t>(r.Int(i, 4)),
+                     .updated_at = FromNs(r.Int(i, 5))});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::PutTenantUsage(const std::vector<TenantUsageRecord>& usage) {
+  if (usage.empty()) return absl::OkStatus();
+  return Write([&](PgConnection& c) -> absl::Status {
+    for (const TenantUsageRecord& u : usage) {
+      RETURN_IF_ERROR(c.Exec("INSERT INTO tenant_usage (tenant, usage, as_of_ns) VALUES ($1, $2, $3) ON CONFLICT "
+                             "(tenant) DO UPDATE SET usage = EXCLUDED.usage, as_of_ns = EXCLUDED.as_of_ns",
+                             PgParams().Text(u.tenant).Real(u.usage).Int(ToNs(u.as_of)), "put tenant usage")
+                          .status());
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<TenantUsageRecord>> PostgresStore::ListTenantUsage() {
+  std::vector<TenantUsageRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT tenant, usage, as_of_ns FROM tenant_usage ORDER BY tenant", PgParams(),
+                                        "list tenant usage"));
+    for (int i = 0; i < r.rows(); ++i) out.push_back({r.Text(i, 0), r.Double(i, 1), FromNs(r.Int(i, 2))});
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+namespace {
+
+constexpr char kExperimentColumns[] =
+    "id, tenant, user_name, name, spec_yaml, state, reason, created_at_ns, updated_at_ns, version, spec_sealed";
+
+ExperimentRecord ReadExperiment(const PgResult& r, int i, bool* sealed) {
+  ExperimentRecord e;
+  e.id = r.Text(i, 0);
+  e.tenant = r.Text(i, 1);
+  e.user = r.Text(i, 2);
+  e.name = r.Text(i, 3);
+  e.spec_yaml = r.Bytes(i, 4);
+  e.state = r.Text(i, 5);
+  e.reason = r.Text(i, 6);
+  e.created_at = FromNs(r.Int(i, 7));
+  e.updated_at = FromNs(r.Int(i, 8));
+  e.version = r.Int(i, 9);
+  *sealed = r.Bool(i, 10);
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<ExperimentRecord> PostgresStore::CreateExperiment(const ExperimentRecord& experiment) {
+  if (experiment.id.empty()) return absl::InvalidArgumentError("store: an experiment needs an id");
+  ExperimentRecord stored = experiment;
+  stored.version = 1;
+  stored.created_at = stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealExperiment(stored));
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("INSERT INTO experiments ({}) VALUES ($1, $2, $3, $4, $5, $6, "
+                                                        "$7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING",
+                                                        kExperimentColumns),
+                                            PgParams()
+                                                .Text(stored.id)
+                                                .Text(stored.tenant)
+                                                .Text(stored.user)
+                                                .Text(stored.name)
+                                                .Bytes(spec)
+                                                .Text(stored.state)
+                                                .Text(stored.reason)
+                                                .Int(ToNs(stored.created_at))
+                                                .Int(ToNs(stored.updated_at))
+                                                .Int(stored.version)
+                                                .Bool(sealer_ != nullptr),
+                                            "insert experiment"));
+        if (r.affected() == 0) {
+          return absl::AlreadyExistsError(fmt::format("store: experiment '{}' already exists", stored.id));
+        }
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true));
+  return stored;
+}
+
+absl::StatusOr<ExperimentRecord> PostgresStore::GetExperiment(const std::string& id) {
+  ExperimentRecord out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("SELECT {} FROM experiments WHERE id = $1", kExperimentColumns),
+                                        PgParams().Text(id), "get experiment"));
+    if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no experiment '{}'", id));
+    bool sealed = false;
+    out = ReadExperiment(r, 0, &sealed);
+    return OpenExperiment(out, sealed);
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<ExperimentRecord>> PostgresStore::ListExperiments(const ExperimentFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit {} is outside 1..10000", filter.limit));
+  }
+  std::vector<ExperimentRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec(fmt::format("SELECT {} FROM experiments WHERE ($1 = '' OR tenant = $1) AND "
+                                        "($2 = '' OR state = $2) AND id > $3 ORDER BY id LIMIT $4",
+                                        kExperimentColumns),
+                            PgParams().Text(filter.tenant).Text(filter.state).Text(filter.after_id).Int(filter.limit),
+                            "list experiments"));
+    for (int i = 0; i < r.rows(); ++i) {
+      bool sealed = false;
+      ExperimentRecord e = ReadExperiment(r, i, &sealed);
+      RETURN_IF_ERROR(OpenExperiment(e, sealed));
+      out.push_back(std::move(e));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<ExperimentRecord> PostgresStore::UpdateExperiment(const ExperimentRecord& experiment) {
+  ExperimentRecord stored = experiment;
+  stored.version = experiment.version + 1;
+  stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealExperiment(stored));
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        // Compare-and-set in one statement; created_at stays as stored.
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("UPDATE experiments SET tenant = $2, user_name = $3, name = $4, spec_yaml "
+                                            "= $5, state = $6, reason = $7, updated_at_ns = $8, version = $9, "
+                                            "spec_sealed = $10 WHERE id = $1 AND version = $11 RETURNING "
+                                            "created_at_ns",
+                                            PgParams()
+                                                .Text(stored.id)
+                                                .Text(stored.tenant)
+                                                .Text(stored.user)
+                                                .Text(stored.name)
+                                                .Bytes(spec)
+                                                .Text(stored.state)
+                                                .Text(stored.reason)
+                                                .Int(ToNs(stored.updated_at))
+                                                .Int(stored.version)
+                                                .Bool(sealer_ != nullptr)
+                                                .Int(experiment.version),
+                                            "update experiment"));
+        if (r.rows() == 1) {
+          stored.created_at = FromNs(r.Int(0, 0));
+          return absl::OkStatus();
+        }
+        ASSIGN_OR_RETURN(PgResult cur, c.Exec("SELECT version FROM experiments WHERE id = $1",
+                                              PgParams().Text(experiment.id), "get experiment"));
+        if (cur.rows() == 0) return absl::NotFoundError(fmt::format("store: no experiment '{}'", experiment.id));
+        return absl::AbortedError(fmt::format("store: experiment '{}' is at version {}, not {}", experiment.id,
+                                              cur.Int(0, 0), experiment.version));
+      },
+      /*one_statement=*/true));
+  return stored;
+}
+
+absl::Status PostgresStore::PutTrial(const TrialRecord& trial) {
+  const TimePoint now = clock_.Now();
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        PgParams p;
+        p.Text(trial.experiment_id).Int(trial.number).Text(trial.params_json).Text(trial.state).Text(trial.job_id);
+        if (trial.value) {
+          p.Real(*trial.value);
+        } else {
+          p.Null();
+        }
+        p.Text(trial.reason).Int(ToNs(now));
+        return c
+            .Exec(
+                "INSERT INTO trials (experiment_id, number, params_json, state, job_id, value, reason, "
+                "created_at_ns, updated_at_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT "
+                "(experiment_id, number) DO UPDATE SET params_json = $3, state = $4, job_id = $5, value = $6, "
+                "reason = $7, updated_at_ns = $8",
+                p, "put trial")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<TrialRecord>> PostgresStore::ListTrials(const std::string& experiment_id) {
+  std::vector<TrialRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT experiment_id, number, params_json, state, job_id, value, reason, "
+                                        "created_at_ns, updated_at_ns FROM trials WHERE experiment_id = $1 ORDER BY "
+                                        "number",
+                                        PgParams().Text(experiment_id), "list trials"));
+    for (int i = 0; i < r.rows(); ++i) {
+      TrialRecord t;
+      t.experiment_id = r.Text(i, 0);
+      t.number = r.Int(i, 1);
+      t.params_json = r.Text(i, 2);
+      t.state = r.Text(i, 3);
+      t.job_id = r.Text(i, 4);
+      if (!r.IsNull(i, 5)) t.value = r.Double(i, 5);
+      t.reason = r.Text(i, 6);
+      t.created_at = FromNs(r.Int(i, 7));
+      t.updated_at = FromNs(r.Int(i, 8));
+      out.push_back(std::move(t));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::AppendMetricReports(const std::vector<MetricReportRecord>& reports) {
+  if (reports.empty()) return absl::OkStatus();
+  const TimePoint now = clock_.Now();
+  return Write([&](PgConnection& c) -> absl::Status {
+    RETURN_IF_ERROR(LockLog(c, "LOCK TABLE metric_reports IN EXCLUSIVE MODE"));
+    for (const MetricReportRecord& m : reports) {
+      RETURN_IF_ERROR(c.Exec("INSERT INTO metric_reports (job_id, epoch, node_rank, seq, step, value, "
+                             "reported_at_ns) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (job_id, epoch, "
+                             "node_rank, seq) DO NOTHING",
+                             PgParams()
+                                 .Text(m.job_id)
+                                 .Int(m.epoch)
+                                 .Int(m.node_rank)
+                                 .Int(m.seq)
+                                 .Int(m.step)
+                                 .Real(m.value)
+                                 .Int(ToNs(now)),
+                             "insert metric report")
+                          .status());
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<MetricReportRecord>> PostgresStore::ListMetricReports(const std::string& job_id,
+                                                                                 int64_t after_id, int limit) {
+  if (limit < 1 || limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit {} is outside 1..10000", limit));
+  }
+  std::vector<MetricReportRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, job_id, epoch, node_rank, seq, step, value, reported_at_ns FROM "
+                                        "metric_reports WHERE job_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                                        PgParams().Text(job_id).Int(after_id).Int(limit), "list metric reports"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({.id = r.Int(i, 0),
+                     .job_id = r.Text(i, 1),
+                     .epoch = r.Int(i, 2),
+                     .node_rank = static_cast<int>(r.Int(i, 3)),
+                     .seq = r.Int(i, 4),
+                     .step = r.Int(i, 5),
+                     .value = r.Double(i, 6),
+                     .reported_at = FromNs(r.Int(i, 7))});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<int64_t> PostgresStore::CountMetricReports(const std::string& job_id, int64_t epoch, int node_rank) {
+  int64_t n = 0;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT COUNT(*) FROM metric_reports WHERE job_id = $1 AND epoch = $2 AND "
+                                        "node_rank = $3",
+                                        PgParams().Text(job_id).Int(epoch).Int(node_rank), "count metric reports"));
+    n = r.Int(0, 0);
+    return absl::OkStatus();
+  }));
+  return n;
+}
+
+absl::Status PostgresStore::AppendLedger(const std::vector<LedgerRecord>& records) {
+  if (records.empty()) return absl::OkStatus();
+  return Write([&](PgConnection& c) -> absl::Status {
+    RETURN_IF_ERROR(LockLog(c, "LOCK TABLE ledger IN EXCLUSIVE MODE"));
+    for (const LedgerRecord& l : records) {
+      absl::Status st = c.Exec("INSERT INTO ledger (id, tenant, kind, at_ns, body) VALUES ($1, $2, $3, $4, $5)",
+                               PgParams().Text(l.id).Text(l.tenant).Text(l.kind).Int(ToNs(l.at)).Text(l.body),
+                               "insert ledger transaction")
+                            .status();
+      if (SqlState(st) == kUniqueViolation) {
+        return absl::AlreadyExistsError("store: ledger transaction " + l.id + " exists");
+      }
+      RETURN_IF_ERROR(st);
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::StatusOr<std::vector<LedgerRecord>> PostgresStore::ListLedger(const LedgerFilter& filter) {
+  RETURN_IF_ERROR(CheckLimit(filter.limit));
+  std::vector<LedgerRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec("SELECT seq, id, tenant, kind, at_ns, body FROM ledger WHERE seq > $1 AND ($2 "
+                            "= '' OR tenant = $2) ORDER BY seq LIMIT $3",
+                            PgParams().Int(filter.after_seq).Text(filter.tenant).Int(filter.limit), "list ledger"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({.seq = r.Int(i, 0),
+                     .id = r.Text(i, 1),
+                     .tenant = r.Text(i, 2),
+                     .kind = r.Text(i, 3),
+                     .at = FromNs(r.Int(i, 4)),
+                     .body = r.Text(i, 5)});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::PutBudget(const BudgetRecord& budget) {
+  if (budget.tenant.empty()) return absl::InvalidArgumentError("store: a budget's tenant must not be empty");
+  if (budget.monthly_limit_micros <= 0) return absl::InvalidArgumentError("store: a budget's limit must be > 0");
+  std::string percents;
+  for (int p : budget.alert_percents) percents += (percents.empty() ? "" : ",") + std::to_string(p);
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c
+            .Exec(
+                "INSERT INTO budgets (tenant, user_name, monthly_limit_micros, alert_percents, alerted_period, "
+                "alerted_percent, updated_at_ns) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (tenant, "
+                "user_name) DO UPDATE SET monthly_limit_micros = EXCLUDED.monthly_limit_micros, alert_percents = "
+                "EXCLUDED.alert_percents, alerted_period = EXCLUDED.alerted_period, alerted_percent = "
+                "EXCLUDED.alerted_percent, updated_at_ns = EXCLUDED.updated_at_ns",
+                PgParams()
+                    .Text(budget.tenant)
+                    .Text(budget.user)
+                    .Int(budget.monthly_limit_micros)
+                    .Text(percents)
+                    .Text(budget.alerted_period)
+                    .Int(budget.alerted_percent)
+                    .Int(ToNs(budget.updated_at)),
+                "put budget")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<BudgetRecord>> PostgresStore::ListBudgets() {
+  std::vector<BudgetRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT tenant, user_name, monthly_limit_micros, alert_percents, "
+                                        "alerted_period, alerted_percent, updated_at_ns FROM budgets ORDER BY tenant, "
+                                        "user_name",
+                                        PgParams(), "list budgets"));
+    for (int i = 0; i < r.rows(); ++i) {
+      BudgetRecord b{.tenant = r.Text(i, 0),
+                     .user = r.Text(i, 1),
+                     .monthly_limit_micros = r.Int(i, 2),
+                     .alerted_period = r.Text(i, 4),
+                     .alerted_percent = static_cast<int>(r.Int(i, 5)),
+                     .updated_at = FromNs(r.Int(i, 6))};
+      for (absl::string_view p : absl::StrSplit(r.Text(i, 3), ',', absl::SkipEmpty())) {
+        int percent = 0;
+        if (!absl::SimpleAtoi(p, &percent)) {
+          return absl::DataLossError(
+              fmt::format("postgres: budget of {}/{} has malformed alert percents", b.tenant, b.user));
+        }
+        b.alert_percents.push_back(percent);
+      }
+      out.push_back(std::move(b));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::Status PostgresStore::DeleteBudget(const std::string& tenant, const std::string& user) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM budgets WHERE tenant = $1 AND user_name = $2",
+                                            PgParams().Text(tenant).Text(user), "delete budget"));
+        if (r.affected() == 0) {
+          return absl::NotFoundError(
+              fmt::format("no budget for {}", user.empty() ? "tenant " + tenant : "user " + user));
+        }
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::MarkBudgetAlerted(const std::string& tenant, const std::string& user, TimePoint updated_at,
+                                              const std::string& period, int percent) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r,
+                         c.Exec("UPDATE budgets SET alerted_period = $1, alerted_percent = $2 WHERE tenant "
+                                "= $3 AND user_name = $4 AND updated_at_ns = $5",
+                                PgParams().Text(period).Int(percent).Text(tenant).Text(user).Int(ToNs(updated_at)),
+                                "mark budget alerted"));
+        if (r.affected() == 0) {
+          return absl::FailedPreconditionError(
+              fmt::format("store: the budget of {}/{} changed meanwhile", tenant, user));
+        }
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::InsertReservation(const ReservationRecord& r) {
+  if (r.id.empty() || r.tenant.empty()) {
+    return absl::InvalidArgumentError("store: a reservation needs an id and a tenant");
+  }
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        absl::Status st = c.Exec(
+                               "INSERT INTO reservations (id, tenant, gpu_model, gpus, price_micros, start_ns, "
+                               "end_ns, created_by, created_at_ns, nodes, charged_hours, held_gpu_milli_seconds, "
+                               "used_gpu_milli_seconds) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+                               "$13)",
+                               PgParams()
+                                   .Text(r.id)
+                                   .Text(r.tenant)
+                                   .Text(r.gpu_model)
+                                   .Int(r.gpus)
+                                   .Int(r.price_micros)
+                                   .Int(ToNs(r.start))
+                                   .Int(ToNs(r.end))
+                                   .Text(r.created_by)
+                                   .Int(ToNs(r.created_at))
+                                   .Text(fmt::format("{}", fmt::join(r.nodes, ",")))
+                                   .Int(r.charged_hours)
+                                   .Int(r.held_gpu_milli_seconds)
+                                   .Int(r.used_gpu_milli_seconds),
+                               "insert reservation")
+                              .status();
+        if (SqlState(st) == kUniqueViolation) {
+          return absl::AlreadyExistsError(fmt::format("store: reservation '{}' already exists", r.id));
+        }
+        return st;
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::EndReservation(const std::string& id, TimePoint end) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("UPDATE reservations SET end_ns = GREATEST(start_ns, LEAST(end_ns, "
+                                            "$1::bigint)) WHERE id = $2",
+                                            PgParams().Int(ToNs(end)).Text(id), "end reservation"));
+        if (r.affected() == 0) return absl::NotFoundError(fmt::format("no reservation '{}'", id));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::Status PostgresStore::UpdateReservationProgress(const ReservationRecord& r) {
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult res, c.Exec("UPDATE reservations SET nodes = $1, charged_hours = $2, "
+                                              "held_gpu_milli_seconds = $3, used_gpu_milli_seconds = $4 WHERE id = $5",
+                                              PgParams()
+                                                  .Text(fmt::format("{}", fmt::join(r.nodes, ",")))
+                                                  .Int(r.charged_hours)
+                                                  .Int(r.held_gpu_milli_seconds)
+                                                  .Int(r.used_gpu_milli_seconds)
+                                                  .Text(r.id),
+                                              "update reservation"));
+        if (res.affected() == 0) return absl::NotFoundError(fmt::format("no reservation '{}'", r.id));
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<ReservationRecord>> PostgresStore::ListReservations() {
+  std::vector<ReservationRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, tenant, gpu_model, gpus, price_micros, start_ns, end_ns, "
+                                        "created_by, created_at_ns, nodes, charged_hours, held_gpu_milli_seconds, "
+                                        "used_gpu_milli_seconds FROM reservations ORDER BY id",
+                                        PgParams(), "list reservations"));
+    for (int i = 0; i < r.rows(); ++i) {
+      ReservationRecord v{.id = r.Text(i, 0),
+                          .tenant = r.Text(i, 1),
+                          .gpu_model = r.Text(i, 2),
+                          .gpus = static_cast<int32_t>(r.Int(i, 3)),
+                          .price_micros = r.Int(i, 4),
+                          .start = FromNs(r.Int(i, 5)),
+                          .end = FromNs(r.Int(i, 6)),
+                          .created_by = r.Text(i, 7),
+                          .created_at = FromNs(r.Int(i, 8)),
+                          .charged_hours = r.Int(i, 10),
+                          .held_gpu_milli_seconds = r.Int(i, 11),
+                          .used_gpu_milli_seconds = r.Int(i, 12)};
+      for (absl::string_view n : absl::StrSplit(r.Text(i, 9), ',', absl::SkipEmpty())) v.nodes.emplace_back(n);
+      out.push_back(std::move(v));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+}  // namespace gpugeek::store

@@ -1,0 +1,179 @@
+#pragma once
+// PostgresStore: the Store on a PostgreSQL server (15 or later), for a control plane whose state must
+// outlive its machine, or that several operators' tools read. SQLite (`sqlite_store.h`) stays the
+// embedded default; both pass the same test suite (store_test.cc), so callers cannot tell them apart
+// except by where the bytes live.
+//
+// Durability: a call returns after PostgreSQL acknowledged its COMMIT, which with the server's default
+// synchronous_commit = on means the commit record is flushed to the server's WAL. Schema changes are
+// numbered migrations (`postgres_migrations.h`, numbered as SQLite's) applied in order at open under an
+// advisory lock (two servers opening one empty database at once do not both migrate); a database whose
+// schema is newer than this binary knows is refused with FailedPrecondition rather than damaged.
+//
+// Concurrency: a pool of `connections` libpq connections, each used by one call at a time; the pool's
+// lock is held only to take or give back a connection, never across network I/O. Reads run on any idle
+// connection and see the last commit. Each write is one transaction (READ COMMITTED): a job or experiment
+// update locks its row (SELECT ... FOR NO KEY UPDATE), checks the version and the state machine, and
+// writes with `UPDATE ... WHERE version = $n` checking the affected rows (compare-and-set). Appends to a
+// numbered log (events, audit, ledger, metric reports) lock that log's table against other writers
+// (readers are not blocked) until the commit, so a log's sequence numbers are assigned in commit order:
+// a reader paging by `after_seq` never skips a row committed later with a smaller number. A transaction
+// that PostgreSQL aborts for a serialization failure or a deadlock (SQLSTATE 40001, 40P01) is retried.
+// A write batch (Store::BeginWriteBatch) holds one connection with one open transaction for its owner;
+// every call of the owner inside it is a savepoint, and the other threads' writes wait for its end while
+// their reads proceed on other connections. Statements are prepared once per connection (PQprepare) and
+// always take their values as parameters. Thread-safe.
+//
+// Errors: a lost or refused connection is Unavailable naming the server (host:port/database); the
+// pool reconnects on the next call. Other server errors are Internal with PostgreSQL's message.
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/store.h"
+
+namespace gpugeek::store {
+
+class PgConnection;
+
+struct PostgresStoreOptions {
+  // A libpq connection URI, "postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE...]"
+  // (https://www.postgresql.org/docs/15/libpq-connect.html#LIBPQ-CONNSTRING); "?options=-csearch_path%3DS"
+  // keeps the tables in schema S. A password is better given in ~/.pgpass or PGPASSWORD than in the URI.
+  std::string url;
+  // Connections in the pool, 1..64: the most calls that run on the server at once. A write batch holds
+  // one for its whole length, so with 1 every other thread waits for the batch to end.
+  int connections = 8;
+  Clock* clock = nullptr;  // for the times the store sets; nullptr = RealClock()
+  // Encryption at rest, as SqliteStoreOptions::sealer: borrowed, must outlive the store; nullptr =
+  // specs in the clear and PutSecret refused.
+  Sealer* sealer = nullptr;
+};
+
+class PostgresStore final : public Store {
+ public:
+  // Connects every connection of the pool and migrates the schema. InvalidArgument for a URL that is not
+  // a postgres:// or postgresql:// URI or a pool size outside 1..64; Unavailable when the server cannot
+  // be reached or refuses the login (the message names host:port/database); FailedPrecondition when the
+  // schema is newer than this binary.
+  static absl::StatusOr<std::unique_ptr<PostgresStore>> Open(const PostgresStoreOptions& options);
+  // Closes every connection. A write batch still open is rolled back by the server.
+  ~PostgresStore() override;
+
+  absl::StatusOr<JobRecord> CreateJob(const JobRecord& job) override;
+  absl::StatusOr<std::vector<absl::StatusOr<JobRecord>>> CreateJobs(const std::vector<JobRecord>& jobs) override;
+  absl::StatusOr<JobRecord> GetJob(const std::string& id) override;
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<std::vector<JobCount>> CountJobs() override;
+  absl::StatusOr<JobRecord> UpdateJob(const JobRecord& job) override;
+  absl::StatusOr<std::vector<EventRecord>> ListEvents(const EventFilter& filter) override;
+  absl::StatusOr<int64_t> DeleteOldEvents(TimePoint before, int limit) override;
+  absl::Status PutNode(const NodeRecord& node) override;
+  absl::StatusOr<NodeRecord> GetNode(const std::string& id) override;
+  absl::Status DeleteNode(const std::string& id) override;
+  absl::StatusOr<std::vector<NodeRecord>> ListNodes() override;
+  absl::Status CreateTenant(const TenantRecord& tenant) override;
+  absl::StatusOr<std::vector<TenantRecord>> ListTenants() override;
+  absl::Status CreateUser(const UserRecord& user) override;
+  absl::StatusOr<std::vector<UserRecord>> ListUsers() override;
+  absl::Status CreateToken(const TokenRecord& token) override;
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override;
+  absl::Status RevokeToken(const std::string& id, TimePoint at) override;
+  absl::Status CreateJoinToken(const JoinTokenRecord& token) override;
+  absl::StatusOr<std::vector<JoinTokenRecord>> ListJoinTokens() override;
+  absl::Status ConsumeJoinToken(const std::string& id, const std::string& node, uint64_t generation) override;
+  absl::Status DeleteJoinToken(const std::string& id) override;
+  absl::Status DeleteNodeCredential(const std::string& node) override;
+  absl::StatusOr<std::vector<NodeCredentialRecord>> ListNodeCredentials() override;
+  absl::Status AppendAudit(const std::vector<AuditRecord>& records) override;
+  absl::StatusOr<std::vector<AuditRecord>> ListAudit(const AuditFilter& filter) override;
+  absl::StatusOr<int64_t> DeleteOldAudit(TimePoint before, int limit) override;
+  absl::StatusOr<SecretRecord> PutSecret(const SecretRecord& secret) override;
+  absl::StatusOr<SecretRecord> GetSecret(const std::string& tenant, const std::string& name) override;
+  absl::StatusOr<std::vector<SecretRecord>> ListSecrets(const std::string& tenant) override;
+  absl::Status DeleteSecret(const std::string& tenant, const std::string& name) override;
+  absl::Status PutTenantQuota(const TenantQuotaRecord& quota) override;
+  absl::StatusOr<std::vector<TenantQuotaRecord>> ListTenantQuotas() override;
+  absl::Status PutTenantUsage(const std::vector<TenantUsageRecord>& usage) override;
+  absl::StatusOr<std::vector<TenantUsageRecord>> ListTenantUsage() override;
+  absl::StatusOr<ExperimentRecord> CreateExperiment(const ExperimentRecord& experiment) override;
+  absl::StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override;
+  absl::StatusOr<std::vector<ExperimentRecord>> ListExperiments(const ExperimentFilter& filter) override;
+  absl::StatusOr<ExperimentRecord> UpdateExperiment(const ExperimentRecord& experiment) override;
+  absl::Status PutTrial(const TrialRecord& trial) override;
+  absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& experiment_id) override;
+  absl::Status AppendMetricReports(const std::vector<MetricReportRecord>& reports) override;
+  absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& job_id, int64_t after_id,
+                                                                    int limit) override;
+  absl::StatusOr<int64_t> CountMetricReports(const std::string& job_id, int64_t epoch, int node_rank) override;
+  absl::Status AppendLedger(const std::vector<LedgerRecord>& records) override;
+  absl::StatusOr<std::vector<LedgerRecord>> ListLedger(const LedgerFilter& filter) override;
+  absl::Status PutBudget(const BudgetRecord& budget) override;
+  absl::StatusOr<std::vector<BudgetRecord>> ListBudgets() override;
+  absl::Status DeleteBudget(const std::string& tenant, const std::string& user) override;
+  absl::Status MarkBudgetAlerted(const std::string& tenant, const std::string& user, TimePoint updated_at,
+                                 const std::string& period, int percent) override;
+  absl::Status InsertReservation(const ReservationRecord& r) override;
+  absl::Status EndReservation(const std::string& id, TimePoint end) override;
+  absl::Status UpdateReservationProgress(const ReservationRecord& r) override;
+  absl::StatusOr<std::vector<ReservationRecord>> ListReservations() override;
+  absl::Status BeginWriteBatch() override;
+  absl::Status CommitWriteBatch() override;
+  absl::Status AbortWriteBatch() override;
+
+  // The schema version after migration (the same number SqliteStore reports for the same tables).
+  int schema_version() const { return schema_version_; }
+  // "host:port/database", as errors name the server.
+  const std::string& server() const { return server_; }
+
+ private:
+  PostgresStore(Clock& clock, Sealer* sealer);
+  class Lease;
+  // A connection of the pool for one call: the write batch's when the caller owns it, else an idle one
+  // (waiting for one to be given back), reconnected first if it was lost. Unavailable when that fails.
+  absl::StatusOr<Lease> Take();
+  void Give(PgConnection* c);
+  // Runs `body` as one atomic write: a savepoint inside the caller's write batch, else its own
+  // transaction on a pooled connection once no other thread's batch is open, retried when the server
+  // aborts it for a serialization failure or a deadlock. A body that returns an error is rolled back.
+  // `one_statement`: the body runs one statement, atomic on its own, so outside a batch no BEGIN/COMMIT.
+  absl::Status Write(const std::function<absl::Status(PgConnection&)>& body, bool one_statement = false);
+  // Runs `body` on a connection as it is (autocommit, or the caller's batch): for reads.
+  absl::Status Read(const std::function<absl::Status(PgConnection&)>& body);
+  absl::Status Migrate();
+  absl::Status EndWriteBatch(bool commit);
+  absl::StatusOr<std::string> SealSpec(const JobRecord& job) const;
+  absl::Status OpenSpec(JobRecord& job, bool sealed) const;
+  absl::StatusOr<std::string> SealExperiment(const ExperimentRecord& e) const;
+  absl::Status OpenExperiment(ExperimentRecord& e, bool sealed) const;
+  // Inserts one job and its creation event inside the caller's transaction.
+  absl::StatusOr<JobRecord> InsertJob(PgConnection& c, const JobRecord& job);
+
+  // Constant after Open.
+  Clock& clock_;
+  Sealer* const sealer_;  // nullable, borrowed
+  std::string server_;
+  int schema_version_ = 0;
+  std::vector<std::unique_ptr<PgConnection>> connections_;  // every connection, owned
+
+  // The pool: connections not in use.
+  std::mutex pool_mu_;
+  std::condition_variable pool_returned_;
+  std::vector<PgConnection*> idle_;  // guarded by pool_mu_
+
+  // The write batch: its owner thread (default-constructed: none) and its connection, which only the
+  // owner uses. batch_owner_ is written under batch_mu_ and read without it by the calls that only need to
+  // know whether they are the owner.
+  std::mutex batch_mu_;
+  std::condition_variable batch_ended_;
+  std::atomic<std::thread::id> batch_owner_;
+  PgConnection* batch_conn_ = nullptr;
+};
+
+}  // namespace gpugeek::store

@@ -10,6 +10,12 @@ packages=(
   libabsl-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libsqlite3-dev libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev libsodium-dev
   libncurses-dev
+  # the PostgreSQL store (src/store/postgres_store.h): libpq to build, and the server and psql its tests start
+  # (../shared/infra/postgres-up.sh; not run as a service)
+  libpq-dev postgresql-15 postgresql-client-15
+  # Slurm clusters in the pool (src/backends/slurm): sbatch and scontrol, and the daemons its tests start
+  # (../shared/infra/slurm-up.sh: munged, slurmctld, slurmd, slurmrestd with JWT; not run as services)
+  slurm-client slurmctld slurmd slurmrestd slurm-wlm-jwt-plugin munge
   # workdir archives (tar + zstd): src/archive
   libarchive-dev
   # dataset deduplication: xxHash's XXH3 for shingles and MinHash bands (src/data)
@@ -54,7 +60,7 @@ SUDO=""
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# Packages with a service (prometheus) must not start it on install: the tests start their own, on
+# Packages with a service (prometheus, postgresql-15, munge, slurmctld, slurmd) must not start it on install: the tests start their own, on
 # loopback. policy-rc.d (invoke-rc.d(8)) refuses the start; it is removed again if we created it.
 made_policy=0
 if [ ! -e /usr/sbin/policy-rc.d ]; then

@@ -55,18 +55,6 @@ exit 0
 
 }  // namespace
 
-std::string ShellQuote(std::string_view text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out + "'";
-}
-
 std::string TorchLauncherCommand(std::string_view run, int procs, int grace_s) {
   return fmt::format("exec bash -c {} gpugeek-torch-launcher {} {} {}", ShellQuote(kScript), procs, grace_s,
                      ShellQuote(run));

@@ -17,13 +17,12 @@
 #include <string>
 #include <string_view>
 
+#include "common/quote.h"
+
 namespace gpugeek::agent {
 
 // The shell command (for `/bin/sh -c`) that runs `run` as `procs` local ranks (1..64). `run` is passed
 // as an argument, quoted: any text is safe.
 std::string TorchLauncherCommand(std::string_view run, int procs, int grace_s = 30);
-
-// `text` single-quoted for a POSIX shell ('it'\''s').
-std::string ShellQuote(std::string_view text);
 
 }  // namespace gpugeek::agent

@@ -41,4 +41,16 @@ std::string QuoteForMessage(std::string_view value, size_t max_bytes) {
   return fmt::format("'{}...' ({} bytes)", EscapeForMessage(value.substr(0, max_bytes)), value.size());
 }
 
+std::string ShellQuote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace gpugeek

@@ -20,4 +20,8 @@ std::string QuoteForMessage(std::string_view value, size_t max_bytes = 64);
 // The escaping of QuoteForMessage without quotes or truncation, for one character or a short piece.
 std::string EscapeForMessage(std::string_view value);
 
+// `text` as one POSIX shell word: in single quotes, each ' written as '\'' (any bytes pass unchanged).
+//   ShellQuote("it's") -> 'it'\''s'
+std::string ShellQuote(std::string_view text);
+
 }  // namespace gpugeek

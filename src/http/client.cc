@@ -106,6 +106,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const ClientOptions& opti
   if (!client->client_->is_valid()) return absl::InvalidArgumentError(fmt::format("server URL '{}' is not valid", u));
   if (tls) RETURN_IF_ERROR(client->ConfigureTls());
   if (!options.bearer_token.empty()) client->client_->set_bearer_token_auth(options.bearer_token);
+  if (!options.headers.empty()) {
+    httplib::Headers headers;
+    for (const auto& [name, value] : options.headers) headers.emplace(name, value);
+    client->client_->set_default_headers(std::move(headers));
+  }
   const auto connect = std::chrono::duration_cast<std::chrono::microseconds>(options.connect_timeout);
   const auto read = std::chrono::duration_cast<std::chrono::microseconds>(options.read_timeout);
   client->client_->set_connection_timeout(connect);
@@ -203,6 +208,13 @@ absl::StatusOr<nlohmann::json> Client::Get(const std::string& path) {
   auto res = client_->Get(path);
   if (!res) return Unreachable("GET " + path, static_cast<int>(res.error()));
   return Decode("GET " + path, res->status, res->body);
+}
+
+absl::StatusOr<Client::Reply> Client::Send(const std::string& method, const std::string& path) {
+  if (method != "GET" && method != "DELETE") return absl::InvalidArgumentError("Send: GET or DELETE");
+  httplib::Result res = method == "DELETE" ? client_->Delete(path) : client_->Get(path);
+  if (!res) return Unreachable(method + " " + path, static_cast<int>(res.error()));
+  return Reply{res->status, res->body};
 }
 
 absl::StatusOr<std::string> Client::GetText(const std::string& path) {

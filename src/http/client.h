@@ -13,6 +13,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +44,8 @@ struct ClientOptions {
   std::string client_key_file;
   // Sent as "Authorization: Bearer <token>" on every call when not empty.
   std::string bearer_token;
+  // More request headers sent on every call (e.g. slurmrestd's X-SLURM-USER-NAME / X-SLURM-USER-TOKEN).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 class Client {
@@ -54,6 +58,13 @@ class Client {
   ~Client();
 
   absl::StatusOr<nlohmann::json> Get(const std::string& path);
+  // GET or DELETE whatever the answer's status: the status and body, for servers whose error bodies are
+  // not gpugeek's (e.g. slurmrestd's "errors" list). Unavailable when the server cannot be reached.
+  struct Reply {
+    int status = 0;
+    std::string body;
+  };
+  absl::StatusOr<Reply> Send(const std::string& method, const std::string& path);
   // The body as text (e.g. GET /metrics); a non-2xx status becomes the Status of status_http.h.
   absl::StatusOr<std::string> GetText(const std::string& path);
   absl::StatusOr<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);

@@ -1,0 +1,66 @@
+#pragma once
+// slurmrestd client (OpenAPI v0.0.38, Slurm 22.05; JWT: X-SLURM-USER-NAME / X-SLURM-USER-TOKEN headers)
+// for a Slurm cluster's inventory, job state and cancellation, and the pinned submission through sbatch
+// (batch.h says why). Thread-safety: one thread at a time.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backends/slurm/batch.h"
+#include "backends/slurm/nodes.h"
+#include "common/clock.h"
+#include "http/client.h"
+
+namespace gpugeek::backends::slurm {
+
+struct RestOptions {
+  std::string url;  // slurmrestd base URL, "http://127.0.0.1:6820"
+  std::string api = "v0.0.38";
+  std::string user;   // X-SLURM-USER-NAME
+  std::string token;  // X-SLURM-USER-TOKEN (a JWT from `scontrol token`)
+  Duration timeout = std::chrono::seconds(10);
+  std::string sbatch = "sbatch";  // sbatch binary (PATH lookup); SLURM_CONF from the environment
+};
+
+struct SlurmJob {
+  int64_t id = 0;
+  std::string name;
+  std::string state;   // PENDING RUNNING COMPLETED FAILED CANCELLED NODE_FAIL TIMEOUT ...
+  std::string reason;  // state_reason ("None", "Resources", "ReqNodeNotAvail", ...)
+  std::string nodes;   // Slurm host list ("n[1-2]")
+  std::string comment;
+  int64_t exit_code = 0;
+};
+
+class SlurmRest {
+ public:
+  // InvalidArgument for an empty user or token or a malformed URL.
+  static absl::StatusOr<std::unique_ptr<SlurmRest>> Create(const RestOptions& options);
+
+  // GET nodes. Unavailable when slurmrestd cannot be reached; its error replies as their Status.
+  absl::StatusOr<std::vector<SlurmNode>> Nodes();
+  // GET job/{id}. NotFound when Slurm does not know it (any more); other refusals FailedPrecondition with
+  // Slurm's message. A field missing or of
+  // another type reads as empty / 0.
+  absl::StatusOr<SlurmJob> Job(int64_t id);
+  // DELETE job/{id} (SIGKILL to every step, as scancel).
+  absl::Status Cancel(int64_t id);
+  // Submits `job` with sbatch, pinned to its nodes; the Slurm job id. InvalidArgument from Validate;
+  // FailedPrecondition with sbatch's message when Slurm refuses it (e.g. a node that does not exist, more
+  // GRES than a node has); Unavailable when sbatch cannot run.
+  absl::StatusOr<int64_t> Submit(const GangJob& job);
+
+ private:
+  explicit SlurmRest(const RestOptions& options) : options_(options) {}
+  std::string Path(const std::string& rest) const;
+  // GET or DELETE `rest` under the API; the reply's JSON object whatever its HTTP status (slurmrestd puts its
+  // errors in it). PermissionDenied for a refused JWT; Unavailable when unreachable or not JSON.
+  absl::StatusOr<nlohmann::json> Call(const std::string& method, const std::string& rest);
+
+  RestOptions options_;
+  std::unique_ptr<http::Client> http_;
+};
+
+}  // namespace gpugeek::backends::slurm

@@ -162,12 +162,13 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   // 2021): the s x s scores of each head go through HBM. Per score element, 2-byte values: the forward
   // writes QKᵀ (2), the fused scale-mask-softmax reads and writes it (4), dropout reads, writes and keeps
   // a 1-byte mask (5), AV reads the probabilities (2): 13 B; the backward reads and writes each of them
-  // back (17 B); full recomputation repeats the forward. Memory-bound, at the catalog's HBM bandwidth.
+  // back (17 B); full and selective recomputation repeat the forward (selective recomputes exactly this part).
+  // Memory-bound, at the catalog's HBM bandwidth.
   double attention_memory_mb = 0;
   const double hbm = static_cast<double>(gpu.memory_bandwidth_bytes_per_second) * kHbmEfficiency;
   if (!o.flash_attention && hbm > 0) {
     const double bytes_per_score =
-        kUnfusedAttentionForwardBytes * (o.recompute == Recompute::kFull ? 2 : 1) + kUnfusedAttentionBackwardBytes;
+        kUnfusedAttentionForwardBytes * (o.recompute != Recompute::kNone ? 2 : 1) + kUnfusedAttentionBackwardBytes;
     const double scores = std::ceil(static_cast<double>(config.num_heads) / l.tp) * static_cast<double>(seq) *
                           tokens_mb * layers_on_stage;
     attention_memory_mb = bytes_per_score * scores / hbm;

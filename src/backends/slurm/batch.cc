@@ -18,6 +18,26 @@ bool IsHostWord(const std::string& s) {
   return true;
 }
 
+bool IsAddress(const std::string& s) {
+  if (IsHostWord(s)) return true;
+  if (s.empty() || s.size() > 64) return false;  // an IPv6 literal
+  for (char c : s) {
+    if (!(std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.')) return false;
+  }
+  return s.find(':') != std::string::npos;
+}
+
+bool Reserved(const std::string& name) {
+  static const char* const kNames[] = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  for (const char* prefix : {"GPUGEEK_", "SLURM_", "SRUN_", "SBATCH_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 bool IsEnvName(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s) {
@@ -42,7 +62,7 @@ absl::Status Validate(const GangJob& job) {
     }
     if (!seen.insert(n).second) return absl::InvalidArgumentError(fmt::format("nodes: {} repeats", QuoteForMessage(n)));
   }
-  if (!IsHostWord(job.master_address)) {
+  if (!IsAddress(job.master_address)) {
     return absl::InvalidArgumentError("master_address: give the first node's address (slurmrestd node address)");
   }
   if (job.master_port < 1 || job.master_port > 65535) return absl::InvalidArgumentError("master_port: 1..65535");
@@ -54,14 +74,33 @@ absl::Status Validate(const GangJob& job) {
   if (!job.partition.empty() && !IsHostWord(job.partition)) {
     return absl::InvalidArgumentError("partition: a Slurm partition name is [A-Za-z0-9._-]");
   }
-  if (job.workdir.empty() || job.workdir[0] != '/' || job.workdir.find('\n') != std::string::npos) {
-    return absl::InvalidArgumentError("workdir: give an absolute path on the Slurm nodes");
+  bool plain_path = !job.workdir.empty() && job.workdir[0] == '/' && job.workdir.size() <= 4096;
+  for (char c : job.workdir) plain_path &= c != '%' && c != '\\' && static_cast<unsigned char>(c) >= 0x20;
+  if (!plain_path) {
+    return absl::InvalidArgumentError(
+        "workdir: give an absolute path on the Slurm nodes without '%', '\\' or control characters");
   }
+  if (job.time_limit_minutes < 0 || job.time_limit_minutes > 366 * 24 * 60) {
+    return absl::InvalidArgumentError("time_limit_minutes: 0 (the partition's) .. 527040 (366 days)");
+  }
+  if (job.cpus_per_task < 0 || job.cpus_per_task > 1024) return absl::InvalidArgumentError("cpus_per_task: 0..1024");
+  if (job.memory_per_node_bytes < 0 || job.memory_per_node_bytes > (int64_t{1} << 50)) {
+    return absl::InvalidArgumentError("memory_per_node_bytes: 0 (the partition's) .. 1 PiB");
+  }
+  if (!job.account.empty() && !IsHostWord(job.account)) {
+    return absl::InvalidArgumentError("account: a Slurm account name is [A-Za-z0-9._-]");
+  }
+  if (!job.qos.empty() && !IsHostWord(job.qos))
+    return absl::InvalidArgumentError("qos: a Slurm QoS name is [A-Za-z0-9._-]");
   if (job.command.empty() || job.command[0].empty())
     return absl::InvalidArgumentError("command: give what each task runs");
   for (const auto& [name, value] : job.env) {
     if (!IsEnvName(name)) {
       return absl::InvalidArgumentError(fmt::format("env: {} is not a variable name", QuoteForMessage(name)));
+    }
+    if (Reserved(name)) {
+      return absl::InvalidArgumentError(
+          fmt::format("env: {} is set by the platform or steers Slurm; use another name", QuoteForMessage(name)));
     }
   }
   return absl::OkStatus();
@@ -85,6 +124,14 @@ std::vector<std::string> SbatchArgv(const GangJob& job) {
                                         : fmt::format("--gres=gpu:{}:{}", job.gpu_type, job.gpus_per_node));
   }
   if (!job.partition.empty()) argv.push_back("--partition=" + job.partition);
+  if (job.time_limit_minutes > 0) argv.push_back(fmt::format("--time={}", job.time_limit_minutes));
+  if (job.cpus_per_task > 0) argv.push_back(fmt::format("--cpus-per-task={}", job.cpus_per_task));
+  if (job.memory_per_node_bytes > 0) {
+    const int64_t mib = (job.memory_per_node_bytes + (int64_t{1} << 20) - 1) >> 20;
+    argv.push_back(fmt::format("--mem={}M", mib));
+  }
+  if (!job.account.empty()) argv.push_back("--account=" + job.account);
+  if (!job.qos.empty()) argv.push_back("--qos=" + job.qos);
   return argv;
 }
 

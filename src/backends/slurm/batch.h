@@ -32,15 +32,25 @@ struct GangJob {
   std::string gpu_type;  // GRES type ("a100"); empty for untyped GPUs
   int gpus_per_node = 0;
   int tasks_per_node = 1;
-  std::string partition;                                 // optional
-  std::string workdir;                                   // --chdir; the job's output goes to WORKDIR/slurm-<jobid>.out
-  std::vector<std::string> command;                      // argv every task runs
-  std::vector<std::pair<std::string, std::string>> env;  // exported to every task
+  std::string partition;             // optional
+  std::string workdir;               // --chdir; the job's output goes to WORKDIR/slurm-<jobid>.out
+  std::vector<std::string> command;  // argv every task runs
+  // Exported to every task. Names the platform sets (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
+  // NODE_RANK, GPUGEEK_*) or that steer Slurm itself (SLURM_*, SRUN_*, SBATCH_*) are refused.
+  std::vector<std::pair<std::string, std::string>> env;
+  // Site limits; 0 / empty: the partition's defaults.
+  int64_t time_limit_minutes = 0;     // --time (1 .. 366 days)
+  int cpus_per_task = 0;              // --cpus-per-task (0 .. 1024)
+  int64_t memory_per_node_bytes = 0;  // --mem, in whole MiB (rounded up)
+  std::string account;                // --account
+  std::string qos;                    // --qos
 };
 
-// InvalidArgument naming the field when a node name or GRES type is not [A-Za-z0-9._-]+, an env name is
-// not [A-Za-z_][A-Za-z0-9_]*, a name repeats, counts are out of 1..1024 (nodes), 0..64 (GPUs), 1..256
-// (tasks), the port is not 1..65535, or the command or workdir is empty.
+// InvalidArgument naming the field when a node name, GRES type, partition, account or QoS is not
+// [A-Za-z0-9._-]+, the master address is neither that nor an IPv6 literal, an env name is not
+// [A-Za-z_][A-Za-z0-9_]* or is one the platform sets, a node repeats, counts are out of 1..1024 (nodes),
+// 0..64 (GPUs), 1..256 (tasks), the port is not 1..65535, the workdir is not an absolute path free of
+// '%', '\\' and control characters (sbatch expands % in --output), or the command is empty.
 absl::Status Validate(const GangJob& job);
 
 // The Slurm job name: "gpugeek-<job_id>-e<epoch>" (what squeue shows).

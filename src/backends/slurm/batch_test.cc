@@ -32,6 +32,22 @@ TEST(BatchTest, SbatchPinsTheNodesAndTheGres) {
                                       "--output=/scratch/job-00000007/slurm-%j.out", "--gres=gpu:a100:4"}));
 }
 
+TEST(BatchTest, SiteLimitsAndAnIpv6Master) {
+  GangJob j = TwoNodes();
+  j.master_address = "fd00::2";
+  j.time_limit_minutes = 90;
+  j.cpus_per_task = 8;
+  j.memory_per_node_bytes = (int64_t{64} << 30) + 1;  // rounded up to whole MiB
+  j.account = "ml-team";
+  j.qos = "high";
+  ASSERT_TRUE(Validate(j).ok()) << Validate(j);
+  const std::vector<std::string> argv = SbatchArgv(j);
+  EXPECT_EQ(
+      std::vector<std::string>(argv.end() - 5, argv.end()),
+      (std::vector<std::string>{"--time=90", "--cpus-per-task=8", "--mem=65537M", "--account=ml-team", "--qos=high"}));
+  EXPECT_NE(BatchScript(j).find("export MASTER_ADDR=fd00::2 "), std::string::npos);
+}
+
 TEST(BatchTest, ScriptRanksFollowThePlacementOrder) {
   EXPECT_EQ(BatchScript(TwoNodes()),
             "#!/bin/bash\n"
@@ -71,6 +87,28 @@ TEST(BatchTest, HostileFieldsAreRefusedByName) {
        "env:"},
       {[](GangJob& j) { j.job_id = "job 1"; }, "job_id"},
       {[](GangJob& j) { j.partition = "p;x"; }, "partition"},
+      {[](GangJob& j) {
+         j.env = {{"MASTER_ADDR", "evil"}};
+       },
+       "set by the platform"},
+      {[](GangJob& j) {
+         j.env = {{"GPUGEEK_EPOCH", "99"}};
+       },
+       "set by the platform"},
+      {[](GangJob& j) {
+         j.env = {{"SLURM_NODELIST", "x"}};
+       },
+       "steers Slurm"},
+      {[](GangJob& j) {
+         j.env = {{"SRUN_CPUS_PER_TASK", "x"}};
+       },
+       "env:"},
+      {[](GangJob& j) { j.workdir = "/scratch/%u"; }, "workdir"},
+      {[](GangJob& j) { j.workdir = "/scratch/a\\b"; }, "workdir"},
+      {[](GangJob& j) { j.time_limit_minutes = -1; }, "time_limit_minutes"},
+      {[](GangJob& j) { j.cpus_per_task = 2000; }, "cpus_per_task"},
+      {[](GangJob& j) { j.account = "a b"; }, "account"},
+      {[](GangJob& j) { j.qos = "--x=y z"; }, "qos"},
   };
   for (const auto& [mutate, field] : cases) {
     GangJob j = TwoNodes();

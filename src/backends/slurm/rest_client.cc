@@ -1,79 +1,16 @@
 #include "backends/slurm/rest_client.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "backends/slurm/subprocess.h"
 #include "common/status_macros.h"
-
-extern char** environ;
 
 namespace gpugeek::backends::slurm {
 namespace {
-
-// Runs argv with `input` on stdin; stdout and stderr (merged, at most 64 KiB kept) and the exit status.
-struct Ran {
-  int status = -1;
-  std::string output;
-};
-absl::StatusOr<Ran> Run(const std::vector<std::string>& argv, const std::string& input) {
-  int in[2], out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return absl::UnavailableError(fmt::format("pipe: {}", std::strerror(errno)));
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]);
-    close(in[1]);
-    return absl::UnavailableError(fmt::format("pipe: {}", std::strerror(errno)));
-  }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(in[0]);
-  close(out[1]);
-  if (rc != 0) {
-    close(in[1]);
-    close(out[0]);
-    return absl::UnavailableError(fmt::format("cannot run {}: {}", argv[0], std::strerror(rc)));
-  }
-  // The script is small (well under a pipe's 64 KiB), so writing it all before reading cannot deadlock.
-  size_t off = 0;
-  while (off < input.size()) {
-    const ssize_t n = write(in[1], input.data() + off, input.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    off += static_cast<size_t>(n);
-  }
-  close(in[1]);
-  Ran r;
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = read(out[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (r.output.size() < 65536) r.output.append(buf, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return r;
-}
 
 absl::Status SlurmErrors(const nlohmann::json& reply) {
   const auto errors = reply.find("errors");
@@ -140,12 +77,13 @@ absl::StatusOr<SlurmJob> SlurmRest::Job(int64_t id) {
   const bool found = jobs != reply.end() && jobs->is_array() && !jobs->empty() && (*jobs)[0].is_object() &&
                      Number((*jobs)[0], "job_id") == id;
   if (!found) {
-    // 22.05 answers an unknown id with HTTP 500 and error 2017 "Invalid job id specified".
+    // 22.05 answers an unknown id with HTTP 500 and error 2017 "Invalid job id specified"; any other reply
+    // without the job (a proxy's error page, another job) says nothing about it.
     const absl::Status error = SlurmErrors(reply);
-    if (error.ok() || error.message().find("Invalid job id") != std::string_view::npos) {
+    if (!error.ok() && error.message().find("Invalid job id") != std::string_view::npos) {
       return absl::NotFoundError(fmt::format("Slurm job {} is not known", id));
     }
-    return error;
+    return error.ok() ? absl::UnavailableError(fmt::format("slurmrestd answered GET job/{} without it", id)) : error;
   }
   const nlohmann::json& j = (*jobs)[0];
   SlurmJob job;
@@ -168,15 +106,26 @@ absl::StatusOr<int64_t> SlurmRest::Submit(const GangJob& job) {
   RETURN_IF_ERROR(Validate(job));
   std::vector<std::string> argv = SbatchArgv(job);
   argv[0] = options_.sbatch;
-  ASSIGN_OR_RETURN(const Ran ran, Run(argv, BatchScript(job)));
-  const std::string out(absl::StripAsciiWhitespace(ran.output));
-  if (ran.status != 0) {
-    return absl::FailedPreconditionError(fmt::format("sbatch refused {}: {}", SlurmJobName(job), out));
+  // sbatch's --export=ALL hands its own environment to the job: only this, never the server's.
+  std::vector<std::string> env = {"PATH=" + options_.path, "HOME=" + job.workdir, "LANG=C.UTF-8"};
+  const std::string conf = options_.slurm_conf.empty() && std::getenv("SLURM_CONF") != nullptr
+                               ? std::string(std::getenv("SLURM_CONF"))
+                               : options_.slurm_conf;
+  if (!conf.empty()) env.push_back("SLURM_CONF=" + conf);
+  ASSIGN_OR_RETURN(const Finished ran, RunChild(argv, BatchScript(job), env, options_.sbatch_timeout));
+  const std::string err(absl::StripAsciiWhitespace(ran.err));
+  if (ran.exit_code != 0) {
+    return absl::FailedPreconditionError(fmt::format("sbatch refused {}: {}", SlurmJobName(job), err));
   }
-  // --parsable prints "JOBID" or "JOBID;CLUSTER".
+  // --parsable prints "JOBID" or "JOBID;CLUSTER" as the last line of stdout (site plugins may print more
+  // before it; warnings go to stderr).
+  std::string out(absl::StripAsciiWhitespace(ran.out));
+  out = out.substr(out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
   int64_t id = 0;
   if (!absl::SimpleAtoi(out.substr(0, out.find(';')), &id) || id <= 0) {
-    return absl::FailedPreconditionError(fmt::format("sbatch printed no job id: {}", out));
+    return absl::InternalError(fmt::format(
+        "sbatch printed no job id for {} (stdout '{}', stderr '{}'): find it by its name before placing it again",
+        SlurmJobName(job), out, err));
   }
   return id;
 }

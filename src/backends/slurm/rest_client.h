@@ -21,7 +21,10 @@ struct RestOptions {
   std::string user;   // X-SLURM-USER-NAME
   std::string token;  // X-SLURM-USER-TOKEN (a JWT from `scontrol token`)
   Duration timeout = std::chrono::seconds(10);
-  std::string sbatch = "sbatch";  // sbatch binary (PATH lookup); SLURM_CONF from the environment
+  std::string sbatch = "sbatch";                      // sbatch binary, looked up in `path`
+  std::string path = "/usr/local/bin:/usr/bin:/bin";  // PATH of sbatch (and so of the job)
+  std::string slurm_conf;  // SLURM_CONF for sbatch; empty: this process's $SLURM_CONF, else Slurm's default
+  Duration sbatch_timeout = std::chrono::seconds(30);
 };
 
 struct SlurmJob {
@@ -41,15 +44,18 @@ class SlurmRest {
 
   // GET nodes. Unavailable when slurmrestd cannot be reached; its error replies as their Status.
   absl::StatusOr<std::vector<SlurmNode>> Nodes();
-  // GET job/{id}. NotFound when Slurm does not know it (any more); other refusals FailedPrecondition with
-  // Slurm's message. A field missing or of
+  // GET job/{id}. NotFound only when Slurm says it does not know the id (error 2017); other refusals
+  // FailedPrecondition with Slurm's message; a reply without the job Unavailable. A field missing or of
   // another type reads as empty / 0.
   absl::StatusOr<SlurmJob> Job(int64_t id);
   // DELETE job/{id} (SIGKILL to every step, as scancel).
   absl::Status Cancel(int64_t id);
-  // Submits `job` with sbatch, pinned to its nodes; the Slurm job id. InvalidArgument from Validate;
-  // FailedPrecondition with sbatch's message when Slurm refuses it (e.g. a node that does not exist, more
-  // GRES than a node has); Unavailable when sbatch cannot run.
+  // Submits `job` with sbatch, pinned to its nodes; the Slurm job id. sbatch gets only PATH, HOME (the
+  // job's workdir), LANG and SLURM_CONF, which --export=ALL passes on to the job with the script's own.
+  // InvalidArgument from Validate; FailedPrecondition with sbatch's stderr when Slurm refuses it (e.g. a node
+  // that does not exist, more GRES than a node has); DeadlineExceeded when sbatch runs over sbatch_timeout
+  // and Internal when it succeeds without printing an id (the job may exist: look it up by SlurmJobName);
+  // Unavailable when sbatch cannot run.
   absl::StatusOr<int64_t> Submit(const GangJob& job);
 
  private:

@@ -2,15 +2,22 @@
 
 #include <libpq-fe.h>
 
+#include <poll.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
+#include "common/utf8.h"
 #include "store/columns.h"
 #include "store/postgres_migrations.h"
 
@@ -38,6 +45,18 @@ constexpr char kDeadlockDetected[] = "40P01";
 // How often Write runs a transaction the server keeps aborting for the above before it gives up.
 constexpr int kMaxAttempts = 8;
 
+// The libpq settings a connection gets unless the URL sets them itself: a server that stops answering
+// (a network cut, a host gone) fails the call within about half a minute instead of holding its thread
+// for the kernel's TCP timeouts (minutes to hours).
+constexpr const char* kConnectDefaults[][2] = {
+    {"connect_timeout", "5"},      // seconds to connect
+    {"keepalives", "1"},           // TCP keepalives on an idle connection:
+    {"keepalives_idle", "10"},     //   the first after 10 s of silence,
+    {"keepalives_interval", "5"},  //   then every 5 s,
+    {"keepalives_count", "3"},     //   the connection dead after 3 unanswered
+    {"tcp_user_timeout", "30000"}  // ms that sent data may stay unacknowledged
+};
+
 int64_t ToNs(TimePoint t) { return t.time_since_epoch().count(); }
 TimePoint FromNs(int64_t ns) { return TimePoint(Duration(ns)); }
 
@@ -46,6 +65,78 @@ std::string Trimmed(const char* message) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
+
+// `s` with each %XX decoded (a malformed escape is kept as written).
+std::string PercentDecoded(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The passwords a store URL holds (its userinfo's and a ?password= parameter's), as written and decoded:
+// libpq's messages about a URL it cannot parse quote the URL or the bad piece of it, so every message
+// that may come from libpq goes through Redact before it reaches a Status.
+class UrlSecrets {
+ public:
+  explicit UrlSecrets(std::string_view url) {
+    const size_t scheme = url.find("://");
+    if (scheme == std::string_view::npos) return;
+    std::string_view rest = url.substr(scheme + 3);
+    // As libpq reads it: the userinfo ends at the first '@' before any '/'.
+    const size_t at = rest.find_first_of("@/");
+    if (at != std::string_view::npos && rest[at] == '@') {
+      const std::string_view userinfo = rest.substr(0, at);
+      if (const size_t colon = userinfo.find(':'); colon != std::string_view::npos) Add(userinfo.substr(colon + 1));
+    }
+    if (const size_t q = rest.find('?'); q != std::string_view::npos) {
+      for (absl::string_view param : absl::StrSplit(absl::string_view(rest.data() + q + 1, rest.size() - q - 1), '&')) {
+        const size_t eq = param.find('=');
+        if (eq == absl::string_view::npos) continue;
+        if (PercentDecoded(std::string_view(param.data(), eq)) == "password") {
+          Add(std::string_view(param.data() + eq + 1, param.size() - eq - 1));
+        }
+      }
+    }
+  }
+  // `message` with every occurrence of a secret replaced by "***".
+  std::string Redact(std::string message) const {
+    for (const std::string& secret : secrets_) {
+      for (size_t at = message.find(secret); at != std::string::npos; at = message.find(secret, at + 3)) {
+        message.replace(at, secret.size(), "***");
+      }
+    }
+    return message;
+  }
+
+ private:
+  void Add(std::string_view secret) {
+    if (secret.empty()) return;
+    secrets_.emplace_back(secret);
+    if (std::string decoded = PercentDecoded(secret); decoded != secret && !decoded.empty()) {
+      secrets_.push_back(std::move(decoded));
+    }
+    // The longest first, so a secret that holds another is replaced whole.
+    std::sort(secrets_.begin(), secrets_.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  }
+  std::vector<std::string> secrets_;
+};
+
+namespace {
 
 // "host:port/database" of a connection (also of one that failed to connect: libpq keeps its options).
 std::string ServerName(const PGconn* pg) {
@@ -65,16 +156,64 @@ bool Retryable(const absl::Status& st) {
   return state == kSerializationFailure || state == kDeadlockDetected;
 }
 
+// Whether PostgreSQL's TEXT can hold `v` as it is: it holds neither NUL nor bytes that are not UTF-8
+// (the databases gpugeek uses are UTF-8; the server refuses such a value with SQLSTATE 22021, and libpq
+// sends a text parameter only up to its first NUL).
+bool Storable(std::string_view v) { return v.find('\0') == std::string_view::npos && IsUtf8(v); }
+
+// `v` as PostgreSQL's TEXT can hold it: well-formed UTF-8 kept as it is, NUL and each byte that is not
+// part of a well-formed UTF-8 sequence written as \xNN (two lowercase hex digits), as
+// QuoteForMessage writes them. Text that was storable reads back unchanged.
+std::string PostgresText(std::string_view v) {
+  if (Storable(v)) return std::string(v);
+  std::string out;
+  out.reserve(v.size() + 8);
+  for (size_t i = 0; i < v.size();) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c != 0 && c < 0x80) {
+      out.push_back(v[i++]);
+      continue;
+    }
+    const size_t n = c == 0 ? 0 : Utf8SequenceLength(v, i);
+    if (n == 0) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else {
+      out.append(v.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // Statement parameters, all sent in text form except BYTEA values (binary): PostgreSQL parses each into
-// the type the statement gives its placeholder.
+// the type the statement gives its placeholder. Text comes in three kinds, by what PostgreSQL does with
+// a value its TEXT cannot hold (Storable) where SQLite would store any bytes:
+//   Text  a value stored as it is (an id, a name, JSON): the statement is refused, InvalidArgument,
+//         before anything is sent (status());
+//   Key   a value looked up (WHERE col = $n): sent as NULL, which equals nothing, so the call finds
+//         nothing, as no row can have been stored under it;
+//   Prose free-form text (a reason, a description, the audit log's fields): stored as PostgresText
+//         writes it, so one malformed value never fails the write of the others.
 class PgParams {
  public:
-  PgParams& Text(std::string v) { return Add(std::move(v), 0); }
+  PgParams& Text(std::string v) {
+    if (status_.ok() && !Storable(v)) {
+      status_ = absl::InvalidArgumentError(
+          fmt::format("value ${} = {} holds a NUL byte or is not UTF-8, which PostgreSQL's text cannot store",
+                      size() + 1, QuoteForMessage(v)));
+    }
+    return Add(std::move(v), 0);
+  }
+  PgParams& Key(std::string v) { return Storable(v) ? Add(std::move(v), 0) : Null(); }
+  PgParams& Prose(std::string_view v) { return Add(PostgresText(v), 0); }
   PgParams& Int(int64_t v) { return Add(std::to_string(v), 0); }
   // Shortest text that reads back as the same double (fmt's default), as PostgreSQL 12+ prints them too.
-  PgParams& Real(double v) { return Add(fmt::format("{}", v), 0); }
+  // NaN is NULL, as SQLite stores it (sqlite3_bind_double): a NOT NULL column refuses it, a nullable one
+  // reads back as none.
+  PgParams& Real(double v) { return std::isnan(v) ? Null() : Add(fmt::format("{}", v), 0); }
   PgParams& Bool(bool v) { return Add(v ? "t" : "f", 0); }
   PgParams& Bytes(std::string v) { return Add(std::move(v), 1); }
   PgParams& Null() {
@@ -87,6 +226,8 @@ class PgParams {
   PgParams& OptTime(const std::optional<TimePoint>& t) { return t ? Int(ToNs(*t)) : Null(); }
 
   int size() const { return static_cast<int>(values_.size()); }
+  // InvalidArgument when a Text value cannot be stored (the statement must not run), else OK.
+  const absl::Status& status() const { return status_; }
   // Argument arrays for PQexecPrepared, valid while this object is unchanged.
   void Arrays(std::vector<const char*>& values, std::vector<int>& lengths) const {
     values.clear();
@@ -108,6 +249,7 @@ class PgParams {
   std::vector<std::string> values_;
   std::vector<int> formats_;
   std::vector<bool> null_;
+  absl::Status status_;
 };
 
 // A statement's result, in text form; cleared on scope exit.
@@ -143,51 +285,136 @@ class PgResult {
 // (the pool hands it out), so it needs no lock of its own.
 class PgConnection {
  public:
-  PgConnection(PGconn* pg, std::string server) : pg_(pg), server_(std::move(server)) {}
+  PgConnection(PGconn* pg, std::string server, UrlSecrets secrets)
+      : pg_(pg), server_(std::move(server)), secrets_(std::move(secrets)) {}
   ~PgConnection() { PQfinish(pg_); }
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // Connects `url`: Unavailable naming the server when it cannot be reached or refuses the login.
+  // Connects `url`, with kConnectDefaults for the settings it does not make itself: InvalidArgument when
+  // libpq cannot parse it, Unavailable naming the server when it cannot be reached or refuses the login.
+  // No message quotes the URL's password.
   static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const std::string& url) {
-    PGconn* pg = PQconnectdb(url.c_str());
+    UrlSecrets secrets(url);
+    char* parse_error = nullptr;
+    PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &parse_error);
+    if (parsed == nullptr) {
+      std::string msg = parse_error != nullptr ? Trimmed(parse_error) : "out of memory";
+      if (parse_error != nullptr) PQfreemem(parse_error);
+      return absl::InvalidArgumentError(fmt::format("postgres: malformed store URL: {}", secrets.Redact(msg)));
+    }
+    PQconninfoFree(parsed);
+    // The defaults come before the URL (dbname, expanded): a setting of the URL's own replaces them.
+    std::vector<const char*> keywords;
+    std::vector<const char*> values;
+    for (const auto& [keyword, value] : kConnectDefaults) {
+      keywords.push_back(keyword);
+      values.push_back(value);
+    }
+    keywords.push_back("dbname");
+    values.push_back(url.c_str());
+    keywords.push_back(nullptr);
+    values.push_back(nullptr);
+    PGconn* pg = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
     if (pg == nullptr) return absl::UnavailableError("postgres: out of memory connecting");
-    std::string server = ServerName(pg);
+    std::string server = secrets.Redact(ServerName(pg));
     if (PQstatus(pg) != CONNECTION_OK) {
-      std::string msg = Trimmed(PQerrorMessage(pg));
+      std::string msg = secrets.Redact(Trimmed(PQerrorMessage(pg)));
       PQfinish(pg);
       return absl::UnavailableError(fmt::format("postgres: cannot connect to {}: {}", server, msg));
     }
     // Notices (e.g. "relation already exists, skipping") are not errors; keep them off stderr.
     PQsetNoticeProcessor(
         pg, [](void*, const char*) {}, nullptr);
-    return std::make_unique<PgConnection>(pg, std::move(server));
+    return std::make_unique<PgConnection>(pg, std::move(server), std::move(secrets));
+  }
+
+  // The connection's libpq settings, as PQconninfo reports them, but for the password.
+  std::map<std::string, std::string> Settings() const {
+    std::map<std::string, std::string> out;
+    PQconninfoOption* options = PQconninfo(pg_);
+    if (options == nullptr) return out;
+    for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+      if (o->val != nullptr && std::string_view(o->keyword) != "password") out[o->keyword] = o->val;
+    }
+    PQconninfoFree(options);
+    return out;
+  }
+
+  // Reads, without waiting, what the server sent this idle connection: nothing but notices, or the
+  // reason it is closing the connection (a restart: "terminating connection due to administrator
+  // command") followed by the close. After a close PQstatus is CONNECTION_BAD, so the pool reconnects
+  // before the call sends its first statement.
+  void Probe() {
+    for (int i = 0; i < 8 && PQstatus(pg_) == CONNECTION_OK && !in_transaction(); ++i) {
+      pollfd p{.fd = PQsocket(pg_), .events = POLLIN, .revents = 0};
+      if (p.fd < 0 || poll(&p, 1, 0) <= 0) return;  // nothing arrived
+      if (PQconsumeInput(pg_) == 0) return;         // the server closed it: CONNECTION_BAD
+      (void)PQisBusy(pg_);  // parses it: an error on an idle connection goes to the notice processor
+    }
   }
 
   // Reconnects a connection found lost (the server restarted, a network cut): its prepared statements
   // went with the session. Unavailable naming the server when reconnecting fails.
   absl::Status EnsureConnected() {
     if (PQstatus(pg_) == CONNECTION_OK) return absl::OkStatus();
+    return Reconnect();
+  }
+  // Reconnects even a connection that libpq still takes for good (a statement on it just failed for a
+  // connection error).
+  absl::Status Reconnect() {
     prepared_.clear();
+    abort_cause_.clear();
     PQreset(pg_);
     if (PQstatus(pg_) == CONNECTION_OK) return absl::OkStatus();
     return absl::UnavailableError(fmt::format("postgres: lost the connection to {} and cannot reconnect: {}", server_,
-                                              Trimmed(PQerrorMessage(pg_))));
+                                              secrets_.Redact(Trimmed(PQerrorMessage(pg_)))));
   }
 
   bool in_transaction() const { return PQtransactionStatus(pg_) != PQTRANS_IDLE; }
+  // A transaction is open and a statement of it failed: until a ROLLBACK (TO SAVEPOINT) the server
+  // refuses every statement, and answers COMMIT with ROLLBACK.
+  bool transaction_failed() const { return PQtransactionStatus(pg_) == PQTRANS_INERROR; }
+  // The error that failed the open transaction ("" when none did).
+  const std::string& abort_cause() const { return abort_cause_; }
 
-  // Runs statements that take no values (BEGIN, COMMIT, SAVEPOINT, LOCK TABLE, a migration's DDL).
+  // Runs statements that take no values (BEGIN, SAVEPOINT, LOCK TABLE, a migration's DDL).
   absl::Status Run(const char* sql) {
     PgResult r(PQexec(pg_, sql));
     const ExecStatusType st = PQresultStatus(r.get());
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return absl::OkStatus();
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+      Done();
+      return absl::OkStatus();
+    }
     return Error(r.get(), std::string(sql).substr(0, 60));
   }
 
+  // COMMIT, successful only when the server answers it with COMMIT: for a transaction a statement of
+  // which had failed, PostgreSQL answers ROLLBACK, without an error.
+  absl::Status Commit() {
+    const std::string cause = abort_cause_;
+    PgResult r(PQexec(pg_, "COMMIT"));
+    const ExecStatusType st = PQresultStatus(r.get());
+    if (st != PGRES_COMMAND_OK) return Error(r.get(), "COMMIT");
+    Done();
+    if (const char* tag = PQcmdStatus(const_cast<PGresult*>(r.get()));
+        tag == nullptr || std::string_view(tag) != "COMMIT") {
+      return absl::InternalError(fmt::format(
+          "postgres: the server rolled the transaction back instead of committing it ({}); nothing of it is stored",
+          cause.empty() ? fmt::format("it answered COMMIT with {}", tag != nullptr ? tag : "nothing")
+                        : "a statement of it had failed: " + cause));
+    }
+    if (in_transaction()) return absl::InternalError("postgres: commit: the transaction is still open");
+    return absl::OkStatus();
+  }
+
   // Runs `sql` (placeholders $1, $2, ...) with `params`, preparing it on this connection the first time.
-  // `what` names the operation in errors.
+  // `what` names the operation in errors. InvalidArgument, sending nothing, for a value `params`
+  // refused (PgParams::Text).
   absl::StatusOr<PgResult> Exec(const std::string& sql, const PgParams& params, std::string_view what) {
+    if (!params.status().ok()) {
+      return absl::InvalidArgumentError(fmt::format("store: {}: {}", what, std::string(params.status().message())));
+    }
     auto it = prepared_.find(sql);
     if (it == prepared_.end()) {
       std::string name = fmt::format("gpugeek_{}", prepared_.size() + 1);
@@ -201,17 +428,21 @@ class PgConnection {
     PgResult r(PQexecPrepared(pg_, it->second.c_str(), params.size(), values.data(), lengths.data(), params.formats(),
                               /*resultFormat=*/0));
     const ExecStatusType st = PQresultStatus(r.get());
-    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) {
+      Done();
+      return r;
+    }
     return Error(r.get(), what);
   }
 
   // The Status of a failed statement: Unavailable naming the server when the connection is gone (or the
   // server is shutting down), else Internal with the server's message and the SQLSTATE as payload.
-  absl::Status Error(const PGresult* r, std::string_view what) const {
+  absl::Status Error(const PGresult* r, std::string_view what) {
     const char* state = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
     const std::string sqlstate = state != nullptr ? state : "";
-    std::string msg =
-        Trimmed(r != nullptr && PQresultErrorMessage(r)[0] != '\0' ? PQresultErrorMessage(r) : PQerrorMessage(pg_));
+    std::string msg = secrets_.Redact(
+        Trimmed(r != nullptr && PQresultErrorMessage(r)[0] != '\0' ? PQresultErrorMessage(r) : PQerrorMessage(pg_)));
+    if (transaction_failed() && abort_cause_.empty()) abort_cause_ = fmt::format("{}: {}", what, msg);
     // Class 08: connection exceptions; 57P01..57P03: the server is shutting down or starting.
     if (PQstatus(pg_) != CONNECTION_OK || sqlstate.starts_with("08") || sqlstate.starts_with("57P")) {
       return absl::UnavailableError(fmt::format("postgres: lost the connection to {} ({}): {}", server_, what, msg));
@@ -224,9 +455,17 @@ class PgConnection {
   const std::string& server() const { return server_; }
 
  private:
+  // After a statement succeeded: a transaction no longer failed (rolled back to a savepoint, or ended)
+  // has no abort cause.
+  void Done() {
+    if (!transaction_failed()) abort_cause_.clear();
+  }
+
   PGconn* const pg_;
   const std::string server_;
+  const UrlSecrets secrets_;
   std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
+  std::string abort_cause_;                                // see abort_cause()
 };
 
 // A pooled connection for one call, given back on scope exit; the write batch's connection is only lent
@@ -250,17 +489,6 @@ class PostgresStore::Lease {
   PgConnection* c_;
   bool pooled_;
 };
-
-namespace {
-
-// COMMIT, which PostgreSQL answers with a ROLLBACK (and no error) when the transaction had failed.
-absl::Status Commit(PgConnection& c) {
-  RETURN_IF_ERROR(c.Run("COMMIT"));
-  if (c.in_transaction()) return absl::InternalError("postgres: commit: the transaction is still open");
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 PostgresStore::PostgresStore(Clock& clock, Sealer* sealer) : clock_(clock), sealer_(sealer) {}
 
@@ -287,15 +515,18 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const Postgre
     store->connections_.push_back(std::move(c));
   }
   store->server_ = store->connections_.front()->server();
+  store->connection_settings_ = store->connections_.front()->Settings();
   RETURN_IF_ERROR(store->Migrate());
   return store;
 }
 
-absl::StatusOr<PostgresStore::Lease> PostgresStore::Take() {
+bool PostgresStore::InBatch() const {
   // Only the owner thread ever reads batch_conn_, and it set it itself.
-  if (batch_owner_.load() == std::this_thread::get_id() && batch_conn_ != nullptr) {
-    return Lease(this, batch_conn_, /*pooled=*/false);
-  }
+  return batch_owner_.load() == std::this_thread::get_id() && batch_conn_ != nullptr;
+}
+
+absl::StatusOr<PostgresStore::Lease> PostgresStore::Take() {
+  if (InBatch()) return Lease(this, batch_conn_, /*pooled=*/false);
   PgConnection* c = nullptr;
   {
     std::unique_lock<std::mutex> lock(pool_mu_);
@@ -304,7 +535,10 @@ absl::StatusOr<PostgresStore::Lease> PostgresStore::Take() {
     idle_.pop_back();
   }
   Lease lease(this, c, /*pooled=*/true);
-  RETURN_IF_ERROR(c->EnsureConnected());  // network I/O, outside the pool's lock
+  // Network I/O, outside the pool's lock: a connection the server closed since its last use (a restart)
+  // is replaced before the call sends anything on it.
+  c->Probe();
+  RETURN_IF_ERROR(c->EnsureConnected());
   return lease;
 }
 
@@ -318,44 +552,77 @@ void PostgresStore::Give(PgConnection* c) {
   pool_returned_.notify_one();
 }
 
-absl::Status PostgresStore::Write(const std::function<absl::Status(PgConnection&)>& body, bool one_statement) {
-  if (batch_owner_.load() == std::this_thread::get_id() && batch_conn_ != nullptr) {
-    // Inside the caller's batch: a savepoint, so a call that fails takes back only its own writes.
-    PgConnection& c = *batch_conn_;
+absl::Status PostgresStore::BatchCall(PgConnection& c, const std::function<absl::Status(PgConnection&)>& body) {
+  for (int attempt = 1;; ++attempt) {
     RETURN_IF_ERROR(c.Run("SAVEPOINT gpugeek_call"));
     absl::Status st = body(c);
-    if (st.ok()) return c.Run("RELEASE SAVEPOINT gpugeek_call");
-    (void)c.Run("ROLLBACK TO SAVEPOINT gpugeek_call");
-    (void)c.Run("RELEASE SAVEPOINT gpugeek_call");
-    return st;
+    if (st.ok() && c.transaction_failed()) {
+      // The body went on past a failed statement: nothing of it may stand.
+      st = absl::InternalError(fmt::format("postgres: a statement of the call failed: {}", c.abort_cause()));
+    }
+    if (st.ok()) st = c.Run("RELEASE SAVEPOINT gpugeek_call");
+    if (st.ok()) return st;
+    absl::Status undone = c.Run("ROLLBACK TO SAVEPOINT gpugeek_call");
+    if (undone.ok()) undone = c.Run("RELEASE SAVEPOINT gpugeek_call");
+    // Where the rollback failed too (the connection is lost) the batch is lost: its commit says so.
+    if (!undone.ok() || !Retryable(st) || attempt == kMaxAttempts) return st;
   }
+}
+
+absl::Status PostgresStore::Write(const std::function<absl::Status(PgConnection&)>& body, bool one_statement) {
+  if (InBatch()) return BatchCall(*batch_conn_, body);
   {
-    // Another thread's batch: wait for its end, as SqliteStore's writers do (Store::BeginWriteBatch).
+    // Another thread's batch: wait for its end, as SqliteStore's writers do (Store::BeginWriteBatch);
+    // from here until this write ends, a batch waits for it to begin.
     std::unique_lock<std::mutex> lock(batch_mu_);
     batch_ended_.wait(lock, [this] { return batch_owner_.load() == std::thread::id(); });
+    ++writers_;
   }
+  struct WriterDone {
+    PostgresStore* store;
+    ~WriterDone() {
+      {
+        std::lock_guard<std::mutex> lock(store->batch_mu_);
+        --store->writers_;
+      }
+      store->batch_ended_.notify_all();
+    }
+  } done{this};
   ASSIGN_OR_RETURN(Lease c, Take());
+  bool reconnected = false;
   for (int attempt = 1;; ++attempt) {
     absl::Status st;
+    bool sent = true;  // whether a statement of the call may have run on the server
     if (one_statement) {
       st = body(*c);  // autocommit: one statement is atomic on its own
     } else {
       st = c->Run("BEGIN");
+      sent = st.ok();
       if (st.ok()) st = body(*c);
-      if (st.ok()) st = Commit(*c);
+      if (st.ok()) st = c->Commit();
       if (!st.ok() && c->in_transaction()) (void)c->Run("ROLLBACK");
+    }
+    if (!sent && st.code() == absl::StatusCode::kUnavailable && !reconnected) {
+      // The connection broke before the call's first statement (BEGIN) ran: run the call once more on a
+      // new one (after a server restart every pooled connection is found broken this way once).
+      reconnected = true;
+      RETURN_IF_ERROR(c->Reconnect());
+      continue;
     }
     if (st.ok() || !Retryable(st) || attempt == kMaxAttempts) return st;
   }
 }
 
 absl::Status PostgresStore::Read(const std::function<absl::Status(PgConnection&)>& body) {
+  // Inside the caller's batch a read is a savepoint too: a read that fails (PostgreSQL fails the whole
+  // transaction at its first failed statement) must not take the batch's writes with it.
+  if (InBatch()) return BatchCall(*batch_conn_, body);
   ASSIGN_OR_RETURN(Lease c, Take());
   absl::Status st = body(*c);
   // A connection lost since its last use (the server restarted) fails its first statement: reconnect
   // and read again once (a read changes nothing).
-  if (st.code() == absl::StatusCode::kUnavailable && c.pooled()) {
-    RETURN_IF_ERROR(c->EnsureConnected());
+  if (st.code() == absl::StatusCode::kUnavailable) {
+    RETURN_IF_ERROR(c->Reconnect());
     st = body(*c);
   }
   return st;
@@ -386,7 +653,7 @@ absl::Status PostgresStore::Migrate() {
                             PgParams().Int(version + 1).Int(ToNs(clock_.Now())), "record migration")
                         .status());
   }
-  RETURN_IF_ERROR(Commit(*c));
+  RETURN_IF_ERROR(c->Commit());
   schema_version_ = version;
   return absl::OkStatus();
 }
@@ -403,10 +670,20 @@ absl::Status PostgresStore::BeginWriteBatch() {
       return absl::FailedPreconditionError("store: a write batch is open already; commit it first");
     }
     batch_owner_.store(me);  // other threads' writes wait from here on
+    // ... and those already running end first, as SqliteStore's writer lock orders them: a batch
+    // overlapping them would wait on their row locks, or deadlock with them.
+    batch_ended_.wait(lock, [this] { return writers_ == 0; });
   }
   absl::StatusOr<Lease> c = Take();
   absl::Status st = c.status();
-  if (st.ok()) st = (*c)->Run("BEGIN");
+  if (st.ok()) {
+    st = (*c)->Run("BEGIN");
+    // A connection found broken at BEGIN: once more on a new one (nothing ran).
+    if (st.code() == absl::StatusCode::kUnavailable) {
+      st = (*c)->Reconnect();
+      if (st.ok()) st = (*c)->Run("BEGIN");
+    }
+  }
   if (!st.ok()) {
     {
       std::lock_guard<std::mutex> lock(batch_mu_);
@@ -428,7 +705,7 @@ absl::Status PostgresStore::EndWriteBatch(bool commit) {
     return absl::FailedPreconditionError("store: no write batch is open on this thread");
   }
   PgConnection* c = std::exchange(batch_conn_, nullptr);
-  absl::Status st = commit ? Commit(*c) : c->Run("ROLLBACK");
+  absl::Status st = commit ? c->Commit() : c->Run("ROLLBACK");
   Give(c);  // rolls back what a failed COMMIT left open: nothing of the batch stays
   {
     std::lock_guard<std::mutex> lock(batch_mu_);
@@ -493,7 +770,7 @@ PgParams JobParams(const JobRecord& j, const std::string& spec, bool sealed) {
   p.Text(j.id).Text(j.tenant).Text(j.name).Bytes(spec).Text(std::string(api::JobStateName(j.state)));
   p.Int(j.priority).Text(j.plan_json).Text(j.allocation_json).Int(j.epoch).Int(j.restarts);
   p.OptInt(j.exit_code ? std::optional<int64_t>(*j.exit_code) : std::nullopt);
-  p.Text(j.reason).Int(ToNs(j.created_at)).Int(ToNs(j.updated_at)).Int(j.version);
+  p.Prose(j.reason).Int(ToNs(j.created_at)).Int(ToNs(j.updated_at)).Int(j.version);
   p.Text(columns::FormatRetries(j.retries)).OptInt(j.checkpoint_step).Int(ToNs(j.checkpoint_at));
   p.Text(j.usage_json).Text(j.checkpoint_region).Text(columns::FormatPlatformEnv(j.platform_env));
   p.Text(j.submitted_by).Bool(sealed);
@@ -547,7 +824,7 @@ absl::Status InsertEvent(PgConnection& c, const std::string& job_id, TimePoint t
                 .Int(ToNs(time))
                 .Text(std::string(api::JobStateName(from)))
                 .Text(std::string(api::JobStateName(to)))
-                .Text(reason),
+                .Prose(reason),
             "insert event")
       .status();
 }
@@ -619,7 +896,7 @@ absl::StatusOr<JobRecord> PostgresStore::GetJob(const std::string& id) {
   JobRecord out;
   RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("SELECT {} FROM jobs WHERE id = $1", kJobColumns),
-                                        PgParams().Text(id), "get job"));
+                                        PgParams().Key(id), "get job"));
     if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no job '{}'", id));
     bool sealed = false;
     ASSIGN_OR_RETURN(out, ReadJob(r, 0, &sealed));
@@ -641,10 +918,10 @@ absl::StatusOr<std::vector<JobRecord>> PostgresStore::ListJobs(const JobFilter& 
     ASSIGN_OR_RETURN(PgResult r,
                      c.Exec(sql,
                             PgParams()
-                                .Text(filter.after_id)
-                                .Text(filter.state ? std::string(api::JobStateName(*filter.state)) : std::string())
-                                .Text(filter.tenant)
-                                .Text(filter.name)
+                                .Key(filter.after_id)
+                                .Key(filter.state ? std::string(api::JobStateName(*filter.state)) : std::string())
+                                .Key(filter.tenant)
+                                .Key(filter.name)
                                 .Int(filter.limit),
                             "list jobs"));
     for (int i = 0; i < r.rows(); ++i) {
@@ -681,7 +958,7 @@ absl::StatusOr<JobRecord> PostgresStore::UpdateJob(const JobRecord& job) {
     // The row stays locked until the commit: the version and state read here are those the write replaces.
     ASSIGN_OR_RETURN(PgResult cur,
                      c.Exec("SELECT version, state, created_at_ns FROM jobs WHERE id = $1 FOR NO KEY UPDATE",
-                            PgParams().Text(job.id), "get job"));
+                            PgParams().Key(job.id), "get job"));
     if (cur.rows() == 0) return absl::NotFoundError(fmt::format("store: no job '{}'", job.id));
     const int64_t version = cur.Int(0, 0);
     const auto state = api::ParseJobState(cur.Text(0, 1));
@@ -728,8 +1005,8 @@ absl::StatusOr<std::vector<EventRecord>> PostgresStore::ListEvents(const EventFi
   RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
     out.clear();
     PgParams p;
-    p.Int(filter.after_seq).Text(filter.job_id).Int(filter.limit);
-    if (!filter.tenant.empty()) p.Text(filter.tenant);
+    p.Int(filter.after_seq).Key(filter.job_id).Int(filter.limit);
+    if (!filter.tenant.empty()) p.Key(filter.tenant);
     // Without a tenant the jobs table is not read; with one, the event's job must be that tenant's.
     ASSIGN_OR_RETURN(
         PgResult r,
@@ -815,7 +1092,7 @@ absl::StatusOr<NodeRecord> PostgresStore::GetNode(const std::string& id) {
   RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, inventory_json, state, last_heartbeat_ns, registered_at_ns FROM "
                                         "nodes WHERE id = $1",
-                                        PgParams().Text(id), "get node"));
+                                        PgParams().Key(id), "get node"));
     if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
     out = ReadNode(r, 0);
     return absl::OkStatus();
@@ -826,7 +1103,7 @@ absl::StatusOr<NodeRecord> PostgresStore::GetNode(const std::string& id) {
 absl::Status PostgresStore::DeleteNode(const std::string& id) {
   return Write(
       [&](PgConnection& c) -> absl::Status {
-        ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM nodes WHERE id = $1", PgParams().Text(id), "delete node"));
+        ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM nodes WHERE id = $1", PgParams().Key(id), "delete node"));
         if (r.affected() == 0) return absl::NotFoundError(fmt::format("store: no node '{}'", id));
         return absl::OkStatus();
       },
@@ -913,7 +1190,7 @@ absl::Status PostgresStore::CreateToken(const TokenRecord& token) {
                                         .Text(token.id)
                                         .Text(token.user)
                                         .Text(token.secret_hash)
-                                        .Text(token.description)
+                                        .Prose(token.description)
                                         .Int(ToNs(token.created_at))
                                         .OptTime(token.expires_at)
                                         .OptTime(token.revoked_at),
@@ -945,7 +1222,7 @@ absl::Status PostgresStore::RevokeToken(const std::string& id, TimePoint at) {
       [&](PgConnection& c) -> absl::Status {
         ASSIGN_OR_RETURN(PgResult r,
                          c.Exec("UPDATE tokens SET revoked_at_ns = COALESCE(revoked_at_ns, $2) WHERE id = $1",
-                                PgParams().Text(id).Int(ToNs(at)), "revoke token"));
+                                PgParams().Key(id).Int(ToNs(at)), "revoke token"));
         if (r.affected() == 0) return absl::NotFoundError(fmt::format("store: no token '{}'", id));
         return absl::OkStatus();
       },
@@ -962,7 +1239,7 @@ absl::Status PostgresStore::CreateJoinToken(const JoinTokenRecord& token) {
                                     PgParams()
                                         .Text(token.id)
                                         .Text(token.secret_sha256)
-                                        .Text(token.description)
+                                        .Prose(token.description)
                                         .Text(token.created_by)
                                         .Int(ToNs(token.created_at))
                                         .OptTime(token.expires_at)
@@ -996,7 +1273,7 @@ absl::Status PostgresStore::ConsumeJoinToken(const std::string& id, const std::s
     // One statement takes the use (the row lock orders concurrent joins: no use is taken twice).
     ASSIGN_OR_RETURN(PgResult r,
                      c.Exec("UPDATE join_tokens SET uses_left = uses_left - 1 WHERE id = $1 AND uses_left > 0",
-                            PgParams().Text(id), "consume join token"));
+                            PgParams().Key(id), "consume join token"));
     if (r.affected() == 1) {
       // The generation is a uint64, kept as the BIGINT of the same bits.
       return c
@@ -1004,11 +1281,11 @@ absl::Status PostgresStore::ConsumeJoinToken(const std::string& id, const std::s
               "INSERT INTO node_credentials (node, generation, provider) SELECT $1::text, $2::bigint, provider FROM "
               "join_tokens WHERE id = $3 ON CONFLICT (node) DO UPDATE SET generation = EXCLUDED.generation, "
               "provider = EXCLUDED.provider",
-              PgParams().Text(node).Int(static_cast<int64_t>(generation)).Text(id), "put node credential")
+              PgParams().Text(node).Int(static_cast<int64_t>(generation)).Key(id), "put node credential")
           .status();
     }
     ASSIGN_OR_RETURN(PgResult exists,
-                     c.Exec("SELECT 1 FROM join_tokens WHERE id = $1", PgParams().Text(id), "look up join token"));
+                     c.Exec("SELECT 1 FROM join_tokens WHERE id = $1", PgParams().Key(id), "look up join token"));
     if (exists.rows() > 0) {
       return absl::FailedPreconditionError(fmt::format("store: join token '{}' has no use left", id));
     }
@@ -1020,7 +1297,7 @@ absl::Status PostgresStore::DeleteJoinToken(const std::string& id) {
   return Write(
       [&](PgConnection& c) -> absl::Status {
         ASSIGN_OR_RETURN(PgResult r,
-                         c.Exec("DELETE FROM join_tokens WHERE id = $1", PgParams().Text(id), "delete join token"));
+                         c.Exec("DELETE FROM join_tokens WHERE id = $1", PgParams().Key(id), "delete join token"));
         if (r.affected() == 0) return absl::NotFoundError(fmt::format("store: no join token '{}'", id));
         return absl::OkStatus();
       },
@@ -1030,7 +1307,7 @@ absl::Status PostgresStore::DeleteJoinToken(const std::string& id) {
 absl::Status PostgresStore::DeleteNodeCredential(const std::string& node) {
   return Write(
       [&](PgConnection& c) -> absl::Status {
-        return c.Exec("DELETE FROM node_credentials WHERE node = $1", PgParams().Text(node), "delete node credential")
+        return c.Exec("DELETE FROM node_credentials WHERE node = $1", PgParams().Key(node), "delete node credential")
             .status();
       },
       /*one_statement=*/true);
@@ -1060,16 +1337,16 @@ absl::Status PostgresStore::AppendAudit(const std::vector<AuditRecord>& records)
                              "$11)",
                              PgParams()
                                  .Int(ToNs(a.time))
-                                 .Text(a.user)
-                                 .Text(a.tenant)
-                                 .Text(a.token_id)
-                                 .Text(a.role)
-                                 .Text(a.method)
-                                 .Text(a.route)
-                                 .Text(a.path)
+                                 .Prose(a.user)
+                                 .Prose(a.tenant)
+                                 .Prose(a.token_id)
+                                 .Prose(a.role)
+                                 .Prose(a.method)
+                                 .Prose(a.route)
+                                 .Prose(a.path)
                                  .Int(a.status)
-                                 .Text(a.remote_address)
-                                 .Text(a.request_id),
+                                 .Prose(a.remote_address)
+                                 .Prose(a.request_id),
                              "insert audit record")
                           .status());
     }
@@ -1087,7 +1364,8 @@ absl::StatusOr<std::vector<AuditRecord>> PostgresStore::ListAudit(const AuditFil
         c.Exec("SELECT seq, time_ns, user_name, tenant, token_id, role, method, route, path, status, remote_address, "
                "request_id FROM audit WHERE seq > $1 AND ($2 = '' OR user_name = $2) AND ($3 = '' OR tenant = $3) "
                "ORDER BY seq LIMIT $4",
-               PgParams().Int(filter.after_seq).Text(filter.user).Text(filter.tenant).Int(filter.limit), "list audit"));
+               PgParams().Int(filter.after_seq).Prose(filter.user).Prose(filter.tenant).Int(filter.limit),
+               "list audit"));
     for (int i = 0; i < r.rows(); ++i) {
       out.push_back({.seq = r.Int(i, 0),
                      .time = FromNs(r.Int(i, 1)),
@@ -1161,7 +1439,7 @@ absl::StatusOr<SecretRecord> PostgresStore::GetSecret(const std::string& tenant,
   RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT value, created_at_ns, updated_at_ns FROM secrets WHERE tenant = $1 "
                                         "AND name = $2",
-                                        PgParams().Text(tenant).Text(name), "get secret"));
+                                        PgParams().Key(tenant).Key(name), "get secret"));
     if (r.rows() == 0) return absl::NotFoundError(fmt_no_secret(tenant, name));
     sealed = r.Bytes(0, 0);
     out = {tenant, name, "", FromNs(r.Int(0, 1)), FromNs(r.Int(0, 2))};
@@ -1186,7 +1464,7 @@ absl::StatusOr<std::vector<SecretRecord>> PostgresStore::ListSecrets(const std::
     out.clear();
     ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT name, created_at_ns, updated_at_ns FROM secrets WHERE tenant = $1 "
                                         "ORDER BY name",
-                                        PgParams().Text(tenant), "list secrets"));
+                                        PgParams().Key(tenant), "list secrets"));
     for (int i = 0; i < r.rows(); ++i)
       out.push_back({tenant, r.Text(i, 0), "", FromNs(r.Int(i, 1)), FromNs(r.Int(i, 2))});
     return absl::OkStatus();
@@ -1198,7 +1476,7 @@ absl::Status PostgresStore::DeleteSecret(const std::string& tenant, const std::s
   return Write(
       [&](PgConnection& c) -> absl::Status {
         ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM secrets WHERE tenant = $1 AND name = $2",
-                                            PgParams().Text(tenant).Text(name), "delete secret"));
+                                            PgParams().Key(tenant).Key(name), "delete secret"));
         if (r.affected() == 0) return absl::NotFoundError(fmt_no_secret(tenant, name));
         return absl::OkStatus();
       },
@@ -1320,7 +1598,7 @@ absl::StatusOr<ExperimentRecord> PostgresStore::CreateExperiment(const Experimen
                                                 .Text(stored.name)
                                                 .Bytes(spec)
                                                 .Text(stored.state)
-                                                .Text(stored.reason)
+                                                .Prose(stored.reason)
                                                 .Int(ToNs(stored.created_at))
                                                 .Int(ToNs(stored.updated_at))
                                                 .Int(stored.version)
@@ -1339,7 +1617,7 @@ absl::StatusOr<ExperimentRecord> PostgresStore::GetExperiment(const std::string&
   ExperimentRecord out;
   RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("SELECT {} FROM experiments WHERE id = $1", kExperimentColumns),
-                                        PgParams().Text(id), "get experiment"));
+                                        PgParams().Key(id), "get experiment"));
     if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no experiment '{}'", id));
     bool sealed = false;
     out = ReadExperiment(r, 0, &sealed);
@@ -1359,7 +1637,7 @@ absl::StatusOr<std::vector<ExperimentRecord>> PostgresStore::ListExperiments(con
                      c.Exec(fmt::format("SELECT {} FROM experiments WHERE ($1 = '' OR tenant = $1) AND "
                                         "($2 = '' OR state = $2) AND id > $3 ORDER BY id LIMIT $4",
                                         kExperimentColumns),
-                            PgParams().Text(filter.tenant).Text(filter.state).Text(filter.after_id).Int(filter.limit),
+                            PgParams().Key(filter.tenant).Key(filter.state).Key(filter.after_id).Int(filter.limit),
                             "list experiments"));
     for (int i = 0; i < r.rows(); ++i) {
       bool sealed = false;
@@ -1385,13 +1663,13 @@ absl::StatusOr<ExperimentRecord> PostgresStore::UpdateExperiment(const Experimen
                                             "spec_sealed = $10 WHERE id = $1 AND version = $11 RETURNING "
                                             "created_at_ns",
                                             PgParams()
-                                                .Text(stored.id)
+                                                .Key(stored.id)
                                                 .Text(stored.tenant)
                                                 .Text(stored.user)
                                                 .Text(stored.name)
                                                 .Bytes(spec)
                                                 .Text(stored.state)
-                                                .Text(stored.reason)
+                                                .Prose(stored.reason)
                                                 .Int(ToNs(stored.updated_at))
                                                 .Int(stored.version)
                                                 .Bool(sealer_ != nullptr)
@@ -1402,7 +1680,7 @@ absl::StatusOr<ExperimentRecord> PostgresStore::UpdateExperiment(const Experimen
           return absl::OkStatus();
         }
         ASSIGN_OR_RETURN(PgResult cur, c.Exec("SELECT version FROM experiments WHERE id = $1",
-                                              PgParams().Text(experiment.id), "get experiment"));
+                                              PgParams().Key(experiment.id), "get experiment"));
         if (cur.rows() == 0) return absl::NotFoundError(fmt::format("store: no experiment '{}'", experiment.id));
         return absl::AbortedError(fmt::format("store: experiment '{}' is at version {}, not {}", experiment.id,
                                               cur.Int(0, 0), experiment.version));
@@ -1422,7 +1700,7 @@ absl::Status PostgresStore::PutTrial(const TrialRecord& trial) {
         } else {
           p.Null();
         }
-        p.Text(trial.reason).Int(ToNs(now));
+        p.Prose(trial.reason).Int(ToNs(now));
         return c
             .Exec(
                 "INSERT INTO trials (experiment_id, number, params_json, state, job_id, value, reason, "
@@ -1442,7 +1720,7 @@ absl::StatusOr<std::vector<TrialRecord>> PostgresStore::ListTrials(const std::st
     ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT experiment_id, number, params_json, state, job_id, value, reason, "
                                         "created_at_ns, updated_at_ns FROM trials WHERE experiment_id = $1 ORDER BY "
                                         "number",
-                                        PgParams().Text(experiment_id), "list trials"));
+                                        PgParams().Key(experiment_id), "list trials"));
     for (int i = 0; i < r.rows(); ++i) {
       TrialRecord t;
       t.experiment_id = r.Text(i, 0);
@@ -1467,6 +1745,8 @@ absl::Status PostgresStore::AppendMetricReports(const std::vector<MetricReportRe
   return Write([&](PgConnection& c) -> absl::Status {
     RETURN_IF_ERROR(LockLog(c, "LOCK TABLE metric_reports IN EXCLUSIVE MODE"));
     for (const MetricReportRecord& m : reports) {
+      // NaN is NULL, which the column refuses: skipped, as SqliteStore's INSERT OR IGNORE skips it.
+      if (std::isnan(m.value)) continue;
       RETURN_IF_ERROR(c.Exec("INSERT INTO metric_reports (job_id, epoch, node_rank, seq, step, value, "
                              "reported_at_ns) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (job_id, epoch, "
                              "node_rank, seq) DO NOTHING",
@@ -1495,7 +1775,7 @@ absl::StatusOr<std::vector<MetricReportRecord>> PostgresStore::ListMetricReports
     out.clear();
     ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT id, job_id, epoch, node_rank, seq, step, value, reported_at_ns FROM "
                                         "metric_reports WHERE job_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-                                        PgParams().Text(job_id).Int(after_id).Int(limit), "list metric reports"));
+                                        PgParams().Key(job_id).Int(after_id).Int(limit), "list metric reports"));
     for (int i = 0; i < r.rows(); ++i) {
       out.push_back({.id = r.Int(i, 0),
                      .job_id = r.Text(i, 1),
@@ -1516,7 +1796,7 @@ absl::StatusOr<int64_t> PostgresStore::CountMetricReports(const std::string& job
   RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
     ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT COUNT(*) FROM metric_reports WHERE job_id = $1 AND epoch = $2 AND "
                                         "node_rank = $3",
-                                        PgParams().Text(job_id).Int(epoch).Int(node_rank), "count metric reports"));
+                                        PgParams().Key(job_id).Int(epoch).Int(node_rank), "count metric reports"));
     n = r.Int(0, 0);
     return absl::OkStatus();
   }));
@@ -1549,7 +1829,7 @@ absl::StatusOr<std::vector<LedgerRecord>> PostgresStore::ListLedger(const Ledger
     ASSIGN_OR_RETURN(PgResult r,
                      c.Exec("SELECT seq, id, tenant, kind, at_ns, body FROM ledger WHERE seq > $1 AND ($2 "
                             "= '' OR tenant = $2) ORDER BY seq LIMIT $3",
-                            PgParams().Int(filter.after_seq).Text(filter.tenant).Int(filter.limit), "list ledger"));
+                            PgParams().Int(filter.after_seq).Key(filter.tenant).Int(filter.limit), "list ledger"));
     for (int i = 0; i < r.rows(); ++i) {
       out.push_back({.seq = r.Int(i, 0),
                      .id = r.Text(i, 1),
@@ -1625,7 +1905,7 @@ absl::Status PostgresStore::DeleteBudget(const std::string& tenant, const std::s
   return Write(
       [&](PgConnection& c) -> absl::Status {
         ASSIGN_OR_RETURN(PgResult r, c.Exec("DELETE FROM budgets WHERE tenant = $1 AND user_name = $2",
-                                            PgParams().Text(tenant).Text(user), "delete budget"));
+                                            PgParams().Key(tenant).Key(user), "delete budget"));
         if (r.affected() == 0) {
           return absl::NotFoundError(
               fmt::format("no budget for {}", user.empty() ? "tenant " + tenant : "user " + user));
@@ -1642,7 +1922,7 @@ absl::Status PostgresStore::MarkBudgetAlerted(const std::string& tenant, const s
         ASSIGN_OR_RETURN(PgResult r,
                          c.Exec("UPDATE budgets SET alerted_period = $1, alerted_percent = $2 WHERE tenant "
                                 "= $3 AND user_name = $4 AND updated_at_ns = $5",
-                                PgParams().Text(period).Int(percent).Text(tenant).Text(user).Int(ToNs(updated_at)),
+                                PgParams().Text(period).Int(percent).Key(tenant).Key(user).Int(ToNs(updated_at)),
                                 "mark budget alerted"));
         if (r.affected() == 0) {
           return absl::FailedPreconditionError(
@@ -1693,7 +1973,7 @@ absl::Status PostgresStore::EndReservation(const std::string& id, TimePoint end)
       [&](PgConnection& c) -> absl::Status {
         ASSIGN_OR_RETURN(PgResult r, c.Exec("UPDATE reservations SET end_ns = GREATEST(start_ns, LEAST(end_ns, "
                                             "$1::bigint)) WHERE id = $2",
-                                            PgParams().Int(ToNs(end)).Text(id), "end reservation"));
+                                            PgParams().Int(ToNs(end)).Key(id), "end reservation"));
         if (r.affected() == 0) return absl::NotFoundError(fmt::format("no reservation '{}'", id));
         return absl::OkStatus();
       },
@@ -1710,7 +1990,7 @@ absl::Status PostgresStore::UpdateReservationProgress(const ReservationRecord& r
                                                   .Int(r.charged_hours)
                                                   .Int(r.held_gpu_milli_seconds)
                                                   .Int(r.used_gpu_milli_seconds)
-                                                  .Text(r.id),
+                                                  .Key(r.id),
                                               "update reservation"));
         if (res.affected() == 0) return absl::NotFoundError(fmt::format("no reservation '{}'", r.id));
         return absl::OkStatus();

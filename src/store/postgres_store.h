@@ -20,16 +20,35 @@
 // a reader paging by `after_seq` never skips a row committed later with a smaller number. A transaction
 // that PostgreSQL aborts for a serialization failure or a deadlock (SQLSTATE 40001, 40P01) is retried.
 // A write batch (Store::BeginWriteBatch) holds one connection with one open transaction for its owner;
-// every call of the owner inside it is a savepoint, and the other threads' writes wait for its end while
-// their reads proceed on other connections. Statements are prepared once per connection (PQprepare) and
-// always take their values as parameters. Thread-safe.
+// it begins once the other threads' writes under way have ended. Every call of the owner inside it, read
+// or write, is a savepoint (PostgreSQL fails a whole transaction at its first failed statement: a call
+// that fails takes back only itself), a write the server aborts for a deadlock or serialization failure
+// is rolled back to its savepoint and run again, and a COMMIT the server answers with ROLLBACK is an
+// error. The other threads' writes wait for the batch's end while their reads proceed on other
+// connections. Statements are prepared once per connection (PQprepare) and always take their values as
+// parameters. Thread-safe.
+//
+// Text: PostgreSQL's TEXT holds neither NUL bytes nor bytes that are not UTF-8, which SQLite stores. An
+// id, name or other value stored as it is that holds one is InvalidArgument; looking one up finds
+// nothing (NotFound, an empty list), as no row can have it. Free-form text (reasons, descriptions, every
+// field of an audit record) is stored with NUL and each byte outside a well-formed UTF-8 sequence written
+// as \xNN, so such a value never fails its write (nor the audit records appended with it); it reads back
+// so escaped. A NaN double is NULL, as SQLite stores it.
+//
+// Network: unless the URL sets them, a connection gets connect_timeout=5, TCP keepalives (idle 10 s,
+// every 5 s, 3 probes) and tcp_user_timeout=30000 ms, so a server that stops answering fails the call
+// within about half a minute. A pooled connection the server closed since its last use (a restart) is
+// noticed and replaced before the call's first statement; a write whose BEGIN fails for a lost connection
+// runs once more on a new one (nothing of it ran).
 //
 // Errors: a lost or refused connection is Unavailable naming the server (host:port/database); the
-// pool reconnects on the next call. Other server errors are Internal with PostgreSQL's message.
+// pool reconnects on the next call. Other server errors are Internal with PostgreSQL's message. No
+// message quotes the URL's password.
 
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,9 +78,9 @@ struct PostgresStoreOptions {
 class PostgresStore final : public Store {
  public:
   // Connects every connection of the pool and migrates the schema. InvalidArgument for a URL that is not
-  // a postgres:// or postgresql:// URI or a pool size outside 1..64; Unavailable when the server cannot
-  // be reached or refuses the login (the message names host:port/database); FailedPrecondition when the
-  // schema is newer than this binary.
+  // a postgres:// or postgresql:// URI, one libpq cannot parse, or a pool size outside 1..64; Unavailable
+  // when the server cannot be reached or refuses the login (the message names host:port/database);
+  // FailedPrecondition when the schema is newer than this binary.
   static absl::StatusOr<std::unique_ptr<PostgresStore>> Open(const PostgresStoreOptions& options);
   // Closes every connection. A write batch still open is rolled back by the server.
   ~PostgresStore() override;
@@ -131,6 +150,9 @@ class PostgresStore final : public Store {
   int schema_version() const { return schema_version_; }
   // "host:port/database", as errors name the server.
   const std::string& server() const { return server_; }
+  // The libpq settings the connections were opened with (PQconninfo: keyword -> value, without the
+  // password), e.g. "connect_timeout" -> "5".
+  const std::map<std::string, std::string>& connection_settings() const { return connection_settings_; }
 
  private:
   PostgresStore(Clock& clock, Sealer* sealer);
@@ -139,13 +161,20 @@ class PostgresStore final : public Store {
   // (waiting for one to be given back), reconnected first if it was lost. Unavailable when that fails.
   absl::StatusOr<Lease> Take();
   void Give(PgConnection* c);
-  // Runs `body` as one atomic write: a savepoint inside the caller's write batch, else its own
-  // transaction on a pooled connection once no other thread's batch is open, retried when the server
-  // aborts it for a serialization failure or a deadlock. A body that returns an error is rolled back.
+  // Whether the calling thread owns the open write batch.
+  bool InBatch() const;
+  // Runs `body` as one atomic write: a savepoint inside the caller's write batch (BatchCall), else its
+  // own transaction on a pooled connection once no other thread's batch is open, retried when the server
+  // aborts it for a serialization failure or a deadlock, and once on a new connection when the pooled
+  // one is found lost at BEGIN. A body that returns an error is rolled back.
   // `one_statement`: the body runs one statement, atomic on its own, so outside a batch no BEGIN/COMMIT.
   absl::Status Write(const std::function<absl::Status(PgConnection&)>& body, bool one_statement = false);
-  // Runs `body` on a connection as it is (autocommit, or the caller's batch): for reads.
+  // Runs `body` for a read: in autocommit on a pooled connection, or as a savepoint of the caller's batch.
   absl::Status Read(const std::function<absl::Status(PgConnection&)>& body);
+  // Runs `body` inside the write batch on its connection `c` as a savepoint: a body that fails (or that
+  // leaves the transaction failed) is rolled back to it, leaving the batch usable; one the server aborts
+  // for a serialization failure or a deadlock is run again (kMaxAttempts in all).
+  absl::Status BatchCall(PgConnection& c, const std::function<absl::Status(PgConnection&)>& body);
   absl::Status Migrate();
   absl::Status EndWriteBatch(bool commit);
   absl::StatusOr<std::string> SealSpec(const JobRecord& job) const;
@@ -161,6 +190,7 @@ class PostgresStore final : public Store {
   std::string server_;
   int schema_version_ = 0;
   std::vector<std::unique_ptr<PgConnection>> connections_;  // every connection, owned
+  std::map<std::string, std::string> connection_settings_;
 
   // The pool: connections not in use.
   std::mutex pool_mu_;
@@ -170,8 +200,10 @@ class PostgresStore final : public Store {
   // The write batch: its owner thread (default-constructed: none) and its connection, which only the
   // owner uses. batch_owner_ is written under batch_mu_ and read without it by the calls that only need to
   // know whether they are the owner.
+  // batch_ended_ is also notified when writers_ drops: a batch begins once no write is under way.
   std::mutex batch_mu_;
   std::condition_variable batch_ended_;
+  int writers_ = 0;  // writes outside a batch under way; guarded by batch_mu_
   std::atomic<std::thread::id> batch_owner_;
   PgConnection* batch_conn_ = nullptr;
 };

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "common/fake_clock.h"
@@ -1015,6 +1016,282 @@ TEST(SealedStoreTest, SpecsAndSecretsAreSealedAtRestAndOldPlainRowsStillRead) {
     EXPECT_EQ((*s)->GetJob("j-1").status().code(), absl::StatusCode::kDataLoss);
   }
   std::filesystem::remove_all(dir);
+}
+
+// A read inside a write batch that fails at the database (its table renamed behind the store's back)
+// fails alone: PostgreSQL would fail the batch's whole transaction with it, and answer its COMMIT with a
+// ROLLBACK that stored nothing.
+TEST_P(StoreTest, AReadThatFailsInsideAWriteBatchTakesNoneOfTheBatchsWritesWithIt) {
+  ExecBehindTheStore("ALTER TABLE nodes RENAME TO nodes_elsewhere");
+  ASSERT_TRUE(store_->BeginWriteBatch().ok());
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-1")).ok());
+  EXPECT_EQ(store_->ListNodes().status().code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE(store_->CreateJob(NewJob("j-2")).ok());
+  EXPECT_EQ(store_->GetJob("j-1")->version, 1);
+  ASSERT_TRUE(store_->CommitWriteBatch().ok());
+  ExecBehindTheStore("ALTER TABLE nodes_elsewhere RENAME TO nodes");
+  Reopen();
+  auto jobs = store_->ListJobs({});
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, "j-1");
+  EXPECT_EQ((*jobs)[1].id, "j-2");
+  EXPECT_EQ(store_->ListEvents({.job_id = "", .after_seq = 0, .limit = 100})->size(), 2u);
+}
+
+// SQLite stores any bytes as text; PostgreSQL's text holds neither NUL nor invalid UTF-8. An id with
+// either finds nothing when looked up (never the job its NUL would cut it to) and, on PostgreSQL, is
+// refused when stored; free-form text is stored either way (escaped on PostgreSQL), and one malformed
+// audit record never fails the others of its group.
+TEST_P(StoreTest, TextWithANulOrInvalidUtf8FindsNothingAsAKeyAndIsKeptAsFreeText) {
+  ASSERT_TRUE(store_->CreateJob(NewJob("a")).ok());
+  const std::string nul_id("a\0b", 3);
+  const std::string bad_id = "j-\xff";
+  EXPECT_EQ(store_->GetJob(nul_id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetJob(bad_id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->ListJobs({.tenant = "team-\xff"})->size(), 0u);
+  EXPECT_EQ(store_->ListJobs({.tenant = std::string("team-a\0x", 8)})->size(), 0u);
+  EXPECT_EQ(store_->DeleteNode(nul_id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->RevokeToken(bad_id, clock_.Now()).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetExperiment(bad_id).status().code(), absl::StatusCode::kNotFound);
+
+  auto with_nul = store_->CreateJob(NewJob(nul_id));
+  auto not_utf8 = store_->CreateJob(NewJob(bad_id));
+  auto results = store_->CreateJobs({NewJob("b"), NewJob("c", "team-\xc3"), NewJob("d")});
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_TRUE((*results)[0].ok());
+  EXPECT_TRUE((*results)[2].ok());
+  if (postgres()) {
+    EXPECT_EQ(with_nul.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(not_utf8.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(std::string(not_utf8.status().message()),
+              "store: insert job: value $1 = 'j-\\xff' holds a NUL byte or is not UTF-8, which PostgreSQL's text "
+              "cannot store");
+    EXPECT_EQ((*results)[1].status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(store_->ListJobs({})->size(), 3u);  // a, b, d
+  } else {
+    EXPECT_TRUE(with_nul.ok());
+    EXPECT_TRUE(not_utf8.ok());
+    EXPECT_TRUE((*results)[1].ok());
+    EXPECT_EQ(store_->GetJob(nul_id)->id, nul_id);
+    EXPECT_EQ(store_->ListJobs({})->size(), 6u);
+  }
+  EXPECT_EQ(store_->GetJob("a")->name, "train-a");
+
+  // Free-form text: a reason with a NUL and a cut-short sequence between well-formed UTF-8.
+  JobRecord a = *store_->GetJob("a");
+  a.state = JobState::kScheduled;
+  a.reason = std::string("placed\0on \xc3 n\xc3\xa9", 15);
+  ASSERT_TRUE(store_->UpdateJob(a).ok());
+  const std::string stored_reason = postgres() ? "placed\\x00on \\xc3 n\xc3\xa9" : a.reason;
+  EXPECT_EQ(store_->GetJob("a")->reason, stored_reason);
+  auto events = store_->ListEvents({.job_id = "a", .after_seq = 0, .limit = 100});
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].reason, stored_reason);
+
+  // An unauthenticated call to /v1/jobs/%FF/cancel between two others: all three are stored.
+  std::vector<AuditRecord> audit = {
+      {.user = "alice", .method = "POST", .path = "/v1/jobs/j-1/cancel", .status = 200},
+      {.method = "POST", .path = "/v1/jobs/\xff/cancel", .status = 401, .request_id = std::string("r\0x", 3)},
+      {.user = "bob", .method = "POST", .path = "/v1/jobs/j-2/cancel", .status = 200}};
+  ASSERT_TRUE(store_->AppendAudit(audit).ok());
+  auto listed = store_->ListAudit({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 3u);
+  EXPECT_EQ((*listed)[0].path, "/v1/jobs/j-1/cancel");
+  EXPECT_EQ((*listed)[1].path, postgres() ? "/v1/jobs/\\xff/cancel" : "/v1/jobs/\xff/cancel");
+  EXPECT_EQ((*listed)[1].request_id, postgres() ? "r\\x00x" : std::string("r\0x", 3));
+  EXPECT_EQ((*listed)[1].status, 401);
+  EXPECT_EQ((*listed)[2].user, "bob");
+  EXPECT_EQ(store_->ListAudit({.user = "bob"})->size(), 1u);
+}
+
+// A raw session on the test's schema for the postgres-only tests below: a lock or a transaction held
+// behind the store's back.
+class PgSession {
+ public:
+  explicit PgSession(const std::string& url) : pg_(PQconnectdb(url.c_str())) {
+    PQsetNoticeProcessor(
+        pg_, [](void*, const char*) {}, nullptr);
+  }
+  ~PgSession() { PQfinish(pg_); }
+  bool ok() const { return PQstatus(pg_) == CONNECTION_OK; }
+  // Runs `sql` (statements without values): "" when it succeeded, else the error.
+  std::string Exec(const std::string& sql) {
+    PGresult* r = PQexec(pg_, sql.c_str());
+    const ExecStatusType st = PQresultStatus(r);
+    std::string error = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK ? "" : PQresultErrorMessage(r);
+    PQclear(r);
+    return error;
+  }
+  // Sends `sql` without waiting for it; Wait() collects its SQLSTATE ("" when it succeeded).
+  bool Send(const std::string& sql) { return PQsendQuery(pg_, sql.c_str()) == 1; }
+  std::string Wait() {
+    std::string state;
+    while (PGresult* r = PQgetResult(pg_)) {
+      if (const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE); s != nullptr && state.empty()) state = s;
+      PQclear(r);
+    }
+    return state;
+  }
+
+ private:
+  PGconn* pg_;
+};
+
+// A write batch begins only after the writes already under way (SqliteStore's writer lock orders them
+// so): overlapping them it would wait on their row locks or deadlock with them.
+TEST_P(StoreTest, AWriteBatchBeginsOnlyAfterTheWritesUnderWayEnd) {
+  if (!postgres()) GTEST_SKIP() << "SqliteStore's writes hold its lock: no write is under way as a batch begins";
+  PgSession other(url_);
+  ASSERT_TRUE(other.ok());
+  ASSERT_EQ(other.Exec("BEGIN; LOCK TABLE nodes IN EXCLUSIVE MODE"), "");
+  std::thread writer([&] { EXPECT_TRUE(store_->PutNode({.id = "n-1", .state = "ready"}).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // PutNode waits for the table's lock
+  std::atomic<bool> began{false};
+  std::thread batch([&] {
+    EXPECT_TRUE(store_->BeginWriteBatch().ok());
+    began = true;
+    EXPECT_TRUE(store_->PutNode({.id = "n-2", .state = "ready"}).ok());
+    EXPECT_TRUE(store_->CommitWriteBatch().ok());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(began.load()) << "a write batch began while a write was under way";
+  ASSERT_EQ(other.Exec("COMMIT"), "");
+  writer.join();
+  batch.join();
+  EXPECT_TRUE(began.load());
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].id, "n-1");
+  EXPECT_EQ((*nodes)[1].id, "n-2");
+}
+
+// A call inside a write batch that the server aborts for a deadlock is rolled back to its savepoint and
+// run again: the batch goes on. The other transaction holds j-2 and waits for j-1, which the batch holds;
+// the batch's update of j-2 closes the cycle. The server breaks it by aborting the batch's statement
+// (its deadlock_timeout, 1 s, is the shorter) until the other gives up waiting (lock_timeout).
+TEST_P(StoreTest, ACallInsideAWriteBatchAbortedForADeadlockIsRunAgain) {
+  if (!postgres()) GTEST_SKIP() << "SQLite has one writer at a time: no deadlock";
+  JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
+  JobRecord j2 = *store_->CreateJob(NewJob("j-2"));
+  PgSession other(url_);
+  ASSERT_TRUE(other.ok());
+  ASSERT_EQ(other.Exec("SET deadlock_timeout = '10s'; SET lock_timeout = '2500ms'; BEGIN; UPDATE jobs SET "
+                       "priority = 9 WHERE id = 'j-2'"),
+            "");
+  ASSERT_TRUE(store_->BeginWriteBatch().ok());
+  j1.state = JobState::kScheduled;
+  ASSERT_TRUE(store_->UpdateJob(j1).ok());
+  ASSERT_TRUE(other.Send("UPDATE jobs SET priority = 9 WHERE id = 'j-1'"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  j2.state = JobState::kScheduled;
+  auto updated = store_->UpdateJob(j2);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->version, 2);
+  ASSERT_TRUE(store_->CommitWriteBatch().ok());
+  EXPECT_EQ(other.Wait(), "55P03");  // the other's wait for j-1 timed out
+  ASSERT_EQ(other.Exec("ROLLBACK"), "");
+  EXPECT_EQ(store_->GetJob("j-1")->version, 2);
+  EXPECT_EQ(store_->GetJob("j-2")->version, 2);
+  EXPECT_EQ(store_->GetJob("j-2")->state, JobState::kScheduled);
+  EXPECT_EQ(store_->GetJob("j-2")->priority, 5);
+}
+
+// Unless the URL says otherwise, a connection times out connecting and keeps its idle TCP connection
+// probed, so a network cut fails the call instead of freezing its thread.
+TEST_P(StoreTest, ConnectionsTimeOutAndKeepAliveUnlessTheUrlSaysOtherwise) {
+  if (!postgres()) GTEST_SKIP() << "SQLite has no connection";
+  const auto& settings = static_cast<PostgresStore&>(*store_).connection_settings();
+  EXPECT_EQ(settings.at("connect_timeout"), "5");
+  EXPECT_EQ(settings.at("keepalives"), "1");
+  EXPECT_EQ(settings.at("keepalives_idle"), "10");
+  EXPECT_EQ(settings.at("keepalives_interval"), "5");
+  EXPECT_EQ(settings.at("keepalives_count"), "3");
+  EXPECT_EQ(settings.at("tcp_user_timeout"), "30000");
+  EXPECT_EQ(settings.count("password"), 0u);
+  auto own = PostgresStore::Open({.url = url_ + "&connect_timeout=7&keepalives_idle=60", .connections = 1});
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ((*own)->connection_settings().at("connect_timeout"), "7");
+  EXPECT_EQ((*own)->connection_settings().at("keepalives_idle"), "60");
+  EXPECT_EQ((*own)->connection_settings().at("tcp_user_timeout"), "30000");
+}
+
+// After the server closed every connection of the pool (as a restart does), each kind of call succeeds:
+// the pool notices a closed connection before the call's first statement and reconnects it.
+TEST_P(StoreTest, EveryCallSucceedsAfterTheServerClosedThePoolsConnections) {
+  if (!postgres()) GTEST_SKIP() << "SQLite has no connection";
+  const std::string app = schema_;  // the application_name of the connections of `s`
+  auto s = PostgresStore::Open({.url = url_ + "&application_name=" + app, .connections = 2, .clock = &clock_});
+  ASSERT_TRUE(s.ok()) << s.status();
+  PostgresStore& store = **s;
+  auto close_all = [&] {
+    PgExec(server_,
+           "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = '" + app + "'");
+  };
+  close_all();
+  EXPECT_TRUE(store.PutNode({.id = "n-1", .state = "ready"}).ok());  // one statement, no transaction
+  close_all();
+  auto created = store.CreateJob(NewJob("j-1"));  // a transaction
+  EXPECT_TRUE(created.ok()) << created.status();
+  close_all();
+  auto got = store.GetJob("j-1");  // a read
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->version, 1);
+  close_all();
+  ASSERT_TRUE(store.BeginWriteBatch().ok());
+  EXPECT_TRUE(store.CreateJob(NewJob("j-2")).ok());
+  ASSERT_TRUE(store.CommitWriteBatch().ok());
+  close_all();
+  EXPECT_TRUE(store.DeleteNode("n-1").ok());
+  EXPECT_EQ(store.ListJobs({})->size(), 2u);
+  EXPECT_EQ(store.ListNodes()->size(), 0u);
+}
+
+// NaN is stored as SQLite stores it: NULL. A trial's value reads back as none; a metric report's
+// (NOT NULL) is skipped as SQLite's INSERT OR IGNORE skips it; a quota's weight is refused.
+TEST_P(StoreTest, NaNIsStoredAsSqliteStoresIt) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ASSERT_TRUE(store_->CreateExperiment({.id = "x-1", .tenant = "acme", .name = "tune", .spec_yaml = "s"}).ok());
+  ASSERT_TRUE(store_->PutTrial({.experiment_id = "x-1", .number = 0, .params_json = "{}", .value = nan}).ok());
+  auto trials = store_->ListTrials("x-1");
+  ASSERT_TRUE(trials.ok()) << trials.status();
+  ASSERT_EQ(trials->size(), 1u);
+  EXPECT_FALSE((*trials)[0].value.has_value());
+  const absl::Status reports =
+      store_->AppendMetricReports({{.job_id = "j-1", .epoch = 1, .seq = 0, .step = 1, .value = 2.5},
+                                   {.job_id = "j-1", .epoch = 1, .seq = 1, .step = 2, .value = nan},
+                                   {.job_id = "j-1", .epoch = 1, .seq = 2, .step = 3, .value = 1.5}});
+  EXPECT_TRUE(reports.ok()) << reports;
+  auto listed = store_->ListMetricReports("j-1", 0, 100);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].value, 2.5);
+  EXPECT_EQ((*listed)[1].seq, 2);
+  EXPECT_EQ(store_->PutTenantQuota({.tenant = "team-a", .weight = nan}).code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(store_->ListTenantQuotas()->empty());
+}
+
+// libpq's messages about a URL quote it, or its bad piece (the password itself): no error of Open shows
+// the password.
+TEST(PostgresStoreOpenTest, NoErrorShowsTheUrlsPassword) {
+  auto refused = PostgresStore::Open({.url = "postgres://u:s3cret@127.0.0.1:1/db"});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(std::string(refused.status().message()).find("s3cret"), std::string::npos) << refused.status();
+  auto bad_escape = PostgresStore::Open({.url = "postgres://u:p%zz@h/db"});
+  EXPECT_EQ(bad_escape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(bad_escape.status().message()).find("p%zz"), std::string::npos) << bad_escape.status();
+  EXPECT_EQ(std::string(bad_escape.status().message()),
+            "postgres: malformed store URL: invalid percent-encoded token: \"***\"");
+  auto whole_url_quoted = PostgresStore::Open({.url = "postgres://u:s3cret@[::1/db"});
+  EXPECT_EQ(whole_url_quoted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(whole_url_quoted.status().message()).find("s3cret"), std::string::npos)
+      << whole_url_quoted.status();
+  auto param = PostgresStore::Open({.url = "postgres://u@[::1/db?password=s%33cret"});
+  EXPECT_EQ(std::string(param.status().message()).find("s3cret"), std::string::npos) << param.status();
+  EXPECT_EQ(std::string(param.status().message()).find("s%33cret"), std::string::npos) << param.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),

@@ -11,7 +11,8 @@ void RegisterCatalogCommand(CLI::App& app);
 void RegisterPlanCommand(CLI::App& app);
 void RegisterDevicesCommand(CLI::App& app);
 void RegisterSimCommand(CLI::App& app);
-void RegisterAgentCommand(CLI::App& app);  // `gpugeek agent` (agent_command.cc)
+void RegisterAgentCommand(CLI::App& app);        // `gpugeek agent` (agent_command.cc)
+void RegisterSlurmBridgeCommand(CLI::App& app);  // `gpugeek slurm-bridge` (slurm_bridge_command.cc)
 // `gpugeek server` (server_command.cc).
 void RegisterServerCommand(CLI::App& app);
 // `gpugeek openapi`: prints the server's OpenAPI document, as GET /v1/openapi.json serves it, without a

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterDevicesCommand(app);
   gpugeek::cli::RegisterSimCommand(app);
   gpugeek::cli::RegisterAgentCommand(app);
+  gpugeek::cli::RegisterSlurmBridgeCommand(app);
   gpugeek::cli::RegisterServerCommand(app);
   gpugeek::cli::RegisterOpenApiCommand(app);
   gpugeek::cli::RegisterUpCommand(app);

@@ -1,5 +1,6 @@
 #include "backends/slurm/batch.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -94,6 +95,12 @@ absl::Status Validate(const GangJob& job) {
     return absl::InvalidArgumentError("qos: a Slurm QoS name is [A-Za-z0-9._-]");
   if (job.command.empty() || job.command[0].empty())
     return absl::InvalidArgumentError("command: give what each task runs");
+  for (const auto& [name, value] : job.platform_env) {
+    if (name != "GPUGEEK_EXPERIMENT" && name != "GPUGEEK_TRIAL_ID" && name != "GPUGEEK_PARAMS") {
+      return absl::InvalidArgumentError(
+          fmt::format("platform_env: {} is not a platform variable", QuoteForMessage(name)));
+    }
+  }
   for (const auto& [name, value] : job.env) {
     if (!IsEnvName(name)) {
       return absl::InvalidArgumentError(fmt::format("env: {} is not a variable name", QuoteForMessage(name)));
@@ -142,14 +149,20 @@ std::string BatchScript(const GangJob& job) {
   s += "set -u\n";
   s += fmt::format("export MASTER_ADDR={} MASTER_PORT={} WORLD_SIZE={}\n", job.master_address, job.master_port,
                    job.nodes.size() * job.tasks_per_node);
-  s += fmt::format("export GPUGEEK_JOB_ID={} GPUGEEK_EPOCH={}\n", job.job_id, job.epoch);
+  s += fmt::format("export GPUGEEK_JOB_ID={} GPUGEEK_EPOCH={} GPUGEEK_NUM_NODES={} GPUGEEK_GPUS_PER_NODE={}\n",
+                   job.job_id, job.epoch, job.nodes.size(), job.gpus_per_node);
+  s += fmt::format("export GPUGEEK_WORLD_SIZE={} GPUGEEK_MASTER_ADDR={} GPUGEEK_MASTER_PORT={}\n",
+                   job.nodes.size() * std::max(job.gpus_per_node, 1), job.master_address, job.master_port);
+  for (const auto& [name, value] : job.platform_env) s += fmt::format("export {}={}\n", name, ShellQuote(value));
   for (const auto& [name, value] : job.env) s += fmt::format("export {}={}\n", name, ShellQuote(value));
   // Each task: its node's index in the placement, then the command.
   std::string task = "case \"$SLURMD_NODENAME\" in\n";
   for (size_t i = 0; i < job.nodes.size(); ++i) task += fmt::format("  {}) NODE_RANK={} ;;\n", job.nodes[i], i);
   task += "  *) echo \"gpugeek: node $SLURMD_NODENAME is not in the placement\" >&2; exit 97 ;;\nesac\n";
-  task += fmt::format("export NODE_RANK RANK=$((NODE_RANK * {} + SLURM_LOCALID)) LOCAL_RANK=$SLURM_LOCALID\n",
-                      job.tasks_per_node);
+  task += fmt::format(
+      "export NODE_RANK GPUGEEK_NODE_RANK=$NODE_RANK RANK=$((NODE_RANK * {} + SLURM_LOCALID)) "
+      "LOCAL_RANK=$SLURM_LOCALID\n",
+      job.tasks_per_node);
   task += "exec \"$@\"\n";
   std::vector<std::string> quoted;
   for (const std::string& a : job.command) quoted.push_back(ShellQuote(a));

@@ -12,7 +12,9 @@
 // script runs one `srun` step with T tasks per node; each task gets the torch.distributed env:// variables
 // with ranks in gpugeek's node order (Slurm numbers nodes in sorted hostname order, SLURM_NODEID, which
 // is not the placement's order): NODE_RANK = the node's index in `nodes`, RANK = NODE_RANK x T +
-// SLURM_LOCALID, LOCAL_RANK, WORLD_SIZE = N x T, MASTER_ADDR = the first node's address, MASTER_PORT.
+// SLURM_LOCALID, LOCAL_RANK, WORLD_SIZE = N x T, MASTER_ADDR = the first node's address, MASTER_PORT; and
+// gpugeek's own GPUGEEK_JOB_ID, GPUGEEK_EPOCH, GPUGEEK_NUM_NODES, GPUGEEK_NODE_RANK, GPUGEEK_GPUS_PER_NODE,
+// GPUGEEK_WORLD_SIZE, GPUGEEK_MASTER_ADDR, GPUGEEK_MASTER_PORT (as agent/README.md lists them).
 
 #include <cstdint>
 #include <string>
@@ -38,6 +40,9 @@ struct GangJob {
   // Exported to every task. Names the platform sets (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK,
   // NODE_RANK, GPUGEEK_*) or that steer Slurm itself (SLURM_*, SRUN_*, SBATCH_*) are refused.
   std::vector<std::pair<std::string, std::string>> env;
+  // Variables the platform sets for this job (api::kPlatformEnvNames: GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID,
+  // GPUGEEK_PARAMS), exported before `env`.
+  std::vector<std::pair<std::string, std::string>> platform_env;
   // Site limits; 0 / empty: the partition's defaults.
   int64_t time_limit_minutes = 0;     // --time (1 .. 366 days)
   int cpus_per_task = 0;              // --cpus-per-task (0 .. 1024)

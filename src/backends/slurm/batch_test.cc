@@ -19,6 +19,7 @@ GangJob TwoNodes() {
   j.workdir = "/scratch/job-00000007";
   j.command = {"python3", "train.py", "--name", "it's"};
   j.env = {{"HF_HOME", "/data/hf cache"}};
+  j.platform_env = {{"GPUGEEK_TRIAL_ID", "t-1"}};
   return j;
 }
 
@@ -54,14 +55,17 @@ TEST(BatchTest, ScriptRanksFollowThePlacementOrder) {
             "# gpugeek job job-00000007 epoch 3: 2 node(s) x 2 task(s), placed by gpugeek\n"
             "set -u\n"
             "export MASTER_ADDR=10.0.0.2 MASTER_PORT=29500 WORLD_SIZE=4\n"
-            "export GPUGEEK_JOB_ID=job-00000007 GPUGEEK_EPOCH=3\n"
+            "export GPUGEEK_JOB_ID=job-00000007 GPUGEEK_EPOCH=3 GPUGEEK_NUM_NODES=2 GPUGEEK_GPUS_PER_NODE=4\n"
+            "export GPUGEEK_WORLD_SIZE=8 GPUGEEK_MASTER_ADDR=10.0.0.2 GPUGEEK_MASTER_PORT=29500\n"
+            "export GPUGEEK_TRIAL_ID='t-1'\n"
             "export HF_HOME='/data/hf cache'\n"
             "exec srun --kill-on-bad-exit=1 --ntasks-per-node=2 /bin/bash -c 'case \"$SLURMD_NODENAME\" in\n"
             "  n2) NODE_RANK=0 ;;\n"
             "  n1) NODE_RANK=1 ;;\n"
             "  *) echo \"gpugeek: node $SLURMD_NODENAME is not in the placement\" >&2; exit 97 ;;\n"
             "esac\n"
-            "export NODE_RANK RANK=$((NODE_RANK * 2 + SLURM_LOCALID)) LOCAL_RANK=$SLURM_LOCALID\n"
+            "export NODE_RANK GPUGEEK_NODE_RANK=$NODE_RANK RANK=$((NODE_RANK * 2 + SLURM_LOCALID)) "
+            "LOCAL_RANK=$SLURM_LOCALID\n"
             "exec \"$@\"\n"
             "' gpugeek-task 'python3' 'train.py' '--name' 'it'\\''s'\n");
 }
@@ -109,6 +113,10 @@ TEST(BatchTest, HostileFieldsAreRefusedByName) {
       {[](GangJob& j) { j.cpus_per_task = 2000; }, "cpus_per_task"},
       {[](GangJob& j) { j.account = "a b"; }, "account"},
       {[](GangJob& j) { j.qos = "--x=y z"; }, "qos"},
+      {[](GangJob& j) {
+         j.platform_env = {{"GPUGEEK_JOB_ID", "x"}};
+       },
+       "platform_env"},
   };
   for (const auto& [mutate, field] : cases) {
     GangJob j = TwoNodes();

@@ -59,12 +59,22 @@ class SlurmPoolTest : public PoolFixture {
     StartAgent(agent_url, "a1");
     StartAgent(agent_url, "a2");
     job_root_ = env_["SLURM_JOB_DIR"] + "/pool-" + std::to_string(::getpid());
-    bridge_ = std::make_unique<subprocess::Process>(
-        std::vector<std::string>{GPUGEEK_BINARY, "slurm-bridge", "--server", agent_url, "--ca-file", ca_, "--cluster",
-                                 "hpc", "--slurmrestd", env_["SLURMRESTD_URL"], "--slurm-user", env_["SLURMRESTD_USER"],
-                                 "--gpu-model", "a100=A100-SXM-80GB", "--job-root", job_root_},
-        dir_ / "bridge.log");
+    agent_url_ = agent_url;
+    StartBridge();
     ASSERT_TRUE(WaitForNodes(4)) << bridge_->output();
+  }
+  // `gpugeek slurm-bridge` for the cluster, its state in dir_/bridge (kept across restarts).
+  void StartBridge() {
+    bridge_ = std::make_unique<subprocess::Process>(
+        std::vector<std::string>{GPUGEEK_BINARY, "slurm-bridge", "--server", agent_url_, "--ca-file", ca_, "--cluster",
+                                 "hpc", "--slurmrestd", env_["SLURMRESTD_URL"], "--slurm-user", env_["SLURMRESTD_USER"],
+                                 "--gpu-model", "a100=A100-SXM-80GB", "--job-root", job_root_, "--state-dir",
+                                 (dir_ / "bridge").string()},
+        dir_ / ("bridge-" + std::to_string(++bridges_) + ".log"));
+  }
+  // squeue's `format` line of the job named `name` ("" when Slurm lists none).
+  std::string Squeue(const std::string& name, const std::string& format) {
+    return Shell(fmt::format("squeue -h -n {} -o '{}'", name, format));
   }
   void TearDown() override {
     bridge_.reset();  // SIGTERM: cancels the Slurm jobs it started
@@ -106,7 +116,8 @@ class SlurmPoolTest : public PoolFixture {
   }
 
   std::map<std::string, std::string> env_;
-  std::string job_root_;
+  std::string job_root_, agent_url_;
+  int bridges_ = 0;
   std::unique_ptr<subprocess::Process> bridge_;
 };
 
@@ -150,9 +161,8 @@ TEST_F(SlurmPoolTest, SqueueAgreesWithGpugeekJobsAndACancelReachesSlurm) {
       WaitFor(gang, [](const nlohmann::json& j) { return j.value("state", "") == "RUNNING"; });
   const std::string name = fmt::format("gpugeek-{}-e{}", gang, running.value("epoch", 0));
   std::string squeue;
-  for (int i = 0; i < 100; ++i) {
-    squeue = Shell("squeue -h -o '%j %T %N'");
-    if (squeue.find("RUNNING") != std::string::npos) break;
+  for (int i = 0; i < 100 && squeue.find("RUNNING") == std::string::npos; ++i) {
+    squeue = Squeue(name, "%j %T %N");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(squeue, name + " RUNNING g[1-2]");
@@ -165,10 +175,11 @@ TEST_F(SlurmPoolTest, SqueueAgreesWithGpugeekJobsAndACancelReachesSlurm) {
 
   ASSERT_TRUE(Client().Post("/v1/jobs/" + gang + "/cancel", nlohmann::json::object()).ok());
   EXPECT_EQ(WaitEnded(gang)["state"], "CANCELLED");
-  for (int i = 0; i < 100 && !Shell("squeue -h -o %i").empty(); ++i) {
+  // SIGTERM first (the job's checkpoint chance), then gone from Slurm.
+  for (int i = 0; i < 100 && !Squeue(name, "%i").empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_EQ(Shell("squeue -h -o %i"), "");
+  EXPECT_EQ(Squeue(name, "%i"), "");
 }
 
 TEST_F(SlurmPoolTest, ASlurmNodeDownIsANodeFailureAndTheJobIsPlacedAgain) {
@@ -190,7 +201,7 @@ TEST_F(SlurmPoolTest, ASlurmNodeDownIsANodeFailureAndTheJobIsPlacedAgain) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_GE(seen_s, 0) << bridge_->output();
-  EXPECT_LE(seen_s, 5.0);
+  EXPECT_LE(seen_s, 10.0);  // a bound for a loaded machine; the figure is printed below
   const nlohmann::json again = WaitFor(job, [&](const nlohmann::json& j) {
     return j.value("state", "") == "RUNNING" && j.value("epoch", 0) > first.value("epoch", 0) &&
            Members(j).size() == 1 && Members(j)[0] == other;
@@ -199,12 +210,51 @@ TEST_F(SlurmPoolTest, ASlurmNodeDownIsANodeFailureAndTheJobIsPlacedAgain) {
   fmt::print("Slurm node {} DOWN: not ready in {:.2f} s, the job RUNNING on {} in {:.2f} s\n", lost, seen_s, other,
              replaced_s);
   // Slurm may hold the new job PENDING for a scheduling cycle (gpugeek counts a member placed from its submit).
+  const std::string name = fmt::format("gpugeek-{}-e{}", job, again.value("epoch", 0));
   std::string squeue;
   for (int i = 0; i < 100 && squeue != "RUNNING " + other.substr(4); ++i) {
-    squeue = Shell("squeue -h -o '%T %N'");
+    squeue = Squeue(name, "%T %N");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(squeue, "RUNNING " + other.substr(4));
+}
+
+// The workload's own exit status and a signal come back as such (Slurm keeps a wait status: exit 3 is 768).
+TEST_F(SlurmPoolTest, ExitStatusesComeBackAsTheWorkloadsOwn) {
+  const std::string three = SubmitSpec("name: three\nresources: {accelerators: A100-SXM-80GB:4}\nrun: exit 3\n");
+  const nlohmann::json ended = WaitEnded(three);
+  EXPECT_EQ(ended["state"], "FAILED") << bridge_->output();
+  EXPECT_EQ(ended["exit_code"], 3) << ended.dump();
+}
+
+// A bridge SIGKILLed and started again is the same agent reconnecting: it adopts the Slurm job it started
+// (found by its comment), runs nothing twice, and still stops it when the job is cancelled.
+TEST_F(SlurmPoolTest, ARestartedBridgeAdoptsItsSlurmJobsAndRunsNothingTwice) {
+  const std::string job = SubmitSpec("name: kept\nresources: {accelerators: A100-SXM-80GB:4}\nrun: sleep 300\n");
+  const nlohmann::json running =
+      WaitFor(job, [](const nlohmann::json& j) { return j.value("state", "") == "RUNNING"; });
+  const std::string name = fmt::format("gpugeek-{}-e{}", job, running.value("epoch", 0));
+  std::string slurm_id;
+  for (int i = 0; i < 100 && slurm_id.empty(); ++i) {
+    slurm_id = Squeue(name, "%i");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(slurm_id.empty());
+  kill(bridge_->pid(), SIGKILL);
+  bridge_->Stop();
+  StartBridge();
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // past the nodes' lease: a lost node would be re-placed
+  const nlohmann::json later = Job(job);
+  EXPECT_EQ(later["state"], "RUNNING") << later.dump() << bridge_->output();
+  EXPECT_EQ(later["epoch"], running["epoch"]);
+  EXPECT_EQ(Shell("squeue -h -o '%i %j'"), slurm_id + " " + name);  // the same Slurm job, and only it
+  EXPECT_NE(bridge_->output().find("adopted Slurm job " + slurm_id), std::string::npos) << bridge_->output();
+  ASSERT_TRUE(Client().Post("/v1/jobs/" + job + "/cancel", nlohmann::json::object()).ok());
+  EXPECT_EQ(WaitEnded(job)["state"], "CANCELLED");
+  for (int i = 0; i < 100 && !Squeue(name, "%i").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Squeue(name, "%i"), "");
 }
 
 }  // namespace

@@ -50,7 +50,9 @@ bool IsEnvName(const std::string& s) {
 }  // namespace
 
 absl::Status Validate(const GangJob& job) {
-  if (!IsHostWord(job.job_id)) return absl::InvalidArgumentError("job_id: use letters, digits, '.', '_' or '-'");
+  if (!IsHostWord(job.job_id) || job.job_id == "." || job.job_id == "..") {
+    return absl::InvalidArgumentError("job_id: use letters, digits, '.', '_' or '-' (not . or ..)");
+  }
   if (job.epoch < 0) return absl::InvalidArgumentError("epoch: must be >= 0");
   if (job.nodes.empty() || job.nodes.size() > 1024) {
     return absl::InvalidArgumentError("nodes: give 1 to 1024 Slurm node names");

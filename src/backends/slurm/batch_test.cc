@@ -90,6 +90,7 @@ TEST(BatchTest, HostileFieldsAreRefusedByName) {
        },
        "env:"},
       {[](GangJob& j) { j.job_id = "job 1"; }, "job_id"},
+      {[](GangJob& j) { j.job_id = ".."; }, "job_id"},
       {[](GangJob& j) { j.partition = "p;x"; }, "partition"},
       {[](GangJob& j) {
          j.env = {{"MASTER_ADDR", "evil"}};

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "backends/slurm/subprocess.h"
+#include "common/file.h"
 #include "common/status_macros.h"
 
 namespace gpugeek::backends::slurm {
@@ -34,25 +35,50 @@ int64_t Number(const nlohmann::json& j, const char* field) {
   return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
 }
 
+SlurmJob JobFromJson(const nlohmann::json& j) {
+  SlurmJob job;
+  job.id = Number(j, "job_id");
+  job.name = Text(j, "name");
+  job.state = Text(j, "job_state");
+  job.reason = Text(j, "state_reason");
+  job.nodes = Text(j, "nodes");
+  job.comment = Text(j, "comment");
+  job.exit_code = Number(j, "exit_code");
+  return job;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SlurmRest>> SlurmRest::Create(const RestOptions& options) {
-  if (options.user.empty() || options.token.empty()) {
-    return absl::InvalidArgumentError("slurmrestd needs a user and a JWT (scontrol token username=USER)");
-  }
   auto rest = std::unique_ptr<SlurmRest>(new SlurmRest(options));
-  http::ClientOptions o;
-  o.base_url = options.url;
-  o.read_timeout = options.timeout;
-  o.headers = {{"X-SLURM-USER-NAME", options.user}, {"X-SLURM-USER-TOKEN", options.token}};
-  ASSIGN_OR_RETURN(rest->http_, http::Client::Create(o));
+  RETURN_IF_ERROR(rest->Connect());
   return rest;
 }
 
 std::string SlurmRest::Path(const std::string& rest) const { return fmt::format("/slurm/{}/{}", options_.api, rest); }
 
+absl::Status SlurmRest::Connect() {
+  if (!options_.token_file.empty()) {
+    ASSIGN_OR_RETURN(const std::string text, ReadFileBounded(options_.token_file, 64 * 1024, "slurmrestd token file"));
+    options_.token = std::string(absl::StripAsciiWhitespace(text));
+  }
+  if (options_.user.empty() || options_.token.empty()) {
+    return absl::InvalidArgumentError("slurmrestd needs a user and a JWT (scontrol token username=USER)");
+  }
+  http::ClientOptions o;
+  o.base_url = options_.url;
+  o.read_timeout = options_.timeout;
+  o.headers = {{"X-SLURM-USER-NAME", options_.user}, {"X-SLURM-USER-TOKEN", options_.token}};
+  ASSIGN_OR_RETURN(http_, http::Client::Create(o));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<nlohmann::json> SlurmRest::Call(const std::string& method, const std::string& rest) {
-  ASSIGN_OR_RETURN(const http::Client::Reply reply, http_->Send(method, Path(rest)));
+  ASSIGN_OR_RETURN(http::Client::Reply reply, http_->Send(method, Path(rest)));
+  if ((reply.status == 401 || reply.status == 403) && !options_.token_file.empty()) {
+    RETURN_IF_ERROR(Connect());  // the JWT may have been refreshed in its file
+    ASSIGN_OR_RETURN(reply, http_->Send(method, Path(rest)));
+  }
   nlohmann::json body = nlohmann::json::parse(reply.body, nullptr, /*allow_exceptions=*/false);
   if (reply.status == 401 || reply.status == 403) {
     return absl::PermissionDeniedError(
@@ -85,20 +111,29 @@ absl::StatusOr<SlurmJob> SlurmRest::Job(int64_t id) {
     }
     return error.ok() ? absl::UnavailableError(fmt::format("slurmrestd answered GET job/{} without it", id)) : error;
   }
-  const nlohmann::json& j = (*jobs)[0];
-  SlurmJob job;
-  job.id = id;
-  job.name = Text(j, "name");
-  job.state = Text(j, "job_state");
-  job.reason = Text(j, "state_reason");
-  job.nodes = Text(j, "nodes");
-  job.comment = Text(j, "comment");
-  job.exit_code = Number(j, "exit_code");
-  return job;
+  return JobFromJson((*jobs)[0]);
+}
+
+absl::StatusOr<std::vector<SlurmJob>> SlurmRest::Jobs() {
+  ASSIGN_OR_RETURN(const nlohmann::json reply, Call("GET", "jobs"));
+  RETURN_IF_ERROR(SlurmErrors(reply));
+  const auto jobs = reply.find("jobs");
+  if (jobs == reply.end() || !jobs->is_array())
+    return absl::UnavailableError("slurmrestd answered GET jobs without a list");
+  std::vector<SlurmJob> out;
+  for (const nlohmann::json& j : *jobs) {
+    if (j.is_object() && Number(j, "job_id") > 0) out.push_back(JobFromJson(j));
+  }
+  return out;
 }
 
 absl::Status SlurmRest::Cancel(int64_t id) {
   ASSIGN_OR_RETURN(const nlohmann::json reply, Call("DELETE", fmt::format("job/{}", id)));
+  return SlurmErrors(reply);
+}
+
+absl::Status SlurmRest::Terminate(int64_t id) {
+  ASSIGN_OR_RETURN(const nlohmann::json reply, Call("DELETE", fmt::format("job/{}?signal=SIGTERM", id)));
   return SlurmErrors(reply);
 }
 

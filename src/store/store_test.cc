@@ -143,6 +143,9 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Store> store_;
 };
 
+// The suite's tests that exist only for PostgreSQL (a pool, connections, concurrent writers).
+class PostgresOnlyStoreTest : public StoreTest {};
+
 TEST_P(StoreTest, CreateThenGetReturnsEveryField) {
   JobRecord j = NewJob("j-1");
   j.plan_json = R"({"gpus":4})";
@@ -1142,8 +1145,7 @@ class PgSession {
 
 // A write batch begins only after the writes already under way (SqliteStore's writer lock orders them
 // so): overlapping them it would wait on their row locks or deadlock with them.
-TEST_P(StoreTest, AWriteBatchBeginsOnlyAfterTheWritesUnderWayEnd) {
-  if (!postgres()) GTEST_SKIP() << "SqliteStore's writes hold its lock: no write is under way as a batch begins";
+TEST_P(PostgresOnlyStoreTest, AWriteBatchBeginsOnlyAfterTheWritesUnderWayEnd) {
   PgSession other(url_);
   ASSERT_TRUE(other.ok());
   ASSERT_EQ(other.Exec("BEGIN; LOCK TABLE nodes IN EXCLUSIVE MODE"), "");
@@ -1173,8 +1175,7 @@ TEST_P(StoreTest, AWriteBatchBeginsOnlyAfterTheWritesUnderWayEnd) {
 // run again: the batch goes on. The other transaction holds j-2 and waits for j-1, which the batch holds;
 // the batch's update of j-2 closes the cycle. The server breaks it by aborting the batch's statement
 // (its deadlock_timeout, 1 s, is the shorter) until the other gives up waiting (lock_timeout).
-TEST_P(StoreTest, ACallInsideAWriteBatchAbortedForADeadlockIsRunAgain) {
-  if (!postgres()) GTEST_SKIP() << "SQLite has one writer at a time: no deadlock";
+TEST_P(PostgresOnlyStoreTest, ACallInsideAWriteBatchAbortedForADeadlockIsRunAgain) {
   JobRecord j1 = *store_->CreateJob(NewJob("j-1"));
   JobRecord j2 = *store_->CreateJob(NewJob("j-2"));
   PgSession other(url_);
@@ -1202,8 +1203,7 @@ TEST_P(StoreTest, ACallInsideAWriteBatchAbortedForADeadlockIsRunAgain) {
 
 // Unless the URL says otherwise, a connection times out connecting and keeps its idle TCP connection
 // probed, so a network cut fails the call instead of freezing its thread.
-TEST_P(StoreTest, ConnectionsTimeOutAndKeepAliveUnlessTheUrlSaysOtherwise) {
-  if (!postgres()) GTEST_SKIP() << "SQLite has no connection";
+TEST_P(PostgresOnlyStoreTest, ConnectionsTimeOutAndKeepAliveUnlessTheUrlSaysOtherwise) {
   const auto& settings = static_cast<PostgresStore&>(*store_).connection_settings();
   EXPECT_EQ(settings.at("connect_timeout"), "5");
   EXPECT_EQ(settings.at("keepalives"), "1");
@@ -1221,8 +1221,7 @@ TEST_P(StoreTest, ConnectionsTimeOutAndKeepAliveUnlessTheUrlSaysOtherwise) {
 
 // After the server closed every connection of the pool (as a restart does), each kind of call succeeds:
 // the pool notices a closed connection before the call's first statement and reconnects it.
-TEST_P(StoreTest, EveryCallSucceedsAfterTheServerClosedThePoolsConnections) {
-  if (!postgres()) GTEST_SKIP() << "SQLite has no connection";
+TEST_P(PostgresOnlyStoreTest, EveryCallSucceedsAfterTheServerClosedThePoolsConnections) {
   const std::string app = schema_;  // the application_name of the connections of `s`
   auto s = PostgresStore::Open({.url = url_ + "&application_name=" + app, .connections = 2, .clock = &clock_});
   ASSERT_TRUE(s.ok()) << s.status();
@@ -1295,6 +1294,9 @@ TEST(PostgresStoreOpenTest, NoErrorShowsTheUrlsPassword) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
+// What only a server store has (a pool, connections, concurrent writers): SQLite's own tests are above.
+INSTANTIATE_TEST_SUITE_P(Backends, PostgresOnlyStoreTest, ::testing::Values("postgres"),
                          [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
 
 }  // namespace

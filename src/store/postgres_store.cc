@@ -720,20 +720,24 @@ absl::StatusOr<std::string> PostgresStore::SealSpec(const JobRecord& job) const 
   return sealer_->Seal(columns::SealTenant(job.tenant), job.spec_yaml, columns::SpecAad(job.id));
 }
 
-absl::Status PostgresStore::OpenSpec(JobRecord& job, bool sealed) const {
+absl::Status PostgresStore::OpenSealed(const char* kind, const std::string& id, const std::string& tenant,
+                                       const std::string& aad, std::string& spec_yaml, bool sealed) const {
   if (!sealed) return absl::OkStatus();
   if (sealer_ == nullptr) {
     return absl::DataLossError(
-        fmt::format("postgres: job {}'s spec is sealed and this store was opened without a key", job.id));
+        fmt::format("postgres: {} {}'s spec is sealed and this store was opened without a key", kind, id));
   }
-  absl::StatusOr<std::string> spec =
-      sealer_->Open(columns::SealTenant(job.tenant), job.spec_yaml, columns::SpecAad(job.id));
+  absl::StatusOr<std::string> spec = sealer_->Open(columns::SealTenant(tenant), spec_yaml, aad);
   if (!spec.ok()) {
     return absl::DataLossError(
-        fmt::format("postgres: job {}'s spec: {}", job.id, std::string(spec.status().message())));
+        fmt::format("postgres: {} {}'s spec: {}", kind, id, std::string(spec.status().message())));
   }
-  job.spec_yaml = std::move(*spec);
+  spec_yaml = std::move(*spec);
   return absl::OkStatus();
+}
+
+absl::Status PostgresStore::OpenSpec(JobRecord& job, bool sealed) const {
+  return OpenSealed("job", job.id, job.tenant, columns::SpecAad(job.id), job.spec_yaml, sealed);
 }
 
 absl::StatusOr<std::string> PostgresStore::SealExperiment(const ExperimentRecord& e) const {
@@ -742,19 +746,7 @@ absl::StatusOr<std::string> PostgresStore::SealExperiment(const ExperimentRecord
 }
 
 absl::Status PostgresStore::OpenExperiment(ExperimentRecord& e, bool sealed) const {
-  if (!sealed) return absl::OkStatus();
-  if (sealer_ == nullptr) {
-    return absl::DataLossError(
-        fmt::format("postgres: experiment {}'s spec is sealed and this store was opened without a key", e.id));
-  }
-  absl::StatusOr<std::string> spec =
-      sealer_->Open(columns::SealTenant(e.tenant), e.spec_yaml, columns::ExperimentAad(e.id));
-  if (!spec.ok()) {
-    return absl::DataLossError(
-        fmt::format("postgres: experiment {}'s spec: {}", e.id, std::string(spec.status().message())));
-  }
-  e.spec_yaml = std::move(*spec);
-  return absl::OkStatus();
+  return OpenSealed("experiment", e.id, e.tenant, columns::ExperimentAad(e.id), e.spec_yaml, sealed);
 }
 
 namespace {

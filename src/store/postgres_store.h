@@ -181,6 +181,10 @@ class PostgresStore final : public Store {
   absl::Status OpenSpec(JobRecord& job, bool sealed) const;
   absl::StatusOr<std::string> SealExperiment(const ExperimentRecord& e) const;
   absl::Status OpenExperiment(ExperimentRecord& e, bool sealed) const;
+  // Opens a sealed spec in place (`sealed` false: stored in the clear, left as is); DataLoss without the key or
+  // when it does not open. `kind` ("job", "experiment") and `id` name it in the error.
+  absl::Status OpenSealed(const char* kind, const std::string& id, const std::string& tenant, const std::string& aad,
+                          std::string& spec_yaml, bool sealed) const;
   // Inserts one job and its creation event inside the caller's transaction.
   absl::StatusOr<JobRecord> InsertJob(PgConnection& c, const JobRecord& job);
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/slurm/testing/cluster_env.h"
 #include "pool_fixture.h"
 
 namespace gpugeek::testing {
@@ -17,30 +18,8 @@ namespace {
 
 using std::chrono::steady_clock;
 
-std::map<std::string, std::string> ClusterEnv() {
-  std::map<std::string, std::string> env;
-  const char* file = std::getenv("GPUGEEK_TEST_SLURM_ENV_FILE");
-  if (file == nullptr) return env;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("export ", 0) != 0) continue;
-    const size_t eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(7, eq - 7)] = line.substr(eq + 1);
-  }
-  return env;
-}
-
-std::string Shell(const std::string& command) {
-  std::string out;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  pclose(p);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return out;
-}
+using backends::slurm::testing::ClusterEnv;
+using backends::slurm::testing::Shell;
 
 class SlurmPoolTest : public PoolFixture {
  protected:

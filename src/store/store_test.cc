@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/fake_clock.h"
+#include "common/testing/services.h"
 #include "store/postgres_migrations.h"
 #include "store/postgres_store.h"
 #include "store/sqlite_migrations.h"
@@ -30,15 +31,8 @@ static_assert(std::size(kPostgresMigrations) == std::size(kSqliteMigrations));
 // The PostgreSQL server the "postgres" instances run against: its URL from GPUGEEK_TEST_POSTGRES_URL, or
 // read from the file GPUGEEK_TEST_POSTGRES_URL_FILE names (CTest's fixture `postgres` writes it:
 // scripts/postgres-test-server.sh). "" when there is none.
-std::string PostgresTestUrl() {
-  if (const char* url = std::getenv("GPUGEEK_TEST_POSTGRES_URL"); url != nullptr && *url != '\0') return url;
-  const char* file = std::getenv("GPUGEEK_TEST_POSTGRES_URL_FILE");
-  if (file == nullptr || *file == '\0') return "";
-  std::ifstream in(file);
-  std::string url;
-  std::getline(in, url);
-  return url;
-}
+using gpugeek::testing::InCi;
+using gpugeek::testing::PostgresTestUrl;
 
 // Runs statements that take no values on `url`'s server; a failure fails the test.
 void PgExec(const std::string& url, const std::string& sql) {
@@ -63,8 +57,7 @@ class StoreTest : public ::testing::TestWithParam<std::string> {
     if (postgres()) {
       const std::string server = PostgresTestUrl();
       if (server.empty()) {
-        const char* ci = std::getenv("CI");
-        if (ci != nullptr && std::string(ci) == "true") {
+        if (InCi()) {
           FAIL() << "no PostgreSQL server for the store tests (CI=true): run them through ctest, whose fixture "
                     "`postgres` starts one, or set GPUGEEK_TEST_POSTGRES_URL";
         }

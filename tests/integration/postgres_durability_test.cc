@@ -14,26 +14,18 @@
 
 #include <fmt/format.h>
 
+#include "common/testing/services.h"
 #include "pool_fixture.h"
 
 namespace gpugeek::testing {
 namespace {
 
-std::string PostgresUrl() {
-  const char* file = std::getenv("GPUGEEK_TEST_POSTGRES_URL_FILE");
-  if (file == nullptr) return "";
-  std::ifstream in(file);
-  std::string url;
-  std::getline(in, url);
-  return url;
-}
-
 class PostgresDurabilityTest : public PoolFixture {};
 
 TEST_F(PostgresDurabilityTest, SigkillDuringConcurrentSubmissionsLosesNoAcknowledgedJob) {
-  const std::string base = PostgresUrl();
+  const std::string base = PostgresTestUrl();
   if (base.empty()) {
-    if (const char* ci = std::getenv("CI"); ci != nullptr && std::string(ci) == "true") {
+    if (InCi()) {
       FAIL() << "no PostgreSQL (scripts/postgres-test-server.sh up failed)";
     }
     GTEST_SKIP() << "no PostgreSQL here";

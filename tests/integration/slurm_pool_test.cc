@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "backends/slurm/testing/cluster_env.h"
+#include "common/testing/services.h"
 #include "pool_fixture.h"
 
 namespace gpugeek::testing {
@@ -26,7 +27,7 @@ class SlurmPoolTest : public PoolFixture {
   void SetUp() override {
     env_ = ClusterEnv();
     if (env_["SLURMRESTD_URL"].empty()) {
-      if (const char* ci = std::getenv("CI"); ci != nullptr && std::string(ci) == "true") {
+      if (InCi()) {
         FAIL() << "no Slurm cluster (scripts/slurm-test-cluster.sh up failed)";
       }
       GTEST_SKIP() << "no Slurm cluster here (needs root and Debian's Slurm packages)";

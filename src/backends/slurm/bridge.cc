@@ -153,14 +153,6 @@ absl::StatusOr<std::unique_ptr<SlurmBridge>> SlurmBridge::Create(const BridgeOpt
   return bridge;
 }
 
-std::vector<std::string> SlurmBridge::LiveNodes() const {
-  std::vector<std::string> out;
-  for (const auto& [name, node] : nodes_) {
-    if (node->live) out.push_back(name);
-  }
-  return out;
-}
-
 bool SlurmBridge::LeaseHeld(const Node& node) const {
   return node.registered && clock_->Monotonic() - node.last_answered <= node.lease;
 }

@@ -89,9 +89,6 @@ class SlurmBridge {
   // The heartbeat interval the control plane asked for (1 s before the first registration).
   Duration interval() const { return interval_; }
 
-  // Names of the pool nodes the bridge beats for now (for tests and logs).
-  std::vector<std::string> LiveNodes() const;
-
  private:
   struct Node;
   struct Gang;

@@ -14,10 +14,12 @@
 #include "backends/slurm/rest_client.h"
 #include "backends/slurm/testing/cluster_env.h"
 #include "common/file.h"
+#include "common/testing/services.h"
 
 namespace gpugeek::backends::slurm {
 namespace {
 
+using gpugeek::testing::InCi;
 using testing::ClusterEnv;
 using testing::Shell;
 
@@ -26,7 +28,7 @@ class SlurmClusterTest : public ::testing::Test {
   void SetUp() override {
     env_ = ClusterEnv();
     if (env_["SLURMRESTD_URL"].empty()) {
-      if (const char* ci = std::getenv("CI"); ci != nullptr && std::string(ci) == "true") {
+      if (InCi()) {
         FAIL() << "no Slurm cluster (scripts/slurm-test-cluster.sh up failed)";
       }
       GTEST_SKIP() << "no Slurm cluster here (needs root and Debian's Slurm packages)";

@@ -250,6 +250,19 @@ CREATE TABLE reservations (
   used_gpu_milli_seconds BIGINT NOT NULL
 );
 )sql",
+    // 17: the control plane's leader lease (store/postgres_store.h, "Leadership"): one row; `token` grows by
+    // one at each takeover and fences every write of the holder (PostgreSQL's clock times the lease).
+    R"sql(
+CREATE TABLE leader_lease (
+  id         INTEGER PRIMARY KEY CHECK (id = 1),
+  holder     TEXT NOT NULL,
+  api_url    TEXT NOT NULL,
+  agent_url  TEXT NOT NULL,
+  token      BIGINT NOT NULL,
+  expires_at TIMESTAMPTZ NOT NULL
+);
+INSERT INTO leader_lease (id, holder, api_url, agent_url, token, expires_at) VALUES (1, '', '', '', 0, 'epoch');
+)sql",
 };
 
 }  // namespace gpugeek::store

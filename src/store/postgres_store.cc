@@ -593,11 +593,12 @@ absl::Status PostgresStore::Write(const std::function<absl::Status(PgConnection&
   for (int attempt = 1;; ++attempt) {
     absl::Status st;
     bool sent = true;  // whether a statement of the call may have run on the server
-    if (one_statement) {
+    if (one_statement && fence_token_.load() == 0) {
       st = body(*c);  // autocommit: one statement is atomic on its own
     } else {
       st = c->Run("BEGIN");
       sent = st.ok();
+      if (st.ok()) st = CheckFence(*c);
       if (st.ok()) st = body(*c);
       if (st.ok()) st = c->Commit();
       if (!st.ok() && c->in_transaction()) (void)c->Run("ROLLBACK");
@@ -658,6 +659,112 @@ absl::Status PostgresStore::Migrate() {
   return absl::OkStatus();
 }
 
+namespace {
+int64_t Micros(Duration d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); }
+}  // namespace
+
+absl::StatusOr<PostgresStore::Leadership> PostgresStore::Leader() {
+  Leadership l;
+  RETURN_IF_ERROR(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec("SELECT holder, api_url, agent_url, token, CASE WHEN expires_at > clock_timestamp() THEN "
+                            "(EXTRACT(EPOCH FROM expires_at - clock_timestamp()) * 1000000)::BIGINT ELSE 0 END "
+                            "FROM leader_lease WHERE id = 1",
+                            PgParams(), "read the leader lease"));
+    if (r.rows() != 1) return absl::DataLossError("postgres: the leader_lease row is missing");
+    l = Leadership{.holder = r.Text(0, 0),
+                   .api_url = r.Text(0, 1),
+                   .agent_url = r.Text(0, 2),
+                   .token = r.Int(0, 3),
+                   .remaining = std::chrono::microseconds(r.Int(0, 4))};
+    return absl::OkStatus();
+  }));
+  return l;
+}
+
+absl::StatusOr<std::optional<int64_t>> PostgresStore::TryAcquireLeadership(const std::string& holder,
+                                                                           const std::string& api_url,
+                                                                           const std::string& agent_url, Duration ttl) {
+  if (holder.empty()) return absl::InvalidArgumentError("leadership: the holder id is empty");
+  if (ttl < std::chrono::milliseconds(100)) {
+    return absl::InvalidArgumentError("leadership: the lease must last at least 100 ms");
+  }
+  ASSIGN_OR_RETURN(Lease c, Take());
+  std::optional<int64_t> token;
+  absl::Status st = c->Run("BEGIN");
+  if (st.code() == absl::StatusCode::kUnavailable) {  // lost since its last use: nothing ran
+    st = c->Reconnect();
+    if (st.ok()) st = c->Run("BEGIN");
+  }
+  if (st.ok()) {
+    // FOR UPDATE waits for the writes fenced by the current token (FOR KEY SHARE) to end; those that
+    // come later read the new token.
+    absl::StatusOr<PgResult> r =
+        c->Exec("SELECT holder, expires_at > clock_timestamp() FROM leader_lease WHERE id = 1 FOR UPDATE", PgParams(),
+                "lock the leader lease");
+    st = r.status();
+    if (st.ok() && r->rows() != 1) st = absl::DataLossError("postgres: the leader_lease row is missing");
+    if (st.ok() && (r->Text(0, 0) == holder || !r->Bool(0, 1))) {
+      absl::StatusOr<PgResult> u = c->Exec(
+          "UPDATE leader_lease SET holder = $1, api_url = $2, agent_url = $3, token = token + 1, "
+          "expires_at = clock_timestamp() + $4 * INTERVAL '1 microsecond' WHERE id = 1 RETURNING token",
+          PgParams().Text(holder).Text(api_url).Text(agent_url).Int(Micros(ttl)), "take the leader lease");
+      st = u.status();
+      if (st.ok()) token = u->Int(0, 0);
+    }
+  }
+  if (st.ok()) st = c->Commit();
+  if (!st.ok()) {
+    if (c->in_transaction()) (void)c->Run("ROLLBACK");
+    return st;
+  }
+  return token;
+}
+
+absl::Status PostgresStore::RenewLeadership(int64_t token, Duration ttl) {
+  int64_t renewed = 0;
+  // A plain UPDATE takes FOR NO KEY UPDATE, which fenced writes (FOR KEY SHARE) do not wait for.
+  RETURN_IF_ERROR(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec("UPDATE leader_lease SET expires_at = clock_timestamp() + $2 * INTERVAL '1 microsecond' "
+                            "WHERE id = 1 AND token = $1 AND expires_at > clock_timestamp()",
+                            PgParams().Int(token).Int(Micros(ttl)), "renew the leader lease"));
+    renewed = r.affected();
+    return absl::OkStatus();
+  }));
+  if (renewed != 1) {
+    return absl::FailedPreconditionError(
+        fmt::format("leadership lost: the lease taken under token {} expired or was taken over", token));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PostgresStore::ReleaseLeadership(int64_t token) {
+  return Read([&](PgConnection& c) -> absl::Status {
+    return c
+        .Exec("UPDATE leader_lease SET expires_at = clock_timestamp() WHERE id = 1 AND token = $1",
+              PgParams().Int(token), "release the leader lease")
+        .status();
+  });
+}
+
+void PostgresStore::FenceWrites(int64_t token, std::function<void()> on_fenced) {
+  on_fenced_ = std::move(on_fenced);
+  fence_token_.store(token);
+}
+
+absl::Status PostgresStore::CheckFence(PgConnection& c) {
+  const int64_t token = fence_token_.load();
+  if (token == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT token FROM leader_lease WHERE id = 1 FOR KEY SHARE", PgParams(),
+                                      "check the leader lease"));
+  const int64_t now = r.rows() == 1 ? r.Int(0, 0) : 0;
+  if (now == token) return absl::OkStatus();
+  if (on_fenced_) on_fenced_();
+  return absl::FailedPreconditionError(fmt::format(
+      "store: fenced: this server's leadership (token {}) was taken over (token {}); write refused", token, now));
+}
+
 absl::Status PostgresStore::BeginWriteBatch() {
   const std::thread::id me = std::this_thread::get_id();
   {
@@ -683,6 +790,10 @@ absl::Status PostgresStore::BeginWriteBatch() {
       st = (*c)->Reconnect();
       if (st.ok()) st = (*c)->Run("BEGIN");
     }
+  }
+  if (st.ok()) {
+    st = CheckFence(**c);
+    if (!st.ok()) (void)(*c)->Run("ROLLBACK");
   }
   if (!st.ok()) {
     {

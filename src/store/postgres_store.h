@@ -51,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,6 +147,41 @@ class PostgresStore final : public Store {
   absl::Status CommitWriteBatch() override;
   absl::Status AbortWriteBatch() override;
 
+  // Leadership of an active/standby control plane (docs/postgres.md, "Active/standby"): one lease row
+  // in the database names the leader, timed by PostgreSQL's clock (clock_timestamp()), so the servers'
+  // clocks need not agree. Each takeover adds one to the lease's fencing token, and a leader's store
+  // fences its writes with the token it took (FenceWrites), so a deposed leader that has not yet noticed
+  // commits nothing.
+  struct Leadership {
+    std::string holder;     // the holder's id; "" = never held
+    std::string api_url;    // where the holder serves users and the CLI
+    std::string agent_url;  // where the holder serves agents
+    int64_t token = 0;      // the fencing token of the current (or last) holder; 0 = never held
+    Duration remaining{};   // time left on the lease; zero once it expired (anyone may take it then)
+  };
+  // The lease as the database holds it now.
+  absl::StatusOr<Leadership> Leader();
+  // Takes the lease for `holder` (an id unique to this process) for `ttl` when it has expired or
+  // `holder` holds it, and returns the new fencing token (the previous one + 1); std::nullopt while
+  // another holder's lease is live. A takeover waits for the writes under the previous token that are
+  // under way (they hold the lease row, FenceWrites) and refuses every later one. InvalidArgument for a
+  // `ttl` under 100 ms or an empty holder.
+  absl::StatusOr<std::optional<int64_t>> TryAcquireLeadership(const std::string& holder, const std::string& api_url,
+                                                              const std::string& agent_url, Duration ttl);
+  // Extends the lease taken under `token` to `ttl` from now. FailedPrecondition once it expired or
+  // another holder took it: the caller is no longer the leader and must stop acting as one.
+  absl::Status RenewLeadership(int64_t token, Duration ttl);
+  // Ends the lease taken under `token` now (a graceful stop), so that a standby takes over without
+  // waiting for it to expire. OK when it was already lost.
+  absl::Status ReleaseLeadership(int64_t token);
+  // From now on each write (every write call, and each write batch at its start) first checks in its
+  // own transaction that the lease's token is still `token`, holding the lease row against a takeover
+  // (SELECT ... FOR KEY SHARE; a renewal does not wait for it) until it commits. After a takeover a
+  // write is refused with FailedPrecondition ("fenced") before anything of it ran, and `on_fenced` (may
+  // be empty; called on the refusing thread, so it must be thread-safe) is called. Call it before the
+  // writes it must fence, with no write batch open.
+  void FenceWrites(int64_t token, std::function<void()> on_fenced);
+
   // The schema version after migration (the same number SqliteStore reports for the same tables).
   int schema_version() const { return schema_version_; }
   // "host:port/database", as errors name the server.
@@ -185,6 +221,9 @@ class PostgresStore final : public Store {
   // when it does not open. `kind` ("job", "experiment") and `id` name it in the error.
   absl::Status OpenSealed(const char* kind, const std::string& id, const std::string& tenant, const std::string& aad,
                           std::string& spec_yaml, bool sealed) const;
+  // With FenceWrites: OK when the lease's token is still fence_token_ (holding the lease row until `c`'s
+  // transaction ends), else FailedPrecondition after on_fenced_. OK at once without fencing.
+  absl::Status CheckFence(PgConnection& c);
   // Inserts one job and its creation event inside the caller's transaction.
   absl::StatusOr<JobRecord> InsertJob(PgConnection& c, const JobRecord& job);
 
@@ -195,6 +234,10 @@ class PostgresStore final : public Store {
   int schema_version_ = 0;
   std::vector<std::unique_ptr<PgConnection>> connections_;  // every connection, owned
   std::map<std::string, std::string> connection_settings_;
+
+  // Fencing (FenceWrites): 0 = writes are not fenced; set once before the fenced writes.
+  std::atomic<int64_t> fence_token_{0};
+  std::function<void()> on_fenced_;
 
   // The pool: connections not in use.
   std::mutex pool_mu_;

@@ -246,6 +246,18 @@ CREATE TABLE reservations (
   used_gpu_milli_seconds INTEGER NOT NULL
 );
 )sql",
+    // 17: the leader lease of an active/standby control plane, which only a PostgreSQL store holds
+    // (postgres_migrations.h); the table keeps both schemas numbered alike and stays empty here.
+    R"sql(
+CREATE TABLE leader_lease (
+  id            INTEGER PRIMARY KEY CHECK (id = 1),
+  holder        TEXT NOT NULL,
+  api_url       TEXT NOT NULL,
+  agent_url     TEXT NOT NULL,
+  token         INTEGER NOT NULL,
+  expires_at_ns INTEGER NOT NULL
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

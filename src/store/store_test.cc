@@ -1289,6 +1289,106 @@ TEST(PostgresStoreOpenTest, NoErrorShowsTheUrlsPassword) {
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, ::testing::Values("sqlite", "postgres"),
                          [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
 // What only a server store has (a pool, connections, concurrent writers): SQLite's own tests are above.
+// Leadership (postgres_store.h, "Leadership"): one lease, a token that grows by one per takeover.
+TEST_P(PostgresOnlyStoreTest, LeadershipHasOneHolderAndEachTakeoverAddsOneToTheToken) {
+  auto a = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  auto b = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto never = (*a)->Leader();
+  ASSERT_TRUE(never.ok()) << never.status();
+  EXPECT_EQ(never->token, 0);
+  EXPECT_EQ(never->holder, "");
+  EXPECT_EQ(never->remaining, Duration::zero());
+
+  auto first = (*a)->TryAcquireLeadership("server-a", "http://a:8470", "http://a:8472", std::chrono::seconds(10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, std::optional<int64_t>(1));
+  auto refused = (*b)->TryAcquireLeadership("server-b", "http://b:8470", "http://b:8472", std::chrono::seconds(10));
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(*refused, std::nullopt);  // a's lease is live
+  auto seen = (*b)->Leader();
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->holder, "server-a");
+  EXPECT_EQ(seen->api_url, "http://a:8470");
+  EXPECT_EQ(seen->agent_url, "http://a:8472");
+  EXPECT_EQ(seen->token, 1);
+  EXPECT_GT(seen->remaining, std::chrono::seconds(8));
+  EXPECT_LE(seen->remaining, std::chrono::seconds(10));
+  EXPECT_TRUE((*a)->RenewLeadership(1, std::chrono::seconds(10)).ok());
+
+  ASSERT_TRUE((*a)->ReleaseLeadership(1).ok());  // a graceful stop: b need not wait 10 s
+  auto second = (*b)->TryAcquireLeadership("server-b", "http://b:8470", "http://b:8472", std::chrono::seconds(10));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, std::optional<int64_t>(2));
+  absl::Status lost = (*a)->RenewLeadership(1, std::chrono::seconds(10));
+  EXPECT_EQ(lost.code(), absl::StatusCode::kFailedPrecondition) << lost;
+  EXPECT_TRUE((*a)->ReleaseLeadership(1).ok());  // releasing a lost lease changes nothing
+  EXPECT_EQ((*a)->Leader()->holder, "server-b");
+  EXPECT_EQ((*a)->TryAcquireLeadership("", "", "", std::chrono::seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*a)->TryAcquireLeadership("a", "", "", std::chrono::milliseconds(50)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(PostgresOnlyStoreTest, ADeposedLeadersWritesAreRefusedAndNothingOfThemIsStored) {
+  auto a = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  auto b = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto token = (*a)->TryAcquireLeadership("server-a", "", "", std::chrono::milliseconds(300));
+  ASSERT_TRUE(token.ok() && token->has_value()) << token.status();
+  std::atomic<int> fenced{0};
+  (*a)->FenceWrites(**token, [&] { ++fenced; });
+  ASSERT_TRUE((*a)->CreateJob(NewJob("j-1")).ok());  // still the leader
+  ASSERT_TRUE((*a)->CreateTenant({.id = "team-a"}).ok());
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a's lease expires (a paused, say)
+  auto taken = (*b)->TryAcquireLeadership("server-b", "", "", std::chrono::seconds(10));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_EQ(*taken, std::optional<int64_t>(2));
+
+  // a has not noticed: every kind of write it tries is refused before it runs.
+  absl::Status job = (*a)->CreateJob(NewJob("j-2")).status();
+  EXPECT_EQ(job.code(), absl::StatusCode::kFailedPrecondition) << job;
+  EXPECT_NE(job.message().find("fenced"), std::string_view::npos) << job;
+  EXPECT_EQ((*a)->CreateTenant({.id = "team-b"}).code(), absl::StatusCode::kFailedPrecondition);  // one statement
+  EXPECT_EQ((*a)->BeginWriteBatch().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(fenced.load(), 3);
+  EXPECT_EQ((*b)->GetJob("j-2").status().code(), absl::StatusCode::kNotFound);
+  auto tenants = (*b)->ListTenants();
+  ASSERT_TRUE(tenants.ok()) << tenants.status();
+  ASSERT_EQ(tenants->size(), 1u);
+  EXPECT_EQ((*tenants)[0].id, "team-a");
+  EXPECT_TRUE((*a)->GetJob("j-1").ok());  // its reads still answer
+  EXPECT_TRUE((*b)->CreateJob(NewJob("j-3")).ok());
+}
+
+TEST_P(PostgresOnlyStoreTest, ATakeoverWaitsForTheFencedWriteBatchUnderWay) {
+  auto a = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  auto b = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto token = (*a)->TryAcquireLeadership("server-a", "", "", std::chrono::milliseconds(200));
+  ASSERT_TRUE(token.ok() && token->has_value()) << token.status();
+  (*a)->FenceWrites(**token, nullptr);
+  ASSERT_TRUE((*a)->BeginWriteBatch().ok());  // checked the token: holds the lease row until it ends
+  ASSERT_TRUE((*a)->CreateJob(NewJob("j-1")).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // expired meanwhile
+
+  std::atomic<bool> committed{false};
+  std::atomic<bool> took_before_commit{false};
+  std::thread taker([&] {
+    auto t = (*b)->TryAcquireLeadership("server-b", "", "", std::chrono::seconds(10));
+    took_before_commit = !committed.load();
+    EXPECT_TRUE(t.ok() && *t == std::optional<int64_t>(2)) << t.status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  committed = true;
+  ASSERT_TRUE((*a)->CommitWriteBatch().ok());  // began under a's token: it stands
+  taker.join();
+  EXPECT_FALSE(took_before_commit.load());
+  EXPECT_TRUE((*b)->GetJob("j-1").ok());
+  EXPECT_EQ((*a)->CreateJob(NewJob("j-2")).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PostgresOnlyStoreTest, ::testing::Values("postgres"),
                          [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
 

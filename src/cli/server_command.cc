@@ -1,4 +1,4 @@
-// `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--store postgres://...]
+// `gpugeek server [--listen HOST:PORT] [--agent-listen HOST:PORT] [--data-dir DIR] [--store postgres://... [--ha]]
 // [--policy NAME]
 // [--log-retention-days N] [--event-retention-days N] [--audit-retention-days N] [--fair-share-half-life 7d]
 // [--tls-cert FILE --tls-key FILE
@@ -11,9 +11,12 @@
 // certificate files (renewing the local one when it expires within 30 days) without a restart.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <random>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -24,12 +27,84 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
+#include "controlplane/leader_election.h"
 #include "controlplane/openapi.h"
 #include "controlplane/server.h"
+#include "controlplane/standby.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
+#include "store/postgres_store.h"
 
 namespace gpugeek::cli {
+
+namespace {
+
+// The exit status of a server that lost the leader lease (sysexits.h EX_TEMPFAIL): its supervisor
+// restarts it, as a standby.
+constexpr int kExitLeadershipLost = 75;
+
+// --ha: serves the standby's answers (controlplane/standby.h) on the server's ports and campaigns for the
+// lease until it takes it (its token; the ports in `options` are then the ones bound) or SIGINT / SIGTERM
+// arrives (std::nullopt).
+template <typename Options>
+std::optional<int64_t> Campaign(const Options& o, Duration leader_lease, sigset_t& stop_signals,
+                                controlplane::ServerOptions& options,
+                                std::unique_ptr<store::PostgresStore>& election_store,
+                                std::unique_ptr<controlplane::LeaderElection>& election) {
+  const std::string cmd = "server";
+  auto pg = store::PostgresStore::Open({.url = options.store, .connections = 2});
+  if (!pg.ok()) Fail(cmd, fmt::format("{}", pg.status().message()));
+  election_store = *std::move(pg);
+  const bool tls = options.tls_mode == controlplane::TlsMode::kFiles;
+  auto standby = controlplane::StandbyListeners::Start({.host = options.host,
+                                                        .api_port = options.port,
+                                                        .agent_port = options.agent_port,
+                                                        .tls = tls ? options.tls : http::TlsOptions()});
+  if (!standby.ok()) Fail(cmd, fmt::format("{}", standby.status().message()));
+  options.port = (*standby)->api_port();
+  options.agent_port = (*standby)->agent_port();
+  const std::string scheme = tls ? "https" : "http";
+  const std::string api_url =
+      o.advertise_url.empty() ? fmt::format("{}://{}:{}", scheme, options.host, options.port) : o.advertise_url;
+  const std::string agent_url = o.advertise_agent_url.empty()
+                                    ? fmt::format("{}://{}:{}", scheme, options.host, options.agent_port)
+                                    : o.advertise_agent_url;
+  char host[256] = {};
+  (void)gethostname(host, sizeof(host) - 1);
+  const std::string holder = fmt::format("{}:{}:{:016x}", host, getpid(), std::random_device()());
+  auto e = controlplane::LeaderElection::Create(*election_store, {.holder = holder,
+                                                                  .api_url = api_url,
+                                                                  .agent_url = agent_url,
+                                                                  .lease = leader_lease,
+                                                                  .renew_every = leader_lease / 4});
+  if (!e.ok()) Fail(cmd, fmt::format("{}", e.status().message()), kExitUsage);
+  election = *std::move(e);
+  options.leader_holder = holder;
+  std::cout << fmt::format(
+                   "gpugeek server: standby on {}, agents on {} (PostgreSQL at {}); campaigning for the lease\n",
+                   api_url, agent_url, election_store->server())
+            << std::flush;
+  std::string leader_seen = "?";
+  auto stopping = [&] {
+    timespec zero{};
+    const int signal = sigtimedwait(&stop_signals, nullptr, &zero);
+    return signal == SIGINT || signal == SIGTERM;  // SIGHUP: nothing to reload yet
+  };
+  auto seen = [&](const store::PostgresStore::Leadership* leader) {
+    (*standby)->SetLeader(leader ? leader->api_url : "", leader ? leader->agent_url : "");
+    const std::string now = leader ? fmt::format("{} (token {})", leader->api_url, leader->token) : "";
+    if (now == leader_seen) return;
+    leader_seen = now;
+    std::cout << (leader ? fmt::format("gpugeek server: standby; the leader is at {}\n", now)
+                         : std::string("gpugeek server: standby; no leader now\n"))
+              << std::flush;
+  };
+  std::optional<int64_t> token = election->Campaign(stopping, seen);
+  (*standby)->Stop();  // the ports are the leader's from here
+  return token;
+}
+
+}  // namespace
 
 void RegisterServerCommand(CLI::App& app) {
   struct Options {
@@ -61,6 +136,9 @@ void RegisterServerCommand(CLI::App& app) {
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
     uint64_t max_dataset_bytes = controlplane::ServerOptions().max_dataset_bytes;
     uint64_t max_model_bytes = controlplane::ServerOptions().max_model_bytes;
+    bool ha = false;
+    std::string advertise_url, advertise_agent_url;
+    std::string leader_lease = "4s";
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -162,7 +240,21 @@ void RegisterServerCommand(CLI::App& app) {
                   "Bytes of model objects one tenant may keep in this server's registry (default 1 TiB); uploads "
                   "past it get 413")
       ->capture_default_str();
-  sub->callback([o] {
+  // Active/standby (controlplane/leader_election.h, docs/postgres.md "Active/standby").
+  sub->add_flag("--ha", o->ha,
+                "Active/standby: with --store postgres://..., run as one of several servers on that database; one "
+                "leads (holds the lease), the others redirect clients to it and take over when it is gone. Exits "
+                "75 when it loses the lease: run it under a supervisor that restarts it");
+  sub->add_option("--advertise-url", o->advertise_url,
+                  "--ha: the API URL other servers send clients to (default: the scheme, host and port of --listen)");
+  sub->add_option("--advertise-agent-url", o->advertise_agent_url,
+                  "--ha: the agents' URL other servers send agents to (default: from --agent-listen)");
+  sub->add_option("--leader-lease", o->leader_lease,
+                  "--ha: how long a leader's lease lasts unrenewed (renewed every quarter of it): a dead leader is "
+                  "replaced within about this plus half a second; --lease must be at least twice it, so agents do "
+                  "not fence their jobs during a failover (with --ha, --lease defaults to 3 times it)")
+      ->capture_default_str();
+  sub->callback([o, sub] {
     const std::string cmd = "server";
 
     controlplane::ServerOptions options;
@@ -261,6 +353,35 @@ void RegisterServerCommand(CLI::App& app) {
                        o->heartbeat_interval),
            kExitUsage);
     }
+    Duration leader_lease{};
+    if (o->ha) {
+      absl::StatusOr<Duration> d = api::ParseDuration(o->leader_lease);
+      if (!d.ok() || *d < std::chrono::seconds(1)) {
+        Fail(cmd, fmt::format("--leader-lease '{}' must be a duration of at least 1s (e.g. 4s)", o->leader_lease),
+             kExitUsage);
+      }
+      leader_lease = *d;
+      if (!options.store.starts_with("postgres://") && !options.store.starts_with("postgresql://")) {
+        Fail(cmd, "--ha needs --store postgres://... (the servers share that database and its leader lease)",
+             kExitUsage);
+      }
+      if (options.tls_mode == controlplane::TlsMode::kLocalPki) {
+        Fail(cmd,
+             "--ha needs --tls-cert/--tls-key (one certificate naming every server, so clients trust one CA) or "
+             "--insecure-no-tls: each server's own local CA would not be trusted by clients of the others",
+             kExitUsage);
+      }
+      if (sub->count("--lease") == 0) options.lease = 3 * leader_lease;
+      if (options.lease < 2 * leader_lease) {
+        Fail(cmd,
+             fmt::format("--lease ({}) must be at least twice --leader-lease ({}): agents would fence their jobs "
+                         "while a standby takes over",
+                         o->lease, o->leader_lease),
+             kExitUsage);
+      }
+    } else if (!o->advertise_url.empty() || !o->advertise_agent_url.empty()) {
+      Fail(cmd, "--advertise-url and --advertise-agent-url go with --ha", kExitUsage);
+    }
     std::error_code ec;
     std::filesystem::create_directories(options.data_dir, ec);
     if (ec) Fail(cmd, fmt::format("cannot create data directory {}: {}", options.data_dir, ec.message()));
@@ -276,8 +397,35 @@ void RegisterServerCommand(CLI::App& app) {
 
     // The server's log goes to stderr; stdout carries only what this command prints (the URL first).
     spdlog::set_default_logger(spdlog::stderr_color_mt("gpugeek-server"));
+    std::unique_ptr<controlplane::LeaderElection> election;
+    std::unique_ptr<store::PostgresStore> election_store;
+    if (o->ha) {
+      std::optional<int64_t> token = Campaign(*o, leader_lease, stop_signals, options, election_store, election);
+      if (!token) {
+        pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+        std::cout << "gpugeek server: stopped (a standby)\n";
+        return;
+      }
+      options.leader_token = *token;
+      options.on_fenced = [] {
+        spdlog::critical("a write was refused: another server holds the leader lease now; exiting at once");
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitLeadershipLost);
+      };
+    }
     auto server = controlplane::ControlPlaneServer::Start(options);
-    if (!server.ok()) Fail(cmd, fmt::format("{}", server.status().message()));
+    if (!server.ok()) {
+      if (election) election->Resign();
+      Fail(cmd, fmt::format("{}", server.status().message()));
+    }
+    if (election) {
+      election->KeepLeading(options.leader_token, [](const std::string& why) {
+        spdlog::critical("leadership lost: {}; exiting at once (the new leader serves; agents keep their jobs)", why);
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitLeadershipLost);
+      });
+      std::cout << fmt::format("gpugeek server: leader (lease token {})\n", options.leader_token) << std::flush;
+    }
     std::cout << fmt::format("gpugeek server listening on {}, agents on {} (data: {}, policy: {})\n", (*server)->url(),
                              (*server)->agent_url(), options.data_dir, options.policy)
               << std::flush;
@@ -311,6 +459,7 @@ void RegisterServerCommand(CLI::App& app) {
               << std::flush;
     (*server)->Stop();
     server->reset();
+    if (election) election->Resign();  // a standby takes over at its next poll, not after the lease
     pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     std::cout << "gpugeek server: stopped\n";
   });

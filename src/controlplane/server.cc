@@ -93,9 +93,17 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   s->sealer_ = std::make_unique<KeyringSealer>(*s->keyring_);
   if (options.store.starts_with("postgres://") || options.store.starts_with("postgresql://")) {
     ASSIGN_OR_RETURN(std::unique_ptr<store::PostgresStore> pg,
-                     store::PostgresStore::Open({.url = options.store, .sealer = s->sealer_.get()}));
+                     store::PostgresStore::Open(
+                         {.url = options.store,
+                          .application_name = options.leader_holder.empty()
+                                                  ? ""
+                                                  : store::PostgresStore::LeaderApplicationName(options.leader_holder),
+                          .sealer = s->sealer_.get()}));
     spdlog::info("store: PostgreSQL at {} (schema version {})", pg->server(), pg->schema_version());
+    if (options.leader_token > 0) pg->FenceWrites(options.leader_token, options.on_fenced);
     s->store_ = std::move(pg);
+  } else if (options.leader_token > 0) {
+    return absl::InvalidArgumentError("server: a leader lease (active/standby) needs a PostgreSQL store");
   } else if (options.store.empty()) {
     ASSIGN_OR_RETURN(
         s->store_, store::SqliteStore::Open({.path = (std::filesystem::path(options.data_dir) / "gpugeek.db").string(),

@@ -34,6 +34,7 @@
 // acknowledged change is already in the store.
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -75,6 +76,12 @@ struct ServerOptions {
   // Where the store lives (`--store`): "" = SQLite at <data_dir>/gpugeek.db; a "postgres://" or
   // "postgresql://" URI = that PostgreSQL database (store/postgres_store.h), data_dir still holding the rest.
   std::string store;
+  // Active/standby (leader_election.h): the fencing token of the leader lease this server holds; its
+  // PostgreSQL store then refuses every write once another server took the lease over, and calls
+  // `on_fenced` (thread-safe; e.g. to exit). 0 = not fenced (a lone server). Only with a PostgreSQL store.
+  int64_t leader_token = 0;
+  std::string leader_holder;  // the lease's holder id: names the store's sessions for a takeover to end
+  std::function<void()> on_fenced;
   std::string policy = "FGDFit";
   Duration heartbeat_interval = std::chrono::seconds(1);
   // The fencing timeline (control_plane.h): suspect after `lease`, down after lease + fence_grace +

@@ -811,7 +811,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::vector<std::string> allowed;
     for (const CompiledRoute& r : server_.routes) {
       if (!std::regex_match(path, match, r.regex)) continue;
-      if (r.method == method) {
+      if (r.method == method || r.method == "*") {
         route = &r;
         break;
       }
@@ -893,6 +893,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     } else {
       res = MakeResponse(reply->status, std::move(reply->body), reply->content_type, keep_alive_);
+      for (const auto& [name, value] : reply->headers) res->set(name, value);
     }
     // HEAD: the head GET would send (its Content-Length included), no body (RFC 9110 section 9.3.2).
     if (request.method == "HEAD") res->body().clear();
@@ -976,6 +977,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head->result(static_cast<unsigned>(reply.status));
     head->version(11);
     head->set(bhttp::field::content_type, reply.content_type);
+    for (const auto& [name, value] : reply.headers) head->set(name, value);
     head->chunked(chunked);
     head->keep_alive(chunked && keep_alive_ && !server_.stopping);
     const bool keep_alive = head->keep_alive();
@@ -1435,8 +1437,11 @@ void Server::Route(const std::string& method, const std::string& pattern, Handle
   for (size_t i = 0; i < pattern.size();) {
     if (pattern[i] == '{') {
       const size_t close = pattern.find('}', i);
-      route.names.push_back(pattern.substr(i + 1, close - i - 1));
-      regex += "([^/]+)";
+      std::string name = pattern.substr(i + 1, close - i - 1);
+      const bool rest = name.ends_with("...");
+      if (rest) name.resize(name.size() - 3);
+      route.names.push_back(std::move(name));
+      regex += rest ? "(.*)" : "([^/]+)";
       i = close == std::string::npos ? pattern.size() : close + 1;
     } else {
       const char c = pattern[i++];

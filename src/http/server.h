@@ -37,6 +37,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +81,9 @@ struct Reply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // More response headers (name, value), e.g. {"Location", url} on a redirect; not Content-Type or
+  // Content-Length, which the server sets.
+  std::vector<std::pair<std::string, std::string>> headers;
   // When set, the body is streamed with chunked transfer encoding: the function is called once on
   // the worker thread that ran the handler and writes chunks until it returns (e.g. `logs --follow`).
   std::function<void(const ChunkWriter&)> stream;
@@ -157,7 +162,9 @@ class Server {
   ~Server();  // stops and joins
 
   // Registers a handler. `pattern` is a path with "{name}" segments, e.g. "/v1/jobs/{id}/logs"; a
-  // segment matches one or more characters other than '/'. Routes are tried in registration order.
+  // segment matches one or more characters other than '/', and a "{name...}" segment any rest of the path
+  // ("/{path...}" matches every path). `method` "*" matches every method. Routes are tried in
+  // registration order.
   void Route(const std::string& method, const std::string& pattern, Handler handler);
 
   // Binds (SO_REUSEADDR only, so a port in use by another server is refused) and starts serving on

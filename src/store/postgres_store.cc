@@ -294,7 +294,9 @@ class PgConnection {
   // Connects `url`, with kConnectDefaults for the settings it does not make itself: InvalidArgument when
   // libpq cannot parse it, Unavailable naming the server when it cannot be reached or refuses the login.
   // No message quotes the URL's password.
-  static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const std::string& url) {
+  // `application_name` ("" = the URL's or libpq's) names the session in pg_stat_activity over the URL's.
+  static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const std::string& url,
+                                                               const std::string& application_name = "") {
     UrlSecrets secrets(url);
     char* parse_error = nullptr;
     PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &parse_error);
@@ -313,6 +315,10 @@ class PgConnection {
     }
     keywords.push_back("dbname");
     values.push_back(url.c_str());
+    if (!application_name.empty()) {  // after the URL: replaces its own
+      keywords.push_back("application_name");
+      values.push_back(application_name.c_str());
+    }
     keywords.push_back(nullptr);
     values.push_back(nullptr);
     PGconn* pg = PQconnectdbParams(keywords.data(), values.data(), /*expand_dbname=*/1);
@@ -510,7 +516,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const Postgre
   auto store = std::unique_ptr<PostgresStore>(
       new PostgresStore(options.clock != nullptr ? *options.clock : RealClock(), options.sealer));
   for (int i = 0; i < options.connections; ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> c, PgConnection::Connect(options.url));
+    ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> c, PgConnection::Connect(options.url, options.application_name));
     store->idle_.push_back(c.get());
     store->connections_.push_back(std::move(c));
   }
@@ -699,9 +705,11 @@ absl::StatusOr<std::optional<int64_t>> PostgresStore::TryAcquireLeadership(const
   if (st.ok()) {
     // FOR UPDATE waits for the writes fenced by the current token (FOR KEY SHARE) to end; those that
     // come later read the new token.
+    st = c->Run("SET LOCAL lock_timeout = '1s'");
     absl::StatusOr<PgResult> r =
-        c->Exec("SELECT holder, expires_at > clock_timestamp() FROM leader_lease WHERE id = 1 FOR UPDATE", PgParams(),
-                "lock the leader lease");
+        st.ok() ? c->Exec("SELECT holder, expires_at > clock_timestamp() FROM leader_lease WHERE id = 1 FOR UPDATE",
+                          PgParams(), "lock the leader lease")
+                : absl::StatusOr<PgResult>(st);
     st = r.status();
     if (st.ok() && r->rows() != 1) st = absl::DataLossError("postgres: the leader_lease row is missing");
     if (st.ok() && (r->Text(0, 0) == holder || !r->Bool(0, 1))) {
@@ -714,10 +722,21 @@ absl::StatusOr<std::optional<int64_t>> PostgresStore::TryAcquireLeadership(const
     }
   }
   if (st.ok()) st = c->Commit();
-  if (!st.ok()) {
-    if (c->in_transaction()) (void)c->Run("ROLLBACK");
-    return st;
+  if (!st.ok() && c->in_transaction()) (void)c->Run("ROLLBACK");
+  if (SqlState(st) == "55P03") {
+    // A write of the holder holds the lease row past the lock timeout: a leader frozen (SIGSTOP, a
+    // hung host) inside a transaction, which PostgreSQL would keep open as long as its TCP connection
+    // lives. Once its lease has expired its sessions are ended (rolling that write back), so the next
+    // try takes the lease; a live holder is left alone.
+    absl::StatusOr<PgResult> ended = c->Exec(
+        "SELECT count(pg_terminate_backend(a.pid)) FROM pg_stat_activity a, leader_lease l WHERE l.id = 1 AND "
+        "l.expires_at <= clock_timestamp() AND l.holder <> $1 AND a.application_name = left('gpugeek ' || l.holder, "
+        "63) AND a.pid <> pg_backend_pid()",
+        PgParams().Text(holder), "end the expired leader's sessions");
+    (void)ended;
+    return std::optional<int64_t>();
   }
+  if (!st.ok()) return st;
   return token;
 }
 
@@ -746,6 +765,10 @@ absl::Status PostgresStore::ReleaseLeadership(int64_t token) {
               PgParams().Int(token), "release the leader lease")
         .status();
   });
+}
+
+std::string PostgresStore::LeaderApplicationName(const std::string& holder) {
+  return ("gpugeek " + holder).substr(0, 63);  // PostgreSQL keeps 63 bytes (NAMEDATALEN - 1)
 }
 
 void PostgresStore::FenceWrites(int64_t token, std::function<void()> on_fenced) {

@@ -71,6 +71,9 @@ struct PostgresStoreOptions {
   // one for its whole length, so with 1 every other thread waits for the batch to end.
   int connections = 8;
   Clock* clock = nullptr;  // for the times the store sets; nullptr = RealClock()
+  // Names the sessions in pg_stat_activity (libpq's application_name, over the URL's); "" = the URL's.
+  // A leader's store uses PostgresStore::LeaderApplicationName(holder).
+  std::string application_name;
   // Encryption at rest, as SqliteStoreOptions::sealer: borrowed, must outlive the store; nullptr =
   // specs in the clear and PutSecret refused.
   Sealer* sealer = nullptr;
@@ -164,10 +167,16 @@ class PostgresStore final : public Store {
   // Takes the lease for `holder` (an id unique to this process) for `ttl` when it has expired or
   // `holder` holds it, and returns the new fencing token (the previous one + 1); std::nullopt while
   // another holder's lease is live. A takeover waits for the writes under the previous token that are
-  // under way (they hold the lease row, FenceWrites) and refuses every later one. InvalidArgument for a
+  // under way (they hold the lease row, FenceWrites) and refuses every later one; when one
+  // holds it past 1 s and the lease has expired (its holder frozen inside a transaction), the expired
+  // holder's sessions (those named LeaderApplicationName(holder)) are ended, rolling it back, and the
+  // next try takes the lease. InvalidArgument for a
   // `ttl` under 100 ms or an empty holder.
   absl::StatusOr<std::optional<int64_t>> TryAcquireLeadership(const std::string& holder, const std::string& api_url,
                                                               const std::string& agent_url, Duration ttl);
+  // The application_name of a leader's store sessions ("gpugeek " + holder, cut to PostgreSQL's 63 bytes),
+  // by which a takeover finds them.
+  static std::string LeaderApplicationName(const std::string& holder);
   // Extends the lease taken under `token` to `ttl` from now. FailedPrecondition once it expired or
   // another holder took it: the caller is no longer the leader and must stop acting as one.
   absl::Status RenewLeadership(int64_t token, Duration ttl);

@@ -1389,6 +1389,31 @@ TEST_P(PostgresOnlyStoreTest, ATakeoverWaitsForTheFencedWriteBatchUnderWay) {
   EXPECT_EQ((*a)->CreateJob(NewJob("j-2")).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_P(PostgresOnlyStoreTest, ATakeoverEndsTheSessionsOfAnExpiredLeaderFrozenInsideAWrite) {
+  auto a = PostgresStore::Open({.url = url_,
+                                .connections = 2,
+                                .clock = &clock_,
+                                .application_name = PostgresStore::LeaderApplicationName("server-a")});
+  auto b = PostgresStore::Open({.url = url_, .connections = 2, .clock = &clock_});
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto token = (*a)->TryAcquireLeadership("server-a", "", "", std::chrono::milliseconds(200));
+  ASSERT_TRUE(token.ok() && token->has_value()) << token.status();
+  (*a)->FenceWrites(**token, nullptr);
+  ASSERT_TRUE((*a)->BeginWriteBatch().ok());  // a freezes here, its transaction open
+  ASSERT_TRUE((*a)->CreateJob(NewJob("j-1")).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  auto first = (*b)->TryAcquireLeadership("server-b", "", "", std::chrono::seconds(10));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(*first, std::nullopt);  // waited 1 s for the row, then ended a's sessions
+  auto second = (*b)->TryAcquireLeadership("server-b", "", "", std::chrono::seconds(10));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, std::optional<int64_t>(2));
+  EXPECT_FALSE((*a)->CommitWriteBatch().ok());  // a wakes: its write is gone
+  EXPECT_EQ((*b)->GetJob("j-1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*a)->CreateJob(NewJob("j-2")).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PostgresOnlyStoreTest, ::testing::Values("postgres"),
                          [](const ::testing::TestParamInfo<std::string>& backend) { return backend.param; });
 

@@ -1,0 +1,96 @@
+#include "controlplane/standby.h"
+
+#include <fmt/format.h>
+
+#include "common/status_macros.h"
+#include "http/client.h"
+#include "http/status_http.h"
+
+namespace gpugeek::controlplane {
+
+std::string RequestTarget(const std::string& path, const std::multimap<std::string, std::string>& query) {
+  std::string out;
+  for (const unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  char sep = '?';
+  for (const auto& [name, value] : query) {
+    out += sep + http::UrlEncode(name) + "=" + http::UrlEncode(value);
+    sep = '&';
+  }
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<StandbyListeners>> StandbyListeners::Start(const StandbyOptions& options) {
+  auto s = std::unique_ptr<StandbyListeners>(new StandbyListeners());
+  for (const bool agents : {false, true}) {
+    // Small: a standby does nothing per request but answer.
+    http::ServerOptions o{.host = options.host,
+                          .port = agents ? options.agent_port : options.api_port,
+                          .threads = 1,
+                          .max_body_bytes = 16 << 20,
+                          .name = agents ? "standby-agents" : "standby-api",
+                          .max_workers = 8,
+                          .max_queued_requests = 1024,
+                          .header_timeout = std::chrono::seconds(10),
+                          .body_timeout = std::chrono::seconds(10),
+                          .idle_timeout = std::chrono::seconds(10),
+                          .write_timeout = std::chrono::seconds(10),
+                          .tls = options.tls};
+    ASSIGN_OR_RETURN(std::unique_ptr<http::Server> server, http::Server::Create(o));
+    StandbyListeners* self = s.get();
+    server->Route("*", "/{path...}", [self, agents](const http::Request& r) { return self->Answer(r, agents); });
+    RETURN_IF_ERROR(server->Start());
+    (agents ? s->agent_ : s->api_) = std::move(server);
+  }
+  return s;
+}
+
+StandbyListeners::~StandbyListeners() { Stop(); }
+
+void StandbyListeners::Stop() {
+  if (api_) api_->Stop();
+  if (agent_) agent_->Stop();
+}
+
+void StandbyListeners::SetLeader(const std::string& api_url, const std::string& agent_url) {
+  std::lock_guard<std::mutex> lock(mu_);
+  leader_api_url_ = api_url;
+  leader_agent_url_ = agent_url;
+}
+
+absl::StatusOr<http::Reply> StandbyListeners::Answer(const http::Request& r, bool agents) const {
+  std::string leader;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    leader = agents ? leader_agent_url_ : leader_api_url_;
+  }
+  if (r.method == "GET" && (r.path == "/healthz" || r.path == "/v1/healthz")) {
+    return http::Reply::Json({{"status", "standby"}, {"leader", leader}});
+  }
+  http::Reply reply;
+  reply.headers.emplace_back("Gpugeek-Standby", "1");
+  if (leader.empty()) {
+    reply.status = 503;
+    reply.body = http::ErrorBody(absl::UnavailableError(
+                                     "this server is a standby and no leader is serving yet (an election is under "
+                                     "way); try again in a second"))
+                     .dump();
+    reply.headers.emplace_back("Retry-After", "1");
+    return reply;
+  }
+  reply.status = 307;
+  reply.body = http::ErrorBody(
+                   absl::FailedPreconditionError(fmt::format("this server is a standby; the leader is at {}", leader)),
+                   {{"leader", leader}})
+                   .dump();
+  reply.headers.emplace_back("Gpugeek-Leader", leader);
+  reply.headers.emplace_back("Location", leader + RequestTarget(r.path, r.query));
+  return reply;
+}
+
+}  // namespace gpugeek::controlplane

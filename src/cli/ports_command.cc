@@ -160,13 +160,15 @@ void RegisterPortForward(CLI::App& app) {
     }
     absl::StatusOr<Endpoint> endpoint = ResolveEndpoint(o->flags);
     if (!endpoint.ok()) Fail(cmd, std::string(endpoint.status().message()), kExitUsage);
-    const http::ClientOptions options{.base_url = endpoint->server,
+    const std::string job_path = "/v1/jobs/" + UrlEncode(o->id);
+    // The job must run now; a port it does not listen on yet is only a note (a server may start later).
+    std::unique_ptr<http::Client> client = Connect(cmd, o->flags);
+    nlohmann::json listed = OrFail(cmd, client->Get(job_path + "/ports"));
+    // Tunnels go to the server that answered (the leader, of a list of servers): an upgrade does not fail over.
+    const http::ClientOptions options{.base_url = client->current_base_url(),
                                       .read_timeout = std::chrono::seconds(30),
                                       .ca_file = endpoint->ca_file,
                                       .bearer_token = endpoint->token};
-    const std::string job_path = "/v1/jobs/" + UrlEncode(o->id);
-    // The job must run now; a port it does not listen on yet is only a note (a server may start later).
-    nlohmann::json listed = OrFail(cmd, Connect(cmd, o->flags)->Get(job_path + "/ports"));
     std::set<int> listening;
     for (const nlohmann::json& m : listed["members"]) {
       if (m.value("rank", -1) != o->rank || !m.contains("ports")) continue;

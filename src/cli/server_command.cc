@@ -407,6 +407,14 @@ void RegisterServerCommand(CLI::App& app) {
         return;
       }
       options.leader_token = *token;
+      options.keyring_lock_wait = std::chrono::minutes(10);
+      std::cout << fmt::format("gpugeek server: took the lease (token {}); starting\n", *token) << std::flush;
+      // Renewing from now: a start that outlasts the lease (waiting for a deposed leader's keyring) must keep it.
+      election->KeepLeading(*token, [](const std::string& why) {
+        spdlog::critical("leadership lost: {}; exiting at once (the new leader serves; agents keep their jobs)", why);
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitLeadershipLost);
+      });
       options.on_fenced = [] {
         spdlog::critical("a write was refused: another server holds the leader lease now; exiting at once");
         spdlog::default_logger()->flush();
@@ -419,11 +427,6 @@ void RegisterServerCommand(CLI::App& app) {
       Fail(cmd, fmt::format("{}", server.status().message()));
     }
     if (election) {
-      election->KeepLeading(options.leader_token, [](const std::string& why) {
-        spdlog::critical("leadership lost: {}; exiting at once (the new leader serves; agents keep their jobs)", why);
-        spdlog::default_logger()->flush();
-        std::_Exit(kExitLeadershipLost);
-      });
       std::cout << fmt::format("gpugeek server: leader (lease token {})\n", options.leader_token) << std::flush;
     }
     std::cout << fmt::format("gpugeek server listening on {}, agents on {} (data: {}, policy: {})\n", (*server)->url(),

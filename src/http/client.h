@@ -8,10 +8,30 @@
 // or ca_pem; the system's trust store is not used), including that the certificate names the URL's host
 // (a DNS or IP subjectAltName). A failed verification is Unavailable naming the reason. Mutual TLS:
 // client_cert_file + client_key_file are presented when the server asks.
-// Thread-safety: a Client may be used from one thread at a time; make one per thread.
-
+//
+// Failover (an active/standby control plane): ClientOptions::base_url may list several servers,
+// "http://10.0.0.1:8470,http://10.0.0.2:8470". A call goes to the current one (at first the first) and
+// moves on only where that is safe for any method, POST included, because the request was not acted on:
+//   - the connection could not be made (refused, connect timeout, TLS handshake or verification failed:
+//     nothing was sent). A read timeout or a reset after the request was sent is Unavailable at once, as
+//     with one URL: the server may have run it.
+//   - the answer carries `Gpugeek-Standby: 1` (a standby did nothing). A 307 whose Location names one of
+//     the listed servers (scheme://host:port, host case-insensitive) moves to that one; any other answer
+//     to the next in the list. A request, and so the bearer token, only ever goes to a listed server.
+// After each full round without a leader's answer the call sleeps failover_backoff; it gives up when
+// failover_timeout has passed since it began (steady clock) and every listed server was tried, with
+// Unavailable naming the servers tried and the last reason. The server that answered stays current for
+// later calls. With one URL there is no waiting: a standby's answer is Unavailable at once, naming the
+// leader when the standby knows it. Streamed calls fail over only before a response head arrives (a
+// standby's head is never shown to on_head).
+//
+// Thread-safety: a Client may be used from one thread at a time; make one per thread. Cancel() and
+// current_base_url() may be called from any thread.
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +43,8 @@
 
 namespace httplib {
 class Client;
-}
+class Result;
+}  // namespace httplib
 
 namespace gpugeek::http {
 
@@ -31,7 +52,9 @@ namespace gpugeek::http {
 std::string UrlEncode(const std::string& s);
 
 struct ClientOptions {
-  std::string base_url;  // "http://127.0.0.1:8470" or "https://127.0.0.1:8470"
+  // "http://127.0.0.1:8470" or "https://127.0.0.1:8470", or a comma-separated list of such URLs (the
+  // servers of one control plane, tried as the header comment says; blanks around an item are ignored).
+  std::string base_url;
   Duration connect_timeout = std::chrono::seconds(3);
   Duration read_timeout = std::chrono::seconds(30);
   // https:// only (ignored for http://). The CA certificates (PEM) the server's certificate must chain
@@ -46,14 +69,18 @@ struct ClientOptions {
   std::string bearer_token;
   // More request headers sent on every call (e.g. slurmrestd's X-SLURM-USER-NAME / X-SLURM-USER-TOKEN).
   std::vector<std::pair<std::string, std::string>> headers;
+  // With several base URLs: the sleep after each round of them that found no leader, and how long a
+  // call looks for one before it is Unavailable. Unused with one URL.
+  Duration failover_backoff = std::chrono::milliseconds(250);
+  Duration failover_timeout = std::chrono::seconds(15);
 };
 
 class Client {
  public:
-  // InvalidArgument for a malformed base URL (must be http://host:port or https://host:port), an
-  // https:// URL without ca_file or ca_pem, a CA, certificate or key that does not parse, a key that
-  // does not match its certificate, or only one of client_cert_file / client_key_file; NotFound /
-  // PermissionDenied naming a file that cannot be read. Connects lazily, on the first call.
+  // InvalidArgument for a malformed base URL (each item of the list must be http://host:port or
+  // https://host:port; an empty item is refused), an https:// URL without ca_file or ca_pem, a CA, certificate or key
+  // that does not parse, a key that does not match its certificate, or only one of client_cert_file / client_key_file;
+  // NotFound / PermissionDenied naming a file that cannot be read. Connects lazily, on the first call.
   static absl::StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& options);
   ~Client();
 
@@ -81,22 +108,42 @@ class Client {
   // arrived, then `on_chunk` each piece of a 2xx body until the server ends it or it returns false (OK
   // then). A non-2xx answer is its Status (status_http.h) after the body; Unavailable when the server
   // cannot be reached or a 2xx stream breaks off (a read over ClientOptions::read_timeout included).
-  // Ends a call in progress on another thread at once (its socket is shut down: it returns Unavailable,
-  // or a stream ends); no effect when none is. The only method callable while another thread uses the
-  // client.
+  // Ends a call in progress on another thread at once (its socket is shut down, or its wait between
+  // failover rounds cut: it returns Unavailable, or a stream ends); no effect when none is, nor on later
+  // calls. Callable from any thread while another uses the client.
   void Cancel();
   absl::Status PostStream(const std::string& path, const nlohmann::json& body,
                           const std::function<void(int status)>& on_head,
                           const std::function<bool(const std::string&)>& on_chunk);
 
+  // The base URL calls go to now: the one that answered last (the first before any answer). Callable
+  // from any thread.
+  std::string current_base_url() const;
+
  private:
+  struct Answer;  // client.cc: an exchange's httplib::Result and which URL gave it
+
   explicit Client(const ClientOptions& options);
   absl::StatusOr<nlohmann::json> Decode(const std::string& what, int status, const std::string& body);
-  absl::Status ConfigureTls();
-  absl::Status Unreachable(const std::string& what, int error) const;
+  absl::Status ConfigureTls(httplib::Client& client);
+  absl::Status Unreachable(size_t url, const std::string& what, int error) const;
+  // Runs `exchange` on the current URL's client, failing over as the header comment says. The Answer of
+  // the server that answered (or of the failure that does not fail over); Unavailable when no leader
+  // answered, or the call was cancelled between attempts.
+  absl::StatusOr<Answer> Exchange(const std::string& what,
+                                  const std::function<httplib::Result(httplib::Client&)>& exchange);
 
+  // Constant after Create.
   ClientOptions options_;
-  std::unique_ptr<httplib::Client> client_;
+  std::vector<std::string> urls_;                          // the base URLs, in the order given
+  std::vector<std::string> origins_;                       // each as "scheme://host:port", lower case
+  std::vector<std::unique_ptr<httplib::Client>> clients_;  // one per URL; used by the calling thread (and stop())
+
+  std::atomic<size_t> current_{0};         // index into urls_ of the URL calls go to
+  std::atomic<int> active_{-1};            // index of the client an exchange runs on now; -1 between
+  std::atomic<uint64_t> cancel_epoch_{0};  // bumped by Cancel(); a call ends when it moves
+  std::mutex mu_;                          // only for cv_
+  std::condition_variable cv_;             // the backoff's sleep, woken by Cancel()
 };
 
 }  // namespace gpugeek::http

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 
@@ -689,6 +690,244 @@ TEST(Client, UnreachableServerIsUnavailable) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->Get("/v1/jobs").status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(Client::Create({.base_url = "localhost"}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A server of an active/standby control plane for the failover tests. It answers POST and GET /v1/things
+// and POST /v1/stream as a leader ({"ok": true}; the stream "a", "b"), counting the requests, or, as a
+// standby, each with what a standby answers: 307 to its leader, or 503 while it knows none.
+struct Peer {
+  std::atomic<int> requests{0};
+  std::mutex mu;
+  std::optional<std::string> standby_of;  // guarded by mu; as StartPeer's
+  std::unique_ptr<Server> server;
+  std::string url() const { return server->url(); }
+  void BecomeStandbyOf(const std::string& leader) {
+    std::lock_guard<std::mutex> lock(mu);
+    standby_of = leader;
+  }
+};
+
+// `standby_of`: nullopt for a leader; a leader's base URL, or "" for a standby that knows none. `delay`:
+// how long a leader's handler sleeps before it answers.
+std::unique_ptr<Peer> StartPeer(std::optional<std::string> standby_of, Duration delay = Duration::zero()) {
+  auto peer = std::make_unique<Peer>();
+  peer->standby_of = std::move(standby_of);
+  auto s = Server::Create({});
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return nullptr;
+  peer->server = std::move(*s);
+  Peer* p = peer.get();
+  auto handler = [p, delay](const Request& r) -> absl::StatusOr<Reply> {
+    ++p->requests;
+    std::optional<std::string> leader;
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      leader = p->standby_of;
+    }
+    if (leader.has_value()) {
+      if (leader->empty()) {
+        Reply reply = Reply::Json(ErrorBody(absl::UnavailableError("a standby; no leader is known")), 503);
+        reply.headers = {{"Gpugeek-Standby", "1"}, {"Retry-After", "1"}};
+        return reply;
+      }
+      Reply reply =
+          Reply::Json(ErrorBody(absl::UnavailableError(fmt::format("a standby; the leader is {}", *leader))), 307);
+      reply.headers = {{"Gpugeek-Standby", "1"}, {"Location", *leader + r.path}, {"Gpugeek-Leader", *leader}};
+      return reply;
+    }
+    std::this_thread::sleep_for(delay);
+    if (r.path == "/v1/stream") {
+      Reply reply;
+      reply.content_type = "text/plain";
+      reply.stream = [](const ChunkWriter& write) {
+        if (write("a")) write("b");
+      };
+      return reply;
+    }
+    return Reply::Json({{"ok", true}});
+  };
+  peer->server->Route("POST", "/v1/things", handler);
+  peer->server->Route("GET", "/v1/things", handler);
+  peer->server->Route("POST", "/v1/stream", handler);
+  const absl::Status started = peer->server->Start();
+  EXPECT_TRUE(started.ok()) << started;
+  return peer;
+}
+
+// A URL nothing listens on: a server's, stopped.
+std::string ClosedUrl() {
+  auto s = Server::Create({});
+  EXPECT_TRUE((*s)->Start().ok());
+  const std::string url = (*s)->url();
+  (*s)->Stop();
+  return url;
+}
+
+bool Contains(const absl::Status& s, const std::string& part) {
+  return std::string(s.message()).find(part) != std::string::npos;
+}
+
+TEST(ClientFailoverTest, ClosedThenStandbyRedirectsToTheLeaderAndStaysThere) {
+  const std::string a = ClosedUrl();
+  auto c = StartPeer(std::nullopt);
+  auto b = StartPeer(c->url());
+  auto client = Client::Create(
+      {.base_url = fmt::format("{},{},{}", a, b->url(), c->url()), .connect_timeout = std::chrono::milliseconds(500)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ((*client)->current_base_url(), a);
+  auto reply = (*client)->Post("/v1/things", {{"x", 1}});
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ((*reply)["ok"], true);
+  EXPECT_EQ(c->requests.load(), 1);
+  EXPECT_EQ(b->requests.load(), 1);
+  EXPECT_EQ((*client)->current_base_url(), c->url());
+  // Sticky: the next call goes straight to the leader.
+  ASSERT_TRUE((*client)->Get("/v1/things").ok());
+  EXPECT_EQ(c->requests.load(), 2);
+  EXPECT_EQ(b->requests.load(), 1);
+}
+
+TEST(ClientFailoverTest, ARedirectToAnUnlistedServerIsNotFollowed) {
+  auto d = StartPeer(std::nullopt);  // not in the list: must see no request (nor the bearer token)
+  auto b = StartPeer(d->url());
+  auto c = StartPeer(std::nullopt);
+  auto client = Client::Create({.base_url = b->url() + "," + c->url(), .bearer_token = "secret"});
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Post("/v1/things", {{"x", 1}}).ok());
+  EXPECT_EQ(d->requests.load(), 0);
+  EXPECT_EQ(b->requests.load(), 1);
+  EXPECT_EQ(c->requests.load(), 1);
+  EXPECT_EQ((*client)->current_base_url(), c->url());
+}
+
+TEST(ClientFailoverTest, StandbysNamingEachOtherDoNotStarveTheRestOfTheList) {
+  auto a = StartPeer(std::nullopt);
+  auto b = StartPeer(a->url());
+  a->BecomeStandbyOf(b->url());  // a stale view: each names the other
+  auto c = StartPeer(std::nullopt);
+  auto client = Client::Create(
+      {.base_url = fmt::format("{},{},{}", a->url(), b->url(), c->url()), .failover_timeout = std::chrono::seconds(5)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->Post("/v1/things", {{"x", 1}}).ok());
+  EXPECT_EQ(a->requests.load(), 1);
+  EXPECT_EQ(b->requests.load(), 1);
+  EXPECT_EQ(c->requests.load(), 1);
+  EXPECT_EQ((*client)->current_base_url(), c->url());
+}
+
+TEST(ClientFailoverTest, StandbysThatKnowNoLeaderAreUnavailableAfterTheFailoverTimeout) {
+  auto b1 = StartPeer("");
+  auto b2 = StartPeer("");
+  auto client = Client::Create({.base_url = b1->url() + "," + b2->url(),
+                                .failover_backoff = std::chrono::milliseconds(100),
+                                .failover_timeout = std::chrono::milliseconds(600)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  const MonoTime start = RealClock().Monotonic();
+  const absl::Status st = (*client)->Post("/v1/things", {{"x", 1}}).status();
+  const Duration elapsed = Since(start);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_GE(Ms(elapsed), 600);
+  EXPECT_LT(Ms(elapsed), 5000);
+  EXPECT_TRUE(Contains(st, b1->url())) << st;
+  EXPECT_TRUE(Contains(st, b2->url())) << st;
+  EXPECT_TRUE(Contains(st, "knows no leader")) << st;
+  EXPECT_GT(b1->requests.load(), 1);  // it went round, with a pause between rounds
+  EXPECT_LT(b1->requests.load(), 20);
+}
+
+TEST(ClientFailoverTest, OneUrlThatIsAStandbyIsUnavailableAtOnceNamingTheLeader) {
+  auto leader = StartPeer(std::nullopt);
+  auto standby = StartPeer(leader->url());
+  auto client = Client::Create({.base_url = standby->url()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  const MonoTime start = RealClock().Monotonic();
+  const absl::Status st = (*client)->Post("/v1/things", {{"x", 1}}).status();
+  EXPECT_LT(Ms(Since(start)), 1000);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_TRUE(Contains(st, standby->url() + " is a standby server")) << st;
+  EXPECT_TRUE(Contains(st, "the leader is at " + leader->url())) << st;
+  EXPECT_EQ(leader->requests.load(), 0);
+  EXPECT_EQ(standby->requests.load(), 1);
+
+  auto electing = StartPeer("");
+  auto one = Client::Create({.base_url = electing->url()});
+  ASSERT_TRUE(one.ok());
+  const absl::Status no_leader = (*one)->Get("/v1/things").status();
+  EXPECT_EQ(no_leader.code(), absl::StatusCode::kUnavailable) << no_leader;
+  EXPECT_TRUE(Contains(no_leader, "knows no leader")) << no_leader;
+  EXPECT_EQ(electing->requests.load(), 1);
+}
+
+TEST(ClientFailoverTest, AReadTimeoutAfterTheRequestWasSentDoesNotFailOver) {
+  auto slow = StartPeer(std::nullopt, std::chrono::milliseconds(1500));
+  auto other = StartPeer(std::nullopt);
+  auto client =
+      Client::Create({.base_url = slow->url() + "," + other->url(), .read_timeout = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  const absl::Status st = (*client)->Post("/v1/things", {{"x", 1}}).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_TRUE(Contains(st, slow->url())) << st;
+  EXPECT_EQ(other->requests.load(), 0);  // the POST may have run on `slow`: never sent twice
+  EXPECT_EQ(slow->requests.load(), 1);
+  EXPECT_EQ((*client)->current_base_url(), slow->url());
+}
+
+TEST(ClientFailoverTest, StreamsFailOverBeforeTheHeadAndNeverShowAStandbysHead) {
+  auto leader = StartPeer(std::nullopt);
+  auto standby = StartPeer(leader->url());
+  auto client = Client::Create({.base_url = standby->url() + "," + leader->url()});
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<int> heads;
+  std::string got;
+  const absl::Status st = (*client)->PostStream(
+      "/v1/stream", {{"x", 1}}, [&](int status) { heads.push_back(status); },
+      [&](const std::string& chunk) {
+        got += chunk;
+        return true;
+      });
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(heads, std::vector<int>{200});
+  EXPECT_EQ(got, "ab");
+  EXPECT_EQ(standby->requests.load(), 1);
+  EXPECT_EQ(leader->requests.load(), 1);
+}
+
+TEST(ClientFailoverTest, CancelEndsTheWaitBetweenRounds) {
+  auto b1 = StartPeer("");
+  auto b2 = StartPeer("");
+  auto client = Client::Create({.base_url = b1->url() + "," + b2->url(),
+                                .failover_backoff = std::chrono::seconds(5),
+                                .failover_timeout = std::chrono::seconds(30)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  const MonoTime start = RealClock().Monotonic();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    (*client)->Cancel();
+  });
+  const absl::Status st = (*client)->Get("/v1/things").status();
+  canceller.join();
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_LT(Ms(Since(start)), 3000);
+  // A Cancel while no call runs has no effect on the next call.
+  (*client)->Cancel();
+  auto leader = StartPeer(std::nullopt);
+  auto later = Client::Create({.base_url = leader->url()});
+  ASSERT_TRUE(later.ok());
+  (*later)->Cancel();
+  EXPECT_TRUE((*later)->Get("/v1/things").ok());
+}
+
+TEST(ClientFailoverTest, EveryItemOfTheListIsValidated) {
+  for (const std::string bad : {"http://a:1,,http://b:2", "http://a:1,ftp://b", "http://a:1,", ","}) {
+    EXPECT_EQ(Client::Create({.base_url = bad}).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  const absl::Status st = Client::Create({.base_url = "http://a:1,ftp://b"}).status();
+  EXPECT_TRUE(Contains(st, "'ftp://b'")) << st;
+  EXPECT_EQ(Client::Create({.base_url = "http://a:1,https://b:2"}).status().code(),
+            absl::StatusCode::kInvalidArgument);  // https without a CA
+  auto ok = Client::Create({.base_url = "http://127.0.0.1:1, http://127.0.0.1:2"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)->current_base_url(), "http://127.0.0.1:1");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "absl/strings/ascii.h"
 #include "common/status_macros.h"
 #include "http/client_tls.h"
 #include "http/status_http.h"
@@ -35,13 +36,14 @@ using error_code = boost::system::error_code;
 constexpr size_t kMaxErrorBodyBytes = 1 << 20;
 
 struct Url {
+  std::string text;  // as given
   bool tls = false;
   std::string host;
   std::string port;
 };
 
 absl::StatusOr<Url> ParseUrl(const std::string& u) {
-  Url url;
+  Url url{.text = u};
   std::string rest;
   if (u.starts_with("http://")) {
     rest = u.substr(7);
@@ -79,7 +81,7 @@ class UpgradedClient : public ByteStream {
   absl::Status Open(const ClientOptions& options, const Url& url, const std::string& method, const std::string& target,
                     const std::string& protocol) {
     write_timeout_ = options.read_timeout;
-    const std::string where = options.base_url;
+    const std::string where = url.text;
     auto unavailable = [&](const std::string& what, const error_code& ec) {
       return absl::UnavailableError(
           fmt::format("cannot reach gpugeek server at {} ({}): {}", where, what, ec.message()));
@@ -247,10 +249,12 @@ class UpgradedClient : public ByteStream {
 
 absl::StatusOr<std::unique_ptr<ByteStream>> OpenUpgrade(const ClientOptions& options, const std::string& method,
                                                         const std::string& target, const std::string& protocol) {
-  ASSIGN_OR_RETURN(Url url, ParseUrl(options.base_url));
+  // A list of servers (client.h's failover): the first; an upgrade does not fail over.
+  const std::string first(absl::StripAsciiWhitespace(options.base_url.substr(0, options.base_url.find(','))));
+  ASSIGN_OR_RETURN(Url url, ParseUrl(first));
   if (url.tls && options.ca_file.empty() && options.ca_pem.empty()) {
     return absl::InvalidArgumentError(
-        fmt::format("server URL '{}' is https: give the CA to verify the server with (ca_file)", options.base_url));
+        fmt::format("server URL '{}' is https: give the CA to verify the server with (ca_file)", first));
   }
   if (options.client_cert_file.empty() != options.client_key_file.empty()) {
     return absl::InvalidArgumentError("a client certificate needs both client_cert_file and client_key_file");

@@ -8,7 +8,8 @@
 //
 // The request carries `Connection: Upgrade`, `Upgrade: <protocol>`, `Content-Length: 0` and, when set,
 // the bearer token of `options`. TLS and its verification are Client's (client.h): TLS 1.3, the CA of the
-// options only, the certificate must name the URL's host.
+// options only, the certificate must name the URL's host. It does not fail over: of a list of base URLs
+// (client.h) it uses the first, so a caller with a Client passes that Client's current_base_url().
 
 #include <memory>
 #include <string>

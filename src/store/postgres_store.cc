@@ -753,7 +753,7 @@ absl::Status PostgresStore::RenewLeadership(int64_t token, Duration ttl) {
   }));
   if (renewed != 1) {
     return absl::FailedPreconditionError(
-        fmt::format("leadership lost: the lease taken under token {} expired or was taken over", token));
+        fmt::format("the lease taken under token {} expired or was taken over", token));
   }
   return absl::OkStatus();
 }

@@ -1,6 +1,7 @@
-// `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--policy NAME]
+// `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--store postgres://...] [--policy NAME]
 //  [--agent-metrics-listen HOST:PORT|off] [--insecure-no-tls]`: the embedded
-// single-machine default. One process runs the control plane (SQLite under DIR/server) and one agent
+// single-machine default. One process runs the control plane (SQLite under DIR/server, or the PostgreSQL
+// database of --store) and one agent
 // for this host (DIR/agent): real GPUs when NVML or ROCm SMI finds any, else an emulated 8-GPU node,
 // so the whole job flow works on a machine without a GPU. The agent serves its Prometheus metrics
 // (docs/metrics.md, "Agent") on --agent-metrics-listen, apart from the server's own /metrics. Runs until SIGINT /
@@ -46,6 +47,7 @@ void RegisterUpCommand(CLI::App& app) {
     std::string listen = "127.0.0.1:8470";
     std::string emulate;
     std::string data_dir;
+    std::string store;
     std::string key_file;
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
@@ -70,6 +72,9 @@ void RegisterUpCommand(CLI::App& app) {
   sub->add_option(
       "--data-dir", o->data_dir,
       "Store, logs and workload directories (default: $XDG_DATA_HOME/gpugeek, else ~/.local/share/gpugeek)");
+  sub->add_option("--store", o->store,
+                  "Keep jobs, events, nodes and accounts in this PostgreSQL database (postgres://USER@HOST:PORT/DB; "
+                  "as `gpugeek server --store`) instead of SQLite under DIR/server");
   sub->add_option("--policy", o->policy, "Scheduling policy (see `gpugeek sim`)")->capture_default_str();
   sub->add_option("--key-file", o->key_file,
                   "Master key file sealing secrets and job specs at rest (`gpugeek keys init --key-file F`; default: "
@@ -105,6 +110,7 @@ void RegisterUpCommand(CLI::App& app) {
     }
     const std::filesystem::path data = o->data_dir.empty() ? DefaultDataDir() : o->data_dir;
     options.data_dir = (data / "server").string();
+    options.store = o->store;
     options.policy = o->policy;
     options.key_file = o->key_file;
     const bool agent_metrics = !agent::MetricsListenDisabled(o->agent_metrics_listen);

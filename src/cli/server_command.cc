@@ -17,6 +17,7 @@
 #include <iostream>
 #include <optional>
 #include <random>
+#include <regex>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -46,13 +47,25 @@ constexpr int kExitLeadershipLost = 75;
 // --ha: serves the standby's answers (controlplane/standby.h) on the server's ports and campaigns for the
 // lease until it takes it (its token; the ports in `options` are then the ones bound) or SIGINT / SIGTERM
 // arrives (std::nullopt).
+// Whether `url` is http(s)://HOST:PORT and nothing else (no path, query, spaces or control characters): it goes
+// into standbys' Location headers.
+bool IsBaseUrl(const std::string& url) {
+  static const std::regex kBase(R"(^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$)");
+  return std::regex_match(url, kBase);
+}
+
 template <typename Options>
 std::optional<int64_t> Campaign(const Options& o, Duration leader_lease, sigset_t& stop_signals,
                                 controlplane::ServerOptions& options,
                                 std::unique_ptr<store::PostgresStore>& election_store,
                                 std::unique_ptr<controlplane::LeaderElection>& election) {
   const std::string cmd = "server";
-  auto pg = store::PostgresStore::Open({.url = options.store, .connections = 2});
+  // Short lock waits and no idle transaction: a renewal gives up before the watchdog must act, and a standby
+  // frozen inside its taking cannot hold the lease row for more than a second.
+  auto pg = store::PostgresStore::Open({.url = options.store,
+                                        .connections = 2,
+                                        .lock_timeout = leader_lease / 4,
+                                        .idle_in_transaction_timeout = std::chrono::seconds(1)});
   if (!pg.ok()) Fail(cmd, fmt::format("{}", pg.status().message()));
   election_store = *std::move(pg);
   const bool tls = options.tls_mode == controlplane::TlsMode::kFiles;
@@ -64,14 +77,17 @@ std::optional<int64_t> Campaign(const Options& o, Duration leader_lease, sigset_
   options.port = (*standby)->api_port();
   options.agent_port = (*standby)->agent_port();
   const std::string scheme = tls ? "https" : "http";
+  const std::string url_host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
   const std::string api_url =
-      o.advertise_url.empty() ? fmt::format("{}://{}:{}", scheme, options.host, options.port) : o.advertise_url;
+      o.advertise_url.empty() ? fmt::format("{}://{}:{}", scheme, url_host, options.port) : o.advertise_url;
   const std::string agent_url = o.advertise_agent_url.empty()
-                                    ? fmt::format("{}://{}:{}", scheme, options.host, options.agent_port)
+                                    ? fmt::format("{}://{}:{}", scheme, url_host, options.agent_port)
                                     : o.advertise_agent_url;
   char host[256] = {};
   (void)gethostname(host, sizeof(host) - 1);
-  const std::string holder = fmt::format("{}:{}:{:016x}", host, getpid(), std::random_device()());
+  // pid and random bits first: PostgreSQL keeps 63 bytes of the application_name made from it.
+  const std::string holder =
+      fmt::format("{}:{:016x}@{}", getpid(), (uint64_t{std::random_device()()} << 32) | std::random_device()(), host);
   auto e = controlplane::LeaderElection::Create(*election_store, {.holder = holder,
                                                                   .api_url = api_url,
                                                                   .agent_url = agent_url,
@@ -100,6 +116,15 @@ std::optional<int64_t> Campaign(const Options& o, Duration leader_lease, sigset_
               << std::flush;
   };
   std::optional<int64_t> token = election->Campaign(stopping, seen);
+  if (token) {
+    std::cout << fmt::format("gpugeek server: took the lease (token {}); starting\n", *token) << std::flush;
+    // Renewing from now: closing the standby's listeners and loading the store must not outlast the lease.
+    election->KeepLeading(*token, [](const std::string& why) {
+      spdlog::critical("leadership lost: {}; exiting at once (the new leader serves; agents keep their jobs)", why);
+      spdlog::default_logger()->flush();
+      std::_Exit(kExitLeadershipLost);
+    });
+  }
   (*standby)->Stop();  // the ports are the leader's from here
   return token;
 }
@@ -347,17 +372,11 @@ void RegisterServerCommand(CLI::App& app) {
       if (!latency.ok()) Fail(cmd, fmt::format("--region-latency: {}", latency.status().message()), kExitUsage);
       options.region_latency = *std::move(latency);
     }
-    if (options.heartbeat_interval <= Duration::zero() || options.lease <= options.heartbeat_interval) {
-      Fail(cmd,
-           fmt::format("--lease ({}) must be longer than --heartbeat-interval ({}), which must be above 0", o->lease,
-                       o->heartbeat_interval),
-           kExitUsage);
-    }
     Duration leader_lease{};
     if (o->ha) {
       absl::StatusOr<Duration> d = api::ParseDuration(o->leader_lease);
-      if (!d.ok() || *d < std::chrono::seconds(1)) {
-        Fail(cmd, fmt::format("--leader-lease '{}' must be a duration of at least 1s (e.g. 4s)", o->leader_lease),
+      if (!d.ok() || *d < std::chrono::seconds(1) || *d > std::chrono::minutes(5)) {
+        Fail(cmd, fmt::format("--leader-lease '{}' must be a duration from 1s to 5m (e.g. 4s)", o->leader_lease),
              kExitUsage);
       }
       leader_lease = *d;
@@ -379,8 +398,27 @@ void RegisterServerCommand(CLI::App& app) {
                          o->lease, o->leader_lease),
              kExitUsage);
       }
+      for (const auto& [flag, url] : {std::pair{"--advertise-url", &o->advertise_url},
+                                      std::pair{"--advertise-agent-url", &o->advertise_agent_url}}) {
+        if (!url->empty() && !IsBaseUrl(*url)) {
+          Fail(cmd, fmt::format("{} '{}' must be http(s)://HOST:PORT, without a path", flag, *url), kExitUsage);
+        }
+        if (url->empty() && (options.host == "0.0.0.0" || options.host == "::" || options.host.empty())) {
+          Fail(cmd,
+               fmt::format("{} is needed when listening on every address ({}): the URL other servers send "
+                           "clients to",
+                           flag, options.host),
+               kExitUsage);
+        }
+      }
     } else if (!o->advertise_url.empty() || !o->advertise_agent_url.empty()) {
       Fail(cmd, "--advertise-url and --advertise-agent-url go with --ha", kExitUsage);
+    }
+    if (options.heartbeat_interval <= Duration::zero() || options.lease <= options.heartbeat_interval) {
+      Fail(cmd,
+           fmt::format("--lease ({}) must be longer than --heartbeat-interval ({}), which must be above 0", o->lease,
+                       o->heartbeat_interval),
+           kExitUsage);
     }
     std::error_code ec;
     std::filesystem::create_directories(options.data_dir, ec);
@@ -407,14 +445,6 @@ void RegisterServerCommand(CLI::App& app) {
         return;
       }
       options.leader_token = *token;
-      options.keyring_lock_wait = std::chrono::minutes(10);
-      std::cout << fmt::format("gpugeek server: took the lease (token {}); starting\n", *token) << std::flush;
-      // Renewing from now: a start that outlasts the lease (waiting for a deposed leader's keyring) must keep it.
-      election->KeepLeading(*token, [](const std::string& why) {
-        spdlog::critical("leadership lost: {}; exiting at once (the new leader serves; agents keep their jobs)", why);
-        spdlog::default_logger()->flush();
-        std::_Exit(kExitLeadershipLost);
-      });
       options.on_fenced = [] {
         spdlog::critical("a write was refused: another server holds the leader lease now; exiting at once");
         spdlog::default_logger()->flush();

@@ -30,6 +30,7 @@ LeaderElection::~LeaderElection() {
   }
   wake_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 bool LeaderElection::Wait(Duration d) {
@@ -41,6 +42,7 @@ std::optional<int64_t> LeaderElection::Campaign(
     const std::function<bool()>& stopping, const std::function<void(const store::PostgresStore::Leadership*)>& seen) {
   std::string last_error;
   while (!stopping()) {
+    acquire_started_ = clock_.Monotonic();
     absl::StatusOr<std::optional<int64_t>> taken =
         store_.TryAcquireLeadership(options_.holder, options_.api_url, options_.agent_url, options_.lease);
     if (taken.ok() && taken->has_value()) {
@@ -66,32 +68,42 @@ std::optional<int64_t> LeaderElection::Campaign(
 }
 
 void LeaderElection::KeepLeading(int64_t token, std::function<void(const std::string& why)> on_lost) {
-  // Counted from before the renewal that took it could have run: no later than the database's own start.
-  const MonoTime taken_at = clock_.Monotonic() - options_.poll;
-  renewer_ =
-      std::thread([this, token, taken_at, on_lost = std::move(on_lost)] { RenewLoop(token, taken_at, on_lost); });
+  // The lease runs from PostgreSQL's clock at the taking, after this moment.
+  last_renewal_ns_.store(acquire_started_.time_since_epoch().count());
+  on_lost_ = std::move(on_lost);
+  renewer_ = std::thread([this, token] { RenewLoop(token); });
+  watchdog_ = std::thread([this, token] { WatchLoop(token); });
 }
 
-void LeaderElection::RenewLoop(int64_t token, MonoTime taken_at,
-                               const std::function<void(const std::string&)>& on_lost) {
-  MonoTime last_renewal = taken_at;  // when the lease in force was counted from, on this process's clock
+void LeaderElection::Lost(const std::string& why) {
+  if (lost_.exchange(true)) return;
+  on_lost_(why);
+}
+
+void LeaderElection::RenewLoop(int64_t token) {
   while (Wait(options_.renew_every)) {
     const MonoTime attempt = clock_.Monotonic();
     absl::Status st = store_.RenewLeadership(token, options_.lease);
     if (st.ok()) {
-      last_renewal = attempt;
+      last_renewal_ns_.store(attempt.time_since_epoch().count());
       continue;
     }
     if (st.code() == absl::StatusCode::kFailedPrecondition) {
-      on_lost(std::string(st.message()));
+      Lost(std::string(st.message()));
       return;
     }
-    // Not renewed (the database unreachable, say): lead on only while the lease surely still holds.
-    const Duration left = last_renewal + options_.lease - clock_.Monotonic();
+    // Not renewed (the database unreachable, say): the watchdog ends the leadership in time.
     spdlog::warn("leader election: renewing the lease (token {}) failed: {}", token, st);
-    if (left <= options_.renew_every) {
-      on_lost(fmt::format("the lease (token {}) could not be renewed before it expires: {}", token,
-                          std::string(st.message())));
+  }
+}
+
+void LeaderElection::WatchLoop(int64_t token) {
+  while (Wait(options_.renew_every / 4)) {
+    const MonoTime last{Duration(last_renewal_ns_.load())};
+    // Lead on only while the lease surely still holds: a renewal's margin before it may have expired.
+    if (clock_.Monotonic() >= last + options_.lease - options_.renew_every) {
+      Lost(fmt::format("the lease (token {}) was not renewed for {} ms and may expire", token,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Monotonic() - last).count()));
       return;
     }
   }
@@ -105,7 +117,9 @@ void LeaderElection::Resign() {
     token = std::exchange(token_, 0);
   }
   wake_.notify_all();
-  if (renewer_.joinable() && renewer_.get_id() != std::this_thread::get_id()) renewer_.join();
+  for (std::thread* t : {&renewer_, &watchdog_}) {
+    if (t->joinable() && t->get_id() != std::this_thread::get_id()) t->join();
+  }
   if (token == 0) return;
   if (absl::Status st = store_.ReleaseLeadership(token); !st.ok()) {
     spdlog::warn("leader election: releasing the lease (token {}): {}", token, st);

@@ -15,6 +15,7 @@
 // Failover time after a leader dies: at most `lease` (its last renewal's lease running out) + `poll`,
 // plus the new leader's start (loading the store). Thread-safe: Campaign on one thread; Resign from any.
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -50,15 +51,20 @@ class LeaderElection {
   // one, or nullptr while none is (an election under way). Store errors are logged and tried again.
   std::optional<int64_t> Campaign(const std::function<bool()>& stopping,
                                   const std::function<void(const store::PostgresStore::Leadership*)>& seen);
-  // After Campaign returned `token`: renews on a thread of its own and calls `on_lost` (once, on that
-  // thread, with the reason) when the lease is lost as the file comment says.
+  // After Campaign returned `token`: renews on a thread of its own and calls `on_lost` once (on that
+  // thread or a watchdog's, with the reason) when the lease is lost as the file comment says, or when the
+  // last renewal's lease may have run out while a renewal is still waiting on the database.
   void KeepLeading(int64_t token, std::function<void(const std::string& why)> on_lost);
   // Stops renewing and ends the lease now (a graceful stop: a standby takes over at its next poll).
   void Resign();
 
  private:
   LeaderElection(store::PostgresStore& store, const LeaderElectionOptions& options);
-  void RenewLoop(int64_t token, MonoTime taken_at, const std::function<void(const std::string&)>& on_lost);
+  void RenewLoop(int64_t token);
+  // Calls on_lost_ once the last renewal's lease may have run out (last_renewal_ + lease - renew_every),
+  // whether or not a renewal call is still blocked on the database.
+  void WatchLoop(int64_t token);
+  void Lost(const std::string& why);
   // Waits `d`, or less when Resign is called; false once it was.
   bool Wait(Duration d);
 
@@ -67,9 +73,15 @@ class LeaderElection {
   Clock& clock_;
   std::mutex mu_;
   std::condition_variable wake_;
-  bool resigned_ = false;  // guarded by mu_
-  int64_t token_ = 0;      // the lease held; guarded by mu_
+  bool resigned_ = false;       // guarded by mu_
+  int64_t token_ = 0;           // the lease held; guarded by mu_
+  MonoTime acquire_started_{};  // before the TryAcquire that took the lease; Campaign's thread
+  // Monotonic ns of the start of the last successful renewal (or of the taking); read by the watchdog.
+  std::atomic<int64_t> last_renewal_ns_{0};
+  std::atomic<bool> lost_{false};
+  std::function<void(const std::string&)> on_lost_;  // set by KeepLeading before the threads start
   std::thread renewer_;
+  std::thread watchdog_;
 };
 
 }  // namespace gpugeek::controlplane

@@ -62,17 +62,9 @@ absl::Status OpenKeys(const ServerOptions& options, std::string& key_file,
   absl::StatusOr<std::unique_ptr<crypto::FileKeyProvider>> p = crypto::FileKeyProvider::Open(key_file);
   if (!p.ok()) return absl::Status(p.status().code(), fmt::format("server: {}", p.status().message()));
   provider = std::move(*p);
-  absl::StatusOr<std::unique_ptr<crypto::Keyring>> k = crypto::Keyring::Open(keyring_file, *provider);
-  // Active/standby on a shared data directory: a deposed leader that has not exited yet (frozen, say) still
-  // holds the keyring; it exits as soon as it runs again (its writes are fenced).
-  const MonoTime give_up = RealClock().Monotonic() + options.keyring_lock_wait;
-  bool said = false;
-  while (!k.ok() && k.status().message().find("held by another process") != std::string_view::npos &&
-         RealClock().Monotonic() < give_up) {
-    if (!std::exchange(said, true)) spdlog::warn("server: waiting for the keyring: {}", k.status().message());
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    k = crypto::Keyring::Open(keyring_file, *provider);
-  }
+  absl::StatusOr<std::unique_ptr<crypto::Keyring>> k = crypto::Keyring::Open(
+      keyring_file, *provider,
+      options.leader_token > 0 ? crypto::KeyringSharing::kShared : crypto::KeyringSharing::kExclusive);
   if (!k.ok()) {
     return absl::Status(k.status().code(),
                         fmt::format("server: {} (start with --key-file naming the master key file this data directory "

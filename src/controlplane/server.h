@@ -81,9 +81,8 @@ struct ServerOptions {
   // `on_fenced` (thread-safe; e.g. to exit). 0 = not fenced (a lone server). Only with a PostgreSQL store.
   int64_t leader_token = 0;
   std::string leader_holder;  // the lease's holder id: names the store's sessions for a takeover to end
-  // How long Start waits for the keyring file's lock that another process holds (a deposed leader on a
-  // shared data directory, until it exits); 0 = fail at once (FailedPrecondition).
-  Duration keyring_lock_wait = Duration::zero();
+  // With a leader_token the keyring file is shared (crypto::KeyringSharing::kShared): the servers of one
+  // control plane share the data directory, and a deposed leader that has not exited must not hold it.
   std::function<void()> on_fenced;
   std::string policy = "FGDFit";
   Duration heartbeat_interval = std::chrono::seconds(1);

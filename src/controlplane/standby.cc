@@ -36,10 +36,12 @@ absl::StatusOr<std::unique_ptr<StandbyListeners>> StandbyListeners::Start(const 
                           .name = agents ? "standby-agents" : "standby-api",
                           .max_workers = 8,
                           .max_queued_requests = 1024,
-                          .header_timeout = std::chrono::seconds(10),
-                          .body_timeout = std::chrono::seconds(10),
-                          .idle_timeout = std::chrono::seconds(10),
-                          .write_timeout = std::chrono::seconds(10),
+                          // Short: closing the listeners waits for requests under way, and the new leader
+                          // binds these ports right after (a slow client must not delay it).
+                          .header_timeout = std::chrono::seconds(3),
+                          .body_timeout = std::chrono::seconds(3),
+                          .idle_timeout = std::chrono::seconds(5),
+                          .write_timeout = std::chrono::seconds(3),
                           .tls = options.tls};
     ASSIGN_OR_RETURN(std::unique_ptr<http::Server> server, http::Server::Create(o));
     StandbyListeners* self = s.get();
@@ -69,11 +71,14 @@ absl::StatusOr<http::Reply> StandbyListeners::Answer(const http::Request& r, boo
     std::lock_guard<std::mutex> lock(mu_);
     leader = agents ? leader_agent_url_ : leader_api_url_;
   }
-  if (r.method == "GET" && (r.path == "/healthz" || r.path == "/v1/healthz")) {
-    return http::Reply::Json({{"status", "standby"}, {"leader", leader}});
-  }
   http::Reply reply;
   reply.headers.emplace_back("Gpugeek-Standby", "1");
+  if (r.method == "GET" && (r.path == "/healthz" || r.path == "/v1/healthz")) {
+    // Alive but not serving: a load balancer's health check sends traffic to the leader only.
+    reply = http::Reply::Json({{"status", "standby"}, {"leader", leader}}, 503);
+    reply.headers.emplace_back("Gpugeek-Standby", "1");
+    return reply;
+  }
   if (leader.empty()) {
     reply.status = 503;
     reply.body = http::ErrorBody(absl::UnavailableError(
@@ -89,7 +94,7 @@ absl::StatusOr<http::Reply> StandbyListeners::Answer(const http::Request& r, boo
                    {{"leader", leader}})
                    .dump();
   reply.headers.emplace_back("Gpugeek-Leader", leader);
-  reply.headers.emplace_back("Location", leader + RequestTarget(r.path, r.query));
+  reply.headers.emplace_back("Location", leader + (r.target.empty() ? RequestTarget(r.path, r.query) : r.target));
   return reply;
 }
 

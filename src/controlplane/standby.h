@@ -3,9 +3,11 @@
 // docs/postgres.md "Active/standby") serves on the ports it will serve the API and the agents on once it
 // leads: nothing runs, nothing is stored, every request is sent to the leader.
 //
-//   GET /healthz, GET /v1/healthz  200 {"status": "standby", "leader": URL or ""}, for probes and operators.
+//   GET /healthz, GET /v1/healthz  503 {"status": "standby", "leader": URL or ""}: alive, not serving (a load
+//                                  balancer's check picks the leader, whose /v1/healthz answers 200).
 //   any other request              307 Temporary Redirect, Location = the leader's URL on the same listener
-//                                  (API or agents) with the same path and query, when a live leader is
+//                                  (API or agents) with the request's own target (path and query as sent),
+//                                  when a live leader is
 //                                  known; else 503 with Retry-After: 1 (an election is under way).
 // Both answers carry `Gpugeek-Standby: 1` (and the 307 `Gpugeek-Leader: URL`), which http::Client reads
 // to fail over to the leader among the URLs it was given (it never follows a Location elsewhere, as its

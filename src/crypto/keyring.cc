@@ -152,22 +152,11 @@ absl::StatusOr<SealedBlobView> ParseSealedBlob(std::string_view blob) {
   return view;
 }
 
-absl::StatusOr<std::unique_ptr<Keyring>> Keyring::Open(const std::string& path, KeyProvider& provider) {
-  ASSIGN_OR_RETURN(std::unique_ptr<FileLock> owner, FileLock::TryAcquire(path + ".lock"));
-  std::unique_ptr<Keyring> keyring(new Keyring(path, provider, std::move(owner)));
-  // One process owns the file: a temporary file here is a write a crash cut short.
-  RemoveStaleTempFiles(path);
+absl::StatusOr<Keyring::KeyMap> Keyring::Load(const std::string& path, KeyProvider& provider) {
   absl::StatusOr<std::string> text = ReadFileBounded(path, kMaxKeyringBytes, "keyring file");
-  if (absl::IsNotFound(text.status())) {
-    // Written now, so a keyring directory that cannot be written is an error at start too.
-    MutexLock lock(&keyring->write_mu_);
-    RETURN_IF_ERROR(keyring->PersistAndPublishLocked({}));
-    return keyring;
-  }
   if (!text.ok()) return text.status();
   ASSIGN_OR_RETURN(std::vector<WrappedDataKey> stored, ParseKeyringFile(*text, path));
   KeyMap keys;
-  std::map<std::string, uint32_t, std::less<>> active;
   for (WrappedDataKey& w : stored) {
     absl::StatusOr<SecretKey> key = provider.Unwrap(w.master_key, w.wrapped, WrapAad(w));
     if (absl::IsNotFound(key.status())) {
@@ -186,15 +175,54 @@ absl::StatusOr<std::unique_ptr<Keyring>> Keyring::Open(const std::string& path, 
       return absl::Status(key.status().code(), fmt::format("unwrapping tenant {}'s data key {} in keyring {}: {}",
                                                            w.tenant, w.id, path, key.status().message()));
     }
-    uint32_t& highest = active[w.tenant];
-    highest = std::max(highest, w.id);
     const uint32_t id = w.id;
     keys.emplace(id, std::make_shared<const DataKey>(DataKey{std::move(w), *std::move(key)}));
   }
-  MutexLock lock(&keyring->mu_);
-  keyring->keys_ = std::move(keys);
-  keyring->active_ = std::move(active);
+  return keys;
+}
+
+absl::StatusOr<std::unique_ptr<Keyring>> Keyring::Open(const std::string& path, KeyProvider& provider,
+                                                       KeyringSharing sharing) {
+  std::unique_ptr<FileLock> owner;
+  if (sharing == KeyringSharing::kExclusive) {
+    ASSIGN_OR_RETURN(owner, FileLock::TryAcquire(path + ".lock"));
+  }
+  std::unique_ptr<Keyring> keyring(new Keyring(path, provider, std::move(owner)));
+  // One process owns the file: a temporary file here is a write a crash cut short. (A shared keyring's
+  // temporary file may be another process's write under way.)
+  if (sharing == KeyringSharing::kExclusive) RemoveStaleTempFiles(path);
+  absl::StatusOr<KeyMap> keys = Load(path, provider);
+  if (absl::IsNotFound(keys.status())) {
+    // Written now, so a keyring directory that cannot be written is an error at start too.
+    MutexLock lock(&keyring->write_mu_);
+    if (sharing == KeyringSharing::kShared) {
+      ASSIGN_OR_RETURN(std::unique_ptr<FileLock> write, FileLock::Acquire(path + ".lock"));
+      keys = Load(path, provider);  // another process may have made it meanwhile
+      if (!absl::IsNotFound(keys.status())) {
+        if (!keys.ok()) return keys.status();
+        RETURN_IF_ERROR(keyring->PublishLocked(*std::move(keys)));
+        return keyring;
+      }
+      RETURN_IF_ERROR(keyring->PersistAndPublishLocked({}));
+      return keyring;
+    }
+    RETURN_IF_ERROR(keyring->PersistAndPublishLocked({}));
+    return keyring;
+  }
+  if (!keys.ok()) return keys.status();
+  MutexLock lock(&keyring->write_mu_);
+  RETURN_IF_ERROR(keyring->PublishLocked(*std::move(keys)));
   return keyring;
+}
+
+absl::StatusOr<Keyring::KeyMap> Keyring::CurrentKeysLocked(std::unique_ptr<FileLock>& write) {
+  if (lock_ != nullptr) {  // exclusive: the file holds what this keyring wrote
+    MutexLock lock(&mu_);
+    return keys_;
+  }
+  // Shared: the file's lock for this write, and the file as other processes left it.
+  ASSIGN_OR_RETURN(write, FileLock::Acquire(path_ + ".lock"));
+  return Load(path_, provider_);
 }
 
 std::shared_ptr<const Keyring::DataKey> Keyring::ActiveKey(std::string_view tenant) const {
@@ -212,11 +240,18 @@ absl::StatusOr<std::shared_ptr<const Keyring::DataKey>> Keyring::NewDataKey(std:
   return std::make_shared<const DataKey>(DataKey{std::move(stored), std::move(key)});
 }
 
-absl::StatusOr<std::shared_ptr<const Keyring::DataKey>> Keyring::AddDataKeyLocked(std::string_view tenant) {
-  KeyMap keys;
-  {
-    MutexLock lock(&mu_);
-    keys = keys_;
+absl::StatusOr<std::shared_ptr<const Keyring::DataKey>> Keyring::AddDataKeyLocked(std::string_view tenant,
+                                                                                  bool reuse_active) {
+  std::unique_ptr<FileLock> write;
+  ASSIGN_OR_RETURN(KeyMap keys, CurrentKeysLocked(write));
+  if (reuse_active) {  // shared: another process may have given the tenant a key since this one loaded
+    for (auto it = keys.rbegin(); it != keys.rend(); ++it) {
+      if (it->second->stored.tenant == tenant) {
+        std::shared_ptr<const DataKey> found = it->second;
+        RETURN_IF_ERROR(PublishLocked(std::move(keys)));
+        return found;
+      }
+    }
   }
   const uint32_t id = keys.empty() ? 1 : keys.rbegin()->first + 1;
   if (id == 0) return absl::ResourceExhaustedError("the keyring has used every 32-bit data key id");
@@ -228,12 +263,14 @@ absl::StatusOr<std::shared_ptr<const Keyring::DataKey>> Keyring::AddDataKeyLocke
 
 absl::Status Keyring::PersistAndPublishLocked(KeyMap keys) {
   std::vector<WrappedDataKey> stored;
-  std::map<std::string, uint32_t, std::less<>> active;
-  for (const auto& [id, key] : keys) {
-    stored.push_back(key->stored);
-    active[key->stored.tenant] = id;  // ids ascend, so the last one seen is the highest
-  }
+  for (const auto& [id, key] : keys) stored.push_back(key->stored);
   RETURN_IF_ERROR(WriteFileDurably(path_, FormatKeyringFile(stored), 0600));
+  return PublishLocked(std::move(keys));
+}
+
+absl::Status Keyring::PublishLocked(KeyMap keys) {
+  std::map<std::string, uint32_t, std::less<>> active;
+  for (const auto& [id, key] : keys) active[key->stored.tenant] = id;  // ids ascend: the last is the highest
   MutexLock lock(&mu_);
   keys_ = std::move(keys);
   active_ = std::move(active);
@@ -247,7 +284,7 @@ absl::StatusOr<std::string> Keyring::Seal(std::string_view tenant, std::string_v
     MutexLock write(&write_mu_);
     key = ActiveKey(tenant);  // another thread may have made it while this one waited
     if (key == nullptr) {
-      ASSIGN_OR_RETURN(key, AddDataKeyLocked(tenant));
+      ASSIGN_OR_RETURN(key, AddDataKeyLocked(tenant, /*reuse_active=*/lock_ == nullptr));
     }
   }
   std::string blob(kMagic);
@@ -286,11 +323,8 @@ absl::StatusOr<std::string> Keyring::Open(std::string_view tenant, std::string_v
 absl::StatusOr<size_t> Keyring::Rewrap() {
   MutexLock write(&write_mu_);
   const std::string active = provider_.active_key_id();
-  KeyMap keys;
-  {
-    MutexLock lock(&mu_);
-    keys = keys_;
-  }
+  std::unique_ptr<FileLock> file_lock;
+  ASSIGN_OR_RETURN(KeyMap keys, CurrentKeysLocked(file_lock));
   size_t rewrapped = 0;
   for (auto& [id, key] : keys) {
     if (key->stored.master_key == active) continue;
@@ -306,7 +340,7 @@ absl::StatusOr<size_t> Keyring::Rewrap() {
 absl::StatusOr<uint32_t> Keyring::RotateDataKey(std::string_view tenant) {
   RETURN_IF_ERROR(ValidateTenant(tenant));
   MutexLock write(&write_mu_);
-  ASSIGN_OR_RETURN(std::shared_ptr<const DataKey> key, AddDataKeyLocked(tenant));
+  ASSIGN_OR_RETURN(std::shared_ptr<const DataKey> key, AddDataKeyLocked(tenant, /*reuse_active=*/false));
   return key->stored.id;
 }
 

@@ -21,8 +21,9 @@
 //
 // Lifetime: one Keyring owns a keyring file at a time (the server's), enforced by an flock on
 // "<path>.lock" held while it is open: a second writer (an offline `gpugeek keys rotate` while the server
-// runs) would otherwise overwrite the other's re-wrapped keys. Open reads the file and unwraps every
-// data key, so a wrong or missing master key is an error at start, not garbage later.
+// runs) would otherwise overwrite the other's re-wrapped keys. The servers of an active/standby control
+// plane share one (KeyringSharing::kShared): each write takes the lock and reads the file again first. Open reads the
+// file and unwraps every data key, so a wrong or missing master key is an error at start, not garbage later.
 
 #include <cstddef>
 #include <cstdint>
@@ -76,6 +77,8 @@ absl::StatusOr<SealedBlobView> ParseSealedBlob(std::string_view blob);
 // api's tenant names, so every valid tenant has a keyring entry name.)
 absl::Status ValidateTenant(std::string_view tenant);
 
+enum class KeyringSharing { kExclusive, kShared };
+
 class Keyring {
  public:
   // Opens the keyring file at `path` (creating an empty one, mode 0600, when it does not exist) and
@@ -89,7 +92,12 @@ class Keyring {
   //   InvalidArgument as ParseKeyringFile; the errors of reading or creating the file (NotFound for a
   //     missing directory, PermissionDenied); Unavailable from a KMS provider.
   // Cost: one Unwrap per data key.
-  static absl::StatusOr<std::unique_ptr<Keyring>> Open(const std::string& path, KeyProvider& provider);
+  // kShared (servers of an active/standby control plane on one shared data directory, of which only the
+  // leader writes, but a deposed leader may not have exited yet): "<path>.lock" is held only while a write
+  // runs, and each write first reads the file again, so no process's keys are lost and a tenant's key made
+  // by another process is used, not made twice; Open waits for a write under way instead of failing.
+  static absl::StatusOr<std::unique_ptr<Keyring>> Open(const std::string& path, KeyProvider& provider,
+                                                       KeyringSharing sharing = KeyringSharing::kExclusive);
 
   Keyring(const Keyring&) = delete;
   Keyring& operator=(const Keyring&) = delete;
@@ -138,17 +146,25 @@ class Keyring {
 
   // Makes a data key for `tenant` wrapped under the active master key (not yet stored).
   absl::StatusOr<std::shared_ptr<const DataKey>> NewDataKey(std::string_view tenant, uint32_t id) const;
-  // Adds a new data key for `tenant` and persists the keyring. Requires write_mu_.
-  absl::StatusOr<std::shared_ptr<const DataKey>> AddDataKeyLocked(std::string_view tenant)
+  // Adds a new data key for `tenant` and persists the keyring; with `reuse_active`, returns the tenant's
+  // newest key instead when the current keys (CurrentKeysLocked) hold one. Requires write_mu_.
+  absl::StatusOr<std::shared_ptr<const DataKey>> AddDataKeyLocked(std::string_view tenant, bool reuse_active)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The keys a write starts from: this keyring's (exclusive), or, shared, the file's read again under its
+  // lock, which `write` then holds until the caller's write ends.
+  absl::StatusOr<KeyMap> CurrentKeysLocked(std::unique_ptr<FileLock>& write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Writes `keys` as the keyring file, then makes them the keyring's keys. Requires write_mu_.
   absl::Status PersistAndPublishLocked(KeyMap keys) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Makes `keys` the keyring's keys (and each tenant's highest id its active one).
+  absl::Status PublishLocked(KeyMap keys) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // The keyring file's keys, unwrapped; NotFound when there is no file; errors as Open's.
+  static absl::StatusOr<KeyMap> Load(const std::string& path, KeyProvider& provider);
   std::shared_ptr<const DataKey> ActiveKey(std::string_view tenant) const;
 
   // Constant after construction.
   const std::string path_;
   KeyProvider& provider_;
-  const std::unique_ptr<FileLock> lock_;  // "<path>.lock", held for the keyring's lifetime
+  const std::unique_ptr<FileLock> lock_;  // "<path>.lock", held for the keyring's lifetime; nullptr = shared
 
   // Serializes the writers of the keyring file (new tenants, Rewrap, RotateDataKey), so each writes a
   // state that includes the others'; never held by Seal/Open of a known tenant. Acquired before mu_.

@@ -91,6 +91,30 @@ TEST_F(KeyringTest, OneKeyringPerFile) {
   EXPECT_TRUE(Keyring::Open(keyring_path_, *provider_).ok());
 }
 
+// Active/standby servers on one data directory: a new leader opens the keyring while a deposed one (not
+// yet exited) still has it open; each write reads the file again under its lock, so no key is lost or made
+// twice.
+TEST_F(KeyringTest, SharedKeyringsKeepEveryProcesssKeys) {
+  keyring_.reset();
+  auto a = Keyring::Open(keyring_path_, *provider_, KeyringSharing::kShared);
+  auto b = Keyring::Open(keyring_path_, *provider_, KeyringSharing::kShared);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  auto acme = (*a)->Seal("acme", "from a", "aad");
+  auto initech = (*b)->Seal("initech", "from b", "aad");  // b had not seen a's key: it reads it first
+  auto acme_b = (*b)->Seal("acme", "from b", "aad");      // a's key for acme, not a second one
+  ASSERT_TRUE(acme.ok() && initech.ok() && acme_b.ok());
+  EXPECT_EQ((*b)->tenants(), (std::vector<std::string>{"acme", "initech"}));
+  auto c = Keyring::Open(keyring_path_, *provider_, KeyringSharing::kShared);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ((*c)->Open("acme", *acme, "aad").value(), "from a");
+  EXPECT_EQ((*c)->Open("acme", *acme_b, "aad").value(), "from b");
+  EXPECT_EQ((*c)->Open("initech", *initech, "aad").value(), "from b");
+  // An exclusive keyring still refuses a second one (an offline tool while a server runs) ...
+  auto exclusive = Keyring::Open(keyring_path_, *provider_);
+  ASSERT_TRUE(exclusive.ok()) << exclusive.status();  // shared ones hold no lock between writes
+  EXPECT_EQ(Keyring::Open(keyring_path_, *provider_).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(KeyringTest, ReopenedWithTheKeyFileEverythingOpens) {
   const std::string a = keyring_->Seal("acme", "alpha", "k").value();
   const std::string b = keyring_->Seal("globex", "beta", "k").value();

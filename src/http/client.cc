@@ -246,7 +246,8 @@ absl::Status Client::Unreachable(size_t url, const std::string& what, int error)
 std::string Client::current_base_url() const { return urls_[current_.load()]; }
 
 absl::StatusOr<Client::Answer> Client::Exchange(const std::string& what,
-                                                const std::function<httplib::Result(httplib::Client&)>& exchange) {
+                                                const std::function<httplib::Result(httplib::Client&)>& exchange,
+                                                bool safe_to_repeat) {
   const auto start = std::chrono::steady_clock::now();
   const uint64_t epoch = cancel_epoch_.load();
   auto cancelled = [&] {
@@ -299,8 +300,13 @@ absl::StatusOr<Client::Answer> Client::Exchange(const std::string& what,
       reason = leader.empty() ? fmt::format("{} is a standby and knows no leader", urls_[i])
                               : fmt::format("{} is a standby; the leader is at {}{}", urls_[i], leader,
                                             listed ? "" : " (not a listed server, so not asked)");
-    } else if (n > 1 && !res && NeverSent(res.error())) {
+    } else if (n > 1 && !res && (safe_to_repeat || NeverSent(res.error()))) {
       reason = std::string(Unreachable(i, what, static_cast<int>(res.error())).message());
+    } else if (n > 1 && !res) {
+      // Sent, then no answer (a read timeout, a reset): the request may have run, so it is not repeated, but
+      // the next call starts at the next server (one frozen server must not hold every later call).
+      current_.store((i + 1) % n);
+      return Answer{std::move(res), i};
     } else {
       // A leader's answer, or a failure after the request may have reached a server (or one URL only).
       current_.store(i);
@@ -346,7 +352,8 @@ absl::StatusOr<nlohmann::json> Client::Decode(const std::string& what, int statu
 
 absl::StatusOr<nlohmann::json> Client::Get(const std::string& path) {
   const std::string what = "GET " + path;
-  ASSIGN_OR_RETURN(Answer a, Exchange(what, [&](httplib::Client& c) { return c.Get(path); }));
+  ASSIGN_OR_RETURN(Answer a, Exchange(
+                                 what, [&](httplib::Client& c) { return c.Get(path); }, /*safe_to_repeat=*/true));
   if (!a.result) return Unreachable(a.url, what, static_cast<int>(a.result.error()));
   return Decode(what, a.result->status, a.result->body);
 }
@@ -362,7 +369,8 @@ absl::StatusOr<Client::Reply> Client::Send(const std::string& method, const std:
 
 absl::StatusOr<std::string> Client::GetText(const std::string& path) {
   const std::string what = "GET " + path;
-  ASSIGN_OR_RETURN(Answer a, Exchange(what, [&](httplib::Client& c) { return c.Get(path); }));
+  ASSIGN_OR_RETURN(Answer a, Exchange(
+                                 what, [&](httplib::Client& c) { return c.Get(path); }, /*safe_to_repeat=*/true));
   if (!a.result) return Unreachable(a.url, what, static_cast<int>(a.result.error()));
   if (a.result->status < 200 || a.result->status >= 300) return StatusFromHttp(a.result->status, a.result->body);
   return std::move(a.result->body);
@@ -391,7 +399,8 @@ absl::StatusOr<nlohmann::json> Client::PutBytes(const std::string& path, const s
 
 absl::Status Client::Head(const std::string& path) {
   const std::string what = "HEAD " + path;
-  ASSIGN_OR_RETURN(Answer a, Exchange(what, [&](httplib::Client& c) { return c.Head(path); }));
+  ASSIGN_OR_RETURN(Answer a, Exchange(
+                                 what, [&](httplib::Client& c) { return c.Head(path); }, /*safe_to_repeat=*/true));
   if (!a.result) return Unreachable(a.url, what, static_cast<int>(a.result.error()));
   if (a.result->status >= 200 && a.result->status < 300) return absl::OkStatus();
   return StatusFromHttp(a.result->status, "");

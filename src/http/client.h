@@ -14,7 +14,8 @@
 // moves on only where that is safe for any method, POST included, because the request was not acted on:
 //   - the connection could not be made (refused, connect timeout, TLS handshake or verification failed:
 //     nothing was sent). A read timeout or a reset after the request was sent is Unavailable at once, as
-//     with one URL: the server may have run it.
+//     with one URL (the server may have run it), but the next call starts at the next server; a GET or
+//     HEAD, safe to repeat, goes on to the next server at once.
 //   - the answer carries `Gpugeek-Standby: 1` (a standby did nothing). A 307 whose Location names one of
 //     the listed servers (scheme://host:port, host case-insensitive) moves to that one; any other answer
 //     to the next in the list. A request, and so the bearer token, only ever goes to a listed server.
@@ -130,8 +131,11 @@ class Client {
   // Runs `exchange` on the current URL's client, failing over as the header comment says. The Answer of
   // the server that answered (or of the failure that does not fail over); Unavailable when no leader
   // answered, or the call was cancelled between attempts.
+  // `safe_to_repeat` (GET, HEAD): a request sent without an answer (a read timeout, a reset) is tried on
+  // the next server too; otherwise it is returned, and the next call starts at the next server.
   absl::StatusOr<Answer> Exchange(const std::string& what,
-                                  const std::function<httplib::Result(httplib::Client&)>& exchange);
+                                  const std::function<httplib::Result(httplib::Client&)>& exchange,
+                                  bool safe_to_repeat = false);
 
   // Constant after Create.
   ClientOptions options_;

@@ -869,7 +869,20 @@ TEST(ClientFailoverTest, AReadTimeoutAfterTheRequestWasSentDoesNotFailOver) {
   EXPECT_TRUE(Contains(st, slow->url())) << st;
   EXPECT_EQ(other->requests.load(), 0);  // the POST may have run on `slow`: never sent twice
   EXPECT_EQ(slow->requests.load(), 1);
-  EXPECT_EQ((*client)->current_base_url(), slow->url());
+  // ... but the next call starts at the next server: a frozen one must not hold every later call.
+  EXPECT_EQ((*client)->current_base_url(), other->url());
+}
+
+TEST(ClientFailoverTest, AGetWithoutAnAnswerGoesOnToTheNextServer) {
+  auto slow = StartPeer(std::nullopt, std::chrono::milliseconds(1500));
+  auto other = StartPeer(std::nullopt);
+  auto client =
+      Client::Create({.base_url = slow->url() + "," + other->url(), .read_timeout = std::chrono::milliseconds(300)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Get("/v1/things").ok());  // a GET is safe to repeat
+  EXPECT_EQ(slow->requests.load(), 1);
+  EXPECT_EQ(other->requests.load(), 1);
+  EXPECT_EQ((*client)->current_base_url(), other->url());
 }
 
 TEST(ClientFailoverTest, StreamsFailOverBeforeTheHeadAndNeverShowAStandbysHead) {

@@ -840,6 +840,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto request = std::make_shared<Request>();
     request->method = method;
     request->path = path;
+    request->target = std::string(target);
     for (size_t i = 0; i < route->names.size() && i + 1 < match.size(); ++i) {
       request->path_params[route->names[i]] = match[i + 1].str();
     }

@@ -53,6 +53,7 @@ namespace gpugeek::http {
 struct Request {
   std::string method;
   std::string path;                                // percent-decoded, without the query
+  std::string target;                              // the request target as sent (path and query, encoded)
   std::map<std::string, std::string> path_params;  // from "{name}" segments of the route
   std::multimap<std::string, std::string> query;   // percent-decoded, '+' read as a space
   std::map<std::string, std::string> headers;      // lower-case names

@@ -18,6 +18,7 @@
 #include "common/quote.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "spdlog/spdlog.h"
 #include "store/columns.h"
 #include "store/postgres_migrations.h"
 
@@ -295,8 +296,10 @@ class PgConnection {
   // libpq cannot parse it, Unavailable naming the server when it cannot be reached or refuses the login.
   // No message quotes the URL's password.
   // `application_name` ("" = the URL's or libpq's) names the session in pg_stat_activity over the URL's.
+  // `setup` (may be empty): statements run on each new session (SET ...), also after a reconnect.
   static absl::StatusOr<std::unique_ptr<PgConnection>> Connect(const std::string& url,
-                                                               const std::string& application_name = "") {
+                                                               const std::string& application_name = "",
+                                                               const std::string& setup = "") {
     UrlSecrets secrets(url);
     char* parse_error = nullptr;
     PQconninfoOption* parsed = PQconninfoParse(url.c_str(), &parse_error);
@@ -332,7 +335,16 @@ class PgConnection {
     // Notices (e.g. "relation already exists, skipping") are not errors; keep them off stderr.
     PQsetNoticeProcessor(
         pg, [](void*, const char*) {}, nullptr);
-    return std::make_unique<PgConnection>(pg, std::move(server), std::move(secrets));
+    auto c = std::make_unique<PgConnection>(pg, std::move(server), std::move(secrets));
+    c->setup_ = setup;
+    RETURN_IF_ERROR(c->Setup());
+    return c;
+  }
+
+  // Runs the session's setup statements (Connect's `setup`).
+  absl::Status Setup() {
+    if (setup_.empty()) return absl::OkStatus();
+    return Run(setup_.c_str());
   }
 
   // The connection's libpq settings, as PQconninfo reports them, but for the password.
@@ -372,7 +384,7 @@ class PgConnection {
     prepared_.clear();
     abort_cause_.clear();
     PQreset(pg_);
-    if (PQstatus(pg_) == CONNECTION_OK) return absl::OkStatus();
+    if (PQstatus(pg_) == CONNECTION_OK) return Setup();
     return absl::UnavailableError(fmt::format("postgres: lost the connection to {} and cannot reconnect: {}", server_,
                                               secrets_.Redact(Trimmed(PQerrorMessage(pg_)))));
   }
@@ -472,6 +484,7 @@ class PgConnection {
   const UrlSecrets secrets_;
   std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
   std::string abort_cause_;                                // see abort_cause()
+  std::string setup_;                                      // Connect's `setup`
 };
 
 // A pooled connection for one call, given back on scope exit; the write batch's connection is only lent
@@ -505,6 +518,19 @@ PostgresStore::~PostgresStore() {
   connections_.clear();
 }
 
+namespace {
+// SET statements for PostgresStoreOptions' session timeouts ("" = none).
+std::string SessionSetup(const PostgresStoreOptions& o) {
+  std::string sql;
+  auto ms = [](Duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  if (o.lock_timeout > Duration::zero()) sql += fmt::format("SET lock_timeout = {};", ms(o.lock_timeout));
+  if (o.idle_in_transaction_timeout > Duration::zero()) {
+    sql += fmt::format("SET idle_in_transaction_session_timeout = {};", ms(o.idle_in_transaction_timeout));
+  }
+  return sql;
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const PostgresStoreOptions& options) {
   if (!options.url.starts_with("postgres://") && !options.url.starts_with("postgresql://")) {
     return absl::InvalidArgumentError("postgres: the store URL must start with postgres:// or postgresql://");
@@ -516,7 +542,8 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(const Postgre
   auto store = std::unique_ptr<PostgresStore>(
       new PostgresStore(options.clock != nullptr ? *options.clock : RealClock(), options.sealer));
   for (int i = 0; i < options.connections; ++i) {
-    ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> c, PgConnection::Connect(options.url, options.application_name));
+    ASSIGN_OR_RETURN(std::unique_ptr<PgConnection> c,
+                     PgConnection::Connect(options.url, options.application_name, SessionSetup(options)));
     store->idle_.push_back(c.get());
     store->connections_.push_back(std::move(c));
   }
@@ -733,7 +760,15 @@ absl::StatusOr<std::optional<int64_t>> PostgresStore::TryAcquireLeadership(const
         "l.expires_at <= clock_timestamp() AND l.holder <> $1 AND a.application_name = left('gpugeek ' || l.holder, "
         "63) AND a.pid <> pg_backend_pid()",
         PgParams().Text(holder), "end the expired leader's sessions");
-    (void)ended;
+    if (!ended.ok()) {
+      spdlog::warn(
+          "leadership: ending the expired leader's sessions failed (the servers must share a database role, "
+          "or have pg_signal_backend): {}",
+          std::string(ended.status().message()));
+    } else {
+      spdlog::warn("leadership: the expired leader held the lease row past 1 s; ended {} of its sessions",
+                   ended->Int(0, 0));
+    }
     return std::optional<int64_t>();
   }
   if (!st.ok()) return st;

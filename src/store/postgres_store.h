@@ -71,6 +71,12 @@ struct PostgresStoreOptions {
   // one for its whole length, so with 1 every other thread waits for the batch to end.
   int connections = 8;
   Clock* clock = nullptr;  // for the times the store sets; nullptr = RealClock()
+  // Session timeouts (0 = the server's): how long a statement waits for a lock (lock_timeout) and how long
+  // a session may sit idle inside a transaction before the server ends it
+  // (idle_in_transaction_session_timeout). A leader election's store sets both short, so that a frozen
+  // standby cannot hold the lease row.
+  Duration lock_timeout{};
+  Duration idle_in_transaction_timeout{};
   // Names the sessions in pg_stat_activity (libpq's application_name, over the URL's); "" = the URL's.
   // A leader's store uses PostgresStore::LeaderApplicationName(holder).
   std::string application_name;

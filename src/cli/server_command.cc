@@ -44,9 +44,6 @@ namespace {
 // restarts it, as a standby.
 constexpr int kExitLeadershipLost = 75;
 
-// --ha: serves the standby's answers (controlplane/standby.h) on the server's ports and campaigns for the
-// lease until it takes it (its token; the ports in `options` are then the ones bound) or SIGINT / SIGTERM
-// arrives (std::nullopt).
 // Whether `url` is http(s)://HOST:PORT and nothing else (no path, query, spaces or control characters): it goes
 // into standbys' Location headers.
 bool IsBaseUrl(const std::string& url) {
@@ -54,6 +51,9 @@ bool IsBaseUrl(const std::string& url) {
   return std::regex_match(url, kBase);
 }
 
+// --ha: serves the standby's answers (controlplane/standby.h) on the server's ports and campaigns for the
+// lease until it takes it (its token; the ports in `options` are then the ones bound, and the lease is being
+// renewed) or SIGINT / SIGTERM arrives (std::nullopt).
 template <typename Options>
 std::optional<int64_t> Campaign(const Options& o, Duration leader_lease, sigset_t& stop_signals,
                                 controlplane::ServerOptions& options,

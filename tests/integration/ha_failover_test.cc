@@ -41,17 +41,9 @@ class HaFailoverTest : public PoolFixture {
                                  (dir_ / "server").string(), "--store", store_, "--ha", "--tls-cert",
                                  (dir_ / "cert.pem").string(), "--tls-key", (dir_ / "key.pem").string()},
         dir_ / (name + ".log"));
-    const std::regex standby(R"(standby on (https://127\.0\.0\.1:[0-9]+), agents on (https://127\.0\.0\.1:[0-9]+))");
-    for (int i = 0; i < 400 && s.api.empty(); ++i) {
-      std::smatch m;
-      const std::string out = s.process->output();
-      if (std::regex_search(out, m, standby)) {
-        s.api = m[1];
-        s.agents = m[2];
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
+    s.api = s.process->WaitForOutput(std::regex(R"(standby on (https://127\.0\.0\.1:[0-9]+), agents)"));
+    s.agents =
+        s.process->WaitForOutput(std::regex(R"(standby on https://\S+, agents on (https://127\.0\.0\.1:[0-9]+))"));
     EXPECT_FALSE(s.api.empty()) << s.process->output();
     return s;
   }

@@ -44,6 +44,14 @@ namespace {
 // restarts it, as a standby.
 constexpr int kExitLeadershipLost = 75;
 
+// A leader that lost the lease stops acting at once: no graceful stop (its writes would be refused anyway);
+// its agents keep their jobs and follow the new leader.
+[[noreturn]] void ExitDeposed(const std::string& why) {
+  spdlog::critical("{}; exiting at once (the new leader serves; agents keep their jobs)", why);
+  spdlog::default_logger()->flush();
+  std::_Exit(kExitLeadershipLost);
+}
+
 // Whether `url` is http(s)://HOST:PORT and nothing else (no path, query, spaces or control characters): it goes
 // into standbys' Location headers.
 bool IsBaseUrl(const std::string& url) {
@@ -119,11 +127,7 @@ std::optional<int64_t> Campaign(const Options& o, Duration leader_lease, sigset_
   if (token) {
     std::cout << fmt::format("gpugeek server: took the lease (token {}); starting\n", *token) << std::flush;
     // Renewing from now: closing the standby's listeners and loading the store must not outlast the lease.
-    election->KeepLeading(*token, [](const std::string& why) {
-      spdlog::critical("leadership lost: {}; exiting at once (the new leader serves; agents keep their jobs)", why);
-      spdlog::default_logger()->flush();
-      std::_Exit(kExitLeadershipLost);
-    });
+    election->KeepLeading(*token, [](const std::string& why) { ExitDeposed("leadership lost: " + why); });
   }
   (*standby)->Stop();  // the ports are the leader's from here
   return token;
@@ -445,11 +449,7 @@ void RegisterServerCommand(CLI::App& app) {
         return;
       }
       options.leader_token = *token;
-      options.on_fenced = [] {
-        spdlog::critical("a write was refused: another server holds the leader lease now; exiting at once");
-        spdlog::default_logger()->flush();
-        std::_Exit(kExitLeadershipLost);
-      };
+      options.on_fenced = [] { ExitDeposed("a write was refused: another server holds the leader lease now"); };
     }
     auto server = controlplane::ControlPlaneServer::Start(options);
     if (!server.ok()) {

@@ -1,7 +1,6 @@
 #include "controlplane/server.h"
 
 #include <filesystem>
-#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -79,10 +79,10 @@ struct ServerOptions {
   // Active/standby (leader_election.h): the fencing token of the leader lease this server holds; its
   // PostgreSQL store then refuses every write once another server took the lease over, and calls
   // `on_fenced` (thread-safe; e.g. to exit). 0 = not fenced (a lone server). Only with a PostgreSQL store.
+  // With a token the keyring file is opened shared (crypto::KeyringSharing::kShared): the servers of one
+  // control plane share the data directory, and a deposed leader that has not exited must not hold it.
   int64_t leader_token = 0;
   std::string leader_holder;  // the lease's holder id: names the store's sessions for a takeover to end
-  // With a leader_token the keyring file is shared (crypto::KeyringSharing::kShared): the servers of one
-  // control plane share the data directory, and a deposed leader that has not exited must not hold it.
   std::function<void()> on_fenced;
   std::string policy = "FGDFit";
   Duration heartbeat_interval = std::chrono::seconds(1);

@@ -8,23 +8,6 @@
 
 namespace gpugeek::controlplane {
 
-std::string RequestTarget(const std::string& path, const std::multimap<std::string, std::string>& query) {
-  std::string out;
-  for (const unsigned char c : path) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  char sep = '?';
-  for (const auto& [name, value] : query) {
-    out += sep + http::UrlEncode(name) + "=" + http::UrlEncode(value);
-    sep = '&';
-  }
-  return out;
-}
-
 absl::StatusOr<std::unique_ptr<StandbyListeners>> StandbyListeners::Start(const StandbyOptions& options) {
   auto s = std::unique_ptr<StandbyListeners>(new StandbyListeners());
   for (const bool agents : {false, true}) {
@@ -72,29 +55,27 @@ absl::StatusOr<http::Reply> StandbyListeners::Answer(const http::Request& r, boo
     leader = agents ? leader_agent_url_ : leader_api_url_;
   }
   http::Reply reply;
-  reply.headers.emplace_back("Gpugeek-Standby", "1");
   if (r.method == "GET" && (r.path == "/healthz" || r.path == "/v1/healthz")) {
     // Alive but not serving: a load balancer's health check sends traffic to the leader only.
     reply = http::Reply::Json({{"status", "standby"}, {"leader", leader}}, 503);
-    reply.headers.emplace_back("Gpugeek-Standby", "1");
-    return reply;
-  }
-  if (leader.empty()) {
+  } else if (leader.empty()) {
     reply.status = 503;
     reply.body = http::ErrorBody(absl::UnavailableError(
                                      "this server is a standby and no leader is serving yet (an election is under "
                                      "way); try again in a second"))
                      .dump();
     reply.headers.emplace_back("Retry-After", "1");
-    return reply;
+  } else {
+    reply.status = 307;
+    reply.body =
+        http::ErrorBody(
+            absl::FailedPreconditionError(fmt::format("this server is a standby; the leader is at {}", leader)),
+            {{"leader", leader}})
+            .dump();
+    reply.headers.emplace_back(http::kLeaderHeader, leader);
+    reply.headers.emplace_back("Location", leader + r.target);
   }
-  reply.status = 307;
-  reply.body = http::ErrorBody(
-                   absl::FailedPreconditionError(fmt::format("this server is a standby; the leader is at {}", leader)),
-                   {{"leader", leader}})
-                   .dump();
-  reply.headers.emplace_back("Gpugeek-Leader", leader);
-  reply.headers.emplace_back("Location", leader + (r.target.empty() ? RequestTarget(r.path, r.query) : r.target));
+  reply.headers.emplace_back(http::kStandbyHeader, "1");
   return reply;
 }
 

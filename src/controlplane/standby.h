@@ -54,9 +54,4 @@ class StandbyListeners {
   std::unique_ptr<http::Server> agent_;
 };
 
-// `path` and `query` as a request target again: each byte outside RFC 3986's unreserved set and '/'
-// percent-encoded in the path; query values with http::UrlEncode. E.g. ("/v1/jobs/a b", {{"limit","5"}})
-// -> "/v1/jobs/a%20b?limit=5".
-std::string RequestTarget(const std::string& path, const std::multimap<std::string, std::string>& query);
-
 }  // namespace gpugeek::controlplane

@@ -191,26 +191,18 @@ absl::StatusOr<std::unique_ptr<Keyring>> Keyring::Open(const std::string& path, 
   // One process owns the file: a temporary file here is a write a crash cut short. (A shared keyring's
   // temporary file may be another process's write under way.)
   if (sharing == KeyringSharing::kExclusive) RemoveStaleTempFiles(path);
+  MutexLock lock(&keyring->write_mu_);
+  std::unique_ptr<FileLock> write;  // shared: held while the file is read (or made), as each write does
+  if (sharing == KeyringSharing::kShared) {
+    ASSIGN_OR_RETURN(write, FileLock::Acquire(path + ".lock"));
+  }
   absl::StatusOr<KeyMap> keys = Load(path, provider);
   if (absl::IsNotFound(keys.status())) {
     // Written now, so a keyring directory that cannot be written is an error at start too.
-    MutexLock lock(&keyring->write_mu_);
-    if (sharing == KeyringSharing::kShared) {
-      ASSIGN_OR_RETURN(std::unique_ptr<FileLock> write, FileLock::Acquire(path + ".lock"));
-      keys = Load(path, provider);  // another process may have made it meanwhile
-      if (!absl::IsNotFound(keys.status())) {
-        if (!keys.ok()) return keys.status();
-        RETURN_IF_ERROR(keyring->PublishLocked(*std::move(keys)));
-        return keyring;
-      }
-      RETURN_IF_ERROR(keyring->PersistAndPublishLocked({}));
-      return keyring;
-    }
     RETURN_IF_ERROR(keyring->PersistAndPublishLocked({}));
     return keyring;
   }
   if (!keys.ok()) return keys.status();
-  MutexLock lock(&keyring->write_mu_);
   RETURN_IF_ERROR(keyring->PublishLocked(*std::move(keys)));
   return keyring;
 }

@@ -32,9 +32,6 @@ constexpr uint64_t kMaxPemBytes = 1 << 20;
 // the context directly, so it is given this directory, which does not exist: OpenSSL only looks there
 // for a certificate by subject hash and finds none, and the server is verified against our CAs only.
 constexpr char kNoSystemCaDir[] = "/nonexistent/gpugeek-trusts-only-its-own-ca";
-// What a standby server of an active/standby control plane puts on every answer: it did nothing.
-constexpr char kStandbyHeader[] = "Gpugeek-Standby";
-constexpr char kLeaderHeader[] = "Gpugeek-Leader";
 
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }

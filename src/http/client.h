@@ -49,6 +49,11 @@ class Result;
 
 namespace gpugeek::http {
 
+// The headers of a standby server of an active/standby control plane (controlplane/standby.h): on every
+// answer "Gpugeek-Standby: 1" (it did nothing with the request), and the leader's base URL when it knows it.
+inline constexpr char kStandbyHeader[] = "Gpugeek-Standby";
+inline constexpr char kLeaderHeader[] = "Gpugeek-Leader";
+
 // Percent-encodes a path segment or query value (RFC 3986: all but unreserved characters).
 std::string UrlEncode(const std::string& s);
 

@@ -778,14 +778,16 @@ absl::StatusOr<std::optional<int64_t>> PostgresStore::TryAcquireLeadership(const
 absl::Status PostgresStore::RenewLeadership(int64_t token, Duration ttl) {
   int64_t renewed = 0;
   // A plain UPDATE takes FOR NO KEY UPDATE, which fenced writes (FOR KEY SHARE) do not wait for.
-  RETURN_IF_ERROR(Read([&](PgConnection& c) -> absl::Status {
-    ASSIGN_OR_RETURN(PgResult r,
-                     c.Exec("UPDATE leader_lease SET expires_at = clock_timestamp() + $2 * INTERVAL '1 microsecond' "
-                            "WHERE id = 1 AND token = $1 AND expires_at > clock_timestamp()",
-                            PgParams().Int(token).Int(Micros(ttl)), "renew the leader lease"));
-    renewed = r.affected();
-    return absl::OkStatus();
-  }));
+  RETURN_IF_ERROR(Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(
+            PgResult r, c.Exec("UPDATE leader_lease SET expires_at = clock_timestamp() + $2 * INTERVAL '1 microsecond' "
+                               "WHERE id = 1 AND token = $1 AND expires_at > clock_timestamp()",
+                               PgParams().Int(token).Int(Micros(ttl)), "renew the leader lease"));
+        renewed = r.affected();
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true));
   if (renewed != 1) {
     return absl::FailedPreconditionError(
         fmt::format("the lease taken under token {} expired or was taken over", token));
@@ -794,12 +796,14 @@ absl::Status PostgresStore::RenewLeadership(int64_t token, Duration ttl) {
 }
 
 absl::Status PostgresStore::ReleaseLeadership(int64_t token) {
-  return Read([&](PgConnection& c) -> absl::Status {
-    return c
-        .Exec("UPDATE leader_lease SET expires_at = clock_timestamp() WHERE id = 1 AND token = $1",
-              PgParams().Int(token), "release the leader lease")
-        .status();
-  });
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c
+            .Exec("UPDATE leader_lease SET expires_at = clock_timestamp() WHERE id = 1 AND token = $1",
+                  PgParams().Int(token), "release the leader lease")
+            .status();
+      },
+      /*one_statement=*/true);
 }
 
 std::string PostgresStore::LeaderApplicationName(const std::string& holder) {

@@ -38,6 +38,8 @@ void RegisterNodeCommands(CLI::App& app);
 // `gpugeek images`: container images per node (images_command.cc).
 void RegisterImagesCommand(CLI::App& app);
 void RegisterTopCommand(CLI::App& app);
+// `gpugeek gateway`: the serving gateway with a route table from a file (gateway_command.cc; docs/gateway.md).
+void RegisterGatewayCommand(CLI::App& app);
 // Accounts: login, whoami, tenants, users, tokens, join tokens, audit (account_commands.cc).
 void RegisterAccountCommands(CLI::App& app);
 // Tenants' quotas and fair share: quota, quota set (quota_command.cc).

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterNodeCommands(app);
   gpugeek::cli::RegisterImagesCommand(app);
   gpugeek::cli::RegisterTopCommand(app);
+  gpugeek::cli::RegisterGatewayCommand(app);
   gpugeek::cli::RegisterAccountCommands(app);
   gpugeek::cli::RegisterSecretCommands(app);
   gpugeek::cli::RegisterQuotaCommands(app);

@@ -1,0 +1,102 @@
+// `gpugeek gateway`: the serving gateway on its own (gateway/gateway.h; docs/gateway.md). Routes come from a YAML
+// file (gateway/route_table.h) and are read again on SIGHUP; metrics are served on --metrics-listen.
+//
+//   gpugeek gateway --routes routes.yaml --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9480
+
+#include <csignal>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/numbers.h"
+#include "agent/metrics_listener.h"
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/absl_fmt.h"
+#include "gateway/gateway.h"
+
+namespace gpugeek::cli {
+
+namespace {
+
+gateway::RouteTable LoadRoutes(const std::string& cmd, const std::string& path) {
+  const std::string text = ReadFileOrFail(cmd, path, "--routes");
+  auto table = gateway::ParseRouteTable(text);
+  if (!table.ok()) Fail(cmd, fmt::format("{}: {}", path, table.status().message()), kExitUsage);
+  return *std::move(table);
+}
+
+}  // namespace
+
+void RegisterGatewayCommand(CLI::App& app) {
+  auto* sub = app.add_subcommand("gateway",
+                                 "Run the serving gateway: HTTP/1.1 reverse proxy with version splits, "
+                                 "power-of-two-choices balancing, retries, WebSocket and an activator");
+  struct Options {
+    std::string routes;
+    std::string listen = "127.0.0.1:8080";
+    std::string metrics_listen = "127.0.0.1:9480";
+    int pipeline_depth = 16;
+  };
+  auto o = std::make_shared<Options>();
+  sub->add_option("--routes", o->routes, "Route table (YAML: docs/gateway.md); read again on SIGHUP")->required();
+  sub->add_option("--listen", o->listen, "HOST:PORT to serve on (numeric IPv4; port 0: any free port)")
+      ->capture_default_str();
+  sub->add_option("--metrics-listen", o->metrics_listen, "HOST:PORT for GET /metrics, or off")->capture_default_str();
+  sub->add_option("--pipeline-depth", o->pipeline_depth,
+                  "Idempotent requests in flight on one upstream connection (1: no pipelining)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->callback([o] {
+    const std::string cmd = "gateway";
+    gateway::RouteTable routes = LoadRoutes(cmd, o->routes);
+    const size_t colon = o->listen.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || !absl::SimpleAtoi(o->listen.substr(colon + 1), &port) || port < 0 ||
+        port > 65535) {
+      Fail(cmd, fmt::format("--listen \"{}\": give HOST:PORT, e.g. 127.0.0.1:8080", o->listen), kExitUsage);
+    }
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    spdlog::set_default_logger(spdlog::stderr_color_mt("gpugeek-gateway"));
+
+    metrics::Registry registry;
+    gateway::GatewayOptions options;
+    options.listen_host = o->listen.substr(0, colon);
+    options.port = static_cast<uint16_t>(port);
+    options.pipeline_depth = o->pipeline_depth;
+    options.registry = &registry;
+    auto gw = gateway::Gateway::Start(options, std::move(routes));
+    if (!gw.ok()) Fail(cmd, fmt::format("{}", gw.status().message()));
+    std::unique_ptr<agent::MetricsListener> metrics_listener;
+    if (!agent::MetricsListenDisabled(o->metrics_listen)) {
+      auto m = agent::MetricsListener::Start(o->metrics_listen, &registry, "127.0.0.1");
+      if (!m.ok()) Fail(cmd, fmt::format("--metrics-listen: {}", m.status().message()));
+      metrics_listener = *std::move(m);
+      std::cout << fmt::format("gpugeek gateway: metrics on http://{}/metrics\n", metrics_listener->address());
+    }
+    std::cout << fmt::format("gpugeek gateway listening on http://{}:{}\n", options.listen_host, (*gw)->port())
+              << std::flush;
+    int signal = 0;
+    while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+      auto table = gateway::ParseRouteTable(ReadFileOrFail(cmd, o->routes, "--routes"));
+      absl::Status st = table.ok() ? (*gw)->SetRoutes(*std::move(table)) : table.status();
+      if (st.ok()) {
+        spdlog::info("SIGHUP: routes reloaded from {}", o->routes);
+      } else {
+        spdlog::error("SIGHUP: routes not reloaded, the previous ones stay: {}", st.message());
+      }
+    }
+    (*gw)->Stop();
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    std::cout << "gpugeek gateway: stopped\n";
+  });
+}
+
+}  // namespace gpugeek::cli

@@ -1,0 +1,59 @@
+#include "gateway/gateway.h"
+
+#include <thread>
+
+#include "gateway/proxy.h"
+#include "gateway/reactor.h"
+
+namespace gpugeek::gateway {
+
+struct Gateway::Impl {
+  Reactor reactor;
+  std::unique_ptr<detail::Proxy> proxy;
+  std::thread loop;
+  bool stopped = false;
+};
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Gateway::~Gateway() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options, RouteTable routes) {
+  if (auto s = ValidateRouteTable(routes); !s.ok()) return s;
+  if (options.pipeline_depth < 1 || options.pipeline_depth > 1024) {
+    return absl::InvalidArgumentError("pipeline_depth: must be 1 (off) to 1024");
+  }
+  if (options.max_head < 1024 || options.max_client_connections < 1) {
+    return absl::InvalidArgumentError("max_head must be at least 1 KiB and max_client_connections at least 1");
+  }
+  auto impl = std::make_unique<Impl>();
+  if (auto s = impl->reactor.Init(); !s.ok()) return s;
+  impl->proxy = std::make_unique<detail::Proxy>(std::move(options), &impl->reactor);
+  if (auto s = impl->proxy->Listen(); !s.ok()) return s;
+  impl->proxy->StageRoutes(std::move(routes));
+  impl->proxy->Tick();  // applies the routes before the first request
+  Impl* raw = impl.get();
+  impl->loop = std::thread([raw] { raw->reactor.Run(std::chrono::milliseconds(100), [raw] { raw->proxy->Tick(); }); });
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+uint16_t Gateway::port() const { return impl_->proxy->port(); }
+
+absl::Status Gateway::SetRoutes(RouteTable routes) {
+  if (auto s = ValidateRouteTable(routes); !s.ok()) return s;
+  impl_->proxy->StageRoutes(std::move(routes));
+  impl_->reactor.Wake();
+  return absl::OkStatus();
+}
+
+std::map<std::string, ServiceLoad> Gateway::Load() const { return impl_->proxy->Load(); }
+
+void Gateway::Stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->reactor.Stop();
+  if (impl_->loop.joinable()) impl_->loop.join();
+  impl_->proxy->CloseAll();
+}
+
+}  // namespace gpugeek::gateway

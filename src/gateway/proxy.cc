@@ -1,0 +1,1122 @@
+#include "gateway/proxy.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace gpugeek::gateway::detail {
+
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+
+MonoTime Now() { return MonoTime(std::chrono::steady_clock::now().time_since_epoch()); }
+
+void SetNoDelay(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+enum class ReadResult { kMore, kDrained, kClosed };
+
+// Reads from `fd` into `b` until the socket is drained (a short read or EAGAIN), `limit` bytes are buffered, or
+// the peer closed or failed.
+ReadResult ReadInto(int fd, Buffer& b, size_t limit) {
+  static thread_local char chunk[kReadChunk];
+  while (b.size() < limit) {
+    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+    if (n > 0) {
+      b.Append(std::string_view(chunk, static_cast<size_t>(n)));
+      if (static_cast<size_t>(n) < sizeof chunk) return ReadResult::kDrained;
+      continue;
+    }
+    if (n == 0) return ReadResult::kClosed;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadResult::kDrained;
+    return ReadResult::kClosed;
+  }
+  return ReadResult::kMore;
+}
+
+// Writes as much of `b` as the socket takes; false when the peer is gone.
+bool WriteFrom(int fd, Buffer& b) {
+  while (!b.empty()) {
+    const std::string_view v = b.view();
+    const ssize_t n = send(fd, v.data(), v.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      b.Consume(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+  return true;
+}
+
+std::string_view StatusText(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
+  }
+}
+
+std::optional<std::string_view> CookieValue(const MessageHead& h, std::string_view name) {
+  for (const HeaderField& f : h.headers) {
+    if (!absl::EqualsIgnoreCase(f.name, "cookie")) continue;
+    for (absl::string_view part : absl::StrSplit(f.value, ';')) {
+      part = absl::StripAsciiWhitespace(part);
+      if (part.size() > name.size() && part[name.size()] == '=' && std::string_view(part.data(), name.size()) == name) {
+        return std::string_view(part.data() + name.size() + 1, part.size() - name.size() - 1);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Buffer::Consume(size_t n) {
+  offset += n;
+  if (offset >= bytes.size()) {
+    bytes.clear();
+    offset = 0;
+  } else if (offset > 64 * 1024 && offset * 2 > bytes.size()) {
+    bytes.erase(0, offset);
+    offset = 0;
+  }
+}
+
+void ClientConn::OnEvents(uint32_t events) {
+  if (dead) return;
+  proxy->Touch();
+  last_activity = proxy->now();
+  if (events & EPOLLOUT) proxy->ClientFlush(this);
+  if (dead) return;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    proxy->ClientRead(this);
+    if (!dead) proxy->ClientProcess(this);
+  }
+}
+
+void UpstreamConn::OnEvents(uint32_t events) {
+  if (dead) return;
+  proxy->Touch();
+  proxy->UpstreamEvents(this, events);
+}
+
+Proxy::Proxy(GatewayOptions options, Reactor* reactor)
+    : options_(std::move(options)), reactor_(reactor), seed_(options_.seed) {
+  request_limits_ = FramingLimits{.max_head_bytes = options_.max_head, .max_body_bytes = options_.max_request_body};
+  response_limits_ = FramingLimits{.max_head_bytes = options_.max_head, .max_body_bytes = std::nullopt};
+  now_ = Now();
+  if (metrics::Registry* r = options_.registry) {
+    requests_ = &r->AddCounter("gpugeek_gateway_requests_total",
+                               "Requests the gateway answered, by service, version and status class (2xx, 5xx, ...).",
+                               {"service", "version", "code"});
+    duration_ = &r->AddHistogram("gpugeek_gateway_request_duration_seconds",
+                                 "From a request's head received to its answer's last byte handed to the client.",
+                                 {"service", "version"}, metrics::ExponentialBuckets(0.0005, 2, 17));
+    tokens_ = &r->AddCounter("gpugeek_gateway_tokens_total",
+                             "Tokens the replicas reported generating (Gpugeek-Tokens answer field).",
+                             {"service", "version"});
+    retries_ =
+        &r->AddCounter("gpugeek_gateway_retries_total",
+                       "Idempotent requests sent again to another replica after a failed connection.", {"service"});
+    r->AddCollector([this](metrics::Writer& w) {
+      const auto load = Load();
+      w.Family("gpugeek_gateway_requests_in_flight", "Requests sent to replicas and not answered yet.",
+               metrics::Type::kGauge);
+      for (const auto& [service, l] : load) w.Sample({{"service", service}}, static_cast<double>(l.in_flight));
+      w.Family("gpugeek_gateway_activator_queued", "Requests waiting for a ready replica (the activator).",
+               metrics::Type::kGauge);
+      for (const auto& [service, l] : load) w.Sample({{"service", service}}, static_cast<double>(l.queued));
+    });
+  }
+}
+
+Proxy::~Proxy() { CloseAll(); }
+
+void Proxy::Touch() { now_ = Now(); }
+
+absl::Status Proxy::Listen() {
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
+  const int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(options_.port);
+  if (inet_pton(AF_INET, options_.listen_host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address \"", options_.listen_host, "\" is not a numeric IPv4 address"));
+  }
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("bind ", options_.listen_host, ":", options_.port, ": ", std::strerror(errno)));
+  }
+  if (listen(listen_fd_, options_.backlog) != 0) {
+    return absl::UnavailableError(absl::StrCat("listen: ", std::strerror(errno)));
+  }
+  socklen_t len = sizeof addr;
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  return reactor_->WatchListener(listen_fd_, this);
+}
+
+void Proxy::OnEvents(uint32_t) {
+  Touch();
+  for (;;) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or out of descriptors (the next event retries)
+    if (clients_.size() >= options_.max_client_connections) {
+      close(fd);
+      continue;
+    }
+    SetNoDelay(fd);
+    auto c = std::make_unique<ClientConn>(request_limits_);
+    c->proxy = this;
+    c->fd = fd;
+    c->last_activity = now_;
+    char ip[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+    c->peer_ip = ip;
+    if (!reactor_->Watch(fd, c.get()).ok()) {
+      close(fd);
+      continue;
+    }
+    clients_.push_back(std::move(c));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- routes
+
+void Proxy::StageRoutes(RouteTable routes) {
+  std::lock_guard lock(staged_mu_);
+  staged_ = std::make_unique<RouteTable>(std::move(routes));
+}
+
+std::map<std::string, ServiceLoad> Proxy::Load() const {
+  std::lock_guard lock(staged_mu_);
+  std::map<std::string, ServiceLoad> out;
+  for (const auto& [name, s] : stats_) {
+    out[name] =
+        ServiceLoad{.in_flight = s->in_flight.load(), .queued = s->queued.load(), .requests = s->requests.load()};
+  }
+  return out;
+}
+
+void Proxy::ApplyRoutes() {
+  std::unique_ptr<RouteTable> staged;
+  {
+    std::lock_guard lock(staged_mu_);
+    staged.swap(staged_);
+  }
+  if (!staged) return;
+  std::map<std::string, std::shared_ptr<Service>> next;
+  for (const ServiceRoute& route : staged->routes) {
+    std::shared_ptr<Service> s;
+    if (auto it = services_.find(route.service); it != services_.end()) {
+      s = it->second;
+    } else {
+      s = std::make_shared<Service>(seed_++, options_.outlier);
+      std::lock_guard lock(staged_mu_);
+      auto& stats = stats_[route.service];
+      if (!stats) stats = std::make_shared<ServiceStats>();
+      s->stats = stats;
+      if (retries_) s->retries = &retries_->With({route.service});
+    }
+    s->route = route;
+    s->balancer.Update(route.versions, route.sticky);
+    s->version_metrics.assign(route.versions.size(), {});
+    if (requests_) {
+      for (size_t v = 0; v < route.versions.size(); ++v) {
+        VersionMetrics& m = s->version_metrics[v];
+        const std::string& version = route.versions[v].name;
+        static constexpr const char* kClasses[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
+        for (int k = 0; k < 6; ++k) m.by_class[k] = &requests_->With({route.service, version, kClasses[k]});
+        m.duration = &duration_->With({route.service, version});
+        m.tokens = &tokens_->With({route.service, version});
+      }
+    }
+    next[route.service] = s;
+  }
+  for (auto& [name, s] : services_) {
+    if (next.count(name)) continue;
+    s->retired = true;
+    while (!s->activator.empty()) {
+      auto x = std::move(s->activator.front());
+      s->activator.pop_front();
+      s->stats->queued.fetch_sub(1);
+      FailExchange(std::move(x), 404, "the service was removed from the gateway");
+    }
+  }
+  services_ = std::move(next);
+  table_ = std::move(*staged);
+  // Replicas no longer listed: their idle connections close now, busy ones when their exchanges end.
+  std::set<std::string> live;
+  for (const ServiceRoute& r : table_.routes) {
+    for (const VersionEndpoints& v : r.versions) {
+      for (const ReplicaEndpoint& e : v.replicas) live.insert(e.id);
+    }
+  }
+  for (auto& [id, conns] : pools_) {
+    if (live.count(id)) continue;
+    for (UpstreamConn* u : std::vector<UpstreamConn*>(conns)) {
+      if (u->Idle())
+        CloseUpstream(u);
+      else
+        u->closing = true;
+    }
+  }
+  DrainActivators();
+}
+
+// ---------------------------------------------------------------------------------------------- clients
+
+void Proxy::ClientRead(ClientConn* c) {
+  const size_t limit = options_.max_head + 256 * 1024;
+  const ReadResult r = ReadInto(c->fd, c->in, limit);
+  c->read_blocked = r == ReadResult::kMore;
+  if (r == ReadResult::kClosed) c->peer_closed = true;
+}
+
+void Proxy::ClientProcess(ClientConn* c) {
+  while (!c->dead) {
+    if (c->tunnel) {
+      if (!c->in.empty()) {
+        c->tunnel->out.Append(c->in.view());
+        c->in.Clear();
+        MarkDirty(c->tunnel);
+      }
+      if (c->peer_closed) {
+        c->tunnel->closing = true;
+        MarkDirty(c->tunnel);
+        CloseClient(c);
+      }
+      return;
+    }
+    if (c->active == nullptr) {
+      if (c->close_after) return;
+      if (c->in.empty()) {
+        if (c->peer_closed) {
+          c->close_after = true;
+          MarkDirty(c);
+        }
+        return;
+      }
+      if (c->head_began == MonoTime{}) {
+        c->head_began = now_;
+        c->framer.Reset();
+      }
+      auto n = c->framer.ParseHead(c->in.view());
+      if (!n.ok()) {
+        c->keep_alive = false;
+        const int status = absl::IsResourceExhausted(n.status()) ? 431 : 400;
+        Respond(c, status, StatusText(status), std::string(n.status().message()));
+        c->in.Clear();
+        return;
+      }
+      c->in.Consume(*n);
+      if (!c->framer.head_done()) {
+        if (c->peer_closed) {
+          c->close_after = true;
+          MarkDirty(c);
+        }
+        break;
+      }
+      c->head_began = MonoTime{};
+      StartExchange(c);
+      continue;
+    }
+    if (c->reading_body) {
+      ForwardBody(c);
+      if (c->reading_body) break;
+      continue;
+    }
+    break;
+  }
+  if (!c->dead && c->read_blocked && c->in.size() < options_.max_head + 256 * 1024) {
+    ClientRead(c);
+    if (!c->dead && !c->in.empty()) resume_.push_back(c), ScheduleFlush();
+  }
+}
+
+void Proxy::StartExchange(ClientConn* c) {
+  const MessageHead& h = c->framer.head();
+  c->keep_alive = h.keep_alive;
+  const std::string* host = h.Find("host");
+  const int route = MatchRoute(table_, host ? *host : std::string_view(), h.target);
+  const bool has_body = h.chunked || (h.content_length && *h.content_length > 0);
+  if (route < 0) {
+    if (has_body) c->keep_alive = false;
+    Respond(c, 404, "Not Found", absl::StrCat("no service is routed at ", host ? *host : "", h.target));
+    return;
+  }
+  const std::shared_ptr<Service>& service = services_[table_.routes[route].service];
+  auto x = std::make_unique<Exchange>();
+  x->client = c;
+  x->service = service;
+  x->method = h.method;
+  x->head_request = h.method == "HEAD";
+  x->upgrade = h.upgrade;
+  x->has_body = has_body;
+  x->pipelinable = IsIdempotent(h.method) && !has_body && !h.upgrade && service->route.pipelining;
+  x->retryable = IsIdempotent(h.method) && !h.upgrade;
+  x->request_complete = !has_body;
+  x->began = now_;
+  // Version: sticky by header or cookie when the request has one.
+  const StickyPolicy& sticky = service->route.sticky;
+  std::optional<std::string_view> sticky_value;
+  if (sticky.kind == StickyKind::kHeader) {
+    if (const std::string* v = h.Find(sticky.name)) sticky_value = *v;
+  } else if (sticky.kind == StickyKind::kCookie) {
+    sticky_value = CookieValue(h, sticky.name);
+  }
+  const auto choice = service->balancer.PickVersion(sticky_value);
+  if (!choice) {
+    if (has_body) c->keep_alive = false;
+    Respond(c, 503, StatusText(503), absl::StrCat("service ", service->route.service, " has no version taking traffic"),
+            true);
+    return;
+  }
+  x->version = choice->version;
+  x->version_name = service->balancer.versions()[choice->version].name;
+  if (choice->set_cookie) x->set_cookie = x->version_name;
+  // The head as the replica gets it: hop-by-hop fields dropped (RFC 9110 7.6.1), X-Forwarded-For extended.
+  std::string& out = x->request;
+  out.reserve(h.target.size() + 64 + h.headers.size() * 48);
+  absl::StrAppend(&out, h.method, " ", h.target, " HTTP/1.1\r\n");
+  const std::string* xff = nullptr;
+  for (const HeaderField& f : h.headers) {
+    if (IsHopByHop(f.name) && !(h.upgrade && absl::EqualsIgnoreCase(f.name, "upgrade"))) continue;
+    if (absl::EqualsIgnoreCase(f.name, "x-forwarded-for")) {
+      xff = &f.value;
+      continue;
+    }
+    absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
+  }
+  absl::StrAppend(&out, "X-Forwarded-For: ", xff ? absl::StrCat(*xff, ", ") : "", c->peer_ip, "\r\n");
+  if (h.upgrade) out.append("Connection: Upgrade\r\n");
+  out.append("\r\n");
+  c->active = x.get();
+  c->reading_body = has_body;
+  Dispatch(std::move(x));
+}
+
+void Proxy::ForwardBody(ClientConn* c) {
+  Exchange* x = c->active;
+  UpstreamConn* u = x->upstream;
+  if (u == nullptr) return;  // waiting in the activator: the body waits in the client's buffer
+  if (u->out.size() > options_.write_high_water) return;  // resumed by UpstreamFlush
+  auto n = c->framer.ParseBody(c->in.view());
+  if (!n.ok()) {
+    const int status = absl::IsResourceExhausted(n.status()) ? 413 : 400;
+    c->active = nullptr;
+    x->client = nullptr;
+    c->keep_alive = false;
+    c->reading_body = false;
+    Respond(c, status, StatusText(status), std::string(n.status().message()));
+    c->in.Clear();
+    FailUpstream(u, Outcome::kClientError, 502, "the client's request body was malformed");
+    return;
+  }
+  if (*n > 0) {
+    const std::string_view body = c->in.view().substr(0, *n);
+    u->out.Append(body);
+    if (x->retryable) {
+      if (x->request.size() + body.size() <= options_.retry_buffer) {
+        x->request.append(body.data(), body.size());
+      } else {
+        x->retryable = false;
+        x->request.clear();
+        x->request.shrink_to_fit();
+      }
+    }
+    x->body_sent += *n;
+    c->in.Consume(*n);
+    MarkDirty(u);
+  }
+  if (c->framer.done()) {
+    c->reading_body = false;
+    x->request_complete = true;
+  }
+}
+
+void Proxy::ClientFlush(ClientConn* c) {
+  if (c->dead) return;
+  if (!WriteFrom(c->fd, c->out)) {
+    CloseClient(c);
+    return;
+  }
+  if (c->out.empty() && c->close_after) {
+    CloseClient(c);
+    return;
+  }
+  if (c->out.size() <= options_.write_high_water / 2) {
+    UpstreamConn* u = c->tunnel ? c->tunnel : (c->active ? c->active->upstream : nullptr);
+    if (u && u->read_blocked && !u->dead) {
+      u->read_blocked = false;
+      UpstreamRead(u);
+      UpstreamProcess(u);
+    }
+  }
+}
+
+void Proxy::Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after) {
+  const bool close = !c->keep_alive || c->reading_body || c->peer_closed;
+  absl::StrAppend(&c->out.bytes, "HTTP/1.1 ", status, " ", absl::string_view(reason.data(), reason.size()),
+                  "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", body.size() + 1, "\r\n",
+                  retry_after ? "Retry-After: 1\r\n" : "", close ? "Connection: close\r\n" : "", "\r\n");
+  c->out.Append(body);
+  c->out.Append("\n");
+  if (close) c->close_after = true;
+  c->reading_body = false;
+  MarkDirty(c);
+}
+
+void Proxy::CloseClient(ClientConn* c) {
+  if (c->dead) return;
+  c->dead = true;
+  reactor_->Unwatch(c->fd);
+  close(c->fd);
+  garbage_ = true;
+  if (c->tunnel) {
+    UpstreamConn* u = c->tunnel;
+    c->tunnel = nullptr;
+    u->tunnel = nullptr;
+    if (u->out.empty())
+      CloseUpstream(u);
+    else
+      u->closing = true;
+  }
+  if (Exchange* x = c->active) {
+    c->active = nullptr;
+    Abandon(x);
+  }
+  ScheduleFlush();
+}
+
+void Proxy::Abandon(Exchange* x) {
+  x->client = nullptr;
+  // A request cut short, or an upgrade not yet answered, leaves its upstream connection unusable.
+  if (x->upstream && (!x->request_complete || x->upgrade)) {
+    FailUpstream(x->upstream, Outcome::kClientError, 502, "the client went away");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- dispatch
+
+void Proxy::Dispatch(std::unique_ptr<Exchange> x) {
+  Service& s = *x->service;
+  if (s.retired) {
+    FailExchange(std::move(x), 404, "the service was removed from the gateway");
+    return;
+  }
+  // Versions may have moved since the exchange chose one: find it again by name.
+  x->version = s.balancer.VersionIndex(x->version_name);
+  if (x->version < 0) {
+    const auto choice = s.balancer.PickVersion(std::nullopt);
+    if (!choice) {
+      FailExchange(std::move(x), 503, "the service has no version taking traffic");
+      return;
+    }
+    x->version = choice->version;
+    x->version_name = s.balancer.versions()[choice->version].name;
+  }
+  ReplicaState* r = s.balancer.PickReplica(x->version, now_, x->tried);
+  if (r == nullptr) {
+    if (x->attempts > 0) {
+      FailExchange(std::move(x), 502, "every replica tried failed");
+      return;
+    }
+    if (s.activator.size() >= s.route.activator_queue) {
+      FailExchange(std::move(x), 503,
+                   absl::StrCat("no replica of ", s.route.service, " is ready and ", s.activator.size(),
+                                " requests wait already"));
+      return;
+    }
+    x->sent_at = now_;
+    s.stats->queued.fetch_add(1, std::memory_order_relaxed);
+    s.activator.push_back(std::move(x));
+    return;
+  }
+  UpstreamConn* u = AcquireUpstream(r, *x, s);
+  if (u == nullptr) {
+    s.balancer.Begin(r);
+    s.balancer.Finish(r, Outcome::kConnectFailure, now_);
+    x->tried.push_back(r);
+    ++x->attempts;
+    if (x->retryable && x->attempts <= s.route.retries) {
+      Dispatch(std::move(x));
+    } else {
+      FailExchange(std::move(x), 502, "cannot connect to a replica");
+    }
+    return;
+  }
+  s.balancer.Begin(r);
+  if (x->attempts > 0 && s.retries) s.retries->Inc();
+  ++x->attempts;
+  x->tried.push_back(r);
+  x->replica = r;
+  x->upstream = u;
+  x->sent_at = now_;
+  if (!x->pipelinable) ++u->not_pipelinable;
+  s.stats->in_flight.fetch_add(1, std::memory_order_relaxed);
+  if (u->fifo.empty()) u->framer.Reset(x->head_request);
+  u->out.Append(x->request);
+  if (!x->retryable) {
+    // Kept only for a retry.
+    x->request.clear();
+  }
+  u->fifo.push_back(std::move(x));
+  MarkDirty(u);
+}
+
+UpstreamConn* Proxy::AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s) {
+  auto& pool = pools_[r->endpoint.id];
+  if (!x.upgrade) {
+    for (auto it = pool.rbegin(); it != pool.rend(); ++it) {
+      if ((*it)->Idle() && (*it)->endpoint == r->endpoint) return *it;
+    }
+    if (x.pipelinable && s.route.pipelining && options_.pipeline_depth > 1) {
+      UpstreamConn* best = nullptr;
+      for (UpstreamConn* u : pool) {
+        if (u->dead || u->closing || u->tunnel || u->not_pipelinable > 0 || !(u->endpoint == r->endpoint)) continue;
+        if (u->fifo.size() >= static_cast<size_t>(options_.pipeline_depth)) continue;
+        if (!u->fifo.empty() && now_ - u->fifo.front()->sent_at > options_.pipeline_stall) continue;
+        if (!best || u->fifo.size() < best->fifo.size()) best = u;
+      }
+      if (best) return best;
+    }
+  }
+  return Connect(*r);
+}
+
+UpstreamConn* Proxy::Connect(const ReplicaState& r) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  SetNoDelay(fd);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(r.endpoint.port);
+  if (inet_pton(AF_INET, r.endpoint.host.c_str(), &addr.sin_addr) != 1 ||
+      (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno != EINPROGRESS)) {
+    close(fd);
+    return nullptr;
+  }
+  auto u = std::make_unique<UpstreamConn>(response_limits_);
+  u->proxy = this;
+  u->fd = fd;
+  u->replica_id = r.endpoint.id;
+  u->endpoint = r.endpoint;
+  u->connect_began = now_;
+  if (!reactor_->Watch(fd, u.get()).ok()) {
+    close(fd);
+    return nullptr;
+  }
+  UpstreamConn* raw = u.get();
+  upstreams_.push_back(std::move(u));
+  pools_[r.endpoint.id].push_back(raw);
+  return raw;
+}
+
+void Proxy::FailExchange(std::unique_ptr<Exchange> x, int status, std::string_view why) {
+  x->status = status;
+  Record(*x);
+  ClientConn* c = x->client;
+  if (c == nullptr || c->dead) return;
+  c->active = nullptr;
+  if (x->response_started) {
+    c->close_after = true;  // the answer was cut short: only closing tells the client
+    MarkDirty(c);
+    return;
+  }
+  Respond(c, status, StatusText(status), why, status == 503);
+  if (!c->close_after) resume_.push_back(c), ScheduleFlush();
+}
+
+void Proxy::DrainActivators() {
+  for (auto& [name, s] : services_) {
+    while (!s->activator.empty()) {
+      Exchange* front = s->activator.front().get();
+      if (front->client == nullptr) {  // the client gave up
+        s->activator.pop_front();
+        s->stats->queued.fetch_sub(1, std::memory_order_relaxed);
+        continue;
+      }
+      const int v = s->balancer.VersionIndex(front->version_name);
+      const bool ready = v >= 0 ? !s->balancer.replicas(v).empty() : !s->balancer.versions().empty();
+      if (!ready) break;
+      auto x = std::move(s->activator.front());
+      s->activator.pop_front();
+      s->stats->queued.fetch_sub(1, std::memory_order_relaxed);
+      ClientConn* c = x->client;
+      Dispatch(std::move(x));
+      if (c && !c->dead && c->reading_body) resume_.push_back(c), ScheduleFlush();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- upstreams
+
+void Proxy::UpstreamEvents(UpstreamConn* u, uint32_t events) {
+  if (u->connecting) {
+    if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0 || (events & (EPOLLERR | EPOLLHUP))) {
+      FailUpstream(
+          u, Outcome::kConnectFailure, 502,
+          absl::StrCat("cannot connect to replica ", u->replica_id, ": ", std::strerror(err ? err : ECONNREFUSED)));
+      return;
+    }
+    u->connecting = false;
+  }
+  if (events & EPOLLOUT) UpstreamFlush(u);
+  if (u->dead) return;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    UpstreamRead(u);
+    UpstreamProcess(u);
+  }
+}
+
+void Proxy::UpstreamRead(UpstreamConn* u) {
+  if (u->read_blocked || u->dead) return;
+  const ReadResult r = ReadInto(u->fd, u->in, options_.write_high_water);
+  if (r == ReadResult::kClosed) u->peer_closed = true;
+}
+
+std::string Proxy::ResponseHead(const Exchange& x, const MessageHead& h, bool close) {
+  std::string out;
+  out.reserve(128 + h.headers.size() * 48);
+  absl::StrAppend(&out, "HTTP/1.1 ", h.status, " ", h.reason, "\r\n");
+  for (const HeaderField& f : h.headers) {
+    if (IsHopByHop(f.name) && !(h.status == 101 && absl::EqualsIgnoreCase(f.name, "upgrade"))) continue;
+    absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
+  }
+  if (!x.set_cookie.empty() && h.status >= 200) {
+    absl::StrAppend(&out, "Set-Cookie: ", x.service->route.sticky.name, "=", x.set_cookie,
+                    "; Path=/; HttpOnly; SameSite=Lax\r\n");
+  }
+  if (h.status == 101) {
+    out.append("Connection: Upgrade\r\n");
+  } else if (close) {
+    out.append("Connection: close\r\n");
+  }
+  out.append("\r\n");
+  return out;
+}
+
+void Proxy::UpstreamProcess(UpstreamConn* u) {
+  if (u->dead) return;
+  if (u->tunnel) {
+    ClientConn* c = u->tunnel;
+    if (!u->in.empty()) {
+      c->out.Append(u->in.view());
+      u->in.Clear();
+      MarkDirty(c);
+      if (c->out.size() > options_.write_high_water) u->read_blocked = true;
+    }
+    if (u->peer_closed) {
+      c->close_after = true;
+      c->tunnel = nullptr;
+      MarkDirty(c);
+      u->tunnel = nullptr;
+      CloseUpstream(u);
+    }
+    return;
+  }
+  while (!u->fifo.empty() && !u->dead) {
+    Exchange* x = u->fifo.front().get();
+    ClientConn* c = x->client;
+    if (c && c->out.size() > options_.write_high_water) {
+      u->read_blocked = true;
+      return;
+    }
+    if (!u->framer.head_done()) {
+      if (u->in.empty()) break;
+      auto n = u->framer.ParseHead(u->in.view());
+      if (!n.ok()) {
+        FailUpstream(u, Outcome::kServerError, 502,
+                     absl::StrCat("replica ", u->replica_id, " answered badly: ", n.status().message()));
+        return;
+      }
+      u->in.Consume(*n);
+      if (!u->framer.head_done()) break;
+      const MessageHead& h = u->framer.head();
+      x->status = h.status;
+      const bool interim = h.status >= 100 && h.status < 200 && h.status != 101;
+      if (c) {
+        const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed);
+        c->out.Append(ResponseHead(*x, h, close));
+        if (close) c->keep_alive = false;
+        MarkDirty(c);
+      }
+      x->response_started = true;
+      if (h.status == 101 && x->upgrade && c) {
+        StartTunnel(u, c);
+        return;
+      }
+      if (interim) {
+        u->framer.Reset(x->head_request);
+        continue;
+      }
+      if (const std::string* tokens = h.Find("gpugeek-tokens")) {
+        uint64_t t = 0;
+        if (absl::SimpleAtoi(*tokens, &t)) {
+          if (VersionMetrics* m = MetricsFor(*x); m && m->tokens) m->tokens->Inc(static_cast<double>(t));
+        }
+      }
+    }
+    auto n = u->framer.ParseBody(u->in.view());
+    if (!n.ok()) {
+      FailUpstream(u, Outcome::kServerError, 502, "the replica's answer body was malformed");
+      return;
+    }
+    if (*n > 0) {
+      if (c) {
+        c->out.Append(u->in.view().substr(0, *n));
+        MarkDirty(c);
+      }
+      u->in.Consume(*n);
+    }
+    if (!u->framer.done()) {
+      if (u->peer_closed && u->framer.head().body_until_eof && u->in.empty()) {
+        (void)u->framer.Eof();
+      } else {
+        break;
+      }
+    }
+    FinishExchange(u, u->framer.head().keep_alive && !u->framer.head().body_until_eof);
+  }
+  if (u->dead) return;
+  if (u->peer_closed) {
+    if (u->fifo.empty()) {
+      CloseUpstream(u);
+    } else {
+      FailUpstream(u, Outcome::kConnectFailure, 502,
+                   absl::StrCat("replica ", u->replica_id, " closed the connection before answering"));
+    }
+  }
+}
+
+void Proxy::FinishExchange(UpstreamConn* u, bool keep_upstream) {
+  std::unique_ptr<Exchange> x = std::move(u->fifo.front());
+  u->fifo.pop_front();
+  if (!x->pipelinable) --u->not_pipelinable;
+  const Outcome outcome = x->status >= 500   ? Outcome::kServerError
+                          : x->status >= 400 ? Outcome::kClientError
+                                             : Outcome::kSuccess;
+  x->service->balancer.Finish(x->replica, outcome, now_);
+  x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  Record(*x);
+  if (!u->fifo.empty()) u->framer.Reset(u->fifo.front()->head_request);
+  if (ClientConn* c = x->client) {
+    c->active = nullptr;
+    if (u->framer.head().body_until_eof || !c->keep_alive) c->close_after = true;
+    MarkDirty(c);
+    if (!c->close_after && !c->in.empty()) resume_.push_back(c), ScheduleFlush();
+  }
+  if (!keep_upstream) {
+    u->closing = true;
+    if (u->fifo.empty()) {
+      CloseUpstream(u);
+    } else {
+      // The replica closes after this answer: the requests behind it were never answered, and every one of them is
+      // idempotent (only those share a connection), so they go again.
+      FailUpstream(u, Outcome::kClientError, 502, "the replica closed a shared connection");
+    }
+    return;
+  }
+  if (u->fifo.empty()) ReleaseUpstream(u);
+}
+
+void Proxy::StartTunnel(UpstreamConn* u, ClientConn* c) {
+  std::unique_ptr<Exchange> x = std::move(u->fifo.front());
+  u->fifo.pop_front();
+  if (!x->pipelinable) --u->not_pipelinable;
+  x->service->balancer.Finish(x->replica, Outcome::kSuccess, now_);
+  x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
+  Record(*x);
+  c->active = nullptr;
+  c->reading_body = false;
+  c->tunnel = u;
+  u->tunnel = c;
+  // Bytes each side sent after the upgrade go straight through.
+  if (!u->in.empty()) {
+    c->out.Append(u->in.view());
+    u->in.Clear();
+  }
+  if (!c->in.empty()) {
+    u->out.Append(c->in.view());
+    c->in.Clear();
+    MarkDirty(u);
+  }
+  // The connection left the pool: it belongs to the tunnel now.
+  auto& pool = pools_[u->replica_id];
+  std::erase(pool, u);
+  MarkDirty(c);
+}
+
+void Proxy::ReleaseUpstream(UpstreamConn* u) {
+  u->idle_since = now_;
+  if (u->closing) {
+    CloseUpstream(u);
+    return;
+  }
+  auto& pool = pools_[u->replica_id];
+  int idle = 0;
+  for (UpstreamConn* p : pool) idle += p->Idle() ? 1 : 0;
+  if (idle > options_.max_idle_upstream) CloseUpstream(u);
+}
+
+void Proxy::UpstreamFlush(UpstreamConn* u) {
+  if (u->dead || u->connecting) return;
+  if (!WriteFrom(u->fd, u->out)) {
+    FailUpstream(u, Outcome::kConnectFailure, 502, absl::StrCat("replica ", u->replica_id, " reset the connection"));
+    return;
+  }
+  if (u->out.empty() && u->closing && u->fifo.empty() && u->tunnel == nullptr) {
+    CloseUpstream(u);
+    return;
+  }
+  if (u->out.size() <= options_.write_high_water / 2) {
+    ClientConn* c = u->tunnel;
+    if (c == nullptr && !u->fifo.empty()) c = u->fifo.back()->client;
+    if (c && !c->dead && (c->reading_body || c->read_blocked || c->tunnel)) resume_.push_back(c), ScheduleFlush();
+  }
+}
+
+void Proxy::CloseUpstream(UpstreamConn* u) {
+  if (u->dead) return;
+  u->dead = true;
+  reactor_->Unwatch(u->fd);
+  close(u->fd);
+  garbage_ = true;
+  if (auto it = pools_.find(u->replica_id); it != pools_.end()) {
+    std::erase(it->second, u);
+    if (it->second.empty()) pools_.erase(it);
+  }
+  if (ClientConn* c = u->tunnel) {
+    u->tunnel = nullptr;
+    c->tunnel = nullptr;
+    c->close_after = true;
+    MarkDirty(c);
+  }
+  ScheduleFlush();
+}
+
+void Proxy::FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::string_view why) {
+  if (u->dead) return;
+  std::deque<std::unique_ptr<Exchange>> fifo;
+  fifo.swap(u->fifo);
+  u->not_pipelinable = 0;
+  CloseUpstream(u);
+  bool first = true;
+  const std::string reason(why);
+  for (auto& x : fifo) {
+    // The failure is the replica's once (the exchange at the head); those behind it were not its fault.
+    x->service->balancer.Finish(x->replica, first ? outcome : Outcome::kClientError, now_);
+    first = false;
+    x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    x->upstream = nullptr;
+    x->replica = nullptr;
+    if (x->client == nullptr) continue;
+    if (!x->response_started && x->retryable && x->attempts <= x->service->route.retries) {
+      Dispatch(std::move(x));
+      continue;
+    }
+    FailExchange(std::move(x), status, reason);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- batching
+
+void Proxy::MarkDirty(ClientConn* c) {
+  if (c->dirty || c->dead) return;
+  c->dirty = true;
+  dirty_clients_.push_back(c);
+  ScheduleFlush();
+}
+
+void Proxy::MarkDirty(UpstreamConn* u) {
+  if (u->dirty || u->dead) return;
+  u->dirty = true;
+  dirty_upstreams_.push_back(u);
+  ScheduleFlush();
+}
+
+void Proxy::ScheduleFlush() {
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  reactor_->AfterBatch([this] {
+    flush_scheduled_ = false;
+    FlushAll();
+  });
+}
+
+void Proxy::FlushAll() {
+  // Clients that can go on first (they may write to upstreams), then every upstream (one write each for all the
+  // requests of this batch), then every client.
+  std::vector<ClientConn*> resume;
+  resume.swap(resume_);
+  for (ClientConn* c : resume) {
+    if (c->dead) continue;
+    ClientProcess(c);
+  }
+  std::vector<UpstreamConn*> ups;
+  ups.swap(dirty_upstreams_);
+  for (UpstreamConn* u : ups) {
+    u->dirty = false;
+    UpstreamFlush(u);
+  }
+  std::vector<ClientConn*> clients;
+  clients.swap(dirty_clients_);
+  for (ClientConn* c : clients) {
+    c->dirty = false;
+    ClientFlush(c);
+  }
+  if (resume_.empty() && dirty_upstreams_.empty() && dirty_clients_.empty()) Collect();
+}
+
+void Proxy::Collect() {
+  if (!garbage_) return;
+  garbage_ = false;
+  std::erase_if(clients_, [](const auto& c) { return c->dead; });
+  std::erase_if(upstreams_, [](const auto& u) { return u->dead; });
+}
+
+// ---------------------------------------------------------------------------------------------- time
+
+void Proxy::Tick() {
+  Touch();
+  ApplyRoutes();
+  for (auto& cp : clients_) {
+    ClientConn* c = cp.get();
+    if (c->dead) continue;
+    if (c->tunnel) {
+      if (now_ - c->last_activity > options_.tunnel_idle_timeout) CloseClient(c);
+      continue;
+    }
+    if (c->active == nullptr && c->head_began != MonoTime{} && now_ - c->head_began > options_.header_timeout) {
+      c->keep_alive = false;
+      Respond(c, 408, StatusText(408), "the request head did not arrive in time");
+      c->in.Clear();
+      continue;
+    }
+    if (c->active == nullptr && c->head_began == MonoTime{} && c->in.empty() && c->out.empty() &&
+        now_ - c->last_activity > options_.idle_timeout) {
+      CloseClient(c);
+    }
+  }
+  for (auto& up : std::vector<UpstreamConn*>([&] {
+         std::vector<UpstreamConn*> v;
+         for (auto& u : upstreams_) v.push_back(u.get());
+         return v;
+       }())) {
+    UpstreamConn* u = up;
+    if (u->dead || u->tunnel) continue;
+    if (u->connecting && now_ - u->connect_began > options_.connect_timeout) {
+      FailUpstream(u, Outcome::kConnectFailure, 502, absl::StrCat("no connection to replica ", u->replica_id));
+      continue;
+    }
+    if (!u->fifo.empty() && !u->framer.head_done() && now_ - u->fifo.front()->sent_at > options_.upstream_timeout) {
+      u->fifo.front()->retryable = false;  // one long wait is enough
+      FailUpstream(u, Outcome::kServerError, 504,
+                   absl::StrCat("replica ", u->replica_id, " did not answer within the upstream timeout"));
+      continue;
+    }
+    if (u->Idle() && now_ - u->idle_since > options_.upstream_idle_timeout) CloseUpstream(u);
+  }
+  for (auto& [name, s] : services_) {
+    while (!s->activator.empty() && (s->activator.front()->client == nullptr ||
+                                     now_ - s->activator.front()->sent_at > s->route.activator_timeout)) {
+      auto x = std::move(s->activator.front());
+      s->activator.pop_front();
+      s->stats->queued.fetch_sub(1, std::memory_order_relaxed);
+      FailExchange(std::move(x), 503,
+                   absl::StrCat("no replica of ", name, " became ready within the activator's timeout"));
+    }
+  }
+  DrainActivators();
+  ScheduleFlush();
+}
+
+void Proxy::CloseAll() {
+  for (auto& c : clients_) {
+    if (!c->dead) {
+      c->dead = true;
+      reactor_->Unwatch(c->fd);
+      close(c->fd);
+    }
+  }
+  for (auto& u : upstreams_) {
+    if (!u->dead) {
+      u->dead = true;
+      reactor_->Unwatch(u->fd);
+      close(u->fd);
+    }
+  }
+  clients_.clear();
+  upstreams_.clear();
+  pools_.clear();
+  if (listen_fd_ >= 0) {
+    reactor_->Unwatch(listen_fd_);
+    close(listen_fd_);
+    listen_fd_ = -1;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- metrics
+
+VersionMetrics* Proxy::MetricsFor(const Exchange& x) {
+  Service& s = *x.service;
+  if (x.version < 0 || static_cast<size_t>(x.version) >= s.version_metrics.size()) return nullptr;
+  if (s.balancer.versions()[x.version].name != x.version_name) return nullptr;
+  return &s.version_metrics[x.version];
+}
+
+void Proxy::Record(Exchange& x) {
+  x.service->stats->requests.fetch_add(1, std::memory_order_relaxed);
+  VersionMetrics* m = MetricsFor(x);
+  if (m == nullptr || m->by_class[0] == nullptr) return;
+  const int k = x.status >= 100 && x.status < 600 ? x.status / 100 : 0;
+  m->by_class[k]->Inc();
+  m->duration->Observe(std::chrono::duration<double>(now_ - x.began).count());
+}
+
+}  // namespace gpugeek::gateway::detail

@@ -1,0 +1,228 @@
+#pragma once
+// The gateway's connections and exchanges (internal to gateway/): a client connection reads requests and writes
+// answers; an upstream connection carries exchanges to one replica and frames their answers back, in order; the
+// Proxy owns both, the services' balancers and activator queues, and flushes every written connection once per
+// event batch. Everything here runs on the reactor's thread.
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gateway/balancer.h"
+#include "gateway/gateway.h"
+#include "gateway/http1.h"
+#include "gateway/reactor.h"
+#include "gateway/route_table.h"
+#include "metrics/registry.h"
+
+namespace gpugeek::gateway::detail {
+
+class Proxy;
+struct ClientConn;
+struct UpstreamConn;
+
+// Bytes waiting to be read or written: a string with a read offset, compacted when half consumed.
+struct Buffer {
+  std::string bytes;
+  size_t offset = 0;
+  std::string_view view() const { return std::string_view(bytes).substr(offset); }
+  size_t size() const { return bytes.size() - offset; }
+  bool empty() const { return size() == 0; }
+  void Consume(size_t n);
+  void Append(std::string_view s) { bytes.append(s.data(), s.size()); }
+  void Clear() {
+    bytes.clear();
+    offset = 0;
+  }
+};
+
+// Counters shared with other threads (Gateway::Load).
+struct ServiceStats {
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<int64_t> queued{0};
+  std::atomic<uint64_t> requests{0};
+};
+
+struct VersionMetrics {
+  metrics::Counter* by_class[6] = {};  // 1xx..5xx by index 1..5; [0] other
+  metrics::Histogram* duration = nullptr;
+  metrics::Counter* tokens = nullptr;
+};
+
+struct Exchange;
+
+struct Service {
+  ServiceRoute route;
+  Balancer balancer;
+  std::deque<std::unique_ptr<Exchange>> activator;  // waiting for a ready replica, oldest first
+  std::shared_ptr<ServiceStats> stats;
+  std::vector<VersionMetrics> version_metrics;  // by version index
+  metrics::Counter* retries = nullptr;
+  bool retired = false;  // no longer in the route table; kept while exchanges refer to it
+  explicit Service(uint64_t seed, const OutlierPolicy& policy) : balancer(seed, policy) {}
+};
+
+// One request and its answer.
+struct Exchange {
+  ClientConn* client = nullptr;  // null once the client went away (the answer is then read and dropped)
+  std::shared_ptr<Service> service;
+  int version = -1;
+  ReplicaState* replica = nullptr;
+  UpstreamConn* upstream = nullptr;
+  std::string method;
+  bool head_request = false;
+  bool upgrade = false;
+  bool has_body = false;
+  bool pipelinable = false;       // idempotent, no body, not an upgrade
+  bool request_complete = false;  // every request byte is in the upstream's output
+  bool retryable = false;         // idempotent and every request byte is kept in `request`
+  std::string request;            // the head as sent upstream, and the body while it fits retry_buffer
+  uint64_t body_sent = 0;
+  int attempts = 0;
+  std::vector<const ReplicaState*> tried;
+  bool response_started = false;  // bytes of the answer went to the client
+  int status = 0;
+  std::string version_name;
+  std::string set_cookie;  // a version to pin with the sticky cookie
+  MonoTime began{};        // the request head parsed
+  MonoTime sent_at{};      // dispatched to the current upstream
+};
+
+struct ClientConn final : IoHandler {
+  Proxy* proxy = nullptr;
+  int fd = -1;
+  Buffer in, out;
+  RequestFramer framer;
+  Exchange* active = nullptr;  // the request being answered (one at a time; pipelined ones wait in `in`)
+  bool reading_body = false;   // the active request's body still comes in
+  bool keep_alive = true;      // the active request allows another after it
+  bool close_after = false;    // close once `out` is written
+  bool peer_closed = false;
+  bool read_blocked = false;  // `in` is full: read again once it is consumed
+  bool dirty = false;
+  bool dead = false;
+  std::string peer_ip;             // for X-Forwarded-For
+  UpstreamConn* tunnel = nullptr;  // upgraded: bytes go straight to this upstream connection
+  MonoTime head_began{};           // first byte of a head not yet parsed
+  MonoTime last_activity{};
+  explicit ClientConn(const FramingLimits& limits) : framer(limits) {}
+  void OnEvents(uint32_t events) override;
+};
+
+struct UpstreamConn final : IoHandler {
+  Proxy* proxy = nullptr;
+  int fd = -1;
+  std::string replica_id;
+  ReplicaEndpoint endpoint;
+  Buffer in, out;
+  ResponseFramer framer;
+  std::deque<std::unique_ptr<Exchange>> fifo;  // sent, answers expected in this order
+  int not_pipelinable = 0;                     // exchanges in `fifo` that may not have others behind them
+  bool connecting = true;
+  bool dirty = false;
+  bool dead = false;
+  bool read_blocked = false;  // a client's output is full: resume when it drains
+  bool peer_closed = false;
+  bool closing = false;          // the replica said Connection: close: no new exchanges
+  ClientConn* tunnel = nullptr;  // upgraded
+  MonoTime connect_began{};
+  MonoTime idle_since{};
+  explicit UpstreamConn(const FramingLimits& limits) : framer(limits) {}
+  void OnEvents(uint32_t events) override;
+  bool Idle() const { return fifo.empty() && !dead && !closing && tunnel == nullptr; }
+};
+
+class Proxy final : public IoHandler {
+ public:
+  Proxy(GatewayOptions options, Reactor* reactor);
+  ~Proxy() override;
+
+  absl::Status Listen();
+  uint16_t port() const { return port_; }
+  void OnEvents(uint32_t events) override;  // the listener
+
+  // Routes (any thread): stored, applied by Tick().
+  void StageRoutes(RouteTable routes);
+  std::map<std::string, ServiceLoad> Load() const;
+  void Tick();
+  void CloseAll();
+
+  // Client side.
+  void ClientRead(ClientConn* c);
+  void ClientProcess(ClientConn* c);
+  void ClientFlush(ClientConn* c);
+  void CloseClient(ClientConn* c);
+  void Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after = false);
+
+  // Upstream side.
+  void UpstreamEvents(UpstreamConn* u, uint32_t events);
+  void UpstreamProcess(UpstreamConn* u);
+  void UpstreamFlush(UpstreamConn* u);
+  // The connection failed (`outcome`): its exchanges are retried or answered with `status`.
+  void FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::string_view why);
+
+  void MarkDirty(ClientConn* c);
+  void MarkDirty(UpstreamConn* u);
+  MonoTime now() const { return now_; }
+  void Touch();  // now_ = the monotonic clock
+
+ private:
+  void ApplyRoutes();
+  void StartExchange(ClientConn* c);
+  // Sends `x` to a replica of its version, or queues it in the activator, or answers 503.
+  void Dispatch(std::unique_ptr<Exchange> x);
+  UpstreamConn* AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s);
+  UpstreamConn* Connect(const ReplicaState& r);
+  void FinishExchange(UpstreamConn* u, bool keep_upstream);
+  void ForwardBody(ClientConn* c);
+  void StartTunnel(UpstreamConn* u, ClientConn* c);
+  void ReleaseUpstream(UpstreamConn* u);
+  void CloseUpstream(UpstreamConn* u);
+  void Abandon(Exchange* x);
+  void FailExchange(std::unique_ptr<Exchange> x, int status, std::string_view why);
+  void DrainActivators();
+  void FlushAll();
+  void ScheduleFlush();
+  void UpstreamRead(UpstreamConn* u);
+  std::string ResponseHead(const Exchange& x, const MessageHead& h, bool close);
+  std::vector<ClientConn*> resume_;  // clients whose buffered requests can go on
+  void Collect();
+  void Record(Exchange& x);
+  VersionMetrics* MetricsFor(const Exchange& x);
+
+  GatewayOptions options_;
+  Reactor* reactor_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  FramingLimits request_limits_, response_limits_;
+  MonoTime now_{};
+
+  std::map<std::string, std::shared_ptr<Service>> services_;
+  RouteTable table_;                                         // as applied
+  std::map<std::string, std::vector<UpstreamConn*>> pools_;  // by replica id
+  std::vector<std::unique_ptr<ClientConn>> clients_;
+  std::vector<std::unique_ptr<UpstreamConn>> upstreams_;
+  std::vector<ClientConn*> dirty_clients_;
+  std::vector<UpstreamConn*> dirty_upstreams_;
+  bool flush_scheduled_ = false;
+  bool garbage_ = false;
+  uint64_t seed_;
+
+  mutable std::mutex staged_mu_;
+  std::unique_ptr<RouteTable> staged_;
+  std::map<std::string, std::shared_ptr<ServiceStats>> stats_;  // guarded by staged_mu_
+
+  // Metrics families (null without a registry).
+  metrics::Family<metrics::Counter>* requests_ = nullptr;
+  metrics::Family<metrics::Histogram>* duration_ = nullptr;
+  metrics::Family<metrics::Counter>* tokens_ = nullptr;
+  metrics::Family<metrics::Counter>* retries_ = nullptr;
+  metrics::Family<metrics::Counter>* errors_ = nullptr;
+};
+
+}  // namespace gpugeek::gateway::detail

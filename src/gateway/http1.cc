@@ -82,7 +82,7 @@ absl::Status FramingError(const error_code& ec, bool in_head) {
     return absl::ResourceExhaustedError("the message head is larger than the gateway's limit");
   }
   if (ec == beast_http::error::body_limit) {
-    return absl::ResourceExhaustedError("the message body is larger than the gateway's limit");
+    return absl::OutOfRangeError("the message body is larger than the gateway's limit");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("malformed HTTP/1.1 message ", in_head ? "head" : "body", ": ", ec.message()));

@@ -8,8 +8,8 @@
 //   auto n = f.ParseHead(bytes);                 // bytes used; f.head_done(): f.head() is valid
 //   auto m = f.ParseBody(rest);                  // wire bytes of body used; f.done() once the message ends
 //
-// Errors are InvalidArgument (malformed: answer 400), ResourceExhausted (head larger than the limit: 431, or body
-// larger than the limit: 413), each naming what was wrong.
+// Errors are InvalidArgument (malformed: answer 400), ResourceExhausted (head larger than the limit: 431) or
+// OutOfRange (body larger than the limit, declared or seen: 413), each naming what was wrong.
 
 #include <cstdint>
 #include <memory>

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "gateway/h2_proxy.h"
 
 namespace gpugeek::gateway::detail {
 
@@ -140,6 +141,7 @@ Proxy::Proxy(GatewayOptions options, Reactor* reactor)
   request_limits_ = FramingLimits{.max_head_bytes = options_.max_head, .max_body_bytes = options_.max_request_body};
   response_limits_ = FramingLimits{.max_head_bytes = options_.max_head, .max_body_bytes = std::nullopt};
   now_ = Now();
+  h2_ = std::make_unique<H2Proxy>(this);
   if (metrics::Registry* r = options_.registry) {
     requests_ = &r->AddCounter("gpugeek_gateway_requests_total",
                                "Requests the gateway answered, by service, version and status class (2xx, 5xx, ...).",
@@ -292,13 +294,15 @@ void Proxy::ApplyRoutes() {
       for (const ReplicaEndpoint& e : v.replicas) live.insert(e.id);
     }
   }
+  std::vector<UpstreamConn*> gone;
   for (auto& [id, conns] : pools_) {
-    if (live.count(id)) continue;
-    for (UpstreamConn* u : std::vector<UpstreamConn*>(conns)) {
-      if (u->Idle())
-        CloseUpstream(u);
-      else
-        u->closing = true;
+    if (!live.count(id)) gone.insert(gone.end(), conns.begin(), conns.end());
+  }
+  for (UpstreamConn* u : gone) {
+    if (u->Idle()) {
+      CloseUpstream(u);
+    } else {
+      u->closing = true;
     }
   }
   DrainActivators();
@@ -338,13 +342,21 @@ void Proxy::ClientProcess(ClientConn* c) {
         return;
       }
       if (c->head_began == MonoTime{}) {
+        // HTTP/2 with prior knowledge (gRPC): "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (RFC 9113 3.4).
+        static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        const std::string_view seen = c->in.view().substr(0, kPreface.size());
+        if (kPreface.substr(0, seen.size()) == seen) {
+          if (seen.size() < kPreface.size()) return;  // wait for the rest of it
+          HandOffH2(c);
+          return;
+        }
         c->head_began = now_;
         c->framer.Reset();
       }
       auto n = c->framer.ParseHead(c->in.view());
       if (!n.ok()) {
         c->keep_alive = false;
-        const int status = absl::IsResourceExhausted(n.status()) ? 431 : 400;
+        const int status = absl::IsResourceExhausted(n.status()) ? 431 : absl::IsOutOfRange(n.status()) ? 413 : 400;
         Respond(c, status, StatusText(status), std::string(n.status().message()));
         c->in.Clear();
         return;
@@ -443,7 +455,7 @@ void Proxy::ForwardBody(ClientConn* c) {
   if (u->out.size() > options_.write_high_water) return;  // resumed by UpstreamFlush
   auto n = c->framer.ParseBody(c->in.view());
   if (!n.ok()) {
-    const int status = absl::IsResourceExhausted(n.status()) ? 413 : 400;
+    const int status = absl::IsOutOfRange(n.status()) ? 413 : 400;
     c->active = nullptr;
     x->client = nullptr;
     c->keep_alive = false;
@@ -505,6 +517,17 @@ void Proxy::Respond(ClientConn* c, int status, std::string_view reason, std::str
   if (close) c->close_after = true;
   c->reading_body = false;
   MarkDirty(c);
+}
+
+void Proxy::HandOffH2(ClientConn* c) {
+  reactor_->Unwatch(c->fd);
+  const int fd = c->fd;
+  c->fd = -1;
+  c->dead = true;
+  garbage_ = true;
+  std::string initial(c->in.view());
+  c->in.Clear();
+  h2_->Adopt(fd, std::move(initial), c->peer_ip);
 }
 
 void Proxy::CloseClient(ClientConn* c) {
@@ -1073,10 +1096,12 @@ void Proxy::Tick() {
     }
   }
   DrainActivators();
+  h2_->Tick();
   ScheduleFlush();
 }
 
 void Proxy::CloseAll() {
+  if (h2_) h2_->CloseAll();
   for (auto& c : clients_) {
     if (!c->dead) {
       c->dead = true;

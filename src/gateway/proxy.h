@@ -23,6 +23,7 @@
 namespace gpugeek::gateway::detail {
 
 class Proxy;
+class H2Proxy;
 struct ClientConn;
 struct UpstreamConn;
 
@@ -168,6 +169,21 @@ class Proxy final : public IoHandler {
 
   void MarkDirty(ClientConn* c);
   void MarkDirty(UpstreamConn* u);
+
+  // For the HTTP/2 side (h2_proxy.h): what it routes by and where it registers its sockets.
+  const RouteTable& table() const { return table_; }
+  Service* FindService(const std::string& name) {
+    auto it = services_.find(name);
+    return it == services_.end() ? nullptr : it->second.get();
+  }
+  std::shared_ptr<Service> ServiceRef(const std::string& name) {
+    auto it = services_.find(name);
+    return it == services_.end() ? nullptr : it->second;
+  }
+  Reactor* reactor() const { return reactor_; }
+  const GatewayOptions& options() const { return options_; }
+  void Record(Exchange& x);
+  VersionMetrics* MetricsFor(const Exchange& x);
   MonoTime now() const { return now_; }
   void Touch();  // now_ = the monotonic clock
 
@@ -192,8 +208,10 @@ class Proxy final : public IoHandler {
   std::string ResponseHead(const Exchange& x, const MessageHead& h, bool close);
   std::vector<ClientConn*> resume_;  // clients whose buffered requests can go on
   void Collect();
-  void Record(Exchange& x);
-  VersionMetrics* MetricsFor(const Exchange& x);
+  // A client connection that opened with the HTTP/2 preface (h2c with prior knowledge, as gRPC clients do): its
+  // socket and the bytes read so far go to the HTTP/2 side.
+  void HandOffH2(ClientConn* c);
+  std::unique_ptr<H2Proxy> h2_;
 
   GatewayOptions options_;
   Reactor* reactor_;

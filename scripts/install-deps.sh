@@ -34,6 +34,9 @@ packages=(
   # examples/gpt trains with PyTorch on the CPU; OpenBLAS replaces the reference BLAS that python3-torch
   # links by default (libblas.so.3 alternative), ~35x faster matrix products on one core
   python3-torch libopenblas0-pthread
+  # examples/gpt/serve.py: the GPT example as a service (FastAPI on uvicorn, WebSocket by python3-websockets), and
+  # the real clients the gateway's tests drive through it (websockets, grpcio)
+  python3-fastapi python3-uvicorn python3-websockets python3-grpcio
   # examples/gpt/export_engine.py: the onnx package (export, checker, QDQ edit) and OpenCV's DNN module, the ONNX
   # runtime Debian 12 ships
   python3-onnx python3-opencv

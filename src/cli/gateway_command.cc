@@ -1,7 +1,9 @@
-// `gpugeek gateway`: the serving gateway on its own (gateway/gateway.h; docs/gateway.md). Routes come from a YAML
-// file (gateway/route_table.h) and are read again on SIGHUP; metrics are served on --metrics-listen.
+// `gpugeek gateway`: the serving gateway on its own (gateway/gateway.h; docs/gateway.md). Routes come either from a
+// YAML file (gateway/route_table.h, read again on SIGHUP) or from a control plane's deployments (--server: GET
+// /v1/endpoints each second, gateway/endpoint_sync.h, with an admin token); metrics are served on --metrics-listen.
 //
 //   gpugeek gateway --routes routes.yaml --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9480
+//   gpugeek gateway --server https://cp:8470 --token-file admin.token --ca-file ca.crt --listen 0.0.0.0:8080
 
 #include <csignal>
 #include <iostream>
@@ -10,11 +12,13 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "agent/metrics_listener.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "common/absl_fmt.h"
+#include "gateway/endpoint_sync.h"
 #include "gateway/gateway.h"
 
 namespace gpugeek::cli {
@@ -39,9 +43,16 @@ void RegisterGatewayCommand(CLI::App& app) {
     std::string listen = "127.0.0.1:8080";
     std::string metrics_listen = "127.0.0.1:9480";
     int pipeline_depth = 16;
+    std::string server, token_file, ca_file;
   };
   auto o = std::make_shared<Options>();
-  sub->add_option("--routes", o->routes, "Route table (YAML: docs/gateway.md); read again on SIGHUP")->required();
+  auto* routes_option =
+      sub->add_option("--routes", o->routes, "Route table (YAML: docs/gateway.md); read again on SIGHUP");
+  auto* server = sub->add_option("--server", o->server,
+                                 "Control plane URL(s): routes from its deployments (GET /v1/endpoints each second)");
+  routes_option->excludes(server);
+  sub->add_option("--token-file", o->token_file, "With --server: a file holding an admin token")->needs(server);
+  sub->add_option("--ca-file", o->ca_file, "With --server over https: the CA its certificate chains to")->needs(server);
   sub->add_option("--listen", o->listen, "HOST:PORT to serve on (numeric IPv4; port 0: any free port)")
       ->capture_default_str();
   sub->add_option("--metrics-listen", o->metrics_listen, "HOST:PORT for GET /metrics, or off")->capture_default_str();
@@ -51,7 +62,8 @@ void RegisterGatewayCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1024));
   sub->callback([o] {
     const std::string cmd = "gateway";
-    gateway::RouteTable routes = LoadRoutes(cmd, o->routes);
+    if (o->routes.empty() == o->server.empty()) Fail(cmd, "give --routes FILE or --server URL", kExitUsage);
+    gateway::RouteTable routes = o->routes.empty() ? gateway::RouteTable{} : LoadRoutes(cmd, o->routes);
     const size_t colon = o->listen.rfind(':');
     int port = 0;
     if (colon == std::string::npos || !absl::SimpleAtoi(o->listen.substr(colon + 1), &port) || port < 0 ||
@@ -81,10 +93,25 @@ void RegisterGatewayCommand(CLI::App& app) {
       metrics_listener = *std::move(m);
       std::cout << fmt::format("gpugeek gateway: metrics on http://{}/metrics\n", metrics_listener->address());
     }
+    std::unique_ptr<gateway::EndpointSync> sync;
+    if (!o->server.empty()) {
+      gateway::EndpointSyncOptions so;
+      so.client.base_url = o->server;
+      so.client.ca_file = o->ca_file;
+      if (!o->token_file.empty()) {
+        so.client.bearer_token =
+            std::string(absl::StripAsciiWhitespace(ReadFileOrFail(cmd, o->token_file, "--token-file")));
+      }
+      so.gateway_id = fmt::format("{}:{}", options.listen_host, (*gw)->port());
+      auto started = gateway::EndpointSync::Start(so, gw->get());
+      if (!started.ok()) Fail(cmd, fmt::format("--server: {}", started.status().message()), kExitUsage);
+      sync = *std::move(started);
+    }
     std::cout << fmt::format("gpugeek gateway listening on http://{}:{}\n", options.listen_host, (*gw)->port())
               << std::flush;
     int signal = 0;
     while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+      if (sync) continue;  // routes come from the control plane
       auto table = gateway::ParseRouteTable(ReadFileOrFail(cmd, o->routes, "--routes"));
       absl::Status st = table.ok() ? (*gw)->SetRoutes(*std::move(table)) : table.status();
       if (st.ok()) {
@@ -93,6 +120,7 @@ void RegisterGatewayCommand(CLI::App& app) {
         spdlog::error("SIGHUP: routes not reloaded, the previous ones stay: {}", st.message());
       }
     }
+    if (sync) sync->Stop();
     (*gw)->Stop();
     pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
     std::cout << "gpugeek gateway: stopped\n";

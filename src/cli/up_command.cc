@@ -1,11 +1,13 @@
 // `gpugeek up [--listen HOST:PORT] [--emulate SPEC] [--data-dir DIR] [--store postgres://...] [--policy NAME]
-//  [--agent-metrics-listen HOST:PORT|off] [--insecure-no-tls]`: the embedded
+//  [--agent-metrics-listen HOST:PORT|off] [--gateway-listen HOST:PORT|off] [--insecure-no-tls]`: the embedded
 // single-machine default. One process runs the control plane (SQLite under DIR/server, or the PostgreSQL
 // database of --store) and one agent
 // for this host (DIR/agent): real GPUs when NVML or ROCm SMI finds any, else an emulated 8-GPU node,
 // so the whole job flow works on a machine without a GPU. The agent serves its Prometheus metrics
 // (docs/metrics.md, "Agent") on --agent-metrics-listen, apart from the server's own /metrics. Runs until SIGINT /
-// SIGTERM; then the agent stops its workloads gracefully and the server stops.
+// SIGTERM; then the agent stops its workloads gracefully and the server stops. The serving gateway runs in the
+// same process on --gateway-listen (plain HTTP/1.1, HTTP/2 and WebSocket for the services' clients; routes from
+// this server's deployments, gateway/endpoint_sync.h), its metrics beside the agent's.
 // TLS 1.3 on every listener with zero configuration: the server's local CA and certificate (DIR/server/tls,
 // made on the first start) serve the API, the agents' listener and the agent's metrics; the agent trusts
 // that CA, and so does the CLI profile "local" saved here. SIGHUP reloads (and renews) the certificates.
@@ -19,6 +21,8 @@
 
 #include <fmt/format.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "agent/agent.h"
 #include "agent/engine_runtimes.h"
 #include "agent/metrics_listener.h"
@@ -29,6 +33,8 @@
 #include "cli/podman_flags.h"
 #include "common/absl_fmt.h"
 #include "controlplane/server.h"
+#include "gateway/endpoint_sync.h"
+#include "gateway/gateway.h"
 #include "hw/composite_discovery.h"
 #include "hw/emulated_discovery.h"
 #include "metrics/registry.h"
@@ -52,6 +58,7 @@ void RegisterUpCommand(CLI::App& app) {
     std::string policy = controlplane::ServerOptions().policy;
     std::string agent_listen = "127.0.0.1:8472";
     std::string agent_metrics_listen = "127.0.0.1:8471";
+    std::string gateway_listen = "127.0.0.1:8480";
     bool insecure_no_tls = false;
     std::string podman = "off";
     std::string podman_run_flags;
@@ -86,6 +93,9 @@ void RegisterUpCommand(CLI::App& app) {
   sub->add_option("--podman-run-flags", o->podman_run_flags, "Extra `podman run` flags (as gpugeek agent)");
   sub->add_option("--engines", o->engines,
                   "Compiled-engine runtimes the agent reports (as gpugeek agent: auto, none or a list)")
+      ->capture_default_str();
+  sub->add_option("--gateway-listen", o->gateway_listen,
+                  "HOST:PORT of the serving gateway for the services' clients (numeric IPv4), or off")
       ->capture_default_str();
   sub->add_option("--agent-metrics-listen", o->agent_metrics_listen,
                   "HOST:PORT where the agent serves its Prometheus metrics (GET /metrics; port 0: any free port; "
@@ -175,6 +185,35 @@ void RegisterUpCommand(CLI::App& app) {
     ao.engines = *engines;
     auto agent = agent::Agent::Create(ao);
     if (!agent.ok()) Fail(cmd, fmt::format("agent: {}", agent.status().message()));
+    // The serving gateway: its instruments go in the agent's registry (served with the agent's metrics), so it
+    // starts before that listener (Registry: families before concurrent use).
+    std::unique_ptr<gateway::Gateway> gw;
+    std::unique_ptr<gateway::EndpointSync> gw_sync;
+    if (o->gateway_listen != "off" && !o->gateway_listen.empty()) {
+      const size_t colon = o->gateway_listen.rfind(':');
+      int port = -1;
+      if (colon == std::string::npos || !absl::SimpleAtoi(o->gateway_listen.substr(colon + 1), &port) || port < 0 ||
+          port > 65535) {
+        Fail(cmd, fmt::format("--gateway-listen \"{}\": give HOST:PORT or off", o->gateway_listen), kExitUsage);
+      }
+      gateway::GatewayOptions go;
+      go.listen_host = o->gateway_listen.substr(0, colon);
+      go.port = static_cast<uint16_t>(port);
+      go.registry = agent_metrics ? &agent_registry : nullptr;
+      auto started = gateway::Gateway::Start(go, {});
+      if (!started.ok())
+        Fail(cmd, fmt::format("--gateway-listen {}: {}", o->gateway_listen, started.status().message()));
+      gw = *std::move(started);
+      gateway::EndpointSyncOptions so;
+      so.client.base_url = (*server)->url();
+      so.client.ca_file = (*server)->ca_file();
+      so.client.bearer_token = std::string(
+          absl::StripAsciiWhitespace(ReadFileOrFail(cmd, (*server)->admin_token_file(), "the admin token")));
+      so.gateway_id = o->gateway_listen;
+      auto sync = gateway::EndpointSync::Start(so, gw.get());
+      if (!sync.ok()) Fail(cmd, fmt::format("gateway: {}", sync.status().message()));
+      gw_sync = *std::move(sync);
+    }
     std::unique_ptr<agent::MetricsListener> metrics_listener;
     if (agent_metrics) {
       // The server's certificate names 127.0.0.1, ::1, localhost and this host: it fits this listener too.
@@ -212,6 +251,9 @@ void RegisterUpCommand(CLI::App& app) {
               << ((*server)->tls() ? fmt::format("gpugeek up: TLS 1.3 on every listener; CA {}\n", (*server)->ca_file())
                                    : std::string("gpugeek up: WARNING: TLS is off (--insecure-no-tls): API tokens and "
                                                  "job data cross the network in clear text. For debugging only\n"))
+              << (gw ? fmt::format("gpugeek up: serving gateway on http://{}:{} (services: gpugeek serve SPEC.yaml)\n",
+                                   o->gateway_listen.substr(0, o->gateway_listen.rfind(':')), gw->port())
+                     : std::string())
               << "  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow\n"
               << std::flush;
 
@@ -231,6 +273,8 @@ void RegisterUpCommand(CLI::App& app) {
     }
     std::cout << fmt::format("gpugeek up: {} received, stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM")
               << std::flush;
+    if (gw_sync) gw_sync->Stop();
+    if (gw) gw->Stop();
     (*agent)->Stop();
     agent_thread.join();
     if (metrics_listener != nullptr) metrics_listener->Stop();

@@ -440,6 +440,18 @@ TEST(Gateway, HostileClientsGetClearErrors) {
     EXPECT_EQ(a.status, 404);
     EXPECT_EQ(a.body, "no service is routed at svc/elsewhere\n");
   }
+  {
+    Conn c(gw->port());  // smuggling: both framings, or a coding that does not end in chunked
+    c.Send("POST /only HTTP/1.1\r\nHost: svc\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    EXPECT_EQ(c.Read().status, 400);
+  }
+  {
+    Conn c(gw->port());
+    c.Send("POST /only HTTP/1.1\r\nHost: svc\r\nTransfer-Encoding: gzip\r\n\r\nGET /only HTTP/1.1\r\n\r\n");
+    Conn::Answer a = c.Read();
+    EXPECT_EQ(a.status, 400);
+    EXPECT_EQ(a.body, "Transfer-Encoding must end in chunked\n");
+  }
   EXPECT_EQ(v1.served(), 0) << "nothing hostile reached the replica";
   RouteTable bad = Table({{.name = "v1", .weight_percent = 90, .replicas = {v1.Endpoint()}}});
   EXPECT_FALSE(gw->SetRoutes(bad).ok());

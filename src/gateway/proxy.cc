@@ -392,6 +392,13 @@ void Proxy::StartExchange(ClientConn* c) {
   const std::string* host = h.Find("host");
   const int route = MatchRoute(table_, host ? *host : std::string_view(), h.target);
   const bool has_body = h.chunked || (h.content_length && *h.content_length > 0);
+  if (!h.chunked && h.Find("transfer-encoding") != nullptr) {
+    // RFC 9112 6.3: a request whose transfer coding does not end in chunked has no length anyone can agree on.
+    c->keep_alive = false;
+    Respond(c, 400, StatusText(400), "Transfer-Encoding must end in chunked");
+    c->in.Clear();
+    return;
+  }
   if (route < 0) {
     if (has_body) c->keep_alive = false;
     Respond(c, 404, "Not Found", absl::StrCat("no service is routed at ", host ? *host : "", h.target));
@@ -438,7 +445,17 @@ void Proxy::StartExchange(ClientConn* c) {
       xff = &f.value;
       continue;
     }
+    // The framing the replica sees is the one the gateway parsed, written once (RFC 9112 6.3: no room for a
+    // second reading of the same bytes).
+    if (absl::EqualsIgnoreCase(f.name, "content-length") || absl::EqualsIgnoreCase(f.name, "transfer-encoding")) {
+      continue;
+    }
     absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
+  }
+  if (h.chunked) {
+    absl::StrAppend(&out, "Transfer-Encoding: ", *h.Find("transfer-encoding"), "\r\n");  // codings kept, chunked last
+  } else if (h.content_length) {
+    absl::StrAppend(&out, "Content-Length: ", *h.content_length, "\r\n");
   }
   absl::StrAppend(&out, "X-Forwarded-For: ", xff ? absl::StrCat(*xff, ", ") : "", c->peer_ip, "\r\n");
   if (h.upgrade) out.append("Connection: Upgrade\r\n");
@@ -747,9 +764,21 @@ std::string Proxy::ResponseHead(const Exchange& x, const MessageHead& h, bool cl
   std::string out;
   out.reserve(128 + h.headers.size() * 48);
   absl::StrAppend(&out, "HTTP/1.1 ", h.status, " ", h.reason, "\r\n");
+  // A body's framing is written as parsed; an answer to HEAD and a 304 keep their Content-Length (the length of
+  // what a GET would get), and bodiless statuses none.
+  const bool keep_length = x.head_request || h.status == 304;
   for (const HeaderField& f : h.headers) {
     if (IsHopByHop(f.name) && !(h.status == 101 && absl::EqualsIgnoreCase(f.name, "upgrade"))) continue;
+    if (absl::EqualsIgnoreCase(f.name, "transfer-encoding")) continue;
+    if (absl::EqualsIgnoreCase(f.name, "content-length") && !keep_length) continue;
     absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
+  }
+  if (!keep_length && h.status >= 200 && h.status != 204) {
+    if (h.chunked) {
+      absl::StrAppend(&out, "Transfer-Encoding: ", *h.Find("transfer-encoding"), "\r\n");
+    } else if (h.content_length) {
+      absl::StrAppend(&out, "Content-Length: ", *h.content_length, "\r\n");
+    }
   }
   if (!x.set_cookie.empty() && h.status >= 200) {
     absl::StrAppend(&out, "Set-Cookie: ", x.service->route.sticky.name, "=", x.set_cookie,

@@ -40,8 +40,9 @@ struct GatewayOptions {
   Duration upstream_timeout = std::chrono::seconds(300);  // to the first byte of the answer (LLM generation)
   Duration tunnel_idle_timeout = std::chrono::hours(1);   // WebSocket / upgraded connections
   Duration upstream_idle_timeout = std::chrono::seconds(30);
-  uint32_t max_head = 64 * 1024;                    // bytes, request and response heads
-  uint64_t max_request_body = 64ULL * 1024 * 1024;  // bytes
+  Duration write_timeout = std::chrono::seconds(30);  // a client that takes nothing of its answer for this long
+  uint32_t max_head = 64 * 1024;                      // bytes, request and response heads
+  uint64_t max_request_body = 64ULL * 1024 * 1024;    // bytes
   size_t max_client_connections = 10000;
   int pipeline_depth = 16;  // requests in flight on one upstream connection; 1 turns pipelining off
   Duration pipeline_stall = std::chrono::milliseconds(10);

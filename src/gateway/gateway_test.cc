@@ -51,6 +51,9 @@ class Replica {
       };
       return r;
     });
+    server_->Route("GET", "/big", [](const http::Request&) -> absl::StatusOr<http::Reply> {
+      return http::Reply::Text(std::string(8 << 20, 'b'));
+    });
     server_->Route("*", "/{rest...}", [this](const http::Request& req) -> absl::StatusOr<http::Reply> {
       ++served_;
       if (fail_.load()) return absl::UnavailableError("replica failing");
@@ -164,9 +167,14 @@ class Conn {
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &back, sizeof back);
     return out;
   }
+  // Drains what was sent; true when the connection then ends (EOF or reset), false when it stays open.
   bool PeerClosed() {
-    char c;
-    return recv(fd_, &c, 1, 0) == 0;
+    char chunk[65536];
+    for (;;) {
+      const ssize_t r = recv(fd_, chunk, sizeof chunk, 0);
+      if (r == 0) return true;
+      if (r < 0) return errno == ECONNRESET;
+    }
   }
 
  private:
@@ -395,6 +403,25 @@ TEST(Gateway, RetriesGetOnAnotherReplicaButNeverAPost) {
   // The dead replica failed its connections: retried each time, then ejected after 5 (no more retries needed).
   const std::string text = registry.Render();
   EXPECT_NE(text.find("gpugeek_gateway_retries_total{service=\"svc\"} 5"), std::string::npos) << text;
+}
+
+TEST(Gateway, AClientThatNeverReadsIsCutAndHoldsNobodyElse) {
+  Replica v1("v1");
+  GatewayOptions o;
+  o.write_timeout = 300ms;
+  auto gw = StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {v1.Endpoint()}}}), nullptr, o);
+  Conn stuck(gw->port());
+  stuck.Send(Get("/big"));  // 8 MiB it never reads
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  Conn other(gw->port());
+  for (int i = 0; i < 20; ++i) {
+    other.Send(Get("/small"));
+    ASSERT_EQ(other.Read().body, "v1") << i;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(stuck.PeerClosed()) << "cut after write_timeout with its answer unread";
 }
 
 TEST(Gateway, HostileClientsGetClearErrors) {

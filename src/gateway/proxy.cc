@@ -506,10 +506,13 @@ void Proxy::ForwardBody(ClientConn* c) {
 
 void Proxy::ClientFlush(ClientConn* c) {
   if (c->dead) return;
+  const size_t before = c->out.size();
   if (!WriteFrom(c->fd, c->out)) {
     CloseClient(c);
     return;
   }
+  if (c->out.empty() || c->out.size() < before) c->write_stalled_since = MonoTime{};
+  if (!c->out.empty() && c->write_stalled_since == MonoTime{}) c->write_stalled_since = now_;
   if (c->out.empty() && c->close_after) {
     CloseClient(c);
     return;
@@ -571,9 +574,19 @@ void Proxy::CloseClient(ClientConn* c) {
 
 void Proxy::Abandon(Exchange* x) {
   x->client = nullptr;
+  UpstreamConn* u = x->upstream;
+  if (u == nullptr) return;  // waiting in the activator: dropped when the queue is drained
   // A request cut short, or an upgrade not yet answered, leaves its upstream connection unusable.
-  if (x->upstream && (!x->request_complete || x->upgrade)) {
-    FailUpstream(x->upstream, Outcome::kClientError, 502, "the client went away");
+  if (!x->request_complete || x->upgrade) {
+    FailUpstream(u, Outcome::kClientError, 502, "the client went away");
+    return;
+  }
+  // The upstream may have stopped reading for this client's full output: the answer is now read and dropped (in
+  // the flush, not here: `x` may end there).
+  if (u->read_blocked && !u->dead) {
+    u->read_blocked = false;
+    resume_upstreams_.push_back(u);
+    ScheduleFlush();
   }
 }
 
@@ -1050,6 +1063,13 @@ void Proxy::FlushAll() {
     if (c->dead) continue;
     ClientProcess(c);
   }
+  std::vector<UpstreamConn*> resume_ups;
+  resume_ups.swap(resume_upstreams_);
+  for (UpstreamConn* u : resume_ups) {
+    if (u->dead) continue;
+    UpstreamRead(u);
+    UpstreamProcess(u);
+  }
   std::vector<UpstreamConn*> ups;
   ups.swap(dirty_upstreams_);
   for (UpstreamConn* u : ups) {
@@ -1062,7 +1082,7 @@ void Proxy::FlushAll() {
     c->dirty = false;
     ClientFlush(c);
   }
-  if (resume_.empty() && dirty_upstreams_.empty() && dirty_clients_.empty()) Collect();
+  if (resume_.empty() && resume_upstreams_.empty() && dirty_upstreams_.empty() && dirty_clients_.empty()) Collect();
 }
 
 void Proxy::Collect() {
@@ -1080,6 +1100,10 @@ void Proxy::Tick() {
   for (auto& cp : clients_) {
     ClientConn* c = cp.get();
     if (c->dead) continue;
+    if (c->write_stalled_since != MonoTime{} && now_ - c->write_stalled_since > options_.write_timeout) {
+      CloseClient(c);  // it takes nothing of what it asked for: its connection and what it holds go
+      continue;
+    }
     if (c->tunnel) {
       if (now_ - c->last_activity > options_.tunnel_idle_timeout) CloseClient(c);
       continue;

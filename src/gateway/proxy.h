@@ -111,6 +111,7 @@ struct ClientConn final : IoHandler {
   UpstreamConn* tunnel = nullptr;  // upgraded: bytes go straight to this upstream connection
   MonoTime head_began{};           // first byte of a head not yet parsed
   MonoTime last_activity{};
+  MonoTime write_stalled_since{};  // `out` pending and the socket full since then
   explicit ClientConn(const FramingLimits& limits) : framer(limits) {}
   void OnEvents(uint32_t events) override;
 };
@@ -206,7 +207,8 @@ class Proxy final : public IoHandler {
   void ScheduleFlush();
   void UpstreamRead(UpstreamConn* u);
   std::string ResponseHead(const Exchange& x, const MessageHead& h, bool close);
-  std::vector<ClientConn*> resume_;  // clients whose buffered requests can go on
+  std::vector<ClientConn*> resume_;              // clients whose buffered requests can go on
+  std::vector<UpstreamConn*> resume_upstreams_;  // upstreams to read again (their client went away)
   void Collect();
   // A client connection that opened with the HTTP/2 preface (h2c with prior knowledge, as gRPC clients do): its
   // socket and the bytes read so far go to the HTTP/2 side.

@@ -22,6 +22,8 @@ packages=(
   libxxhash-dev
   # Boost.Beast and Boost.Asio (header-only) for the HTTP server
   libboost1.74-dev
+  # HTTP/2 for the gateway's gRPC pass-through (src/gateway/h2_proxy.h)
+  libnghttp2-dev
   # hyper-parameter search (src/hpo): Eigen for the GP's and CMA-ES's linear algebra, NLopt for optimising the
   # GP's likelihood and acquisition
   libeigen3-dev libnlopt-cxx-dev

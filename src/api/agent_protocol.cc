@@ -217,9 +217,10 @@ absl::Status CheckPlatformEnv(const std::string& field, const std::string& name,
   bool known = false;
   for (const char* allowed : kPlatformEnvNames) known = known || name == allowed;
   if (!known) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}.{}: not a platform variable (GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, GPUGEEK_PARAMS)", field,
-                    name.substr(0, 64)));
+    return absl::InvalidArgumentError(fmt::format(
+        "{}.{}: not a platform variable (GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, GPUGEEK_PARAMS, PORT, GPUGEEK_SERVICE, "
+        "GPUGEEK_SERVICE_VERSION)",
+        field, name.substr(0, 64)));
   }
   if (value.size() > kMaxPlatformEnvValueBytes) {
     return absl::InvalidArgumentError(

@@ -180,7 +180,8 @@ struct Assignment {
   // gets GPUGEEK_ENGINE and GPUGEEK_ENGINE_RUNTIMES (this node's runtimes of it). Optional on the wire.
   std::string engine;
   // Variables the platform sets for this job beside `env` (store::JobRecord::platform_env): a trial's
-  // GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID and GPUGEEK_PARAMS; no other name (kPlatformEnvNames), each value
+  // GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID and GPUGEEK_PARAMS, a service replica's PORT, GPUGEEK_SERVICE and
+  // GPUGEEK_SERVICE_VERSION; no other name (kPlatformEnvNames), each value
   // at most kMaxPlatformEnvValueBytes. Optional on the wire.
   std::map<std::string, std::string> platform_env;
   // How many of this member's metric reports (WorkloadReport::metrics) of this epoch the server has
@@ -195,7 +196,9 @@ struct MetricPoint {
   int64_t step = 0;  // 0..kMaxCheckpointStep
   double value = 0;  // finite
 };
-inline constexpr const char* kPlatformEnvNames[] = {"GPUGEEK_EXPERIMENT", "GPUGEEK_TRIAL_ID", "GPUGEEK_PARAMS"};
+// A service replica's (controlplane/controllers/deployment.h): PORT, GPUGEEK_SERVICE, GPUGEEK_SERVICE_VERSION.
+inline constexpr const char* kPlatformEnvNames[] = {
+    "GPUGEEK_EXPERIMENT", "GPUGEEK_TRIAL_ID", "GPUGEEK_PARAMS", "PORT", "GPUGEEK_SERVICE", "GPUGEEK_SERVICE_VERSION"};
 inline constexpr size_t kMaxPlatformEnvValueBytes = 64 * 1024;
 // InvalidArgument naming `field` unless `name` is one of kPlatformEnvNames and `value` fits.
 absl::Status CheckPlatformEnv(const std::string& field, const std::string& name, const std::string& value);

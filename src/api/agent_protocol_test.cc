@@ -136,7 +136,7 @@ TEST(AgentProtocol, MetricReportsTravelConsecutiveAndFinite) {
   a.platform_env = {{"LD_PRELOAD", "/tmp/x.so"}};
   EXPECT_EQ(AssignmentFromJson(ToJson(a)).status().message(),
             "assignment.platform_env.LD_PRELOAD: not a platform variable (GPUGEEK_EXPERIMENT, GPUGEEK_TRIAL_ID, "
-            "GPUGEEK_PARAMS)");
+            "GPUGEEK_PARAMS, PORT, GPUGEEK_SERVICE, GPUGEEK_SERVICE_VERSION)");
 }
 
 TEST(AgentProtocol, RegistrationCarriesTheInventory) {

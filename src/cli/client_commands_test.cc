@@ -425,6 +425,79 @@ TEST_F(ClientCommandsTest, JobsPagesUpToTheLimit) {
   EXPECT_TRUE(Contains(r.out, "No nodes registered")) << r.out;
 }
 
+TEST_F(ClientCommandsTest, ServeScaleTrafficReplicasEndpointsAndDelete) {
+  const std::string spec = WriteSpec("svc.yaml", R"(kind: service
+name: chat
+replicas: {max: 4, initial: 2}
+versions:
+  - {name: v1, weight: 90, resources: {accelerators: A100-SXM-80GB:1}, run: serve --port $PORT}
+  - {name: v2, weight: 10, resources: {accelerators: A100-SXM-80GB:1}, run: serve --port $PORT --v2}
+)");
+  Result r = RunGpugeek("serve " + spec + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "service chat (generation 1): v1 90% x1, v2 10% x1; gpugeek replicas chat\n");
+  // The controller's loop starts both replicas (no node: they stay PENDING).
+  json replicas;
+  for (int i = 0; i < 200; ++i) {
+    r = RunGpugeek("replicas chat --json" + server_flag_);
+    replicas = json::parse(r.out, nullptr, false);
+    if (replicas.is_array() && replicas.size() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(replicas.size(), 2u) << r.out << r.err;
+  EXPECT_EQ(replicas[0]["version"], "v1");
+  EXPECT_EQ(replicas[0]["state"], "PENDING");
+  EXPECT_EQ(replicas[0]["port"], 20000);
+  EXPECT_EQ(replicas[1]["version"], "v2");
+  r = RunGpugeek("replicas chat" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "VERSION")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "PENDING")) << r.out;
+
+  r = RunGpugeek("scale chat v1=3" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "chat replicas: v1=3 v2=1\n");
+  r = RunGpugeek("scale chat v1=9" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, "replicas.v1: 9 is not a count 0..4")) << r.err;
+  r = RunGpugeek("scale chat v1" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, "'v1': give VERSION=N")) << r.err;
+
+  r = RunGpugeek("traffic set chat v2=100" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "chat weights: v1=0 v2=100\n");
+  r = RunGpugeek("traffic set chat v1=50 v2=40" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, "weights: sum to 90; they must sum to 100")) << r.err;
+
+  r = RunGpugeek("services --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json services = json::parse(r.out);
+  ASSERT_EQ(services.size(), 1u);
+  EXPECT_EQ(services[0]["name"], "chat");
+  EXPECT_EQ(services[0]["generation"], 2);
+  EXPECT_EQ(services[0]["desired"], 4);
+  r = RunGpugeek("services" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "v1 0% x0, v2 100% x4")) << r.out;
+
+  r = RunGpugeek("endpoints --json" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json routes = json::parse(r.out)["routes"];
+  ASSERT_EQ(routes.size(), 1u);
+  EXPECT_EQ(routes[0]["hosts"], json({"chat"}));
+  EXPECT_EQ(routes[0]["versions"][1]["weight"], 100);
+  EXPECT_TRUE(routes[0]["versions"][1]["replicas"].empty());  // none ready
+  r = RunGpugeek("endpoints" + server_flag_);
+  EXPECT_TRUE(Contains(r.out, "no ready replica")) << r.out;
+
+  r = RunGpugeek("service delete chat" + server_flag_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Contains(r.out, "service chat: DELETED (deleted by admin)")) << r.out;
+  r = RunGpugeek("replicas chat" + server_flag_);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Contains(r.err, "no service 'chat'")) << r.err;
+}
+
 TEST_F(ClientCommandsTest, ErrorsSayWhatAndExitNonZero) {
   Result r = RunGpugeek("job j-99999999" + server_flag_);
   EXPECT_EQ(r.exit_code, 1);

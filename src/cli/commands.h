@@ -30,6 +30,9 @@ void RegisterCheckpointCommand(CLI::App& app);
 void RegisterReportCommand(CLI::App& app);
 // `gpugeek hpo run|list|status|export|stop`: hyper-parameter experiments (hpo_command.cc; docs/hpo.md).
 void RegisterHpoCommands(CLI::App& app);
+// `gpugeek serve SPEC`, services, endpoints, replicas, traffic set, scale, service delete: model services
+// (serve_commands.cc; docs/service-spec.md).
+void RegisterServeCommands(CLI::App& app);
 // `gpugeek ports JOB` and `gpugeek port-forward JOB [LOCAL:]REMOTE...`: a member's ports, through the
 // server (ports_command.cc).
 void RegisterPortCommands(CLI::App& app);

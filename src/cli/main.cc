@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   gpugeek::cli::RegisterCheckpointCommand(app);
   gpugeek::cli::RegisterReportCommand(app);
   gpugeek::cli::RegisterHpoCommands(app);
+  gpugeek::cli::RegisterServeCommands(app);
   gpugeek::cli::RegisterPortCommands(app);
   gpugeek::cli::RegisterNodeCommands(app);
   gpugeek::cli::RegisterImagesCommand(app);

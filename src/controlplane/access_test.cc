@@ -121,6 +121,18 @@ class AccessTest : public ::testing::Test {
   static constexpr char kExperimentSpec[] =
       "name: e\nspace: [{name: lr, type: float, low: 0.1, high: 1}]\nbudget: {trials: 2}\n"
       "trial:\n  resources: {accelerators: A100-SXM-80GB:1}\n  run: sleep 1 {{lr}}\n";
+  // A fresh service of team-a (docs/service-spec.md), named svc-N.
+  static std::string ServiceSpec(int n) {
+    return fmt::format(
+        "kind: service\nname: svc-{}\nreplicas: {{initial: 0}}\nresources: {{accelerators: "
+        "A100-SXM-80GB:1}}\nrun: serve\n",
+        n);
+  }
+  std::string NewServiceOfA(int n) {
+    Result r = Call(kMemberA, "POST", "/v1/services", {{"spec_yaml", ServiceSpec(n)}});
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.body.value("name", "");
+  }
   std::string NewExperimentOfA() {
     Result r = Call(kMemberA, "POST", "/v1/experiments", {{"spec_yaml", kExperimentSpec}});
     EXPECT_EQ(r.status, 201) << r.body;
@@ -276,6 +288,8 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
     const bool job_scoped = absl::StartsWith(pattern, "/v1/jobs/{id}");
     const bool experiment_scoped = absl::StartsWith(pattern, "/v1/experiments/{id}");
     const bool token_scoped = pattern == "/v1/tokens/{id}";
+    // A service of team-a.
+    const bool service_scoped = absl::StartsWith(pattern, "/v1/services/{name}");
     // A secret of team-a (and of the admin's own tenant: secrets are the caller's tenant's).
     const bool secret_scoped = pattern == "/v1/secrets/{name}" && method != "PUT";
     // A reservation of team-a.
@@ -300,8 +314,9 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
         : pattern == "/v1/providers/{name}/payouts"                                         ? 409
         : pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/tenants/{name}/grants" ? 201
         : method == "POST" && pattern == "/v1/reservations"                                 ? 201
-        : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/experiments" || pattern == "/v1/tenants" ||
-                                pattern == "/v1/users" || pattern == "/v1/tokens" || pattern == "/v1/join-tokens"))
+        : (method == "POST" && (pattern == "/v1/jobs" || pattern == "/v1/experiments" || pattern == "/v1/services" ||
+                                pattern == "/v1/tenants" || pattern == "/v1/users" || pattern == "/v1/tokens" ||
+                                pattern == "/v1/join-tokens"))
             ? 201
             : 200;
     for (int c = 0; c < kCallers; ++c) {
@@ -312,6 +327,7 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
       json body = nullptr;
       if (job_scoped) path = absl::StrReplaceAll(path, {{"{id}", NewJobOfA()}});
       if (experiment_scoped) path = absl::StrReplaceAll(path, {{"{id}", NewExperimentOfA()}, {"{number}", "0"}});
+      if (service_scoped) path = absl::StrReplaceAll(path, {{"{name}", NewServiceOfA(n)}});
       if (pattern == "/v1/join-tokens/{id}") {
         Result t = Call(kAdmin, "POST", "/v1/join-tokens", json::object());
         path = absl::StrReplaceAll(path, {{"{id}", t.body["id"].get<std::string>()}});
@@ -426,6 +442,14 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = {{"spec_yaml", "name: m\nresources: {accelerators: A100-SXM-80GB:1}\nrun: sleep 1\n"}};
         } else if (pattern == "/v1/experiments") {
           body = {{"spec_yaml", kExperimentSpec}};
+        } else if (pattern == "/v1/services") {
+          body = {{"spec_yaml", ServiceSpec(n)}};
+        } else if (pattern == "/v1/services/load") {
+          body = {{"gateway", "gw-1"}, {"services", {{"svc-1", {{"in_flight", 1}, {"queued", 0}}}}}};
+        } else if (pattern == "/v1/services/{name}/traffic") {
+          body = {{"weights", {{"v1", 100}}}};
+        } else if (pattern == "/v1/services/{name}/scale") {
+          body = {{"replicas", {{"v1", 1}}}};
         } else if (pattern == "/v1/tenants") {
           body = {{"name", fmt::format("t-{}", n)}};
         } else if (pattern == "/v1/tenants/{name}/top-ups" || pattern == "/v1/providers/{name}/payouts") {
@@ -456,10 +480,10 @@ TEST_F(AccessTest, EveryRouteAnswersEveryCallerAsDocumented) {
           body = json::object();
         }
       }
-      const int want = Expected(
-          access, who,
-          job_scoped || experiment_scoped || secret_scoped || archive_scoped || dataset_scoped || reservation_scoped,
-          token_scoped, ok);
+      const int want = Expected(access, who,
+                                job_scoped || experiment_scoped || service_scoped || secret_scoped || archive_scoped ||
+                                    dataset_scoped || reservation_scoped,
+                                token_scoped, ok);
       Result got = Call(who, method, path, body, raw);
       EXPECT_EQ(got.status, want) << method << " " << path << " as " << kCallerNames[c] << ": " << got.body;
       // The answer is one the document lists for the operation.
@@ -605,6 +629,36 @@ TEST_F(AccessTest, AnotherTenantsJobReadsExactlyAsAnAbsentOne) {
   EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs").body["jobs"].size(), 1u);
   // The job is team-a's and its submitter's tenant, not a free label.
   EXPECT_EQ(Call(kMemberA, "GET", "/v1/jobs/" + id).body["tenant"], "team-a");
+}
+
+TEST_F(AccessTest, AnotherTenantsServiceReadsAsAbsentAndOnlyAnAdminSeesEveryEndpoint) {
+  const std::string name = NewServiceOfA(1);
+  Result absent = Call(kMemberB, "GET", "/v1/services/svc-none");
+  Result foreign = Call(kMemberB, "GET", "/v1/services/" + name);
+  ASSERT_EQ(absent.status, 404);
+  ASSERT_EQ(foreign.status, 404);
+  EXPECT_EQ(foreign.body["message"], "no service 'svc-1'");
+  EXPECT_EQ(Call(kMemberB, "POST", "/v1/services/" + name + "/scale", {{"replicas", {{"v1", 1}}}}).body, foreign.body);
+  EXPECT_EQ(Call(kMemberB, "DELETE", "/v1/services/" + name).body, foreign.body);
+  // Listings leave it out, whatever the filter says.
+  EXPECT_TRUE(Call(kMemberB, "GET", "/v1/services").body["services"].empty());
+  EXPECT_TRUE(Call(kMemberB, "GET", "/v1/services?tenant=team-a").body["services"].empty());
+  EXPECT_EQ(Call(kViewerA, "GET", "/v1/services").body["services"].size(), 1u);
+  EXPECT_EQ(Call(kAdmin, "GET", "/v1/services").body["services"].size(), 1u);
+  // Its name is taken for every tenant: gateways route by it.
+  Result taken = Call(kMemberB, "POST", "/v1/services", {{"spec_yaml", ServiceSpec(1)}});
+  EXPECT_EQ(taken.status, 409) << taken.body;
+  EXPECT_EQ(taken.body["message"], "name: another tenant's service is named 'svc-1'; choose another name");
+  // The gateways' routes: the admin's only.
+  EXPECT_EQ(Call(kMemberA, "GET", "/v1/endpoints").status, 403);
+  Result routes = Call(kAdmin, "GET", "/v1/endpoints");
+  ASSERT_EQ(routes.status, 200);
+  ASSERT_EQ(routes.body["routes"].size(), 1u);
+  EXPECT_EQ(routes.body["routes"][0]["service"], "svc-1");
+  // A bad traffic split names the field.
+  Result bad = Call(kMemberA, "POST", "/v1/services/" + name + "/traffic", {{"weights", {{"v1", 90}}}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["message"], "weights: sum to 90; they must sum to 100");
 }
 
 TEST_F(AccessTest, QuotasAreSetByTheAdminAndReadByEachTenantForItselfOnly) {

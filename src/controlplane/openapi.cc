@@ -128,6 +128,15 @@ constexpr OperationName kOperationNames[] = {
     {"GET", "/v1/experiments/{id}/trials/{number}", "getTrial", "experiments"},
     {"GET", "/v1/experiments/{id}/export", "exportExperiment", "experiments"},
     {"POST", "/v1/experiments/{id}/stop", "stopExperiment", "experiments"},
+    {"POST", "/v1/services", "applyService", "services"},
+    {"GET", "/v1/services", "listServices", "services"},
+    {"POST", "/v1/services/load", "reportServiceLoad", "services"},
+    {"GET", "/v1/services/{name}", "getService", "services"},
+    {"DELETE", "/v1/services/{name}", "deleteService", "services"},
+    {"GET", "/v1/services/{name}/replicas", "listServiceReplicas", "services"},
+    {"POST", "/v1/services/{name}/traffic", "setServiceTraffic", "services"},
+    {"POST", "/v1/services/{name}/scale", "scaleService", "services"},
+    {"GET", "/v1/endpoints", "listEndpoints", "services"},
 };
 
 // The tags operations are grouped by, with what each holds.
@@ -148,6 +157,9 @@ constexpr std::pair<std::string_view, std::string_view> kTags[] = {
     {"experiments",
      "Hyper-parameter experiments: trials run as jobs, sampled by TPE, GP or CMA-ES and stopped early by a "
      "pruner (docs/hpo.md)"},
+    {"services",
+     "Model services: replicas run as jobs, probed for readiness, split by weight between versions and "
+     "scaled on the gateways' load (docs/service-spec.md)"},
 };
 
 // method + the path's literal segments in camel case, "By" + its parameters: "postJobsByIdCancel".
@@ -1095,6 +1107,98 @@ J Build() {
   paths["/v1/experiments/{id}/stop"]["post"] =
       Op("Stop an experiment: no new trials; running ones are cancelled", JsonResponse("stopping", Ref("Experiment")));
   paths["/v1/experiments/{id}/stop"]["parameters"] = {PathParam("id")};
+
+  // Model services (service_routes.h, docs/service-spec.md).
+  const nlohmann::json int_map = {{"type", "object"}, {"additionalProperties", {{"type", "integer"}}}};
+  schemas["Service"] = {
+      {"type", "object"},
+      {"properties",
+       {{"id", {{"type", "string"}}},
+        {"name", {{"type", "string"}}},
+        {"tenant", {{"type", "string"}}},
+        {"user", {{"type", "string"}}},
+        {"state", {{"type", "string"}, {"enum", {"ACTIVE", "DELETED"}}}},
+        {"reason", {{"type", "string"}}},
+        {"generation", {{"type", "integer"}, {"description", "bumped when the spec or the traffic weights change"}}},
+        {"versions",
+         {{"type", "array"},
+          {"items",
+           {{"type", "object"},
+            {"properties",
+             {{"name", {{"type", "string"}}},
+              {"weight", {{"type", "integer"}}},
+              {"desired", {{"type", "integer"}}}}}}}}},
+        {"replicas",
+         {{"type", "object"},
+          {"properties",
+           {{"min", {{"type", "integer"}}}, {"max", {{"type", "integer"}}}, {"initial", {{"type", "integer"}}}}}}},
+        {"desired", {{"type", "integer"}, {"description", "desired replicas, all versions"}}},
+        {"ready", {{"type", "integer"}}},
+        {"created_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"updated_at", {{"type", "string"}, {"format", "date-time"}}},
+        {"spec_yaml", {{"type", "string"}}}}}};
+  schemas["Replica"] = {
+      {"type", "object"},
+      {"properties",
+       {{"version", {{"type", "string"}}},
+        {"ordinal", {{"type", "integer"}}},
+        {"job", {{"type", "string"}}},
+        {"node", {{"type", "string"}}},
+        {"address", {{"type", "string"}}},
+        {"port", {{"type", "integer"}}},
+        {"state", {{"type", "string"}, {"enum", {"PENDING", "STARTING", "READY", "NOT_READY", "ENDED"}}}},
+        {"since", {{"type", "string"}, {"format", "date-time"}}}}}};
+  paths["/v1/services"]["post"] =
+      Op("Deploy a service, or replace the spec of the caller's service of that name (a rolling update)",
+         JsonResponse("stored (durable)", Ref("Service")), "201");
+  paths["/v1/services"]["post"]["requestBody"] =
+      Body({{"type", "object"}, {"required", {"spec_yaml"}}, {"properties", {{"spec_yaml", {{"type", "string"}}}}}});
+  paths["/v1/services"]["get"] = Op("List services (the caller's tenant's; an admin's: every tenant's)",
+                                    JsonResponse("a page", page_of("services", "Service")));
+  paths["/v1/services"]["get"]["parameters"] = {QueryParam("state", "string", "ACTIVE (default) or DELETED"),
+                                                QueryParam("tenant", "string", "admins: only this tenant"),
+                                                QueryParam("after", "string", "the last id of the previous page"),
+                                                QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/services/load"]["post"] =
+      Op("A gateway's load per service (each second); the autoscaler sums the gateways of the last 5 s",
+         JsonResponse("stored in memory", {{"type", "object"}}));
+  paths["/v1/services/load"]["post"]["requestBody"] =
+      Body({{"type", "object"},
+            {"required", {"gateway"}},
+            {"properties",
+             {{"gateway", {{"type", "string"}}},
+              {"services",
+               {{"type", "object"},
+                {"additionalProperties",
+                 {{"type", "object"},
+                  {"properties", {{"in_flight", {{"type", "integer"}}}, {"queued", {{"type", "integer"}}}}}}}}}}}});
+  paths["/v1/services/{name}"]["get"] = Op("A service", JsonResponse("the service", Ref("Service")));
+  paths["/v1/services/{name}"]["delete"] =
+      Op("Delete a service: its replicas are cancelled", JsonResponse("deleted", Ref("Service")));
+  paths["/v1/services/{name}"]["parameters"] = {PathParam("name")};
+  paths["/v1/services/{name}/replicas"]["get"] =
+      Op("The service's replicas (live ones, then the last ended), by version and ordinal",
+         JsonResponse("a page", page_of("replicas", "Replica")));
+  paths["/v1/services/{name}/replicas"]["get"]["parameters"] = {
+      QueryParam("after", "string", "next_after of the previous page"),
+      QueryParam("limit", "integer", "1..1000, default 100")};
+  paths["/v1/services/{name}/replicas"]["parameters"] = {PathParam("name")};
+  paths["/v1/services/{name}/traffic"]["post"] =
+      Op("Set the versions' weights (percent, summing to 100; versions not named get 0): rollback and promote",
+         JsonResponse("the weights", {{"type", "object"}, {"properties", {{"weights", int_map}}}}));
+  paths["/v1/services/{name}/traffic"]["post"]["requestBody"] =
+      Body({{"type", "object"}, {"required", {"weights"}}, {"properties", {{"weights", int_map}}}});
+  paths["/v1/services/{name}/traffic"]["parameters"] = {PathParam("name")};
+  paths["/v1/services/{name}/scale"]["post"] = Op(
+      "Set the desired replicas of versions (the total within the spec's replicas.min..max)",
+      JsonResponse("every version's desired replicas", {{"type", "object"}, {"properties", {{"replicas", int_map}}}}));
+  paths["/v1/services/{name}/scale"]["post"]["requestBody"] =
+      Body({{"type", "object"}, {"required", {"replicas"}}, {"properties", {{"replicas", int_map}}}});
+  paths["/v1/services/{name}/scale"]["parameters"] = {PathParam("name")};
+  paths["/v1/endpoints"]["get"] = Op(
+      "Every service's READY replicas in the gateways' route shape (gateway/endpoint_sync.h)",
+      JsonResponse("the routes", {{"type", "object"},
+                                  {"properties", {{"routes", {{"type", "array"}, {"items", {{"type", "object"}}}}}}}}));
 
   // Who may call what (access.h): the security requirement and error answers of each operation.
   schemas["AuditRecord"] = {

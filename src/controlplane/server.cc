@@ -16,6 +16,7 @@
 #include "controlplane/metrics.h"
 #include "controlplane/model_routes.h"
 #include "controlplane/secret_routes.h"
+#include "controlplane/service_routes.h"
 #include "pki/pki.h"
 
 namespace gpugeek::controlplane {
@@ -227,6 +228,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RegisterModelRoutes(*s->http_, *s->accounts_, *s->models_, *s->model_registry_);
   s->experiments_ = std::make_unique<ExperimentController>(*s->control_plane_, *s->store_, s->control_plane_->clock());
   RegisterExperimentRoutes(*s->http_, *s->accounts_, *s->control_plane_, *s->store_, *s->experiments_);
+  s->deployments_ = std::make_unique<DeploymentController>(*s->control_plane_, *s->store_, s->control_plane_->clock());
+  RegisterServiceRoutes(*s->http_, *s->accounts_, *s->store_, *s->deployments_);
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;
@@ -247,6 +250,8 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   RETURN_IF_ERROR(s->http_->Start());
   s->loop_ = std::thread([p = s.get()] { p->Loop(); });
   s->experiments_loop_ = std::thread([p = s.get()] { p->ExperimentsLoop(); });
+  s->deployments_loop_ = std::thread([p = s.get()] { p->DeploymentsLoop(); });
+  s->probe_loop_ = std::thread([p = s.get()] { p->ProbeLoop(); });
   spdlog::info("gpugeek server listening on {} (agents on {}; data in {})", s->url(), s->agent_url(), options.data_dir);
   if (s->tls()) {
     spdlog::info("TLS 1.3 with {} (clients trust {})", s->options_.tls.cert_file,
@@ -310,6 +315,9 @@ void ControlPlaneServer::Stop() {
   if (loop_.joinable()) loop_.join();
   if (experiments_) experiments_->Wake();  // its loop then sees stopping_
   if (experiments_loop_.joinable()) experiments_loop_.join();
+  if (deployments_) deployments_->Wake();
+  if (deployments_loop_.joinable()) deployments_loop_.join();
+  if (probe_loop_.joinable()) probe_loop_.join();
   if (http_) http_->Stop();
   if (agents_http_) agents_http_->Stop();
 }
@@ -325,6 +333,32 @@ void ControlPlaneServer::ExperimentsLoop() {
     }
     experiments_->Reconcile();
     experiments_->WaitForWork(std::chrono::milliseconds(200));
+  }
+}
+
+// The deployment controller's loop (controllers/deployment.h): a pass every 200 ms, or at once when a
+// service changes or a replica's readiness does.
+void ControlPlaneServer::DeploymentsLoop() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    deployments_->Reconcile();
+    deployments_->WaitForWork(std::chrono::milliseconds(200));
+  }
+}
+
+// The replicas' readiness probes, apart from the reconcile loop so a slow replica delays no pass: a round
+// every 100 ms (each replica is probed at its own period).
+void ControlPlaneServer::ProbeLoop() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    deployments_->Probe();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 

@@ -45,6 +45,7 @@
 #include "controlplane/archive_store.h"
 #include "controlplane/audit_log.h"
 #include "controlplane/control_plane.h"
+#include "controlplane/controllers/deployment.h"
 #include "controlplane/controllers/experiment.h"
 #include "controlplane/dataset_store.h"
 #include "controlplane/exec_relay.h"
@@ -198,6 +199,8 @@ class ControlPlaneServer {
   ControlPlaneServer() = default;
   void Loop();
   void ExperimentsLoop();
+  void DeploymentsLoop();
+  void ProbeLoop();
 
   // Runs pki::EnsureLocalPki for kLocalPki and fills options_.tls and ca_file_.
   absl::Status PrepareTls();
@@ -220,6 +223,7 @@ class ControlPlaneServer {
   std::unique_ptr<ModelRegistry> model_registry_;
   std::unique_ptr<ControlPlane> control_plane_;
   std::unique_ptr<ExperimentController> experiments_;  // a client of control_plane_, on its own thread
+  std::unique_ptr<DeploymentController> deployments_;  // a client of control_plane_, on its own threads
   std::unique_ptr<AuditLog> audit_log_;                // before accounts_, which borrows it
   std::unique_ptr<Accounts> accounts_;
   std::unique_ptr<NodeAuthority> nodes_;
@@ -228,6 +232,8 @@ class ControlPlaneServer {
   std::unique_ptr<http::Server> agents_http_;                                       // agents
   std::thread loop_;
   std::thread experiments_loop_;
+  std::thread deployments_loop_;
+  std::thread probe_loop_;
   std::mutex mu_;
   bool stopping_ = false;  // guarded by mu_
   std::mutex rotate_mu_;   // one key rotation at a time

@@ -65,6 +65,7 @@ struct ReplicaState {
   ReplicaEndpoint endpoint;
   int64_t outstanding = 0;  // requests sent and not yet answered
   int consecutive_failures = 0;
+  bool closes_connections = false;  // answered with Connection: close (or HTTP/1.0): no pipelining to it
   int times_ejected = 0;
   std::optional<MonoTime> ejected_until;
   uint64_t requests = 0;  // answered or failed, for stats

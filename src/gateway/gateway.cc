@@ -1,5 +1,7 @@
 #include "gateway/gateway.h"
 
+#include <sys/resource.h>
+
 #include <thread>
 
 #include "gateway/proxy.h"
@@ -25,6 +27,12 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options, 
   }
   if (options.max_head < 1024 || options.max_client_connections < 1) {
     return absl::InvalidArgumentError("max_head must be at least 1 KiB and max_client_connections at least 1");
+  }
+  // Each client may hold a replica connection too: take the hard limit of descriptors (Debian's soft default, 1024,
+  // is below max_client_connections' default).
+  if (rlimit limit{}; getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
   }
   auto impl = std::make_unique<Impl>();
   if (auto s = impl->reactor.Init(); !s.ok()) return s;

@@ -41,6 +41,7 @@ struct GatewayOptions {
   Duration tunnel_idle_timeout = std::chrono::hours(1);   // WebSocket / upgraded connections
   Duration upstream_idle_timeout = std::chrono::seconds(30);
   Duration write_timeout = std::chrono::seconds(30);  // a client that takes nothing of its answer for this long
+  Duration body_timeout = std::chrono::seconds(30);   // between two pieces of a request body
   uint32_t max_head = 64 * 1024;                      // bytes, request and response heads
   uint64_t max_request_body = 64ULL * 1024 * 1024;    // bytes
   size_t max_client_connections = 10000;

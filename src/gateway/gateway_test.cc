@@ -352,6 +352,30 @@ TEST(Gateway, ActivatorHoldsRequestsUntilAReplicaIsReadyThenTimesOutWith503) {
   EXPECT_GE(std::chrono::steady_clock::now() - t1, 900ms);
 }
 
+TEST(Gateway, QueuedClientsThatLeaveGiveTheirPlaceUp) {
+  RouteTable t = Table({{.name = "v1", .weight_percent = 100, .replicas = {}}});
+  t.routes[0].activator_queue = 5;
+  auto gw = StartGateway(t);
+  Conn first(gw->port());
+  first.Send(Get("/first"));
+  for (int i = 0; i < 20; ++i) {
+    Conn leaving(gw->port());
+    leaving.Send(Get("/x"));
+    std::this_thread::sleep_for(5ms);
+  }  // each closes here
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(gw->Load()["svc"].queued, 1) << "only the client still there waits";
+  Conn second(gw->port());
+  second.Send(Get("/second"));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(gw->Load()["svc"].queued, 2) << "not refused: the queue holds live clients only";
+  Replica v1("v1");
+  ASSERT_TRUE(gw->SetRoutes(Table({{.name = "v1", .weight_percent = 100, .replicas = {v1.Endpoint()}}})).ok());
+  EXPECT_EQ(first.Read().status, 200);
+  EXPECT_EQ(second.Read().status, 200);
+  EXPECT_EQ(v1.served(), 2);
+}
+
 TEST(Gateway, ReplicaKilledMidLoadLosesNoIdempotentRequest) {
   Replica a("a"), b("b");
   auto gw = StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {a.Endpoint(), b.Endpoint()}}}));

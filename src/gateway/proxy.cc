@@ -187,6 +187,7 @@ absl::Status Proxy::Listen() {
     return absl::UnavailableError(
         absl::StrCat("bind ", options_.listen_host, ":", options_.port, ": ", std::strerror(errno)));
   }
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (listen(listen_fd_, options_.backlog) != 0) {
     return absl::UnavailableError(absl::StrCat("listen: ", std::strerror(errno)));
   }
@@ -202,7 +203,18 @@ void Proxy::OnEvents(uint32_t) {
     sockaddr_in peer{};
     socklen_t len = sizeof peer;
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or out of descriptors (the next event retries)
+    if (fd < 0) {
+      if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+        // Out of descriptors: the listener would fire again at once. Take the client with the spare descriptor
+        // and close it, so the backlog drains instead of the loop spinning.
+        close(spare_fd_);
+        const int refused = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (refused >= 0) close(refused);
+        spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        continue;
+      }
+      return;  // EAGAIN
+    }
     if (clients_.size() >= options_.max_client_connections) {
       close(fd);
       continue;
@@ -314,24 +326,37 @@ void Proxy::ClientRead(ClientConn* c) {
   const size_t limit = options_.max_head + 256 * 1024;
   const ReadResult r = ReadInto(c->fd, c->in, limit);
   c->read_blocked = r == ReadResult::kMore;
-  if (r == ReadResult::kClosed) c->peer_closed = true;
+  if (r == ReadResult::kClosed) {
+    c->peer_closed = true;
+    // A client gone while its request waits or is at a replica: nobody wants the answer, and an LLM's generation is
+    // worth stopping (nginx's proxy_ignore_client_abort off); a request in the activator gives its place up.
+    if (c->active && !c->tunnel) CloseClient(c);
+  }
 }
 
 void Proxy::ClientProcess(ClientConn* c) {
+  const size_t in_limit = options_.max_head + 256 * 1024;
   while (!c->dead) {
     if (c->tunnel) {
-      if (!c->in.empty()) {
-        c->tunnel->out.Append(c->in.view());
+      UpstreamConn* u = c->tunnel;
+      if (!c->in.empty() && u->out.size() <= options_.write_high_water) {  // else UpstreamFlush resumes it
+        u->out.Append(c->in.view());
         c->in.Clear();
-        MarkDirty(c->tunnel);
+        MarkDirty(u);
       }
-      if (c->peer_closed) {
-        c->tunnel->closing = true;
-        MarkDirty(c->tunnel);
-        CloseClient(c);
+      if (c->peer_closed && c->in.empty()) {
+        CloseClient(c);  // closes the tunnel's upstream too
+        return;
+      }
+      if (c->read_blocked && c->in.empty()) {
+        ClientRead(c);
+        continue;
       }
       return;
     }
+    // Answers the gateway writes itself count against the output limit too: a client that sends requests and
+    // reads nothing stops being read (ClientFlush resumes it).
+    if (c->out.size() > options_.write_high_water) return;
     if (c->active == nullptr) {
       if (c->close_after) return;
       if (c->in.empty()) {
@@ -339,19 +364,22 @@ void Proxy::ClientProcess(ClientConn* c) {
           c->close_after = true;
           MarkDirty(c);
         }
-        return;
+        break;
       }
-      if (c->head_began == MonoTime{}) {
+      if (c->head_began == MonoTime{}) {  // the first byte of a head: its deadline starts here
+        c->head_began = now_;
+        c->head_started = false;
+        c->framer.Reset();
+      }
+      if (!c->head_started) {
         // HTTP/2 with prior knowledge (gRPC): "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (RFC 9113 3.4).
         static constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
         const std::string_view seen = c->in.view().substr(0, kPreface.size());
         if (kPreface.substr(0, seen.size()) == seen) {
-          if (seen.size() < kPreface.size()) return;  // wait for the rest of it
+          if (seen.size() < kPreface.size()) break;  // wait for the rest of it (under header_timeout)
           HandOffH2(c);
           return;
         }
-        c->head_began = now_;
-        c->framer.Reset();
       }
       auto n = c->framer.ParseHead(c->in.view());
       if (!n.ok()) {
@@ -359,8 +387,10 @@ void Proxy::ClientProcess(ClientConn* c) {
         const int status = absl::IsResourceExhausted(n.status()) ? 431 : absl::IsOutOfRange(n.status()) ? 413 : 400;
         Respond(c, status, StatusText(status), std::string(n.status().message()));
         c->in.Clear();
+        c->head_began = MonoTime{};
         return;
       }
+      if (*n > 0) c->head_started = true;
       c->in.Consume(*n);
       if (!c->framer.head_done()) {
         if (c->peer_closed) {
@@ -380,7 +410,7 @@ void Proxy::ClientProcess(ClientConn* c) {
     }
     break;
   }
-  if (!c->dead && c->read_blocked && c->in.size() < options_.max_head + 256 * 1024) {
+  if (!c->dead && c->read_blocked && c->in.size() < in_limit) {
     ClientRead(c);
     if (!c->dead && !c->in.empty()) resume_.push_back(c), ScheduleFlush();
   }
@@ -392,10 +422,21 @@ void Proxy::StartExchange(ClientConn* c) {
   const std::string* host = h.Find("host");
   const int route = MatchRoute(table_, host ? *host : std::string_view(), h.target);
   const bool has_body = h.chunked || (h.content_length && *h.content_length > 0);
-  if (!h.chunked && h.Find("transfer-encoding") != nullptr) {
-    // RFC 9112 6.3: a request whose transfer coding does not end in chunked has no length anyone can agree on.
+  int hosts = 0, codings = 0;
+  for (const HeaderField& f : h.headers) {
+    hosts += absl::EqualsIgnoreCase(f.name, "host") ? 1 : 0;
+    codings += absl::EqualsIgnoreCase(f.name, "transfer-encoding") ? 1 : 0;
+  }
+  // RFC 9112 3.2 (one Host) and 6.3 (a transfer coding ending in chunked, in one field, and not in HTTP/1.0): any
+  // other request has a reading the replica could make differently from the gateway's.
+  std::string_view refusal;
+  if (hosts > 1) refusal = "a request carries one Host field";
+  if (codings > 1) refusal = "Transfer-Encoding must be one field";
+  if (codings > 0 && !h.chunked) refusal = "Transfer-Encoding must end in chunked";
+  if (codings > 0 && h.version < 11) refusal = "Transfer-Encoding needs HTTP/1.1";
+  if (!refusal.empty()) {
     c->keep_alive = false;
-    Respond(c, 400, StatusText(400), "Transfer-Encoding must end in chunked");
+    Respond(c, 400, StatusText(400), refusal);
     c->in.Clear();
     return;
   }
@@ -412,7 +453,9 @@ void Proxy::StartExchange(ClientConn* c) {
   x->head_request = h.method == "HEAD";
   x->upgrade = h.upgrade;
   x->has_body = has_body;
-  x->pipelinable = IsIdempotent(h.method) && !has_body && !h.upgrade && service->route.pipelining;
+  // Pipelined: idempotent requests without a body, and not HEAD (a replica answering HEAD with a body would shift
+  // every answer behind it).
+  x->pipelinable = IsIdempotent(h.method) && h.method != "HEAD" && !has_body && !h.upgrade && service->route.pipelining;
   x->retryable = IsIdempotent(h.method) && !h.upgrade;
   x->request_complete = !has_body;
   x->began = now_;
@@ -438,11 +481,25 @@ void Proxy::StartExchange(ClientConn* c) {
   std::string& out = x->request;
   out.reserve(h.target.size() + 64 + h.headers.size() * 48);
   absl::StrAppend(&out, h.method, " ", h.target, " HTTP/1.1\r\n");
-  const std::string* xff = nullptr;
+  // Fields the client named in Connection are hop-by-hop too (RFC 9110 7.6.1).
+  std::vector<std::string> connection_named;
+  for (const HeaderField& f : h.headers) {
+    if (!absl::EqualsIgnoreCase(f.name, "connection")) continue;
+    for (absl::string_view token : absl::StrSplit(f.value, ',')) {
+      token = absl::StripAsciiWhitespace(token);
+      if (!token.empty()) connection_named.emplace_back(token);
+    }
+  }
+  std::string xff;
   for (const HeaderField& f : h.headers) {
     if (IsHopByHop(f.name) && !(h.upgrade && absl::EqualsIgnoreCase(f.name, "upgrade"))) continue;
     if (absl::EqualsIgnoreCase(f.name, "x-forwarded-for")) {
-      xff = &f.value;
+      absl::StrAppend(&xff, f.value, ", ");  // every one, in order
+      continue;
+    }
+    if (!(h.upgrade && absl::EqualsIgnoreCase(f.name, "upgrade")) &&
+        std::any_of(connection_named.begin(), connection_named.end(),
+                    [&](const std::string& n) { return absl::EqualsIgnoreCase(n, f.name); })) {
       continue;
     }
     // The framing the replica sees is the one the gateway parsed, written once (RFC 9112 6.3: no room for a
@@ -457,7 +514,7 @@ void Proxy::StartExchange(ClientConn* c) {
   } else if (h.content_length) {
     absl::StrAppend(&out, "Content-Length: ", *h.content_length, "\r\n");
   }
-  absl::StrAppend(&out, "X-Forwarded-For: ", xff ? absl::StrCat(*xff, ", ") : "", c->peer_ip, "\r\n");
+  absl::StrAppend(&out, "X-Forwarded-For: ", xff, c->peer_ip, "\r\n");
   if (h.upgrade) out.append("Connection: Upgrade\r\n");
   out.append("\r\n");
   c->active = x.get();
@@ -518,6 +575,7 @@ void Proxy::ClientFlush(ClientConn* c) {
     return;
   }
   if (c->out.size() <= options_.write_high_water / 2) {
+    if (c->active == nullptr && !c->in.empty() && !c->close_after) resume_.push_back(c), ScheduleFlush();
     UpstreamConn* u = c->tunnel ? c->tunnel : (c->active ? c->active->upstream : nullptr);
     if (u && u->read_blocked && !u->dead) {
       u->read_blocked = false;
@@ -560,10 +618,7 @@ void Proxy::CloseClient(ClientConn* c) {
     UpstreamConn* u = c->tunnel;
     c->tunnel = nullptr;
     u->tunnel = nullptr;
-    if (u->out.empty())
-      CloseUpstream(u);
-    else
-      u->closing = true;
+    CloseUpstream(u);  // what it had not taken yet goes too: a replica that never reads holds nothing
   }
   if (Exchange* x = c->active) {
     c->active = nullptr;
@@ -575,9 +630,20 @@ void Proxy::CloseClient(ClientConn* c) {
 void Proxy::Abandon(Exchange* x) {
   x->client = nullptr;
   UpstreamConn* u = x->upstream;
-  if (u == nullptr) return;  // waiting in the activator: dropped when the queue is drained
-  // A request cut short, or an upgrade not yet answered, leaves its upstream connection unusable.
-  if (!x->request_complete || x->upgrade) {
+  if (u == nullptr) {
+    // Waiting in the activator: its place goes, so the queue's bound and the autoscaler count live clients only.
+    const std::shared_ptr<Service> service = x->service;  // outlives `x`, which the erase below frees
+    auto& queue = service->activator;
+    auto it = std::find_if(queue.begin(), queue.end(), [x](const auto& q) { return q.get() == x; });
+    if (it != queue.end()) {
+      queue.erase(it);  // frees `x`
+      service->stats->queued.fetch_sub(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  // A request cut short, or an upgrade not yet answered, leaves its upstream connection unusable; a request alone on
+  // its connection is cancelled by closing it (the replica stops working for nobody).
+  if (!x->request_complete || x->upgrade || (u->fifo.size() == 1 && u->fifo.front().get() == x)) {
     FailUpstream(u, Outcome::kClientError, 502, "the client went away");
     return;
   }
@@ -626,13 +692,19 @@ void Proxy::Dispatch(std::unique_ptr<Exchange> x) {
     s.activator.push_back(std::move(x));
     return;
   }
-  UpstreamConn* u = AcquireUpstream(r, *x, s);
+  bool local = false;
+  UpstreamConn* u = AcquireUpstream(r, *x, s, &local);
   if (u == nullptr) {
+    if (local) {
+      FailExchange(std::move(x), 503, "the gateway is out of file descriptors");
+      return;
+    }
     s.balancer.Begin(r);
     s.balancer.Finish(r, Outcome::kConnectFailure, now_);
     x->tried.push_back(r);
     ++x->attempts;
-    if (x->retryable && x->attempts <= s.route.retries) {
+    // Refused at once: nothing of the request left, so any method may go to another replica.
+    if (x->attempts <= s.route.retries) {
       Dispatch(std::move(x));
     } else {
       FailExchange(std::move(x), 502, "cannot connect to a replica");
@@ -658,13 +730,13 @@ void Proxy::Dispatch(std::unique_ptr<Exchange> x) {
   MarkDirty(u);
 }
 
-UpstreamConn* Proxy::AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s) {
+UpstreamConn* Proxy::AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s, bool* local) {
   auto& pool = pools_[r->endpoint.id];
   if (!x.upgrade) {
     for (auto it = pool.rbegin(); it != pool.rend(); ++it) {
       if ((*it)->Idle() && (*it)->endpoint == r->endpoint) return *it;
     }
-    if (x.pipelinable && s.route.pipelining && options_.pipeline_depth > 1) {
+    if (x.pipelinable && s.route.pipelining && options_.pipeline_depth > 1 && !r->closes_connections) {
       UpstreamConn* best = nullptr;
       for (UpstreamConn* u : pool) {
         if (u->dead || u->closing || u->tunnel || u->not_pipelinable > 0 || !(u->endpoint == r->endpoint)) continue;
@@ -675,12 +747,15 @@ UpstreamConn* Proxy::AcquireUpstream(ReplicaState* r, const Exchange& x, const S
       if (best) return best;
     }
   }
-  return Connect(*r);
+  return Connect(*r, local);
 }
 
-UpstreamConn* Proxy::Connect(const ReplicaState& r) {
+UpstreamConn* Proxy::Connect(const ReplicaState& r, bool* local) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
+  if (fd < 0) {
+    *local = true;  // out of descriptors here: not the replica's fault
+    return nullptr;
+  }
   SetNoDelay(fd);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -769,7 +844,10 @@ void Proxy::UpstreamEvents(UpstreamConn* u, uint32_t events) {
 
 void Proxy::UpstreamRead(UpstreamConn* u) {
   if (u->read_blocked || u->dead) return;
+  const size_t before = u->in.size();
   const ReadResult r = ReadInto(u->fd, u->in, options_.write_high_water);
+  if (u->in.size() > before) u->last_progress = now_;
+  u->more_to_read = r == ReadResult::kMore;
   if (r == ReadResult::kClosed) u->peer_closed = true;
 }
 
@@ -822,7 +900,9 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       MarkDirty(c);
       u->tunnel = nullptr;
       CloseUpstream(u);
+      return;
     }
+    if (u->more_to_read && !u->read_blocked) resume_upstreams_.push_back(u), ScheduleFlush();
     return;
   }
   while (!u->fifo.empty() && !u->dead) {
@@ -830,6 +910,7 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
     ClientConn* c = x->client;
     if (c && c->out.size() > options_.write_high_water) {
       u->read_blocked = true;
+      Unpipeline(u);  // those behind a client that does not read go elsewhere
       return;
     }
     if (!u->framer.head_done()) {
@@ -843,16 +924,27 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       u->in.Consume(*n);
       if (!u->framer.head_done()) break;
       const MessageHead& h = u->framer.head();
+      int codings = 0;
+      for (const HeaderField& f : h.headers) codings += absl::EqualsIgnoreCase(f.name, "transfer-encoding") ? 1 : 0;
+      if (codings > 1 || (h.status == 101 && !x->upgrade)) {
+        FailUpstream(u, Outcome::kServerError, 502,
+                     absl::StrCat("replica ", u->replica_id,
+                                  codings > 1 ? " framed its answer twice" : " switched protocols unasked"));
+        return;
+      }
       x->status = h.status;
       const bool interim = h.status >= 100 && h.status < 200 && h.status != 101;
       if (c) {
-        const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed);
+        // An answer before the whole request body: the rest of the body is dropped and the connection closes after
+        // (its bytes must never be read as requests).
+        const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed || !x->request_complete);
         c->out.Append(ResponseHead(*x, h, close));
         if (close) c->keep_alive = false;
         MarkDirty(c);
       }
       x->response_started = true;
-      if (h.status == 101 && x->upgrade && c) {
+      if (!interim && (!h.keep_alive || h.version < 11) && x->replica) x->replica->closes_connections = true;
+      if (h.status == 101 && c) {
         StartTunnel(u, c);
         return;
       }
@@ -886,9 +978,18 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         break;
       }
     }
-    FinishExchange(u, u->framer.head().keep_alive && !u->framer.head().body_until_eof);
+    // A request with a body on a method whose body servers may ignore (GET, HEAD, DELETE, OPTIONS, TRACE): such a
+    // server reads that body as a request of its own and answers it, so the connection is not used again.
+    const bool body_ignorable = x->has_body && IsIdempotent(x->method) && x->method != "PUT";
+    FinishExchange(u, u->framer.head().keep_alive && !u->framer.head().body_until_eof && !body_ignorable);
   }
   if (u->dead) return;
+  if (u->fifo.empty() && !u->in.empty()) {
+    // Bytes no request asked for (an extra answer, a body longer than its length): the connection cannot be trusted
+    // with another client's request.
+    CloseUpstream(u);
+    return;
+  }
   if (u->peer_closed) {
     if (u->fifo.empty()) {
       CloseUpstream(u);
@@ -896,6 +997,31 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       FailUpstream(u, Outcome::kConnectFailure, 502,
                    absl::StrCat("replica ", u->replica_id, " closed the connection before answering"));
     }
+    return;
+  }
+  if (u->more_to_read && !u->read_blocked) resume_upstreams_.push_back(u), ScheduleFlush();
+}
+
+void Proxy::Unpipeline(UpstreamConn* u) {
+  if (u->fifo.size() < 2) return;
+  // Only pipelined (idempotent, bodiless) requests stand behind the head; none of their answers came yet.
+  std::vector<std::unique_ptr<Exchange>> behind;
+  while (u->fifo.size() > 1) {
+    behind.push_back(std::move(u->fifo.back()));
+    u->fifo.pop_back();
+  }
+  u->closing = true;  // its order is broken: it ends with its head's answer
+  for (auto it = behind.rbegin(); it != behind.rend(); ++it) {
+    std::unique_ptr<Exchange> x = std::move(*it);
+    if (!x->pipelinable) --u->not_pipelinable;
+    x->service->balancer.Finish(x->replica, Outcome::kClientError, now_);
+    x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
+    x->upstream = nullptr;
+    x->replica = nullptr;
+    --x->attempts;  // not an attempt: it was never answered
+    x->tried.pop_back();
+    if (x->client == nullptr) continue;
+    Dispatch(std::move(x));
   }
 }
 
@@ -909,10 +1035,18 @@ void Proxy::FinishExchange(UpstreamConn* u, bool keep_upstream) {
   x->service->balancer.Finish(x->replica, outcome, now_);
   x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
   Record(*x);
+  const bool until_eof = u->framer.head().body_until_eof;
+  if (!x->request_complete) keep_upstream = false;  // answered before its body ended: that body never goes on
   if (!u->fifo.empty()) u->framer.Reset(u->fifo.front()->head_request);
   if (ClientConn* c = x->client) {
     c->active = nullptr;
-    if (u->framer.head().body_until_eof || !c->keep_alive) c->close_after = true;
+    if (until_eof || !c->keep_alive || !x->request_complete) c->close_after = true;
+    if (!x->request_complete) {
+      // The rest of its body is dropped, never read as requests; the connection closes once the answer is out.
+      c->reading_body = false;
+      c->keep_alive = false;
+      c->in.Clear();
+    }
     MarkDirty(c);
     if (!c->close_after && !c->in.empty()) resume_.push_back(c), ScheduleFlush();
   }
@@ -921,9 +1055,9 @@ void Proxy::FinishExchange(UpstreamConn* u, bool keep_upstream) {
     if (u->fifo.empty()) {
       CloseUpstream(u);
     } else {
-      // The replica closes after this answer: the requests behind it were never answered, and every one of them is
-      // idempotent (only those share a connection), so they go again.
-      FailUpstream(u, Outcome::kClientError, 502, "the replica closed a shared connection");
+      // The replica closes after this answer: the requests behind it were never taken, and every one of them is
+      // idempotent (only those share a connection), so they go again (RFC 9112 9.3.2).
+      FailUpstream(u, Outcome::kClientError, 502, "the replica closed a shared connection", /*replica_closed=*/true);
     }
     return;
   }
@@ -1005,7 +1139,7 @@ void Proxy::CloseUpstream(UpstreamConn* u) {
   ScheduleFlush();
 }
 
-void Proxy::FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::string_view why) {
+void Proxy::FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::string_view why, bool replica_closed) {
   if (u->dead) return;
   std::deque<std::unique_ptr<Exchange>> fifo;
   fifo.swap(u->fifo);
@@ -1015,12 +1149,18 @@ void Proxy::FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::stri
   const std::string reason(why);
   for (auto& x : fifo) {
     // The failure is the replica's once (the exchange at the head); those behind it were not its fault.
-    x->service->balancer.Finish(x->replica, first ? outcome : Outcome::kClientError, now_);
+    x->service->balancer.Finish(x->replica, first && !replica_closed ? outcome : Outcome::kClientError, now_);
     first = false;
     x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
     x->upstream = nullptr;
     x->replica = nullptr;
     if (x->client == nullptr) continue;
+    if (replica_closed && !x->response_started) {
+      --x->attempts;  // never taken by the replica: not an attempt, and the replica may serve it again
+      x->tried.pop_back();
+      Dispatch(std::move(x));
+      continue;
+    }
     if (!x->response_started && x->retryable && x->attempts <= x->service->route.retries) {
       Dispatch(std::move(x));
       continue;
@@ -1112,6 +1252,21 @@ void Proxy::Tick() {
       c->keep_alive = false;
       Respond(c, 408, StatusText(408), "the request head did not arrive in time");
       c->in.Clear();
+      c->head_began = MonoTime{};
+      continue;
+    }
+    if (c->active != nullptr && c->reading_body && now_ - c->last_activity > options_.body_timeout) {
+      // A body that stopped coming holds a replica's connection: both go.
+      Exchange* x = c->active;
+      if (x->response_started) {
+        CloseClient(c);
+        continue;
+      }
+      c->active = nullptr;
+      c->keep_alive = false;
+      Respond(c, 408, StatusText(408), "the request body stopped arriving");
+      c->in.Clear();
+      Abandon(x);
       continue;
     }
     if (c->active == nullptr && c->head_began == MonoTime{} && c->in.empty() && c->out.empty() &&
@@ -1136,7 +1291,15 @@ void Proxy::Tick() {
                    absl::StrCat("replica ", u->replica_id, " did not answer within the upstream timeout"));
       continue;
     }
-    if (u->Idle() && now_ - u->idle_since > options_.upstream_idle_timeout) CloseUpstream(u);
+    if (!u->fifo.empty() && u->framer.head_done() && !u->read_blocked &&
+        now_ - u->last_progress > options_.upstream_timeout) {
+      FailUpstream(u, Outcome::kServerError, 504,
+                   absl::StrCat("replica ", u->replica_id, "'s answer stopped arriving"));
+      continue;
+    }
+    if ((u->Idle() && now_ - u->idle_since > options_.upstream_idle_timeout) || (u->closing && u->fifo.empty())) {
+      CloseUpstream(u);
+    }
   }
   for (auto& [name, s] : services_) {
     while (!s->activator.empty() && (s->activator.front()->client == nullptr ||

@@ -110,6 +110,7 @@ struct ClientConn final : IoHandler {
   std::string peer_ip;             // for X-Forwarded-For
   UpstreamConn* tunnel = nullptr;  // upgraded: bytes go straight to this upstream connection
   MonoTime head_began{};           // first byte of a head not yet parsed
+  bool head_started = false;       // the framer took bytes of that head (so it is not an HTTP/2 preface)
   MonoTime last_activity{};
   MonoTime write_stalled_since{};  // `out` pending and the socket full since then
   explicit ClientConn(const FramingLimits& limits) : framer(limits) {}
@@ -136,7 +137,11 @@ struct UpstreamConn final : IoHandler {
   MonoTime idle_since{};
   explicit UpstreamConn(const FramingLimits& limits) : framer(limits) {}
   void OnEvents(uint32_t events) override;
-  bool Idle() const { return fifo.empty() && !dead && !closing && tunnel == nullptr; }
+  bool more_to_read = false;  // a read stopped at the buffer limit with bytes left in the socket
+  MonoTime last_progress{};   // the last byte read
+  // Free for another request: nothing in flight and no stray byte left (a replica that sent more than its answers
+  // said is never trusted with another client's request).
+  bool Idle() const { return fifo.empty() && in.empty() && !dead && !closing && tunnel == nullptr; }
 };
 
 class Proxy final : public IoHandler {
@@ -166,7 +171,9 @@ class Proxy final : public IoHandler {
   void UpstreamProcess(UpstreamConn* u);
   void UpstreamFlush(UpstreamConn* u);
   // The connection failed (`outcome`): its exchanges are retried or answered with `status`.
-  void FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::string_view why);
+  // `replica_closed`: the replica ended the connection after an answer (Connection: close, HTTP/1.0); the requests
+  // behind it were never taken, so they go again without counting as an attempt on that replica.
+  void FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::string_view why, bool replica_closed = false);
 
   void MarkDirty(ClientConn* c);
   void MarkDirty(UpstreamConn* u);
@@ -193,8 +200,11 @@ class Proxy final : public IoHandler {
   void StartExchange(ClientConn* c);
   // Sends `x` to a replica of its version, or queues it in the activator, or answers 503.
   void Dispatch(std::unique_ptr<Exchange> x);
-  UpstreamConn* AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s);
-  UpstreamConn* Connect(const ReplicaState& r);
+  UpstreamConn* AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s, bool* local);
+  // nullptr with `*local` true when this process is out of descriptors (not the replica's fault).
+  UpstreamConn* Connect(const ReplicaState& r, bool* local);
+  // Exchanges queued behind the head of a connection whose head is stalled: sent again on other connections.
+  void Unpipeline(UpstreamConn* u);
   void FinishExchange(UpstreamConn* u, bool keep_upstream);
   void ForwardBody(ClientConn* c);
   void StartTunnel(UpstreamConn* u, ClientConn* c);
@@ -218,6 +228,7 @@ class Proxy final : public IoHandler {
   GatewayOptions options_;
   Reactor* reactor_;
   int listen_fd_ = -1;
+  int spare_fd_ = -1;  // closed to accept-and-close a client when out of descriptors (EMFILE)
   uint16_t port_ = 0;
   FramingLimits request_limits_, response_limits_;
   MonoTime now_{};

@@ -39,5 +39,6 @@ inline std::string SecretAad(const std::string& tenant, const std::string& name)
   return "secret:" + tenant + "/" + name;
 }
 inline std::string ExperimentAad(const std::string& id) { return "experiment-spec:" + id; }
+inline std::string ServiceAad(const std::string& id) { return "service-spec:" + id; }
 
 }  // namespace gpugeek::store::columns

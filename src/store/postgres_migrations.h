@@ -263,6 +263,40 @@ CREATE TABLE leader_lease (
 );
 INSERT INTO leader_lease (id, holder, api_url, agent_url, token, expires_at) VALUES (1, '', '', '', 0, 'epoch');
 )sql",
+    // 18: model services (store/service_records.h): services (spec_yaml sealed like a job's) and the replica
+    // jobs each started.
+    R"sql(
+CREATE TABLE services (
+  id            TEXT COLLATE "C" PRIMARY KEY,
+  tenant        TEXT COLLATE "C" NOT NULL,
+  user_name     TEXT NOT NULL,
+  name          TEXT COLLATE "C" NOT NULL,
+  spec_yaml     BYTEA NOT NULL,
+  spec_sealed   BOOLEAN NOT NULL,
+  generation    BIGINT NOT NULL,
+  desired       TEXT NOT NULL,
+  state         TEXT COLLATE "C" NOT NULL,
+  reason        TEXT NOT NULL,
+  created_at_ns BIGINT NOT NULL,
+  updated_at_ns BIGINT NOT NULL,
+  version       BIGINT NOT NULL
+);
+CREATE INDEX services_by_tenant ON services(tenant, id);
+CREATE INDEX services_by_name ON services(name, state);
+CREATE TABLE service_replicas (
+  service_id    TEXT COLLATE "C" NOT NULL,
+  version_name  TEXT COLLATE "C" NOT NULL,
+  ordinal       BIGINT NOT NULL,
+  job_id        TEXT NOT NULL,
+  port          INTEGER NOT NULL,
+  spec_digest   TEXT NOT NULL,
+  state         TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  created_at_ns BIGINT NOT NULL,
+  updated_at_ns BIGINT NOT NULL,
+  PRIMARY KEY (service_id, version_name, ordinal)
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

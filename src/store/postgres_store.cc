@@ -1904,6 +1904,211 @@ absl::StatusOr<std::vector<TrialRecord>> PostgresStore::ListTrials(const std::st
   return out;
 }
 
+absl::StatusOr<std::string> PostgresStore::SealService(const ServiceRecord& s) const {
+  if (sealer_ == nullptr) return s.spec_yaml;
+  return sealer_->Seal(columns::SealTenant(s.tenant), s.spec_yaml, columns::ServiceAad(s.id));
+}
+
+absl::Status PostgresStore::OpenService(ServiceRecord& s, bool sealed) const {
+  return OpenSealed("service", s.id, s.tenant, columns::ServiceAad(s.id), s.spec_yaml, sealed);
+}
+
+namespace {
+
+constexpr char kServiceColumns[] =
+    "id, tenant, user_name, name, spec_yaml, generation, desired, state, reason, created_at_ns, updated_at_ns, "
+    "version, spec_sealed";
+
+ServiceRecord ReadService(const PgResult& r, int i, bool* sealed) {
+  ServiceRecord e;
+  e.id = r.Text(i, 0);
+  e.tenant = r.Text(i, 1);
+  e.user = r.Text(i, 2);
+  e.name = r.Text(i, 3);
+  e.spec_yaml = r.Bytes(i, 4);
+  e.generation = r.Int(i, 5);
+  e.desired = r.Text(i, 6);
+  e.state = r.Text(i, 7);
+  e.reason = r.Text(i, 8);
+  e.created_at = FromNs(r.Int(i, 9));
+  e.updated_at = FromNs(r.Int(i, 10));
+  e.version = r.Int(i, 11);
+  *sealed = r.Bool(i, 12);
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<ServiceRecord> PostgresStore::CreateService(const ServiceRecord& service) {
+  if (service.id.empty()) return absl::InvalidArgumentError("store: a service needs an id");
+  ServiceRecord stored = service;
+  stored.version = 1;
+  stored.created_at = stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealService(stored));
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("INSERT INTO services ({}) VALUES ($1, $2, $3, $4, $5, $6, "
+                                                        "$7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING",
+                                                        kServiceColumns),
+                                            PgParams()
+                                                .Text(stored.id)
+                                                .Text(stored.tenant)
+                                                .Text(stored.user)
+                                                .Text(stored.name)
+                                                .Bytes(spec)
+                                                .Int(stored.generation)
+                                                .Text(stored.desired)
+                                                .Text(stored.state)
+                                                .Prose(stored.reason)
+                                                .Int(ToNs(stored.created_at))
+                                                .Int(ToNs(stored.updated_at))
+                                                .Int(stored.version)
+                                                .Bool(sealer_ != nullptr),
+                                            "insert service"));
+        if (r.affected() == 0) {
+          return absl::AlreadyExistsError(fmt::format("store: service '{}' already exists", stored.id));
+        }
+        return absl::OkStatus();
+      },
+      /*one_statement=*/true));
+  return stored;
+}
+
+absl::StatusOr<ServiceRecord> PostgresStore::GetService(const std::string& id) {
+  ServiceRecord out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    ASSIGN_OR_RETURN(PgResult r, c.Exec(fmt::format("SELECT {} FROM services WHERE id = $1", kServiceColumns),
+                                        PgParams().Key(id), "get service"));
+    if (r.rows() == 0) return absl::NotFoundError(fmt::format("store: no service '{}'", id));
+    bool sealed = false;
+    out = ReadService(r, 0, &sealed);
+    return OpenService(out, sealed);
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<ServiceRecord>> PostgresStore::ListServices(const ServiceFilter& filter) {
+  if (filter.limit < 1 || filter.limit > kMaxListLimit) {
+    return absl::InvalidArgumentError(fmt::format("store: limit {} is outside 1..10000", filter.limit));
+  }
+  std::vector<ServiceRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(
+        PgResult r,
+        c.Exec(fmt::format("SELECT {} FROM services WHERE ($1 = '' OR tenant = $1) AND ($2 = '' OR "
+                           "name = $2) AND ($3 = '' OR state = $3) AND id > $4 ORDER BY id LIMIT $5",
+                           kServiceColumns),
+               PgParams().Key(filter.tenant).Key(filter.name).Key(filter.state).Key(filter.after_id).Int(filter.limit),
+               "list services"));
+    for (int i = 0; i < r.rows(); ++i) {
+      bool sealed = false;
+      ServiceRecord e = ReadService(r, i, &sealed);
+      RETURN_IF_ERROR(OpenService(e, sealed));
+      out.push_back(std::move(e));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<ServiceRecord> PostgresStore::UpdateService(const ServiceRecord& service) {
+  ServiceRecord stored = service;
+  stored.version = service.version + 1;
+  stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealService(stored));
+  RETURN_IF_CALL_FAILS(Write(
+      [&](PgConnection& c) -> absl::Status {
+        // Compare-and-set in one statement; created_at stays as stored.
+        ASSIGN_OR_RETURN(PgResult r,
+                         c.Exec("UPDATE services SET tenant = $2, user_name = $3, name = $4, spec_yaml = $5, "
+                                "generation = $6, desired = $7, state = $8, reason = $9, updated_at_ns = $10, "
+                                "version = $11, spec_sealed = $12 WHERE id = $1 AND version = $13 RETURNING "
+                                "created_at_ns",
+                                PgParams()
+                                    .Key(stored.id)
+                                    .Text(stored.tenant)
+                                    .Text(stored.user)
+                                    .Text(stored.name)
+                                    .Bytes(spec)
+                                    .Int(stored.generation)
+                                    .Text(stored.desired)
+                                    .Text(stored.state)
+                                    .Prose(stored.reason)
+                                    .Int(ToNs(stored.updated_at))
+                                    .Int(stored.version)
+                                    .Bool(sealer_ != nullptr)
+                                    .Int(service.version),
+                                "update service"));
+        if (r.rows() == 1) {
+          stored.created_at = FromNs(r.Int(0, 0));
+          return absl::OkStatus();
+        }
+        ASSIGN_OR_RETURN(PgResult cur, c.Exec("SELECT version FROM services WHERE id = $1", PgParams().Key(service.id),
+                                              "get service"));
+        if (cur.rows() == 0) return absl::NotFoundError(fmt::format("store: no service '{}'", service.id));
+        return absl::AbortedError(
+            fmt::format("store: service '{}' is at version {}, not {}", service.id, cur.Int(0, 0), service.version));
+      },
+      /*one_statement=*/true));
+  return stored;
+}
+
+absl::Status PostgresStore::PutReplica(const ReplicaRecord& replica) {
+  const TimePoint now = clock_.Now();
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c
+            .Exec(
+                "INSERT INTO service_replicas (service_id, version_name, ordinal, job_id, port, spec_digest, "
+                "state, reason, created_at_ns, updated_at_ns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) ON "
+                "CONFLICT (service_id, version_name, ordinal) DO UPDATE SET job_id = $4, port = $5, spec_digest = "
+                "$6, state = $7, reason = $8, updated_at_ns = $9",
+                PgParams()
+                    .Text(replica.service_id)
+                    .Text(replica.version_name)
+                    .Int(replica.ordinal)
+                    .Text(replica.job_id)
+                    .Int(replica.port)
+                    .Text(replica.spec_digest)
+                    .Text(replica.state)
+                    .Prose(replica.reason)
+                    .Int(ToNs(now)),
+                "put replica")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<ReplicaRecord>> PostgresStore::ListReplicas(const std::string& service_id,
+                                                                       bool active_only) {
+  std::vector<ReplicaRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r,
+                     c.Exec("SELECT service_id, version_name, ordinal, job_id, port, spec_digest, state, reason, "
+                            "created_at_ns, updated_at_ns FROM service_replicas WHERE service_id = $1 AND (NOT $2 OR "
+                            "state <> 'ENDED') ORDER BY version_name, ordinal",
+                            PgParams().Key(service_id).Bool(active_only), "list replicas"));
+    for (int i = 0; i < r.rows(); ++i) {
+      ReplicaRecord t;
+      t.service_id = r.Text(i, 0);
+      t.version_name = r.Text(i, 1);
+      t.ordinal = r.Int(i, 2);
+      t.job_id = r.Text(i, 3);
+      t.port = static_cast<int>(r.Int(i, 4));
+      t.spec_digest = r.Text(i, 5);
+      t.state = r.Text(i, 6);
+      t.reason = r.Text(i, 7);
+      t.created_at = FromNs(r.Int(i, 8));
+      t.updated_at = FromNs(r.Int(i, 9));
+      out.push_back(std::move(t));
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::Status PostgresStore::AppendMetricReports(const std::vector<MetricReportRecord>& reports) {
   if (reports.empty()) return absl::OkStatus();
   const TimePoint now = clock_.Now();

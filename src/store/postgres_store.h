@@ -137,6 +137,12 @@ class PostgresStore final : public Store {
   absl::StatusOr<ExperimentRecord> UpdateExperiment(const ExperimentRecord& experiment) override;
   absl::Status PutTrial(const TrialRecord& trial) override;
   absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& experiment_id) override;
+  absl::StatusOr<ServiceRecord> CreateService(const ServiceRecord& service) override;
+  absl::StatusOr<ServiceRecord> GetService(const std::string& id) override;
+  absl::StatusOr<std::vector<ServiceRecord>> ListServices(const ServiceFilter& filter) override;
+  absl::StatusOr<ServiceRecord> UpdateService(const ServiceRecord& service) override;
+  absl::Status PutReplica(const ReplicaRecord& replica) override;
+  absl::StatusOr<std::vector<ReplicaRecord>> ListReplicas(const std::string& service_id, bool active_only) override;
   absl::Status AppendMetricReports(const std::vector<MetricReportRecord>& reports) override;
   absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& job_id, int64_t after_id,
                                                                     int limit) override;
@@ -232,6 +238,8 @@ class PostgresStore final : public Store {
   absl::Status OpenSpec(JobRecord& job, bool sealed) const;
   absl::StatusOr<std::string> SealExperiment(const ExperimentRecord& e) const;
   absl::Status OpenExperiment(ExperimentRecord& e, bool sealed) const;
+  absl::StatusOr<std::string> SealService(const ServiceRecord& s) const;
+  absl::Status OpenService(ServiceRecord& s, bool sealed) const;
   // Opens a sealed spec in place (`sealed` false: stored in the clear, left as is); DataLoss without the key or
   // when it does not open. `kind` ("job", "experiment") and `id` name it in the error.
   absl::Status OpenSealed(const char* kind, const std::string& id, const std::string& tenant, const std::string& aad,

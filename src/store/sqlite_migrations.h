@@ -258,6 +258,39 @@ CREATE TABLE leader_lease (
   expires_at_ns INTEGER NOT NULL
 );
 )sql",
+    // 18: model services (store/service_records.h): services (spec_yaml sealed like a job's) and the replica
+    // jobs each started.
+    R"sql(
+CREATE TABLE services (
+  id            TEXT PRIMARY KEY,
+  tenant        TEXT NOT NULL,
+  user          TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  spec_yaml     BLOB NOT NULL,
+  generation    INTEGER NOT NULL,
+  desired       TEXT NOT NULL,
+  state         TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  updated_at_ns INTEGER NOT NULL,
+  version       INTEGER NOT NULL
+);
+CREATE INDEX services_by_tenant ON services(tenant, id);
+CREATE INDEX services_by_name ON services(name, state);
+CREATE TABLE service_replicas (
+  service_id    TEXT NOT NULL,
+  version_name  TEXT NOT NULL,
+  ordinal       INTEGER NOT NULL,
+  job_id        TEXT NOT NULL,
+  port          INTEGER NOT NULL,
+  spec_digest   TEXT NOT NULL,
+  state         TEXT NOT NULL,
+  reason        TEXT NOT NULL,
+  created_at_ns INTEGER NOT NULL,
+  updated_at_ns INTEGER NOT NULL,
+  PRIMARY KEY (service_id, version_name, ordinal)
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

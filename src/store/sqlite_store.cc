@@ -1231,6 +1231,192 @@ absl::StatusOr<std::vector<TrialRecord>> SqliteStore::ListTrials(const std::stri
   return out;
 }
 
+namespace {
+
+constexpr char kServiceColumns[] =
+    "id, tenant, user, name, spec_yaml, generation, desired, state, reason, created_at_ns, updated_at_ns, version";
+
+ServiceRecord ReadService(const Statement& s, bool* sealed) {
+  ServiceRecord e;
+  e.id = s.Text(0);
+  e.tenant = s.Text(1);
+  e.user = s.Text(2);
+  e.name = s.Text(3);
+  *sealed = s.IsBlob(4);
+  e.spec_yaml = *sealed ? s.Blob(4) : s.Text(4);
+  e.generation = s.Int(5);
+  e.desired = s.Text(6);
+  e.state = s.Text(7);
+  e.reason = s.Text(8);
+  e.created_at = FromNs(s.Int(9));
+  e.updated_at = FromNs(s.Int(10));
+  e.version = s.Int(11);
+  return e;
+}
+
+void BindService(Statement& s, const ServiceRecord& e, const std::string& spec, bool sealed) {
+  s.Bind(1, e.id).Bind(2, e.tenant).Bind(3, e.user).Bind(4, e.name);
+  if (sealed) {
+    s.BindBlob(5, spec);
+  } else {
+    s.Bind(5, spec);
+  }
+  s.Bind(6, e.generation).Bind(7, e.desired).Bind(8, e.state).Bind(9, e.reason);
+  s.Bind(10, ToNs(e.created_at)).Bind(11, ToNs(e.updated_at)).Bind(12, e.version);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SqliteStore::SealService(const ServiceRecord& e) const {
+  if (sealer_ == nullptr) return e.spec_yaml;
+  return sealer_->Seal(columns::SealTenant(e.tenant), e.spec_yaml, columns::ServiceAad(e.id));
+}
+
+absl::Status SqliteStore::OpenService(ServiceRecord& e, bool sealed) const {
+  if (!sealed) return absl::OkStatus();
+  if (sealer_ == nullptr) {
+    return absl::DataLossError(
+        fmt::format("sqlite: service {}'s spec is sealed and this store was opened without a key", e.id));
+  }
+  absl::StatusOr<std::string> spec =
+      sealer_->Open(columns::SealTenant(e.tenant), e.spec_yaml, columns::ServiceAad(e.id));
+  if (!spec.ok()) {
+    return absl::DataLossError(fmt::format("sqlite: service {}'s spec: {}", e.id, spec.status().message()));
+  }
+  e.spec_yaml = std::move(*spec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ServiceRecord> SqliteStore::CreateService(const ServiceRecord& service) {
+  if (service.id.empty()) return absl::InvalidArgumentError("store: a service needs an id");
+  ServiceRecord stored = service;
+  stored.version = 1;
+  stored.created_at = stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealService(stored));
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_, fmt::format("INSERT INTO services ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", kServiceColumns));
+  RETURN_IF_ERROR(s.status());
+  BindService(s, stored, spec, sealer_ != nullptr);
+  if (s.Step() != SQLITE_DONE) {
+    if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return absl::AlreadyExistsError(fmt::format("store: service '{}' already exists", stored.id));
+    }
+    return SqliteError(db_, "insert service");
+  }
+  return stored;
+}
+
+absl::StatusOr<ServiceRecord> SqliteStore::GetService(const std::string& id) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements, fmt::format("SELECT {} FROM services WHERE id = ?", kServiceColumns));
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, id);
+  const int rc = s.Step();
+  if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no service '{}'", id));
+  if (rc != SQLITE_ROW) return SqliteError(r.db, "get service");
+  bool sealed = false;
+  ServiceRecord e = ReadService(s, &sealed);
+  RETURN_IF_ERROR(OpenService(e, sealed));
+  return e;
+}
+
+absl::StatusOr<std::vector<ServiceRecord>> SqliteStore::ListServices(const ServiceFilter& filter) {
+  if (filter.limit < 1 || filter.limit > 10000) {
+    return absl::InvalidArgumentError(fmt::format("store: limit {} is outside 1..10000", filter.limit));
+  }
+  Reader r = ReadAccess();
+  Statement s(*r.statements, fmt::format("SELECT {} FROM services WHERE (?1 = '' OR tenant = ?1) AND (?2 = '' OR "
+                                         "name = ?2) AND (?3 = '' OR state = ?3) AND id > ?4 ORDER BY id LIMIT ?5",
+                                         kServiceColumns));
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, filter.tenant).Bind(2, filter.name).Bind(3, filter.state).Bind(4, filter.after_id);
+  s.Bind(5, int64_t{filter.limit});
+  std::vector<ServiceRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    bool sealed = false;
+    ServiceRecord e = ReadService(s, &sealed);
+    RETURN_IF_ERROR(OpenService(e, sealed));
+    out.push_back(std::move(e));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list services");
+  return out;
+}
+
+absl::StatusOr<ServiceRecord> SqliteStore::UpdateService(const ServiceRecord& service) {
+  std::unique_lock<std::mutex> lock = Acquire();
+  Transaction tx(db_);
+  RETURN_IF_ERROR(tx.status());
+  Statement get(*statements_, "SELECT version, created_at_ns FROM services WHERE id = ?");
+  RETURN_IF_ERROR(get.status());
+  get.Bind(1, service.id);
+  const int rc = get.Step();
+  if (rc == SQLITE_DONE) return absl::NotFoundError(fmt::format("store: no service '{}'", service.id));
+  if (rc != SQLITE_ROW) return SqliteError(db_, "get service");
+  if (get.Int(0) != service.version) {
+    return absl::AbortedError(
+        fmt::format("store: service '{}' is at version {}, not {}", service.id, get.Int(0), service.version));
+  }
+  ServiceRecord stored = service;
+  stored.version = service.version + 1;
+  stored.created_at = FromNs(get.Int(1));
+  stored.updated_at = clock_.Now();
+  ASSIGN_OR_RETURN(const std::string spec, SealService(stored));
+  Statement s(*statements_,
+              "UPDATE services SET id = ?1, tenant = ?2, user = ?3, name = ?4, spec_yaml = ?5, generation = ?6, "
+              "desired = ?7, state = ?8, reason = ?9, created_at_ns = ?10, updated_at_ns = ?11, version = ?12 "
+              "WHERE id = ?1");
+  RETURN_IF_ERROR(s.status());
+  BindService(s, stored, spec, sealer_ != nullptr);
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "update service");
+  RETURN_IF_ERROR(tx.Commit());
+  return stored;
+}
+
+absl::Status SqliteStore::PutReplica(const ReplicaRecord& replica) {
+  const TimePoint now = clock_.Now();
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO service_replicas (service_id, version_name, ordinal, job_id, port, spec_digest, state, "
+              "reason, created_at_ns, updated_at_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT "
+              "(service_id, version_name, ordinal) DO UPDATE SET job_id = ?4, port = ?5, spec_digest = ?6, state = "
+              "?7, reason = ?8, updated_at_ns = ?9");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, replica.service_id).Bind(2, replica.version_name).Bind(3, replica.ordinal).Bind(4, replica.job_id);
+  s.Bind(5, int64_t{replica.port}).Bind(6, replica.spec_digest).Bind(7, replica.state).Bind(8, replica.reason);
+  s.Bind(9, ToNs(now));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put replica");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ReplicaRecord>> SqliteStore::ListReplicas(const std::string& service_id, bool active_only) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT service_id, version_name, ordinal, job_id, port, spec_digest, state, reason, created_at_ns, "
+              "updated_at_ns FROM service_replicas WHERE service_id = ?1 AND (?2 = 0 OR state <> 'ENDED') ORDER BY "
+              "version_name, ordinal");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, service_id).Bind(2, int64_t{active_only ? 1 : 0});
+  std::vector<ReplicaRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    ReplicaRecord t;
+    t.service_id = s.Text(0);
+    t.version_name = s.Text(1);
+    t.ordinal = s.Int(2);
+    t.job_id = s.Text(3);
+    t.port = static_cast<int>(s.Int(4));
+    t.spec_digest = s.Text(5);
+    t.state = s.Text(6);
+    t.reason = s.Text(7);
+    t.created_at = FromNs(s.Int(8));
+    t.updated_at = FromNs(s.Int(9));
+    out.push_back(std::move(t));
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list replicas");
+  return out;
+}
+
 absl::Status SqliteStore::AppendMetricReports(const std::vector<MetricReportRecord>& reports) {
   if (reports.empty()) return absl::OkStatus();
   const TimePoint now = clock_.Now();

@@ -87,6 +87,12 @@ class SqliteStore final : public Store {
   absl::StatusOr<ExperimentRecord> UpdateExperiment(const ExperimentRecord& experiment) override;
   absl::Status PutTrial(const TrialRecord& trial) override;
   absl::StatusOr<std::vector<TrialRecord>> ListTrials(const std::string& experiment_id) override;
+  absl::StatusOr<ServiceRecord> CreateService(const ServiceRecord& service) override;
+  absl::StatusOr<ServiceRecord> GetService(const std::string& id) override;
+  absl::StatusOr<std::vector<ServiceRecord>> ListServices(const ServiceFilter& filter) override;
+  absl::StatusOr<ServiceRecord> UpdateService(const ServiceRecord& service) override;
+  absl::Status PutReplica(const ReplicaRecord& replica) override;
+  absl::StatusOr<std::vector<ReplicaRecord>> ListReplicas(const std::string& service_id, bool active_only) override;
   absl::Status AppendMetricReports(const std::vector<MetricReportRecord>& reports) override;
   absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& job_id, int64_t after_id,
                                                                     int limit) override;
@@ -117,6 +123,8 @@ class SqliteStore final : public Store {
   // The same for an experiment's spec.
   absl::StatusOr<std::string> SealExperiment(const ExperimentRecord& experiment) const;
   absl::Status OpenExperiment(ExperimentRecord& experiment, bool sealed) const;
+  absl::StatusOr<std::string> SealService(const ServiceRecord& service) const;
+  absl::Status OpenService(ServiceRecord& service, bool sealed) const;
   absl::Status Migrate();
   absl::Status Exec(const char* sql);
   // Ends the open batch (the caller holds mu_ through `lock`): COMMIT when `commit`, else ROLLBACK.

@@ -23,6 +23,7 @@
 #include "api/job_state.h"
 #include "common/clock.h"
 #include "store/experiment_records.h"
+#include "store/service_records.h"
 
 namespace gpugeek::store {
 
@@ -428,6 +429,32 @@ class Store {
   virtual absl::StatusOr<int64_t> CountMetricReports(const std::string& /*job_id*/, int64_t /*epoch*/,
                                                      int /*node_rank*/) {
     return int64_t{0};
+  }
+
+  // Services (store/service_records.h). The defaults answer Unimplemented (test doubles).
+  // CreateService: AlreadyExists for a taken id. Get: NotFound. Update: compare-and-set on `version`
+  // (Aborted when it moved; NotFound when absent); returns the stored record.
+  virtual absl::StatusOr<ServiceRecord> CreateService(const ServiceRecord& /*service*/) {
+    return absl::UnimplementedError("store: this store keeps no services");
+  }
+  virtual absl::StatusOr<ServiceRecord> GetService(const std::string& id) {
+    return absl::NotFoundError("store: no service " + id);
+  }
+  virtual absl::StatusOr<std::vector<ServiceRecord>> ListServices(const ServiceFilter& /*filter*/) {
+    return std::vector<ServiceRecord>{};
+  }
+  virtual absl::StatusOr<ServiceRecord> UpdateService(const ServiceRecord& /*service*/) {
+    return absl::UnimplementedError("store: this store keeps no services");
+  }
+  // Inserts or replaces the replica (service_id, version_name, ordinal); created_at is kept from the first
+  // write.
+  virtual absl::Status PutReplica(const ReplicaRecord& /*replica*/) {
+    return absl::UnimplementedError("store: this store keeps no services");
+  }
+  // The service's replicas by version name, then ordinal; `active_only`: those not ENDED.
+  virtual absl::StatusOr<std::vector<ReplicaRecord>> ListReplicas(const std::string& /*service_id*/,
+                                                                  bool /*active_only*/) {
+    return std::vector<ReplicaRecord>{};
   }
 
   // The ledger (controlplane/billing.h). AppendLedger stores every record of `records` in one transaction,

@@ -873,6 +873,97 @@ TEST_P(StoreTest, ExperimentsTrialsAndMetricReportsSurviveAReopen) {
   EXPECT_EQ(*store_->CountMetricReports("j-7", 2, 0), 0);
 }
 
+TEST_P(StoreTest, ServicesAndReplicasSurviveAReopen) {
+  ServiceRecord svc{.id = "s-000001",
+                    .tenant = "acme",
+                    .user = "alice",
+                    .name = "gpt-small",
+                    .spec_yaml = "kind: service\nname: gpt-small\n",
+                    .desired = "v1=1"};
+  auto created = store_->CreateService(svc);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->version, 1);
+  EXPECT_EQ(created->generation, 1);
+  EXPECT_EQ(created->state, "ACTIVE");
+  EXPECT_EQ(store_->CreateService(svc).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->CreateService({.name = "x"}).status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store_->CreateService({.id = "s-000002", .tenant = "other", .name = "b", .spec_yaml = "s"}).ok());
+
+  // Compare-and-set on version.
+  ServiceRecord stale = *created;
+  created->generation = 2;
+  created->desired = "v1=2,v2=1";
+  created->reason = "scaled by alice";
+  auto updated = store_->UpdateService(*created);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->version, 2);
+  EXPECT_EQ(store_->UpdateService(stale).status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(store_->UpdateService({.id = "s-9", .version = 1}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->GetService("s-9").status().code(), absl::StatusCode::kNotFound);
+
+  // Replicas: inserted, then replaced in place.
+  ASSERT_TRUE(store_->PutReplica({.service_id = "s-000001", .version_name = "v2", .ordinal = 0, .port = 20001}).ok());
+  ASSERT_TRUE(store_->PutReplica({.service_id = "s-000001", .version_name = "v1", .ordinal = 1, .port = 20002}).ok());
+  ASSERT_TRUE(store_
+                  ->PutReplica({.service_id = "s-000001",
+                                .version_name = "v1",
+                                .ordinal = 0,
+                                .job_id = "j-1",
+                                .port = 20000,
+                                .spec_digest = "abc"})
+                  .ok());
+  ASSERT_TRUE(store_
+                  ->PutReplica({.service_id = "s-000001",
+                                .version_name = "v1",
+                                .ordinal = 0,
+                                .job_id = "j-1",
+                                .port = 20000,
+                                .spec_digest = "abc",
+                                .state = "ENDED",
+                                .reason = "job j-1 FAILED"})
+                  .ok());
+
+  Reopen();
+  auto got = store_->GetService("s-000001");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->user, "alice");
+  EXPECT_EQ(got->name, "gpt-small");
+  EXPECT_EQ(got->spec_yaml, "kind: service\nname: gpt-small\n");
+  EXPECT_EQ(got->generation, 2);
+  EXPECT_EQ(got->desired, "v1=2,v2=1");
+  EXPECT_EQ(got->reason, "scaled by alice");
+  EXPECT_EQ(got->version, 2);
+  EXPECT_EQ(got->created_at, created->created_at);
+  auto mine = store_->ListServices({.tenant = "acme"});
+  ASSERT_TRUE(mine.ok());
+  ASSERT_EQ(mine->size(), 1u);
+  auto named = store_->ListServices({.name = "b", .state = "ACTIVE"});
+  ASSERT_EQ(named->size(), 1u);
+  EXPECT_EQ((*named)[0].id, "s-000002");
+  EXPECT_TRUE(store_->ListServices({.state = "DELETED"})->empty());
+  auto page = store_->ListServices({.after_id = "s-000001", .limit = 10});
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_EQ((*page)[0].id, "s-000002");
+  EXPECT_EQ(store_->ListServices({.limit = 0}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto replicas = store_->ListReplicas("s-000001", /*active_only=*/false);
+  ASSERT_TRUE(replicas.ok()) << replicas.status();
+  ASSERT_EQ(replicas->size(), 3u);
+  EXPECT_EQ((*replicas)[0].version_name, "v1");
+  EXPECT_EQ((*replicas)[0].ordinal, 0);
+  EXPECT_EQ((*replicas)[0].job_id, "j-1");
+  EXPECT_EQ((*replicas)[0].port, 20000);
+  EXPECT_EQ((*replicas)[0].spec_digest, "abc");
+  EXPECT_EQ((*replicas)[0].state, "ENDED");
+  EXPECT_EQ((*replicas)[0].reason, "job j-1 FAILED");
+  EXPECT_EQ((*replicas)[1].ordinal, 1);
+  EXPECT_EQ((*replicas)[2].version_name, "v2");
+  auto active = store_->ListReplicas("s-000001", /*active_only=*/true);
+  ASSERT_EQ(active->size(), 2u);
+  EXPECT_EQ((*active)[0].port, 20002);
+  EXPECT_TRUE(store_->ListReplicas("s-000002", /*active_only=*/false)->empty());
+}
+
 TEST_P(StoreTest, PlatformEnvIsStoredWithTheJob) {
   JobRecord j = NewJob("j-1");
   j.platform_env = {{"GPUGEEK_TRIAL_ID", "3"}, {"GPUGEEK_PARAMS", R"({"lr":0.01,"opt":"a'b"})"}};
@@ -895,6 +986,7 @@ bool StoredBytesHold(const std::string& url, const std::string& text) {
   PQfreemem(literal);
   PGresult* r = PQexec(pg, fmt::format("SELECT 1 FROM jobs WHERE position({0} IN spec_yaml) > 0 UNION ALL SELECT 1 "
                                        "FROM experiments WHERE position({0} IN spec_yaml) > 0 UNION ALL SELECT 1 "
+                                       "FROM services WHERE position({0} IN spec_yaml) > 0 UNION ALL SELECT 1 "
                                        "FROM secrets WHERE position({0} IN value) > 0",
                                        needle)
                                .c_str());
@@ -925,11 +1017,15 @@ TEST_P(StoreTest, WithASealerSpecsAndSecretsAreStoredSealedAndNeedTheKeyToRead) 
           .ok());
   EXPECT_EQ(store_->GetExperiment("x-1")->spec_yaml, "token: xp_SEALEDSPEC\n");
   ASSERT_TRUE(
+      store_->CreateService({.id = "s-1", .tenant = "acme", .name = "llm", .spec_yaml = "token: sv_SEALEDSPEC\n"})
+          .ok());
+  EXPECT_EQ(store_->GetService("s-1")->spec_yaml, "token: sv_SEALEDSPEC\n");
+  ASSERT_TRUE(
       store_->PutSecret({.tenant = "acme", .name = "hf", .value = "hf_TOPSECRET", .created_at = t0, .updated_at = t0})
           .ok());
   EXPECT_EQ(store_->GetSecret("acme", "hf")->value, "hf_TOPSECRET");
   store_.reset();
-  for (const char* plain : {"wJalrXUtnFEMI", "xp_SEALEDSPEC", "hf_TOPSECRET"}) {
+  for (const char* plain : {"wJalrXUtnFEMI", "xp_SEALEDSPEC", "sv_SEALEDSPEC", "hf_TOPSECRET"}) {
     const bool found =
         postgres() ? StoredBytesHold(url_, plain) : FileBytes(dir_ / "gpugeek.db").find(plain) != std::string::npos;
     EXPECT_FALSE(found) << plain << " is stored in the clear";
@@ -937,6 +1033,7 @@ TEST_P(StoreTest, WithASealerSpecsAndSecretsAreStoredSealedAndNeedTheKeyToRead) 
   Reopen();  // without the key: sealed rows are DataLoss, never the sealed bytes as a spec
   EXPECT_EQ(store_->GetJob("j-1").status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(store_->GetExperiment("x-1").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store_->GetService("s-1").status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(store_->GetSecret("acme", "hf").status().code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(store_->PutSecret({.tenant = "acme", .name = "hf", .value = "v"}).status().code(),
             absl::StatusCode::kFailedPrecondition);

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -42,6 +43,11 @@ def ready_replicas(a):
 
 def alive_replicas(a):
     return sum(1 for r in cli(["replicas", a.service], a.gpugeek, a.server) if r["state"] != "ENDED")
+
+
+def routed_replicas(a):
+    routes = cli(["endpoints"], a.gpugeek, a.server)["routes"]
+    return sum(len(v["replicas"]) for r in routes if r["service"] == a.service for v in r["versions"])
 
 
 def predict(a, user, timeout=120):
@@ -142,10 +148,20 @@ def main():
     p.add_argument("--quiet", type=float, default=6.0)
     p.add_argument("--burst-seconds", type=float, default=20.0)
     p.add_argument("--cycles", type=int, default=20)
-    p.add_argument("--stable-window", type=float, default=6.0, help="the spec's (for the panic window's size)")
+    p.add_argument("--stable-window", type=float, default=20.0, help="the spec's (for the panic window's size)")
     a = p.parse_args()
 
-    wait_for("a first READY replica", lambda: ready_replicas(a) >= 1, 180)
+    # The service may have scaled to zero already (no load since it was deployed): the first request brings it back.
+    t = time.monotonic()
+    for attempt in range(20):  # the gateway reads the endpoints each second: the new service is routed within one
+        try:
+            predict(a, "warm-up", timeout=180)
+            break
+        except urllib.error.HTTPError as e:
+            if e.code != 404 or attempt == 19:
+                raise
+            time.sleep(0.25)
+    print(f"# warm-up request answered in {time.monotonic() - t:.2f} s", file=sys.stderr)
     b = burst(a)
     print(chart(b["samples"]), file=sys.stderr)
     idle_from = b["last_request"]
@@ -155,7 +171,8 @@ def main():
     cold = []
     failures = 0
     for i in range(a.cycles):
-        wait_for("scale to zero", lambda: alive_replicas(a) == 0, 180)
+        wait_for("scale to zero", lambda: alive_replicas(a) == 0 and routed_replicas(a) == 0, 180)
+        time.sleep(1.5)  # the gateway reads the endpoints each second: it has dropped the last replica too
         t = time.monotonic()
         try:
             ok = predict(a, f"cold-{i}") == 200

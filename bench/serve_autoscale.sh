@@ -10,11 +10,12 @@ cycles=${2:-20}
 port=${GPUGEEK_BENCH_PORT:-18570}
 cd "$(dirname "$0")/.."
 data=$(mktemp -d -t gpugeek-autoscale.XXXXXX)
+chmod 755 "$data"  # workloads run as their own users: they must reach their folders under it
 log="$data/up.log"
 "$build/gpugeek" up --data-dir "$data" --listen "127.0.0.1:$port" --agent-listen 127.0.0.1:0 \
   --agent-metrics-listen 127.0.0.1:0 --gateway-listen "127.0.0.1:$((port + 10))" >"$log" 2>&1 &
 up_pid=$!
-trap 'kill -TERM "$up_pid" 2>/dev/null; wait "$up_pid" 2>/dev/null || true; rm -rf "$data"' EXIT
+trap 'kill -TERM "$up_pid" 2>/dev/null; wait "$up_pid" 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$data"' EXIT
 url="https://127.0.0.1:$port"
 for _ in $(seq 150); do
   if "$build/gpugeek" nodes --server "$url" 2>/dev/null | grep -q " ready "; then break; fi

@@ -8,6 +8,7 @@
 //   gpugeek service delete NAME                delete it: its replicas are cancelled
 // each with --server URL, --token, --profile and --json.
 
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -16,6 +17,8 @@
 #include "api/service_spec.h"
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/workdir_upload.h"
+#include "common/absl_fmt.h"
 #include "common/table.h"
 
 namespace gpugeek::cli {
@@ -72,7 +75,27 @@ void RegisterServeCommands(CLI::App& app) {
     absl::StatusOr<api::ServiceSpec> spec = api::ParseServiceSpec(yaml);
     if (!spec.ok()) Fail(cmd, fmt::format("{}: {}", o->file, std::string(spec.status().message())), kExitUsage);
     auto client = Connect(cmd, o->flags);
-    const json s = OrFail(cmd, client->Post("/v1/services", {{"spec_yaml", yaml}}));
+    // Each version's workdir is packed and uploaded as `gpugeek submit` does (once per digest; relative to the spec
+    // file); the server gets the archives' digests instead of the paths.
+    std::string body_yaml = yaml;
+    bool uploaded = false;
+    for (api::ServiceVersion& v : spec->versions) {
+      if (v.run.workdir.empty()) continue;
+      std::filesystem::path dir(v.run.workdir);
+      if (dir.is_relative()) dir = std::filesystem::path(o->file).parent_path() / dir;
+      if (dir.empty()) dir = ".";
+      absl::StatusOr<WorkdirUpload> up = UploadWorkdir(*client, dir.string(), {.progress = stderr});
+      if (!up.ok()) Fail(cmd, fmt::format("versions {}: {}", v.name, up.status().message()));
+      (o->flags.json ? std::cerr : std::cout)
+          << fmt::format("version {}: workdir {} ({} files); {}\n", v.name, dir.string(), up->files,
+                         up->put_requests == 0 ? std::string("the server has it already")
+                                               : fmt::format("uploaded {} bytes", up->bytes_sent));
+      v.run.workdir.clear();
+      v.run.workdir_digest = up->digest;
+      uploaded = true;
+    }
+    if (uploaded) body_yaml = api::ServiceSpecToYaml(*spec);
+    const json s = OrFail(cmd, client->Post("/v1/services", {{"spec_yaml", body_yaml}}));
     if (o->flags.json) {
       PrintJson(s);
       return;

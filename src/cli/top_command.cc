@@ -66,7 +66,11 @@ absl::StatusOr<json> Fetch(http::Client& client) {
   if (!pool.ok()) return pool.status();
   absl::StatusOr<json> jobs = FetchJobs(client);
   if (!jobs.ok()) return jobs.status();
-  return json{{"nodes", (*nodes)["nodes"]}, {"pool", std::move(*pool)}, {"jobs", std::move(*jobs)}};
+  // Model services (first page: the ones a screen can show): versions, weights and the split observed.
+  absl::StatusOr<json> services = client.Get("/v1/services?limit=50");
+  json data = {{"nodes", (*nodes)["nodes"]}, {"pool", std::move(*pool)}, {"jobs", std::move(*jobs)}};
+  if (services.ok() && (*services)["services"].is_array()) data["services"] = (*services)["services"];
+  return data;
 }
 
 // Sets the screen's time to now.

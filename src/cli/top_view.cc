@@ -115,6 +115,32 @@ Section NodesSection(const json& nodes) {
   return s;
 }
 
+// Model services, one row per version: its weight (the configured split), the requests the gateways answered for
+// it and their share (the observed split), and its replicas (desired per version; READY per service).
+Section ServicesSection(const json& services) {
+  Section s{.fixed = {""}, .noun = "service versions"};
+  TextTable table({"SERVICE", "VERSION", "WEIGHT", "REQUESTS", "SHARE", "REPLICAS", "READY"});
+  for (size_t c : {2, 3, 4, 5, 6}) table.AlignRight(c);
+  for (const json& svc : services) {
+    const json versions = Array(svc, "versions");
+    int64_t total = 0;
+    for (const json& v : versions) total += Int(v, "requests");
+    bool first = true;
+    for (const json& v : versions) {
+      const int64_t n = Int(v, "requests");
+      table.AddRow({first ? Str(svc, "name") : "", Str(v, "name"), fmt::format("{}%", Int(v, "weight")),
+                    std::to_string(n), total > 0 ? fmt::format("{:.1f}%", 100.0 * n / total) : "-",
+                    std::to_string(Int(v, "desired")), first ? std::to_string(Int(svc, "ready")) : ""});
+      first = false;
+    }
+  }
+  std::vector<std::string> lines = SplitLines(table.Render());
+  s.fixed.push_back(lines[0]);
+  s.rows.assign(lines.begin() + 1, lines.end());
+  s.counted.assign(s.rows.size(), true);
+  return s;
+}
+
 // The active (SCHEDULED or RUNNING) jobs on each GPU: "node/index" -> "j-1,j-2".
 std::map<std::string, std::string> JobsByGpu(const json& jobs) {
   std::map<std::string, std::string> out;
@@ -338,6 +364,9 @@ std::vector<std::string> RenderTop(const TopScreen& screen, int width, int heigh
     std::vector<Section> sections = {NodesSection(nodes)};
     if (!nodes.empty()) sections.push_back(GpusSection(nodes, Array(screen.data, "jobs")));
     sections.push_back(JobsSection(Array(screen.data, "jobs"), screen.now));
+    if (const json services = Array(screen.data, "services"); !services.empty()) {
+      sections.push_back(ServicesSection(services));
+    }
     Fit(sections, height > 0 ? std::max(0, height - static_cast<int>(out.size())) : -1, &out);
   }
   if (height > 0 && out.size() > static_cast<size_t>(height)) out.resize(static_cast<size_t>(height));

@@ -15,6 +15,9 @@
 //
 //   jobs table      ID NAME STATE TENANT GPUS NODES AGE; RUNNING, SCHEDULED, PENDING first, then the
 //                   finished ones, most recently updated first
+//
+//   services table  (when the data has "services": GET /v1/services) SERVICE VERSION WEIGHT REQUESTS SHARE
+//                   REPLICAS READY: the configured split beside the one the gateways observed
 // Every line is cut to `width`. When the tables do not fit in `height`, each keeps its header and the rows
 // are shared out one at a time between the tables; a table that lost rows ends in "+N more ...".
 

@@ -193,6 +193,21 @@ TEST(TopViewTest, FailedRefreshKeepsTheLastDataUnderAnErrorLine) {
   EXPECT_EQ(lines.back(), kFullScreen.back());
 }
 
+TEST(TopViewTest, ServicesShowTheConfiguredAndTheObservedSplit) {
+  TopScreen screen = Screen();
+  screen.data["services"] = json::array({{{"name", "gpt"},
+                                          {"ready", 3},
+                                          {"versions",
+                                           {{{"name", "v1"}, {"weight", 90}, {"requests", 8990}, {"desired", 2}},
+                                            {{"name", "v2"}, {"weight", 10}, {"requests", 1010}, {"desired", 1}}}}}});
+  const std::vector<std::string> lines = RenderTop(screen, 0, 0);
+  ASSERT_EQ(lines.size(), kFullScreen.size() + 4);
+  EXPECT_THAT(std::vector<std::string>(lines.end() - 4, lines.end()),
+              ElementsAre("", "SERVICE  VERSION  WEIGHT  REQUESTS  SHARE  REPLICAS  READY",
+                          "gpt      v1          90%      8990  89.9%         2      3",
+                          "         v2          10%      1010  10.1%         1"));
+}
+
 TEST(TopViewTest, NoDataYet) {
   TopScreen screen = Screen(nullptr);
   screen.hint = "";

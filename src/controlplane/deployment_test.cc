@@ -184,7 +184,8 @@ TEST_F(DeploymentTest, SplitByWeightGivesEveryWeightedVersionOne) {
   EXPECT_EQ(SplitByWeight(10, {{"v1", 90}, {"v2", 10}}), (std::map<std::string, int>{{"v1", 9}, {"v2", 1}}));
   EXPECT_EQ(SplitByWeight(4, {{"a", 50}, {"b", 25}, {"c", 25}}),
             (std::map<std::string, int>{{"a", 2}, {"b", 1}, {"c", 1}}));
-  EXPECT_EQ(SplitByWeight(1, {{"v1", 90}, {"v2", 10}}), (std::map<std::string, int>{{"v1", 1}, {"v2", 0}}));
+  // Fewer than the versions taking traffic: each still has one (its requests would wait forever otherwise).
+  EXPECT_EQ(SplitByWeight(1, {{"v1", 90}, {"v2", 10}}), (std::map<std::string, int>{{"v1", 1}, {"v2", 1}}));
   EXPECT_EQ(SplitByWeight(0, {{"v1", 100}}), (std::map<std::string, int>{{"v1", 0}}));
   EXPECT_EQ(SplitByWeight(5, {{"v1", 0}, {"v2", 100}}), (std::map<std::string, int>{{"v1", 0}, {"v2", 5}}));
   EXPECT_EQ(ParseDesired(FormatDesired({{"v1", 2}, {"v2", 0}})), (std::map<std::string, int>{{"v1", 2}, {"v2", 0}}));

@@ -30,11 +30,13 @@ J ServiceJson(DeploymentController& deployments, const store::ServiceRecord& s) 
   const std::map<std::string, int> desired = ParseDesired(s.desired);
   J versions = J::array();
   int total = 0;
+  const std::map<std::string, uint64_t> served = deployments.Served(s.name);
   if (absl::StatusOr<api::ServiceSpec> spec = api::ParseServiceSpec(s.spec_yaml); spec.ok()) {
     for (const api::ServiceVersion& v : spec->versions) {
       const int n = desired.contains(v.name) ? desired.at(v.name) : 0;
       total += n;
-      versions.push_back({{"name", v.name}, {"weight", v.weight_percent}, {"desired", n}});
+      const uint64_t requests = served.contains(v.name) ? served.at(v.name) : 0;
+      versions.push_back({{"name", v.name}, {"weight", v.weight_percent}, {"desired", n}, {"requests", requests}});
     }
     out["replicas"] = {{"min", spec->replicas.min}, {"max", spec->replicas.max}, {"initial", spec->replicas.initial}};
   } else {
@@ -137,6 +139,7 @@ absl::StatusOr<Reply> Load(DeploymentController& deployments, const Request& r) 
     return absl::InvalidArgumentError("gateway: give the reporting gateway's id (1-256 characters)");
   }
   std::map<std::string, std::pair<double, double>> load;
+  std::map<std::string, std::map<std::string, uint64_t>> served;
   const J services = body.value("services", J::object());
   if (!services.is_object()) return absl::InvalidArgumentError("services: must be an object of service names");
   if (services.size() > static_cast<size_t>(DeploymentController::kMaxServices)) {
@@ -145,12 +148,26 @@ absl::StatusOr<Reply> Load(DeploymentController& deployments, const Request& r) 
   }
   for (const auto& [name, v] : services.items()) {
     api::JsonReader one(v, "services." + name);
-    RETURN_IF_ERROR(one.CheckObject({"in_flight", "queued"}));
+    RETURN_IF_ERROR(one.CheckObject({"in_flight", "queued", "versions"}));
     ASSIGN_OR_RETURN(const int64_t in_flight, one.Int("in_flight", 0, 0, int64_t{1} << 40));
     ASSIGN_OR_RETURN(const int64_t queued, one.Int("queued", 0, 0, int64_t{1} << 40));
     load[name] = {static_cast<double>(in_flight), static_cast<double>(queued)};
+    // Requests answered per version since the gateway started (the observed split).
+    if (one.Has("versions")) {
+      const J& versions = v["versions"];
+      if (!versions.is_object() || versions.size() > static_cast<size_t>(api::kMaxServiceVersions)) {
+        return absl::InvalidArgumentError(
+            fmt::format("services.{}.versions: must map at most {} version names to request counts", name,
+                        api::kMaxServiceVersions));
+      }
+      api::JsonReader counts(versions, "services." + name + ".versions");
+      for (const auto& [version, n] : versions.items()) {
+        ASSIGN_OR_RETURN(const int64_t count, counts.Int(version, std::nullopt, 0, int64_t{1} << 53));
+        served[name][version] = static_cast<uint64_t>(count);
+      }
+    }
   }
-  deployments.ReportLoad(gateway, load);
+  deployments.ReportLoad(gateway, load, served);
   return Reply::Json(J::object());
 }
 

@@ -159,7 +159,7 @@ void EndpointSync::Poll() {
   }
   nlohmann::json services = nlohmann::json::object();
   for (const auto& [name, load] : gateway_->Load()) {
-    services[name] = {{"in_flight", load.in_flight}, {"queued", load.queued}};
+    services[name] = {{"in_flight", load.in_flight}, {"queued", load.queued}, {"versions", load.by_version}};
   }
   if (!services.empty()) {
     auto posted = client_->Post("/v1/services/load", {{"gateway", options_.gateway_id}, {"services", services}});

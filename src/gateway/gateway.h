@@ -59,7 +59,8 @@ struct GatewayOptions {
 struct ServiceLoad {
   int64_t in_flight = 0;
   int64_t queued = 0;
-  uint64_t requests = 0;  // answered since start (any status)
+  uint64_t requests = 0;                       // answered since start (any status)
+  std::map<std::string, uint64_t> by_version;  // of those, per version they were split to
 };
 
 class Gateway {

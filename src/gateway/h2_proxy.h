@@ -31,7 +31,8 @@
 // the route allows retries and the request body so far fits retry_buffer; a gRPC call is a POST and may not be
 // idempotent, so a stream the replica may have run is never sent twice. Otherwise the client's stream is reset:
 // REFUSED_STREAM when the request never left the gateway (or the replica refused it), INTERNAL_ERROR otherwise (the
-// answer was cut short, or the request may have been processed). A client resetting a stream cancels the replica's (RST_STREAM CANCEL).
+// answer was cut short, or the request may have been processed). A client resetting a stream cancels the replica's
+// (RST_STREAM CANCEL).
 //
 // Flow control: nghttp2 sends WINDOW_UPDATE on its own as DATA arrives; the gateway bounds what it holds instead.
 // A connection is no longer read while the bytes it delivered that wait to be relayed exceed write_high_water,

@@ -246,8 +246,12 @@ std::map<std::string, ServiceLoad> Proxy::Load() const {
   std::lock_guard lock(staged_mu_);
   std::map<std::string, ServiceLoad> out;
   for (const auto& [name, s] : stats_) {
-    out[name] =
-        ServiceLoad{.in_flight = s->in_flight.load(), .queued = s->queued.load(), .requests = s->requests.load()};
+    ServiceLoad& l = out[name];
+    l.in_flight = s->in_flight.load();
+    l.queued = s->queued.load();
+    l.requests = s->requests.load();
+    std::lock_guard version_lock(s->mu);
+    l.by_version = s->by_version;
   }
   return out;
 }
@@ -1255,7 +1259,9 @@ void Proxy::Tick() {
       c->head_began = MonoTime{};
       continue;
     }
-    if (c->active != nullptr && c->reading_body && now_ - c->last_activity > options_.body_timeout) {
+    if (c->active != nullptr && c->reading_body && c->active->upstream != nullptr &&
+        now_ - std::max(c->last_activity, c->active->sent_at) > options_.body_timeout) {
+      // (While it waits in the activator its body waits unread in the socket: no deadline for the client then.)
       // A body that stopped coming holds a replica's connection: both go.
       Exchange* x = c->active;
       if (x->response_started) {
@@ -1353,6 +1359,10 @@ VersionMetrics* Proxy::MetricsFor(const Exchange& x) {
 
 void Proxy::Record(Exchange& x) {
   x.service->stats->requests.fetch_add(1, std::memory_order_relaxed);
+  if (!x.version_name.empty()) {
+    std::lock_guard lock(x.service->stats->mu);
+    ++x.service->stats->by_version[x.version_name];
+  }
   VersionMetrics* m = MetricsFor(x);
   if (m == nullptr || m->by_class[0] == nullptr) return;
   const int k = x.status >= 100 && x.status < 600 ? x.status / 100 : 0;

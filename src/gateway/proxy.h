@@ -47,6 +47,8 @@ struct ServiceStats {
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> queued{0};
   std::atomic<uint64_t> requests{0};
+  std::mutex mu;                               // guards by_version (uncontended: the loop, and Load())
+  std::map<std::string, uint64_t> by_version;  // requests answered per version
 };
 
 struct VersionMetrics {
@@ -253,7 +255,6 @@ class Proxy final : public IoHandler {
   metrics::Family<metrics::Histogram>* duration_ = nullptr;
   metrics::Family<metrics::Counter>* tokens_ = nullptr;
   metrics::Family<metrics::Counter>* retries_ = nullptr;
-  metrics::Family<metrics::Counter>* errors_ = nullptr;
 };
 
 }  // namespace gpugeek::gateway::detail

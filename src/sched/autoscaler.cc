@@ -105,14 +105,15 @@ double Autoscaler::Average(ScaleSignal signal, MonoTime now, Duration window) co
   return total / static_cast<double>(length);
 }
 
-ScaleDecision Autoscaler::Decide(MonoTime now, int ready) {
+ScaleDecision Autoscaler::Decide(MonoTime now, int ready, int current) {
+  if (current < 0) current = ready;
   ScaleDecision d;
   auto bounded = [&](int n) {
     n = std::max(n, spec_.min_replicas);
     return spec_.max_replicas > 0 ? std::min(n, spec_.max_replicas) : n;
   };
   if (!first_second_) {
-    d.desired = bounded(std::max(ready, 0));
+    d.desired = bounded(std::max(current, 0));
     d.reason = "no load reported yet";
     return d;
   }
@@ -159,6 +160,11 @@ ScaleDecision Autoscaler::Decide(MonoTime now, int ready) {
       fmt::format("{}{:.1f} {} over {} s (target {} per replica)", d.panicking ? "panic: " : "",
                   d.panicking ? d.panic_average : d.stable_average, kUnits[signal], window_s, spec_.target[signal]);
 
+  const bool window_full = SecondOf(now) - *first_second_ + 1 >= WholeSeconds(spec_.stable_window);
+  if (d.desired == 0 && !window_full && current > 0) {
+    d.desired = current;  // not a whole stable window of samples yet: too early to call the service idle
+    d.reason = "idle so far, for less than the stable window";
+  }
   if (d.desired > 0) {
     last_above_zero_ = now;
   } else if (ready > 0 && last_above_zero_ && now - *last_above_zero_ < spec_.scale_to_zero_grace) {

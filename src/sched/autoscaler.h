@@ -77,9 +77,11 @@ class Autoscaler {
   // Adds a sample. Samples within one second are averaged into that second; samples older than the newest
   // by more than the stable window are dropped, as are samples older than the last one recorded.
   void Record(const ScaleSample& sample);
-  // The count for `now`, with `ready` replicas serving. Without any sample yet: the current count
-  // (max(ready, min_replicas)), bounded by max_replicas.
-  ScaleDecision Decide(MonoTime now, int ready);
+  // The count for `now`, with `ready` replicas serving and `current` asked for already (ready or starting; -1:
+  // unknown, taken as `ready`). Without any sample yet: the current count (max(current, min_replicas)), bounded by
+  // max_replicas. An idle service is not scaled to zero before its samples span a whole stable window (a new
+  // service keeps its initial replicas that long: Knative's scale-to-zero needs a stable window without traffic).
+  ScaleDecision Decide(MonoTime now, int ready, int current = -1);
 
  private:
   struct Second {

@@ -66,6 +66,25 @@ TEST(AutoscalerTest, ScaleRatesBoundEachStep) {
   EXPECT_EQ(down.Decide(At(59.5), 8).desired, 4);  // wants 1; at least floor(8 / 2)
 }
 
+TEST(AutoscalerTest, ANewIdleServiceKeepsItsReplicasForAWholeStableWindowThenTheGrace) {
+  Autoscaler a{AutoscalerSpec{}};  // stable window 60 s, grace 30 s
+  // Deployed with 1 replica (initial), still starting (0 ready), no request yet: seconds 0..t span less than the
+  // window until t = 59.
+  for (int t = 0; t < 59; ++t) {
+    a.Record({.at = At(t), .value = {0, 0, 0, 0}});
+    const ScaleDecision d = a.Decide(At(t + 0.5), 0, 1);
+    ASSERT_EQ(d.desired, 1) << "at " << t << ": " << d.reason;
+  }
+  // From 59.5 the samples span the window, all idle; the last decision above zero was at 58.5: the grace (30 s)
+  // keeps the replica, now ready, until 88.5.
+  for (int t = 59; t < 90; ++t) a.Record({.at = At(t), .value = {0, 0, 0, 0}});
+  EXPECT_EQ(a.Decide(At(59.5), 1, 1).desired, 1);
+  EXPECT_EQ(a.Decide(At(88.4), 1, 1).desired, 1);
+  const ScaleDecision idle = a.Decide(At(89.5), 1, 1);
+  EXPECT_EQ(idle.desired, 0);
+  EXPECT_EQ(idle.reason, "idle: no load over the stable window");
+}
+
 TEST(AutoscalerTest, IdleScalesToZeroOnlyAfterTheWindowAndTheGrace) {
   Autoscaler a{AutoscalerSpec{}};
   Load(a, 0, 10, 35);

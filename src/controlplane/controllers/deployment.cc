@@ -96,15 +96,16 @@ std::map<std::string, int> SplitByWeight(int total, const std::vector<std::pair<
   std::stable_sort(remainders.begin(), remainders.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
   for (size_t k = 0; given < total && k < remainders.size(); ++k, ++given) out[weights[remainders[k].second].first]++;
-  // Every version with weight > 0 gets at least one, taken from the largest counts.
+  // Every version with weight > 0 gets at least one, taken from the largest counts; when there are fewer than
+  // versions taking traffic, each still gets one (the total then exceeds the count asked for): a version's share of
+  // the requests would otherwise wait in the gateway's activator for a replica that never comes.
   for (const auto& [name, w] : weights) {
     if (w <= 0 || out[name] > 0) continue;
     std::string largest;
     for (const auto& [other, ow] : weights) {
       if (out[other] > 1 && (largest.empty() || out[other] > out[largest])) largest = other;
     }
-    if (largest.empty()) break;  // total < versions with weight: the first ones in spec order have theirs
-    out[largest]--;
+    if (!largest.empty()) out[largest]--;
     out[name]++;
   }
   return out;
@@ -295,9 +296,21 @@ absl::StatusOr<std::map<std::string, int>> DeploymentController::Scale(const std
 }
 
 void DeploymentController::ReportLoad(const std::string& gateway,
-                                      const std::map<std::string, std::pair<double, double>>& load) {
+                                      const std::map<std::string, std::pair<double, double>>& load,
+                                      const std::map<std::string, std::map<std::string, uint64_t>>& served) {
   std::lock_guard<std::mutex> lock(mu_);
-  gateways_[gateway] = {.at = clock_.Monotonic(), .load = load};
+  gateways_[gateway] = {.at = clock_.Monotonic(), .load = load, .served = served};
+}
+
+std::map<std::string, uint64_t> DeploymentController::Served(const std::string& service_name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, uint64_t> out;
+  for (const auto& [id, g] : gateways_) {
+    auto it = g.served.find(service_name);
+    if (it == g.served.end()) continue;
+    for (const auto& [version, n] : it->second) out[version] += n;
+  }
+  return out;
 }
 
 double DeploymentController::Load(const std::string& service_name) {
@@ -665,10 +678,11 @@ absl::Status DeploymentController::Autoscale(store::ServiceRecord& service, cons
   sched::ScaleSample sample{.at = now};
   sample.value[static_cast<size_t>(sched::ScaleSignal::kConcurrency)] = Load(spec.name);
   a.autoscaler->Record(sample);
-  const sched::ScaleDecision decision = a.autoscaler->Decide(now, ready);
-  const int total = std::clamp(decision.desired, spec.replicas.min, spec.replicas.max);
   const std::map<std::string, int> desired = ParseDesired(service.desired);
-  if (total == Total(desired)) return absl::OkStatus();
+  const sched::ScaleDecision decision = a.autoscaler->Decide(now, ready, Total(desired));
+  const int total = std::clamp(decision.desired, spec.replicas.min, spec.replicas.max);
+  // (Compared as split: a version taking traffic has one even when the count is below the versions.)
+  if (FormatDesired(SplitByWeight(total, Weights(spec))) == FormatDesired(desired)) return absl::OkStatus();
   const std::string reason = fmt::format("autoscaler: {} -> {} replicas: {}", Total(desired), total, decision.reason);
   store::ServiceRecord next = service;
   next.desired = FormatDesired(SplitByWeight(total, Weights(spec)));

@@ -74,7 +74,8 @@ struct ReplicaView {
 };
 
 // Splits `total` replicas across versions by weight percent, largest remainder first (ties: the spec's
-// order); a version with weight > 0 gets at least 1 whenever total >= 1 (taken from the largest shares).
+// order); a version with weight > 0 gets at least 1 whenever total >= 1 (taken from the largest shares, or added
+// when total is below the number of such versions: then the sum exceeds total).
 std::map<std::string, int> SplitByWeight(int total, const std::vector<std::pair<std::string, int>>& weights);
 
 // "v1=2,v2=1" <-> {v1: 2, v2: 1}.
@@ -105,7 +106,12 @@ class DeploymentController {
   absl::StatusOr<std::map<std::string, int>> Scale(const std::string& id, const nlohmann::json& replicas,
                                                    const std::string& reason);
   // A gateway's load report (POST /v1/services/load): service name -> in flight and queued requests.
-  void ReportLoad(const std::string& gateway, const std::map<std::string, std::pair<double, double>>& load);
+  // `served` (optional): per service and version, the requests that gateway answered since it started (counters).
+  void ReportLoad(const std::string& gateway, const std::map<std::string, std::pair<double, double>>& load,
+                  const std::map<std::string, std::map<std::string, uint64_t>>& served = {});
+  // Requests answered per version of a service, summed over every gateway's last report (the observed split:
+  // `gpugeek top`, GET /v1/services).
+  std::map<std::string, uint64_t> Served(const std::string& service_name);
   // The summed load (in_flight + queued) of a service over the gateways that reported within load_window.
   double Load(const std::string& service_name);
 
@@ -145,6 +151,7 @@ class DeploymentController {
   struct GatewayLoad {
     MonoTime at;
     std::map<std::string, std::pair<double, double>> load;
+    std::map<std::string, std::map<std::string, uint64_t>> served;
   };
   struct Autoscaled {
     std::unique_ptr<sched::Autoscaler> autoscaler;

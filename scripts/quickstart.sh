@@ -78,6 +78,7 @@ done
 step build/gpugeek replicas gpt --server "$url"
 sleep 1.5   # the gateway reports what it served each second
 step build/gpugeek top --once --server "$url"
+step build/gpugeek services --server "$url"   # REQUESTS, TOKENS: the serverless meter's counts (docs/billing.md)
 agent_metrics="https://127.0.0.1:${GPUGEEK_AGENT_METRICS_PORT:-8471}/metrics"
 printf '\n\033[1m$ curl -s --cacert %s %s | grep gpugeek_gateway_requests_total\033[0m\n' "$ca_file" "$agent_metrics"
 curl -s --fail --cacert "$ca_file" "$agent_metrics" | grep '^gpugeek_gateway_requests_total' || true

@@ -122,6 +122,12 @@ void RegisterBillingCommands(CLI::App& app) {
     table.AlignRight(2);
     table.AlignRight(3);
     for (const json& l : b["lines"]) {
+      if (l.value("capacity_type", "") == "serverless") {  // a service's requests and tokens
+        table.AddRow(
+            {fmt::format("{} requests, {} tokens", l.value("requests", int64_t{0}), l.value("tokens", int64_t{0})),
+             "serverless", "-", Money(l["cost_micros"])});
+        continue;
+      }
       table.AddRow({Text(l["gpu_model"]), Text(l["capacity_type"]), fmt::format("{:.3f}", l["gpu_hours"].get<double>()),
                     Money(l["cost_micros"])});
     }

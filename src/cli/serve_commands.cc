@@ -114,12 +114,19 @@ void RegisterServeCommands(CLI::App& app) {
       PrintJson(all);
       return;
     }
-    TextTable table({"NAME", "GEN", "READY", "DESIRED", "VERSIONS", "UPDATED", "REASON"});
-    for (size_t c : {1, 2, 3}) table.AlignRight(c);
+    TextTable table({"NAME", "GEN", "READY", "DESIRED", "VERSIONS", "REQUESTS", "TOKENS", "UPDATED", "REASON"});
+    for (size_t c : {1, 2, 3, 5, 6}) table.AlignRight(c);
     for (const json& s : all) {
+      // Metered since the service began (every gateway's counters: controllers/serving_meter.h).
+      int64_t requests = 0, tokens = 0;
+      for (const json& v : s["versions"]) {
+        requests += v.value("metered_requests", int64_t{0});
+        tokens += v.value("metered_tokens", int64_t{0});
+      }
       table.AddRow({Text(s["name"]), std::to_string(s["generation"].get<int64_t>()),
                     std::to_string(s["ready"].get<int64_t>()), std::to_string(s["desired"].get<int64_t>()), Versions(s),
-                    LocalTime(Text(s["updated_at"])), Text(s["reason"])});
+                    std::to_string(requests), std::to_string(tokens), LocalTime(Text(s["updated_at"])),
+                    Text(s["reason"])});
     }
     std::cout << table.Render();
   });

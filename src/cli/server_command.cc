@@ -160,6 +160,7 @@ void RegisterServerCommand(CLI::App& app) {
     std::string trial_credit = "0";
     int trial_credit_days = 30;
     int64_t platform_fee_bps = 0;
+    std::string price_per_million_requests = "0", price_per_million_tokens = "0";
     bool enforce_budgets = false;
     uint64_t max_archive_bytes = controlplane::ServerOptions().max_archive_bytes;
     uint64_t max_archive_files = controlplane::ServerOptions().max_archive_files;
@@ -237,6 +238,13 @@ void RegisterServerCommand(CLI::App& app) {
                   "The platform's fee on a provider's sale, in basis points (1500 = 15%)")
       ->capture_default_str()
       ->check(CLI::Range(0, 10000));
+  sub->add_option("--price-per-million-requests", o->price_per_million_requests,
+                  "Serverless price of a million requests a service's gateways answer (0.20); 0 = counted, not "
+                  "charged (the replicas' GPU time is charged as jobs')")
+      ->capture_default_str();
+  sub->add_option("--price-per-million-tokens", o->price_per_million_tokens,
+                  "Serverless price of a million tokens a service's replicas report (Gpugeek-Tokens header)")
+      ->capture_default_str();
   sub->add_flag("--enforce-budgets", o->enforce_budgets,
                 "Refuse new work of a tenant with nothing left to spend (402), and stop its running work (SIGTERM, "
                 "its checkpoint moment) once its credit and cash are spent");
@@ -370,6 +378,14 @@ void RegisterServerCommand(CLI::App& app) {
     }
     options.billing.trial_credit_ttl = std::chrono::hours(24) * o->trial_credit_days;
     options.billing.platform_fee_bps = o->platform_fee_bps;
+    for (auto [flag, text, field] : {std::tuple{"--price-per-million-requests", &o->price_per_million_requests,
+                                                &options.billing.price_per_million_requests_micros},
+                                     std::tuple{"--price-per-million-tokens", &o->price_per_million_tokens,
+                                                &options.billing.price_per_million_tokens_micros}}) {
+      absl::StatusOr<int64_t> price = api::ParseMoneyMicros(*text);
+      if (!price.ok()) Fail(cmd, fmt::format("{} '{}': {}", flag, *text, price.status().message()), kExitUsage);
+      *field = *price;
+    }
     options.billing.enforce = o->enforce_budgets;
     if (!o->region_latency.empty()) {
       absl::StatusOr<api::RegionLatency> latency = api::ReadRegionLatency(o->region_latency);

@@ -137,6 +137,21 @@ absl::StatusOr<std::optional<ledger::Transaction>> Billing::Charge(ledger::Charg
       fmt::format("billing: {} segments charged as {} already", kMaxSegmentsPerId, base));
 }
 
+absl::StatusOr<std::optional<ledger::Transaction>> Billing::ChargeRequests(ledger::RequestChargeInput in) {
+  in.price_per_million_requests = ledger::Money::Micros(options_.price_per_million_requests_micros);
+  in.price_per_million_tokens = ledger::Money::Micros(options_.price_per_million_tokens_micros);
+  if (in.at == TimePoint{}) in.at = clock_.Now();
+  absl::StatusOr<std::optional<ledger::Transaction>> txn;
+  {
+    MutexLock lock(&mu_);
+    if (ledger_.Find(in.id) != nullptr) return std::nullopt;  // charged already
+    txn = ledger::ChargeRequests(ledger_, in);
+  }
+  if (!txn.ok() || !txn->has_value()) return txn;
+  ASSIGN_OR_RETURN(ledger::Transaction posted, Post(**txn));
+  return posted;
+}
+
 absl::StatusOr<int> Billing::ExpireDue() {
   std::vector<ledger::Transaction> due;
   {

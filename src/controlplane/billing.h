@@ -72,6 +72,10 @@ class Billing {
   // micro-unit. The id is tried with "/2", "/3"... (up to "/1000") when taken by a different segment; with
   // `once`, a taken id means charged already: nullopt, nothing posted (a reservation's hour).
   absl::StatusOr<std::optional<ledger::Transaction>> Charge(ledger::ChargeInput in, bool once = false);
+  // Writer's pass only. Charges a service's requests and tokens (ledger::ChargeRequests) at the options' prices:
+  // nullopt when they cost under a micro-unit, or when the id (which names the row's counters after the
+  // report) is charged already.
+  absl::StatusOr<std::optional<ledger::Transaction>> ChargeRequests(ledger::RequestChargeInput in);
   // Writer's pass only. Posts every expiry due now; returns how many.
   absl::StatusOr<int> ExpireDue();
 

@@ -41,6 +41,10 @@ J TransactionJson(const ledger::Transaction& t) {
     j["gpu_milli_seconds"] = t.gpu_milli_seconds;
     j["gpu_model"] = t.gpu_model;
     j["capacity_type"] = t.capacity_type;
+    if (t.requests != 0 || t.tokens != 0) {
+      j["requests"] = t.requests;
+      j["tokens"] = t.tokens;
+    }
   }
   return j;
 }
@@ -124,6 +128,8 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
   struct Line {
     int64_t gpu_milli_seconds = 0;
     int64_t idle_gpu_milli_seconds = 0;
+    int64_t requests = 0;  // serverless lines (controllers/serving_meter.h)
+    int64_t tokens = 0;
     Money cost;
     int64_t charges = 0;
   };
@@ -140,6 +146,8 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
         Line& l = lines[{t.gpu_model, t.capacity_type}];
         l.gpu_milli_seconds += t.gpu_milli_seconds;
         l.idle_gpu_milli_seconds += t.idle_gpu_milli_seconds;
+        l.requests += t.requests;
+        l.tokens += t.tokens;
         l.cost -= tenant_credit + tenant_cash;
         ++l.charges;
         usage -= tenant_credit + tenant_cash;
@@ -170,6 +178,8 @@ absl::StatusOr<Reply> GetBill(ControlPlane& cp, const Accounts& accounts, const 
                          {"gpu_hours", static_cast<double>(l.gpu_milli_seconds) / 3'600'000.0},
                          {"gpu_milli_seconds", l.gpu_milli_seconds},
                          {"idle_gpu_milli_seconds", l.idle_gpu_milli_seconds},
+                         {"requests", l.requests},
+                         {"tokens", l.tokens},
                          {"charges", l.charges},
                          {"cost_micros", l.cost.micros},
                          {"cost", l.cost.ToString()}});

@@ -265,6 +265,7 @@ void ControlPlane::Reconcile() {
   job_lifecycle_->Reconcile(ctx, now);
   budget_->Reconcile(ctx, now);
   reservation_->Reconcile(ctx, now);
+  serving_meter_->Reconcile(ctx);
   scheduling_->Reconcile(ctx, now);
   if (!usage_saved_ || now - *usage_saved_ >= options_.usage_save_interval) {
     SaveUsageLocked();
@@ -301,6 +302,7 @@ void ControlPlane::ReloadLocked() {
   gc_ = std::make_unique<GcController>();
   budget_ = std::make_unique<BudgetController>();
   reservation_ = std::make_unique<ReservationController>();
+  serving_meter_->Forget();
   if (absl::Status st = billing_->Reload(); !st.ok()) spdlog::error("control plane: reloading the ledger: {}", st);
   if (absl::Status st = Load(); !st.ok()) spdlog::error("control plane: reloading from the store: {}", st);
   for (const sched::TenantUsage& u : usage) (void)scheduling_->RestoreUsage(u.tenant, u.usage);

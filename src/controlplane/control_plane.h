@@ -67,6 +67,7 @@
 #include "controlplane/allocation.h"
 #include "controlplane/billing.h"
 #include "controlplane/controllers/context.h"
+#include "controlplane/controllers/serving_meter.h"
 #include "controlplane/log_routes.h"
 #include "controlplane/log_store.h"
 #include "controlplane/options.h"
@@ -255,6 +256,9 @@ class ControlPlane {
   const ControlPlaneOptions& options() const { return options_; }
   // Credits, charges and budgets (billing.h).
   Billing& billing() { return *billing_; }
+  // Serverless metering (controllers/serving_meter.h): gateways' request and token counters, stored and
+  // charged on the writer's pass. Report from any thread.
+  ServingMeterController& serving_meter() { return *serving_meter_; }
   // The instruments when ControlPlaneOptions::metrics was given, else nullptr.
   ControlPlaneMetrics* metrics() { return metrics_.get(); }
 
@@ -397,6 +401,8 @@ class ControlPlane {
   std::unique_ptr<GcController> gc_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<BudgetController> budget_ ABSL_GUARDED_BY(writer_mu_);
   std::unique_ptr<ReservationController> reservation_ ABSL_GUARDED_BY(writer_mu_);
+  // Kept across reloads (its inbox: gateways' reports); Reconcile and Forget under writer_mu_.
+  const std::unique_ptr<ServingMeterController> serving_meter_ = std::make_unique<ServingMeterController>();
   uint64_t published_version_ ABSL_GUARDED_BY(writer_mu_) = 0;
   std::optional<MonoTime> usage_saved_ ABSL_GUARDED_BY(writer_mu_);  // the last SaveUsageLocked
 };

@@ -1127,7 +1127,12 @@ J Build() {
             {"properties",
              {{"name", {{"type", "string"}}},
               {"weight", {{"type", "integer"}}},
-              {"desired", {{"type", "integer"}}}}}}}}},
+              {"desired", {{"type", "integer"}}},
+              {"requests",
+               {{"type", "integer"},
+                {"description", "answered since the reporting gateways started (observed split)"}}},
+              {"metered_requests", {{"type", "integer"}, {"description", "metered since the service began"}}},
+              {"metered_tokens", {{"type", "integer"}, {"description", "metered since the service began"}}}}}}}}},
         {"replicas",
          {{"type", "object"},
           {"properties",
@@ -1162,16 +1167,29 @@ J Build() {
   paths["/v1/services/load"]["post"] =
       Op("A gateway's load per service (each second); the autoscaler sums the gateways of the last 5 s",
          JsonResponse("stored in memory", {{"type", "object"}}));
-  paths["/v1/services/load"]["post"]["requestBody"] =
-      Body({{"type", "object"},
-            {"required", {"gateway"}},
-            {"properties",
-             {{"gateway", {{"type", "string"}}},
-              {"services",
-               {{"type", "object"},
-                {"additionalProperties",
-                 {{"type", "object"},
-                  {"properties", {{"in_flight", {{"type", "integer"}}}, {"queued", {{"type", "integer"}}}}}}}}}}}});
+  paths["/v1/services/load"]["post"]["requestBody"] = Body(
+      {{"type", "object"},
+       {"required", {"gateway"}},
+       {"properties",
+        {{"gateway", {{"type", "string"}}},
+         {"instance",
+          {{"type", "string"},
+           {"description", "GATEWAY_ID/NONCE: the counters count from this instance's start (serverless metering)"}}},
+         {"services",
+          {{"type", "object"},
+           {"additionalProperties",
+            {{"type", "object"},
+             {"properties",
+              {{"in_flight", {{"type", "integer"}}},
+               {"queued", {{"type", "integer"}}},
+               {"versions",
+                {{"type", "object"},
+                 {"additionalProperties", {{"type", "integer"}}},
+                 {"description", "requests answered per version since the instance started"}}},
+               {"tokens",
+                {{"type", "object"},
+                 {"additionalProperties", {{"type", "integer"}}},
+                 {"description", "tokens the replicas reported per version since then"}}}}}}}}}}}});
   paths["/v1/services/{name}"]["get"] = Op("A service", JsonResponse("the service", Ref("Service")));
   paths["/v1/services/{name}"]["delete"] =
       Op("Delete a service: its replicas are cancelled", JsonResponse("deleted", Ref("Service")));

@@ -34,6 +34,12 @@ struct BillingOptions {
   Duration trial_credit_ttl = std::chrono::hours(24 * 30);
   // The platform's fee on a provider's sale, in basis points 0..10000 (`--platform-fee-bps 1500` = 15%).
   int64_t platform_fee_bps = 0;
+  // Serverless prices (controllers/serving_meter.h), in micro-units per million requests a service's gateways
+  // answer and per million tokens its replicas report (`--price-per-million-requests 0.20`,
+  // `--price-per-million-tokens 0.50`); 0 = requests are counted but not charged. The replicas' GPU time is
+  // charged as any job's.
+  int64_t price_per_million_requests_micros = 0;
+  int64_t price_per_million_tokens_micros = 0;
   // Whether a tenant with nothing left to spend is refused new work (402) and its running work stopped
   // (`--enforce-budgets`). Off: usage is charged and may run a tenant's cash below zero.
   bool enforce = false;

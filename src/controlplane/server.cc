@@ -229,7 +229,7 @@ absl::StatusOr<std::unique_ptr<ControlPlaneServer>> ControlPlaneServer::Start(co
   s->experiments_ = std::make_unique<ExperimentController>(*s->control_plane_, *s->store_, s->control_plane_->clock());
   RegisterExperimentRoutes(*s->http_, *s->accounts_, *s->control_plane_, *s->store_, *s->experiments_);
   s->deployments_ = std::make_unique<DeploymentController>(*s->control_plane_, *s->store_, s->control_plane_->clock());
-  RegisterServiceRoutes(*s->http_, *s->accounts_, *s->store_, *s->deployments_);
+  RegisterServiceRoutes(*s->http_, *s->accounts_, *s->store_, *s->deployments_, s->control_plane_->serving_meter());
   http::ServerOptions agents;
   agents.name = "agents";
   agents.host = options.host;

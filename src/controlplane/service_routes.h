@@ -16,22 +16,26 @@
 //   GET    /v1/endpoints                             -> {routes: [route]}                      admin
 //       Every tenant's services with their READY replicas, in the gateways' route shape
 //       (gateway/endpoint_sync.h).
-//   POST   /v1/services/load {gateway, services: {NAME: {in_flight, queued}}} -> {}          admin
-//       A gateway's load, each second; the autoscaler sums the gateways that reported within 5 s.
+//   POST   /v1/services/load {gateway, instance, services: {NAME: {in_flight, queued, versions: {V: requests},
+//                          tokens: {V: tokens}}}} -> {}                                          admin
+//       A gateway's load, each second; the autoscaler sums the gateways that reported within 5 s. The
+//       counters (since the gateway instance started) feed the serverless meter (controllers/serving_meter.h).
 //
 // A service: {id, name, tenant, user, state (ACTIVE | DELETED), reason, generation, versions [{name, weight,
-// desired}], replicas {min, max, initial}, desired (total), ready, created_at, updated_at, spec_yaml}. A replica:
-// {version, ordinal, job, node, address, port, state (PENDING | STARTING | READY | NOT_READY | ENDED), since}.
-// Another tenant's service reads as absent (404).
+// desired, requests (answered since the reporting gateways started: the observed split), metered_requests,
+// metered_tokens (since the service began)}], replicas {min, max, initial}, desired (total), ready, created_at,
+// updated_at, spec_yaml}. A replica: {version, ordinal, job, node, address, port, state (PENDING | STARTING | READY |
+// NOT_READY | ENDED), since}. Another tenant's service reads as absent (404).
 
 #include "controlplane/accounts.h"
 #include "controlplane/controllers/deployment.h"
+#include "controlplane/controllers/serving_meter.h"
 #include "http/server.h"
 
 namespace gpugeek::controlplane {
 
 // Registers the routes above. All must outlive the server's serving.
 void RegisterServiceRoutes(http::Server& server, Accounts& accounts, store::Store& store,
-                           DeploymentController& deployments);
+                           DeploymentController& deployments, ServingMeterController& meter);
 
 }  // namespace gpugeek::controlplane

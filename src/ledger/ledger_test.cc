@@ -160,6 +160,39 @@ TEST(WalletTest, ChargeCarriesTheRemainderAndSkipsSubMicroCosts) {
             std::nullopt);
 }
 
+TEST(WalletTest, ChargeRequestsChargesTheCumulativeCountersDifference) {
+  Ledger ledger;
+  ASSERT_TRUE(ledger.Post(TopUp("top-up/acme/1", "acme", Money::Units(10), At(0), "card")).ok());
+  // 0.30 per million requests = 0.3 micro-units each: the first 3 requests cost floor(0.9) = 0, the next 4
+  // bring the row to 7 requests, floor(2.1) = 2 micro-units; 5,000 tokens at 2.00 per million = 10,000.
+  const RequestChargeInput base{.id = "serve/s-1/v1/gw/3",
+                                .tenant = "acme",
+                                .service = "s-1",
+                                .user = "alice",
+                                .requests_after = 3,
+                                .price_per_million_requests = Money::Micros(300'000),
+                                .price_per_million_tokens = Money::Units(2),
+                                .at = At(1)};
+  EXPECT_EQ(*ChargeRequests(ledger, base), std::nullopt);
+  RequestChargeInput next = base;
+  next.id = "serve/s-1/v1/gw/7";
+  next.requests_before = 3;
+  next.requests_after = 7;
+  next.tokens_after = 5'000;
+  absl::StatusOr<std::optional<Transaction>> c = ChargeRequests(ledger, next);
+  ASSERT_TRUE(c.ok() && c->has_value()) << c.status();
+  EXPECT_EQ((*c)->capacity_type, "serverless");
+  EXPECT_EQ((*c)->job, "s-1");
+  EXPECT_EQ((*c)->requests, 4);
+  EXPECT_EQ((*c)->tokens, 5'000);
+  EXPECT_EQ((*c)->postings, (std::vector<Posting>{{"tenant:acme:cash", Money::Micros(-10'002)},
+                                                  {"platform:revenue", Money::Micros(10'002)}}));
+  EXPECT_EQ(FromText(ToText(**c)).value(), **c);
+  // Counters that go down, or negative prices, are refused.
+  next.requests_after = 2;
+  EXPECT_EQ(ChargeRequests(ledger, next).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(WalletTest, ChargeCarriesIdleTimeAndRefundForTakesBackTheLostShare) {
   Ledger ledger;
   ASSERT_TRUE(ledger.Post(TopUp("top-up/acme/1", "acme", Money::Units(10), At(0), "card")).ok());

@@ -75,9 +75,10 @@ absl::Status Validate(const Transaction& txn) {
   }
   if (txn.carry < 0 || txn.carry >= kProrateDenominator || txn.gpu_milli_seconds < 0 || txn.on_demand_micros < 0 ||
       txn.on_demand_micros > kMaxPostingMicros || txn.idle_gpu_milli_seconds < 0 ||
-      txn.idle_gpu_milli_seconds > txn.gpu_milli_seconds) {
-    return absl::InvalidArgumentError(
-        fmt::format("ledger: transaction {}: carry, gpu_milli_seconds or idle_gpu_milli_seconds out of range", txn.id));
+      txn.idle_gpu_milli_seconds > txn.gpu_milli_seconds || txn.requests < 0 || txn.tokens < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ledger: transaction {}: carry, gpu_milli_seconds, idle_gpu_milli_seconds, requests or tokens out of range",
+        txn.id));
   }
   std::set<std::string_view> accounts;
   int64_t sum = 0;  // |amount| <= 10^15 and at most 64 postings: no overflow
@@ -119,6 +120,8 @@ std::string ToText(const Transaction& txn) {
   if (txn.idle_gpu_milli_seconds != 0) j["idle_gpu_milli_seconds"] = txn.idle_gpu_milli_seconds;
   if (!txn.gpu_model.empty()) j["gpu_model"] = txn.gpu_model;
   if (!txn.capacity_type.empty()) j["capacity_type"] = txn.capacity_type;
+  if (txn.requests != 0) j["requests"] = txn.requests;
+  if (txn.tokens != 0) j["tokens"] = txn.tokens;
   return j.dump();
 }
 
@@ -150,7 +153,8 @@ absl::StatusOr<Transaction> FromText(std::string_view text) {
       !string_field("gpu_model", txn.gpu_model) || !string_field("capacity_type", txn.capacity_type) ||
       !int_field("at_ms", at_ms) || !int_field("carry", txn.carry) ||
       !int_field("gpu_milli_seconds", txn.gpu_milli_seconds) || !int_field("on_demand_micros", txn.on_demand_micros) ||
-      !int_field("idle_gpu_milli_seconds", txn.idle_gpu_milli_seconds)) {
+      !int_field("idle_gpu_milli_seconds", txn.idle_gpu_milli_seconds) || !int_field("requests", txn.requests) ||
+      !int_field("tokens", txn.tokens)) {
     return bad("a field has the wrong type");
   }
   std::optional<Kind> k = KindFromName(kind);

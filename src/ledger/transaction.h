@@ -56,6 +56,10 @@ struct Transaction {
   int64_t idle_gpu_milli_seconds = 0;
   std::string gpu_model;
   std::string capacity_type;
+  // A charge for a service's requests (wallet.h ChargeRequests; capacity_type "serverless"): how many requests,
+  // and tokens, it is for.
+  int64_t requests = 0;
+  int64_t tokens = 0;
   bool operator==(const Transaction&) const = default;
 };
 
@@ -73,7 +77,7 @@ absl::Status Validate(const Transaction& txn);
 
 // The stored form: compact JSON {"id", "kind", "at_ms", "tenant", "job", "user"?, "memo", "postings": [[account,
 // micros], ...], "expires_at_ms"?, "carry"?, "gpu_milli_seconds"?, "on_demand_micros"?,
-// "idle_gpu_milli_seconds"?, "gpu_model"?, "capacity_type"?}. Times
+// "idle_gpu_milli_seconds"?, "gpu_model"?, "capacity_type"?, "requests"?, "tokens"?}. Times
 // in milliseconds since the Unix epoch.
 std::string ToText(const Transaction& txn);
 // DataLoss naming what is wrong for text that is not such JSON (or fails Validate); bounded (depth,

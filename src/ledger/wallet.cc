@@ -54,6 +54,25 @@ Transaction TopUp(const std::string& id, const std::string& tenant, Money amount
                      .postings = {{CashAccount(tenant), amount}, {kTopUpsAccount, -amount}}};
 }
 
+namespace {
+
+// Posts `cost` out of `tenant`'s unexpired credits at `at`, soonest-expiring first, then its cash, into `txn`.
+void TakeFromTenant(const Ledger& ledger, const std::string& tenant, TimePoint at, Money cost, Transaction& txn) {
+  Money left = cost;
+  for (const CreditLine& c : BalanceOf(ledger, tenant, at).credits) {
+    if (left.micros == 0) break;
+    const Money take = std::min(left, c.remaining);
+    txn.postings.push_back({c.account, -take});
+    left -= take;
+  }
+  if (left.micros > 0) txn.postings.push_back({CashAccount(tenant), -left});
+}
+
+// floor(count x price / 10^6): what `count` requests or tokens cost at `price` per million.
+absl::int128 PerMillion(int64_t count, Money price) { return absl::int128(count) * price.micros / 1'000'000; }
+
+}  // namespace
+
 absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const ChargeInput& in) {
   if (in.fee_bps < 0 || in.fee_bps > 10'000) {
     return absl::InvalidArgumentError(fmt::format("ledger: fee of {} basis points; it must be 0..10000", in.fee_bps));
@@ -76,14 +95,7 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
                   .idle_gpu_milli_seconds = in.milli * std::clamp<int64_t>(in.idle_millis, 0, in.millis) / 1000,
                   .gpu_model = in.gpu_model,
                   .capacity_type = in.capacity_type};
-  Money left = cost->cost;
-  for (const CreditLine& c : BalanceOf(ledger, in.tenant, in.at).credits) {
-    if (left.micros == 0) break;
-    const Money take = std::min(left, c.remaining);
-    txn.postings.push_back({c.account, -take});
-    left -= take;
-  }
-  if (left.micros > 0) txn.postings.push_back({CashAccount(in.tenant), -left});
+  TakeFromTenant(ledger, in.tenant, in.at, cost->cost, txn);
   if (in.provider.empty()) {
     txn.postings.push_back({kRevenueAccount, cost->cost});
   } else {
@@ -91,6 +103,40 @@ absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const Ch
     if (cost->cost > fee) txn.postings.push_back({ProviderAccount(in.provider), cost->cost - fee});
     if (fee.micros > 0) txn.postings.push_back({kFeesAccount, fee});
   }
+  return txn;
+}
+
+absl::StatusOr<std::optional<Transaction>> ChargeRequests(const Ledger& ledger, const RequestChargeInput& in) {
+  if (in.requests_before < 0 || in.requests_after < in.requests_before || in.tokens_before < 0 ||
+      in.tokens_after < in.tokens_before || in.price_per_million_requests.micros < 0 ||
+      in.price_per_million_tokens.micros < 0) {
+    return absl::InvalidArgumentError(fmt::format(
+        "ledger: request charge {}: counters must be >= 0 and not decrease, prices >= 0 (requests {} -> {}, tokens "
+        "{} -> {})",
+        in.id, in.requests_before, in.requests_after, in.tokens_before, in.tokens_after));
+  }
+  const absl::int128 cost = PerMillion(in.requests_after, in.price_per_million_requests) -
+                            PerMillion(in.requests_before, in.price_per_million_requests) +
+                            PerMillion(in.tokens_after, in.price_per_million_tokens) -
+                            PerMillion(in.tokens_before, in.price_per_million_tokens);
+  if (cost > kMaxPostingMicros) {
+    return absl::OutOfRangeError(
+        fmt::format("ledger: request charge {}: cost over {} micro-units", in.id, kMaxPostingMicros));
+  }
+  if (cost <= 0) return std::nullopt;
+  const Money amount = Money::Micros(static_cast<int64_t>(cost));
+  Transaction txn{.id = in.id,
+                  .kind = Kind::kCharge,
+                  .at = in.at,
+                  .tenant = in.tenant,
+                  .job = in.service,
+                  .user = in.user,
+                  .memo = in.memo,
+                  .capacity_type = "serverless",
+                  .requests = in.requests_after - in.requests_before,
+                  .tokens = in.tokens_after - in.tokens_before};
+  TakeFromTenant(ledger, in.tenant, in.at, amount, txn);
+  txn.postings.push_back({kRevenueAccount, amount});
   return txn;
 }
 

@@ -86,6 +86,31 @@ struct ChargeInput {
 // carried). InvalidArgument for negative inputs or fee_bps outside 0..10000; OutOfRange from Prorate.
 absl::StatusOr<std::optional<Transaction>> Charge(const Ledger& ledger, const ChargeInput& in);
 
+// Serverless metering (controlplane/controllers/serving_meter.h): a service's requests and tokens, charged at
+// the operator's per-million prices, all to platform:revenue (the replicas' GPU time is charged as jobs').
+struct RequestChargeInput {
+  std::string id;       // idempotency key, e.g. "serve/s-000001/v1/GATEWAY-INSTANCE/1200"
+  std::string tenant;   // who pays
+  std::string service;  // the service id (Transaction::job)
+  std::string user;     // who submitted the service
+  // The row's counters before and after the report (cumulative, store/service_records.h ServiceUsageRecord):
+  // the charge is cost(after) - cost(before), each floor(count x price / 10^6), so no sub-micro remainder is
+  // ever lost or charged twice however the counts arrive.
+  int64_t requests_before = 0;
+  int64_t requests_after = 0;
+  int64_t tokens_before = 0;
+  int64_t tokens_after = 0;
+  Money price_per_million_requests;
+  Money price_per_million_tokens;
+  TimePoint at;
+  std::string memo;
+};
+// The charge for a service's requests and tokens since its row's last report (kind kCharge, capacity_type
+// "serverless", requests and tokens set): taken like Charge's, from credits soonest-expiring first, then cash.
+// nullopt when it costs under one micro-unit. InvalidArgument for negative or decreasing counters or prices;
+// OutOfRange for a cost beyond kMaxPostingMicros.
+absl::StatusOr<std::optional<Transaction>> ChargeRequests(const Ledger& ledger, const RequestChargeInput& in);
+
 // A goodwill refund of `amount` (> 0) to tenant:T:cash, paid by platform:refunds. `id` is the caller's
 // idempotency key. (Time lost to a node lost or reclaimed is refunded by RefundFor.)
 Transaction Refund(const std::string& id, const std::string& tenant, const std::string& job, Money amount, TimePoint at,

@@ -297,6 +297,19 @@ CREATE TABLE service_replicas (
   PRIMARY KEY (service_id, version_name, ordinal)
 );
 )sql",
+    // 19: serverless metering (store/service_records.h ServiceUsageRecord): each gateway instance's cumulative
+    // request and token counters per service version.
+    R"sql(
+CREATE TABLE service_usage (
+  service_id    TEXT COLLATE "C" NOT NULL,
+  version_name  TEXT COLLATE "C" NOT NULL,
+  instance      TEXT COLLATE "C" NOT NULL,
+  requests      BIGINT NOT NULL,
+  tokens        BIGINT NOT NULL,
+  updated_at_ns BIGINT NOT NULL,
+  PRIMARY KEY (service_id, version_name, instance)
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

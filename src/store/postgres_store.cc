@@ -2109,6 +2109,49 @@ absl::StatusOr<std::vector<ReplicaRecord>> PostgresStore::ListReplicas(const std
   return out;
 }
 
+absl::Status PostgresStore::PutServiceUsage(const ServiceUsageRecord& usage) {
+  const TimePoint now = clock_.Now();
+  return Write(
+      [&](PgConnection& c) -> absl::Status {
+        return c
+            .Exec(
+                "INSERT INTO service_usage (service_id, version_name, instance, requests, tokens, updated_at_ns) "
+                "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (service_id, version_name, instance) DO UPDATE SET "
+                "requests = GREATEST(service_usage.requests, $4), tokens = GREATEST(service_usage.tokens, $5), "
+                "updated_at_ns = $6",
+                PgParams()
+                    .Text(usage.service_id)
+                    .Text(usage.version_name)
+                    .Text(usage.instance)
+                    .Int(usage.requests)
+                    .Int(usage.tokens)
+                    .Int(ToNs(now)),
+                "put service usage")
+            .status();
+      },
+      /*one_statement=*/true);
+}
+
+absl::StatusOr<std::vector<ServiceUsageRecord>> PostgresStore::ListServiceUsage(const std::string& service_id) {
+  std::vector<ServiceUsageRecord> out;
+  RETURN_IF_CALL_FAILS(Read([&](PgConnection& c) -> absl::Status {
+    out.clear();
+    ASSIGN_OR_RETURN(PgResult r, c.Exec("SELECT service_id, version_name, instance, requests, tokens, updated_at_ns "
+                                        "FROM service_usage WHERE service_id = $1 ORDER BY version_name, instance",
+                                        PgParams().Key(service_id), "list service usage"));
+    for (int i = 0; i < r.rows(); ++i) {
+      out.push_back({.service_id = r.Text(i, 0),
+                     .version_name = r.Text(i, 1),
+                     .instance = r.Text(i, 2),
+                     .requests = r.Int(i, 3),
+                     .tokens = r.Int(i, 4),
+                     .updated_at = FromNs(r.Int(i, 5))});
+    }
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
 absl::Status PostgresStore::AppendMetricReports(const std::vector<MetricReportRecord>& reports) {
   if (reports.empty()) return absl::OkStatus();
   const TimePoint now = clock_.Now();

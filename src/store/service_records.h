@@ -43,6 +43,18 @@ struct ReplicaRecord {
   TimePoint updated_at;
 };
 
+// What one gateway instance answered for one version of a service since it started (serverless metering,
+// controlplane/controllers/serving_meter.h): cumulative counters, only ever raised, so a report stored twice
+// or out of order changes nothing, and the charge for a report is what its counters add to the row's.
+struct ServiceUsageRecord {
+  std::string service_id;
+  std::string version_name;
+  std::string instance;  // the reporting gateway's instance: its id and a nonce drawn at its start
+  int64_t requests = 0;  // requests answered (any status)
+  int64_t tokens = 0;    // tokens its replicas reported (the Gpugeek-Tokens answer header)
+  TimePoint updated_at;  // set by the store
+};
+
 // Store::ListServices: ids strictly after `after_id`, ascending, at most `limit` (1..10000).
 struct ServiceFilter {
   std::string tenant;  // "" = every tenant's

@@ -291,6 +291,19 @@ CREATE TABLE service_replicas (
   PRIMARY KEY (service_id, version_name, ordinal)
 );
 )sql",
+    // 19: serverless metering (store/service_records.h ServiceUsageRecord): each gateway instance's cumulative
+    // request and token counters per service version.
+    R"sql(
+CREATE TABLE service_usage (
+  service_id    TEXT NOT NULL,
+  version_name  TEXT NOT NULL,
+  instance      TEXT NOT NULL,
+  requests      INTEGER NOT NULL,
+  tokens        INTEGER NOT NULL,
+  updated_at_ns INTEGER NOT NULL,
+  PRIMARY KEY (service_id, version_name, instance)
+);
+)sql",
 };
 
 }  // namespace gpugeek::store

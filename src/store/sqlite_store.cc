@@ -1417,6 +1417,41 @@ absl::StatusOr<std::vector<ReplicaRecord>> SqliteStore::ListReplicas(const std::
   return out;
 }
 
+absl::Status SqliteStore::PutServiceUsage(const ServiceUsageRecord& usage) {
+  const TimePoint now = clock_.Now();
+  std::unique_lock<std::mutex> lock = Acquire();
+  Statement s(*statements_,
+              "INSERT INTO service_usage (service_id, version_name, instance, requests, tokens, updated_at_ns) VALUES "
+              "(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (service_id, version_name, instance) DO UPDATE SET requests = "
+              "max(requests, ?4), tokens = max(tokens, ?5), updated_at_ns = ?6");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, usage.service_id).Bind(2, usage.version_name).Bind(3, usage.instance).Bind(4, usage.requests);
+  s.Bind(5, usage.tokens).Bind(6, ToNs(now));
+  if (s.Step() != SQLITE_DONE) return SqliteError(db_, "put service usage");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ServiceUsageRecord>> SqliteStore::ListServiceUsage(const std::string& service_id) {
+  Reader r = ReadAccess();
+  Statement s(*r.statements,
+              "SELECT service_id, version_name, instance, requests, tokens, updated_at_ns FROM service_usage WHERE "
+              "service_id = ?1 ORDER BY version_name, instance");
+  RETURN_IF_ERROR(s.status());
+  s.Bind(1, service_id);
+  std::vector<ServiceUsageRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.push_back({.service_id = s.Text(0),
+                   .version_name = s.Text(1),
+                   .instance = s.Text(2),
+                   .requests = s.Int(3),
+                   .tokens = s.Int(4),
+                   .updated_at = FromNs(s.Int(5))});
+  }
+  if (rc != SQLITE_DONE) return SqliteError(r.db, "list service usage");
+  return out;
+}
+
 absl::Status SqliteStore::AppendMetricReports(const std::vector<MetricReportRecord>& reports) {
   if (reports.empty()) return absl::OkStatus();
   const TimePoint now = clock_.Now();

@@ -93,6 +93,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<ServiceRecord> UpdateService(const ServiceRecord& service) override;
   absl::Status PutReplica(const ReplicaRecord& replica) override;
   absl::StatusOr<std::vector<ReplicaRecord>> ListReplicas(const std::string& service_id, bool active_only) override;
+  absl::Status PutServiceUsage(const ServiceUsageRecord& usage) override;
+  absl::StatusOr<std::vector<ServiceUsageRecord>> ListServiceUsage(const std::string& service_id) override;
   absl::Status AppendMetricReports(const std::vector<MetricReportRecord>& reports) override;
   absl::StatusOr<std::vector<MetricReportRecord>> ListMetricReports(const std::string& job_id, int64_t after_id,
                                                                     int limit) override;

@@ -457,6 +457,16 @@ class Store {
     return std::vector<ReplicaRecord>{};
   }
 
+  // Raises the stored counters of (service_id, version_name, instance) to those of `usage` (a counter never
+  // goes down: each is the greater of the stored and the given); inserts the row when absent.
+  virtual absl::Status PutServiceUsage(const ServiceUsageRecord& /*usage*/) {
+    return absl::UnimplementedError("store: this store keeps no services");
+  }
+  // The service's usage rows by version name, then instance.
+  virtual absl::StatusOr<std::vector<ServiceUsageRecord>> ListServiceUsage(const std::string& /*service_id*/) {
+    return std::vector<ServiceUsageRecord>{};
+  }
+
   // The ledger (controlplane/billing.h). AppendLedger stores every record of `records` in one transaction,
   // all or none: AlreadyExists (naming the id) when one's id is stored already. seq is set by the store.
   // The defaults answer Unimplemented / nothing (test doubles).

@@ -873,6 +873,36 @@ TEST_P(StoreTest, ExperimentsTrialsAndMetricReportsSurviveAReopen) {
   EXPECT_EQ(*store_->CountMetricReports("j-7", 2, 0), 0);
 }
 
+TEST_P(StoreTest, ServiceUsageCountersOnlyRiseAndSurviveAReopen) {
+  ASSERT_TRUE(store_
+                  ->PutServiceUsage(
+                      {.service_id = "s-1", .version_name = "v1", .instance = "gw-a", .requests = 10, .tokens = 300})
+                  .ok());
+  ASSERT_TRUE(
+      store_->PutServiceUsage({.service_id = "s-1", .version_name = "v2", .instance = "gw-a", .requests = 1}).ok());
+  // A late (lower) report changes neither counter; a higher one raises each on its own.
+  ASSERT_TRUE(store_
+                  ->PutServiceUsage(
+                      {.service_id = "s-1", .version_name = "v1", .instance = "gw-a", .requests = 4, .tokens = 900})
+                  .ok());
+  ASSERT_TRUE(
+      store_->PutServiceUsage({.service_id = "s-1", .version_name = "v1", .instance = "gw-0", .requests = 7}).ok());
+  ASSERT_TRUE(
+      store_->PutServiceUsage({.service_id = "s-2", .version_name = "v1", .instance = "gw-a", .requests = 5}).ok());
+  Reopen();
+  auto rows = store_->ListServiceUsage("s-1");
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].instance, "gw-0");
+  EXPECT_EQ((*rows)[0].requests, 7);
+  EXPECT_EQ((*rows)[1].instance, "gw-a");
+  EXPECT_EQ((*rows)[1].requests, 10);
+  EXPECT_EQ((*rows)[1].tokens, 900);
+  EXPECT_EQ((*rows)[2].version_name, "v2");
+  EXPECT_EQ((*rows)[2].requests, 1);
+  EXPECT_EQ(store_->ListServiceUsage("s-9")->size(), 0u);
+}
+
 TEST_P(StoreTest, ServicesAndReplicasSurviveAReopen) {
   ServiceRecord svc{.id = "s-000001",
                     .tenant = "acme",

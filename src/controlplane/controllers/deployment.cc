@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -695,12 +696,7 @@ absl::Status DeploymentController::Autoscale(store::ServiceRecord& service, cons
 }
 
 void DeploymentController::Probe() {
-  struct Due {
-    std::string job;
-    std::string url_base;
-    api::ReadinessProbe probe;
-  };
-  std::vector<Due> due;
+  std::vector<DueProbe> due;
   const MonoTime now = clock_.Monotonic();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -710,43 +706,55 @@ void DeploymentController::Probe() {
       due.push_back({.job = job, .url_base = p.url_base, .probe = p.probe});
     }
   }
-  for (const Due& d : due) {
-    bool ok = false;
-    absl::StatusOr<std::unique_ptr<http::Client>> client = http::Client::Create(
-        {.base_url = d.url_base, .connect_timeout = d.probe.timeout, .read_timeout = d.probe.timeout});
-    if (client.ok()) {
-      absl::StatusOr<http::Client::Reply> reply = (*client)->Send("GET", d.probe.path);
-      ok = reply.ok() && reply->status >= 200 && reply->status < 400;
+  // Up to kParallelProbes at once, so a replica that never answers delays the others by one timeout at most.
+  for (size_t first = 0; first < due.size(); first += kParallelProbes) {
+    const size_t end = std::min(due.size(), first + kParallelProbes);
+    if (end - first == 1) {
+      ProbeOne(due[first]);
+      continue;
     }
-    bool changed = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = probes_.find(d.job);
-      if (it == probes_.end() || it->second.url_base != d.url_base) continue;  // ended or moved meanwhile
-      ProbeState& p = it->second;
-      p.in_flight = false;
-      p.next_probe = clock_.Monotonic() + p.probe.period;
-      if (ok) {
-        p.successes++;
-        p.failures = 0;
-        if (!p.ready && p.successes >= p.probe.success_threshold) {
-          p.ready = p.ever_ready = changed = true;
-          p.since = clock_.Now();
-        }
-      } else {
-        p.failures++;
-        p.successes = 0;
-        if (p.ready && p.failures >= p.probe.failure_threshold) {
-          p.ready = false;
-          changed = true;
-          p.since = clock_.Now();
-        }
+    std::vector<std::thread> batch;
+    for (size_t i = first; i < end; ++i) batch.emplace_back([this, &d = due[i]] { ProbeOne(d); });
+    for (std::thread& t : batch) t.join();
+  }
+}
+
+void DeploymentController::ProbeOne(const DueProbe& d) {
+  bool ok = false;
+  absl::StatusOr<std::unique_ptr<http::Client>> client = http::Client::Create(
+      {.base_url = d.url_base, .connect_timeout = d.probe.timeout, .read_timeout = d.probe.timeout});
+  if (client.ok()) {
+    absl::StatusOr<http::Client::Reply> reply = (*client)->Send("GET", d.probe.path);
+    ok = reply.ok() && reply->status >= 200 && reply->status < 400;
+  }
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = probes_.find(d.job);
+    if (it == probes_.end() || it->second.url_base != d.url_base) return;  // ended or moved meanwhile
+    ProbeState& p = it->second;
+    p.in_flight = false;
+    p.next_probe = clock_.Monotonic() + p.probe.period;
+    if (ok) {
+      p.successes++;
+      p.failures = 0;
+      if (!p.ready && p.successes >= p.probe.success_threshold) {
+        p.ready = p.ever_ready = changed = true;
+        p.since = clock_.Now();
+      }
+    } else {
+      p.failures++;
+      p.successes = 0;
+      if (p.ready && p.failures >= p.probe.failure_threshold) {
+        p.ready = false;
+        changed = true;
+        p.since = clock_.Now();
       }
     }
-    if (changed) {
-      spdlog::info("services: replica job {} is {}", d.job, ok ? "READY" : "NOT_READY");
-      Wake();  // a rolling update may go on
-    }
+  }
+  if (changed) {
+    spdlog::info("services: replica job {} is {}", d.job, ok ? "READY" : "NOT_READY");
+    Wake();  // a rolling update may go on
   }
 }
 

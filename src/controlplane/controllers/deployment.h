@@ -122,13 +122,15 @@ class DeploymentController {
 
   // One pass over the services (the loop's thread only). Store errors are logged and retried next pass.
   void Reconcile();
-  // One round of readiness probes that are due (the prober's thread only); no lock is held across a GET.
+  // One round of readiness probes that are due (the prober's thread only), up to kParallelProbes at once; no
+  // lock is held across a GET.
   void Probe();
   // Blocks until Apply, Delete, SetTraffic, Scale or Wake wakes it, or `timeout` passes.
   void WaitForWork(Duration timeout);
   void Wake();
 
   static constexpr int kMaxServices = 10'000;
+  static constexpr size_t kParallelProbes = 16;
 
  private:
   // Readiness of one replica job (guarded by mu_).
@@ -159,6 +161,13 @@ class DeploymentController {
     MonoTime last;
   };
 
+  struct DueProbe {
+    std::string job;
+    std::string url_base;
+    api::ReadinessProbe probe;
+  };
+  // Probes one replica and records the outcome (a thread of Probe's).
+  void ProbeOne(const DueProbe& due);
   absl::Status ReconcileOne(const store::ServiceRecord& service, std::vector<store::ReplicaRecord>& all,
                             std::set<int>& ports_in_use);
   // Stores the replica ENDED, then cancels its job when `cancel`. Its port stays taken until the job's

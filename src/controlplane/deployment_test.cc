@@ -469,5 +469,35 @@ TEST_F(DeploymentTest, TheAutoscalerScalesOnTheGatewaysLoadAndToZero) {
   EXPECT_TRUE(Jobs(JobState::kPending).empty());
 }
 
+// Two versions at one chosen replica run two (one each, SplitByWeight); idle, the autoscaler still reaches 0:
+// it counts the replicas it chose, so its scale-down rate (half the ready per decision) does not hold it at 1.
+TEST_F(DeploymentTest, TwoVersionsWithReadyReplicasScaleToZeroWhenIdle) {
+  ReplicaServers replicas(2);
+  NewController({.first_port = replicas.first_port(), .last_port = replicas.first_port() + 1});
+  const std::string spec =
+      "kind: service\nname: gpt\nreplicas: {min: 0, max: 4, initial: 1}\nautoscaling: {target_concurrency: 10, "
+      "stable_window: 6s, scale_to_zero_grace: 2s}\nreadiness: {path: /health}\nversions:\n  - {name: v1, weight: "
+      "90, resources: {accelerators: H100-SXM-80GB:1}, run: serve}\n  - {name: v2, weight: 10, resources: "
+      "{accelerators: H100-SXM-80GB:1}, run: serve}\n";
+  const store::ServiceRecord s = Apply(spec);
+  EXPECT_EQ(s.desired, "v1=1,v2=1");
+  deployments_->Reconcile();
+  RunAll();
+  deployments_->Reconcile();  // probes begin
+  deployments_->Probe();
+  EXPECT_EQ(States("gpt"), (std::map<std::string, std::string>{{"v1-0", "READY"}, {"v2-0", "READY"}}));
+  std::vector<std::string> decisions;
+  for (int i = 0; i < 15; ++i) {
+    clock_.Advance(seconds(1));
+    deployments_->ReportLoad("gw-1", {{"gpt", {0, 0}}});
+    deployments_->Reconcile();
+    const std::string desired = deployments_->Find("gpt")->desired;
+    if (decisions.empty() || decisions.back() != desired) decisions.push_back(desired);
+  }
+  // Held for the stable window (6 s) and the grace (2 s), then both versions to 0.
+  EXPECT_EQ(decisions, (std::vector<std::string>{"v1=1,v2=1", "v1=0,v2=0"}));
+  EXPECT_THAT(deployments_->Find("gpt")->reason, HasSubstr("autoscaler: 1 -> 0 replicas: idle"));
+}
+
 }  // namespace
 }  // namespace gpugeek::controlplane

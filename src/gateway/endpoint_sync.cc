@@ -1,5 +1,7 @@
 #include "gateway/endpoint_sync.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "absl/strings/numbers.h"
@@ -108,6 +110,11 @@ absl::StatusOr<RouteTable> RouteTableFromJson(const nlohmann::json& j) {
 }
 
 absl::StatusOr<std::unique_ptr<EndpointSync>> EndpointSync::Start(EndpointSyncOptions options, Gateway* gateway) {
+  // The load report's instance is GATEWAY_ID/NONCE, at most 100 printable characters without spaces.
+  if (options.gateway_id.empty() || options.gateway_id.size() > 64 ||
+      !std::all_of(options.gateway_id.begin(), options.gateway_id.end(), [](char c) { return c > ' ' && c < 0x7f; })) {
+    return absl::InvalidArgumentError("gateway_id: 1-64 printable characters without spaces, e.g. HOST:PORT");
+  }
   auto client = http::Client::Create(options.client);
   if (!client.ok()) return client.status();
   std::unique_ptr<EndpointSync> sync(new EndpointSync(std::move(options), gateway, *std::move(client)));
@@ -159,10 +166,15 @@ void EndpointSync::Poll() {
   }
   nlohmann::json services = nlohmann::json::object();
   for (const auto& [name, load] : gateway_->Load()) {
-    services[name] = {{"in_flight", load.in_flight}, {"queued", load.queued}, {"versions", load.by_version}};
+    services[name] = {{"in_flight", load.in_flight},
+                      {"queued", load.queued},
+                      {"versions", load.by_version},
+                      {"tokens", load.tokens_by_version}};
   }
   if (!services.empty()) {
-    auto posted = client_->Post("/v1/services/load", {{"gateway", options_.gateway_id}, {"services", services}});
+    auto posted = client_->Post("/v1/services/load", {{"gateway", options_.gateway_id},
+                                                      {"instance", options_.gateway_id + "/" + gateway_->instance()},
+                                                      {"services", services}});
     if (!posted.ok()) failures_.fetch_add(1);
   }
 }

@@ -2,7 +2,9 @@
 // EndpointSync: keeps a Gateway's routes in step with the control plane's deployments and reports the gateway's
 // load back for autoscaling. Every `period` it reads GET /v1/endpoints (the READY replicas of every service, JSON
 // below) and applies it when it changed, and posts POST /v1/services/load with each service's requests in flight
-// and waiting in the activator (the autoscaler's concurrency signal, sched/autoscaler.h). A failed poll keeps the
+// and waiting in the activator (the autoscaler's concurrency signal, sched/autoscaler.h), and the requests answered
+// and tokens reported per version since this gateway instance started ("instance": GATEWAY_ID/Gateway::instance(),
+// the serverless meter's counters, controlplane/controllers/serving_meter.h). A failed poll keeps the
 // last routes (replicas keep serving while the control plane is away) and is retried at the next period.
 //
 //   {"routes": [{"service": "gpt", "hosts": ["gpt"], "path_prefix": "/", "sticky": {"header": "X-User"},
@@ -34,7 +36,8 @@ absl::StatusOr<RouteTable> RouteTableFromJson(const nlohmann::json& j);
 struct EndpointSyncOptions {
   http::ClientOptions client;  // the control plane's URL(s), CA, an admin token
   Duration period = std::chrono::seconds(1);
-  std::string gateway_id;  // names this gateway in load reports (several gateways may report)
+  // Names this gateway in load reports (several gateways may report): 1-64 printable characters, no spaces.
+  std::string gateway_id;
 };
 
 class EndpointSync {

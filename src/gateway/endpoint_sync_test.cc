@@ -35,8 +35,11 @@ TEST(RouteTableFromJson, ReadsTheEndpointsShapeAndNamesBadFields) {
 // A control plane stand-in speaking the real protocol over HTTP (http::Server), and a replica.
 TEST(EndpointSync, AppliesEndpointsAsTheyChangeAndReportsLoad) {
   auto replica = *http::Server::Create({});
-  replica->Route("GET", "/{rest...}",
-                 [](const http::Request&) -> absl::StatusOr<http::Reply> { return http::Reply::Text("replica"); });
+  replica->Route("GET", "/{rest...}", [](const http::Request&) -> absl::StatusOr<http::Reply> {
+    http::Reply reply = http::Reply::Text("replica");
+    reply.headers.emplace_back("Gpugeek-Tokens", "7");
+    return reply;
+  });
   ASSERT_TRUE(replica->Start().ok());
   std::mutex mu;
   nlohmann::json endpoints = {{"routes", nlohmann::json::array()}};
@@ -86,7 +89,7 @@ TEST(EndpointSync, AppliesEndpointsAsTheyChangeAndReportsLoad) {
     {
       std::lock_guard lock(mu);
       if (last_load.contains("services") && last_load["services"].contains("gpt") &&
-          last_load["services"]["gpt"]["in_flight"] == 0) {
+          last_load["services"]["gpt"]["in_flight"] == 0 && last_load["services"]["gpt"]["tokens"].contains("v1")) {
         break;
       }
     }
@@ -94,6 +97,11 @@ TEST(EndpointSync, AppliesEndpointsAsTheyChangeAndReportsLoad) {
   }
   std::lock_guard lock(mu);
   EXPECT_EQ(last_load["gateway"], "gw-1");
+  // The serverless meter's counters: one request answered by v1, its 7 tokens, under this instance's name.
+  EXPECT_EQ(last_load["instance"], "gw-1/" + gw->instance());
+  EXPECT_EQ(gw->instance().size(), 16u);
+  EXPECT_EQ(last_load["services"]["gpt"]["versions"]["v1"], 1);
+  EXPECT_EQ(last_load["services"]["gpt"]["tokens"]["v1"], 7);
   EXPECT_EQ(last_load["services"]["gpt"]["in_flight"], 0);
   EXPECT_EQ(last_load["services"]["gpt"]["queued"], 0);
   EXPECT_EQ((*sync)->applied(), 2u);

@@ -2,7 +2,10 @@
 
 #include <sys/resource.h>
 
+#include <random>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "gateway/proxy.h"
 #include "gateway/reactor.h"
@@ -14,6 +17,7 @@ struct Gateway::Impl {
   std::unique_ptr<detail::Proxy> proxy;
   std::thread loop;
   bool stopped = false;
+  std::string instance;
 };
 
 Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -35,6 +39,8 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options, 
     setrlimit(RLIMIT_NOFILE, &limit);
   }
   auto impl = std::make_unique<Impl>();
+  std::random_device entropy;
+  impl->instance = fmt::format("{:08x}{:08x}", entropy(), entropy());
   if (auto s = impl->reactor.Init(); !s.ok()) return s;
   impl->proxy = std::make_unique<detail::Proxy>(std::move(options), &impl->reactor);
   if (auto s = impl->proxy->Listen(); !s.ok()) return s;
@@ -55,6 +61,8 @@ absl::Status Gateway::SetRoutes(RouteTable routes) {
 }
 
 std::map<std::string, ServiceLoad> Gateway::Load() const { return impl_->proxy->Load(); }
+
+const std::string& Gateway::instance() const { return impl_->instance; }
 
 void Gateway::Stop() {
   if (!impl_ || impl_->stopped) return;

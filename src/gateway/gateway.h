@@ -59,8 +59,9 @@ struct GatewayOptions {
 struct ServiceLoad {
   int64_t in_flight = 0;
   int64_t queued = 0;
-  uint64_t requests = 0;                       // answered since start (any status)
-  std::map<std::string, uint64_t> by_version;  // of those, per version they were split to
+  uint64_t requests = 0;                              // answered since start (any status)
+  std::map<std::string, uint64_t> by_version;         // of those, per version they were split to
+  std::map<std::string, uint64_t> tokens_by_version;  // tokens the replicas reported (Gpugeek-Tokens header)
 };
 
 class Gateway {
@@ -77,6 +78,9 @@ class Gateway {
   // Requests waiting in a service's activator go out as soon as it has a ready replica.
   absl::Status SetRoutes(RouteTable routes);
   std::map<std::string, ServiceLoad> Load() const;
+  // 16 hex digits drawn at Start: Load()'s counters count from this instance's start, so a report names the
+  // instance (a restarted gateway counts anew under another).
+  const std::string& instance() const;
   // Closes the listener and every connection; idempotent.
   void Stop();
 

@@ -21,8 +21,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A replica: answers every path with its name, echoes what it was sent in headers, streams on /stream, echoes
-// bytes after an upgrade on /ws.
+// A replica: answers every path with its name, echoes what it was sent in headers, streams on /stream and
+// /chunked (kChunkedBody, in pieces), echoes bytes after an upgrade on /ws.
+const std::string kChunkedBody = "alpha\n" + std::string(3000, 'b') + "\n" + "gamma";
+
 class Replica {
  public:
   explicit Replica(std::string name) : name_(std::move(name)) {
@@ -36,6 +38,18 @@ class Replica {
         write("first\n");
         std::this_thread::sleep_for(400ms);
         write("second\n");
+      };
+      return r;
+    });
+    server_->Route("GET", "/chunked", [](const http::Request&) -> absl::StatusOr<http::Reply> {
+      http::Reply r;
+      r.content_type = "text/plain";
+      r.stream = [](const http::ChunkWriter& write) {
+        write("alpha\n");
+        std::this_thread::sleep_for(20ms);  // the pieces reach the gateway in separate reads
+        write(std::string(3000, 'b') + "\n");
+        std::this_thread::sleep_for(20ms);
+        write("gamma");
       };
       return r;
     });
@@ -63,6 +77,8 @@ class Replica {
       r.headers.push_back({"X-Seen-Forwarded-For", xff});
       r.headers.push_back({"X-Seen-Body", std::to_string(req.body.size())});
       r.headers.push_back({"X-Seen-Keep-Alive", req.headers.count("keep-alive") ? "yes" : "no"});
+      r.headers.push_back({"X-Seen-Target", req.target});
+      r.headers.push_back({"X-Seen-Host", req.headers.count("host") ? req.headers.at("host") : ""});
       return r;
     });
     EXPECT_TRUE(server_->Start().ok());
@@ -166,6 +182,26 @@ class Conn {
     timeval back{.tv_sec = 10, .tv_usec = 0};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &back, sizeof back);
     return out;
+  }
+  // Reads until the connection ends: every byte received, as received.
+  std::string ReadToEnd() {
+    std::string out = buf_;
+    buf_.clear();
+    char chunk[65536];
+    for (;;) {
+      const ssize_t r = recv(fd_, chunk, sizeof chunk, 0);
+      if (r <= 0) return out;
+      out.append(chunk, static_cast<size_t>(r));
+    }
+  }
+  // Drains what was sent; true when the connection then ends with a FIN, false on a reset or when it stays open.
+  bool CleanEof() {
+    char chunk[65536];
+    for (;;) {
+      const ssize_t r = recv(fd_, chunk, sizeof chunk, 0);
+      if (r == 0) return true;
+      if (r < 0) return false;
+    }
   }
   // Drains what was sent; true when the connection then ends (EOF or reset), false when it stays open.
   bool PeerClosed() {
@@ -506,6 +542,127 @@ TEST(Gateway, HostileClientsGetClearErrors) {
   EXPECT_EQ(v1.served(), 0) << "nothing hostile reached the replica";
   RouteTable bad = Table({{.name = "v1", .weight_percent = 90, .replicas = {v1.Endpoint()}}});
   EXPECT_FALSE(gw->SetRoutes(bad).ok());
+}
+
+TEST(Gateway, Http10ClientsGetChunkedAnswersUnchunkedAndKeepAliveOnlyWithALength) {
+  Replica v1("v1");
+  auto gw = StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {v1.Endpoint()}}}));
+  const auto lower = [](std::string s) {
+    for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+  };
+  {
+    Conn c(gw->port());  // as ApacheBench asks: the replica answers chunked, the client gets the payload as is
+    c.Send("GET /chunked HTTP/1.0\r\nHost: svc\r\n\r\n");
+    const std::string raw = c.ReadToEnd();
+    const size_t end = raw.find("\r\n\r\n");
+    ASSERT_NE(end, std::string::npos) << raw;
+    const std::string head = raw.substr(0, end + 4);
+    EXPECT_EQ(head.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << head;
+    EXPECT_EQ(lower(head).find("transfer-encoding"), std::string::npos) << head;
+    EXPECT_EQ(lower(head).find("content-length"), std::string::npos) << head;
+    EXPECT_NE(head.find("\r\nConnection: close\r\n"), std::string::npos) << head;
+    EXPECT_EQ(raw.substr(end + 4), kChunkedBody) << "byte-exact, no chunk framing, ended by the close";
+  }
+  {
+    Conn c(gw->port());  // keep-alive asked, but a chunked answer has no length: un-chunked, then closed
+    c.Send("GET /chunked HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n");
+    Conn::Answer a = c.Read();
+    EXPECT_EQ(a.status, 200);
+    EXPECT_EQ(a.headers.count("transfer-encoding"), 0u);
+    EXPECT_EQ(a.headers["connection"], "close");
+    EXPECT_EQ(a.body, kChunkedBody);
+    EXPECT_TRUE(a.closed);
+  }
+  {
+    Conn c(gw->port());  // keep-alive asked and a length: the connection stays, and the answer says so
+    for (int i = 0; i < 3; ++i) {
+      c.Send("GET /x HTTP/1.0\r\nHost: svc\r\nConnection: keep-alive\r\n\r\n");
+      Conn::Answer a = c.Read();
+      ASSERT_EQ(a.status, 200) << i;
+      EXPECT_EQ(a.body, "v1");
+      EXPECT_EQ(a.headers["content-length"], "2");
+      EXPECT_EQ(a.headers["connection"], "keep-alive");
+      EXPECT_FALSE(a.closed);
+    }
+  }
+  {
+    Conn c(gw->port());  // HTTP/1.0 without keep-alive: the length kept, then closed
+    c.Send("GET /x HTTP/1.0\r\nHost: svc\r\n\r\n");
+    Conn::Answer a = c.Read();
+    EXPECT_EQ(a.status, 200);
+    EXPECT_EQ(a.headers["content-length"], "2");
+    EXPECT_EQ(a.headers["connection"], "close");
+    EXPECT_TRUE(c.PeerClosed());
+  }
+  {
+    Conn c(gw->port());  // HTTP/1.1 still gets the chunked answer as the replica framed it
+    c.Send(Get("/chunked"));
+    Conn::Answer a = c.Read();
+    EXPECT_EQ(a.headers["transfer-encoding"], "chunked");
+    EXPECT_EQ(a.body, kChunkedBody);
+    EXPECT_FALSE(a.closed);
+  }
+  EXPECT_EQ(v1.served(), 4);  // the catch-all route's requests (/x); /chunked has its own handler
+}
+
+TEST(Gateway, AHeadFarOverTheLimitGets431ThenACleanClose) {
+  Replica v1("v1");
+  auto gw = StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {v1.Endpoint()}}}));
+  Conn c(gw->port());
+  // One 1 MiB header line (the limit is 64 KiB): the gateway answers after reading a part of it; the rest still
+  // arrives after the answer, and must not turn the close into a reset that destroys the answer.
+  c.Send("GET / HTTP/1.1\r\nHost: svc\r\nX-Big: " + std::string(1 << 20, 'a') + "\r\n\r\n");
+  Conn::Answer a = c.Read();
+  EXPECT_EQ(a.status, 431);
+  EXPECT_EQ(a.headers["connection"], "close");
+  EXPECT_EQ(a.body, "the message head is larger than the gateway's limit\n");
+  c.Send(std::string(64 * 1024, 'z'));  // still taken (and dropped) while the gateway lingers
+  EXPECT_TRUE(c.CleanEof()) << "the answer ends with a FIN, not a reset";
+  EXPECT_EQ(v1.served(), 0);
+}
+
+TEST(Gateway, AbsoluteFormTargetsRouteByTheirHostAndGoUpstreamInOriginForm) {
+  Replica a("a"), b("b");
+  RouteTable t;
+  t.routes.push_back(ServiceRoute{.service = "sa",
+                                  .hosts = {"a.local"},
+                                  .versions = {{.name = "v1", .weight_percent = 100, .replicas = {a.Endpoint()}}}});
+  t.routes.push_back(ServiceRoute{.service = "sb",
+                                  .hosts = {"b.local"},
+                                  .path_prefix = "/p",
+                                  .versions = {{.name = "v1", .weight_percent = 100, .replicas = {b.Endpoint()}}}});
+  auto gw = StartGateway(t);
+  Conn c(gw->port());
+  // RFC 9112 3.2.2: the target's host wins over Host, and the replica gets the origin-form and that host.
+  c.Send("GET http://b.local:8080/p/q?x=1&y=2 HTTP/1.1\r\nHost: a.local\r\n\r\n");
+  Conn::Answer r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "b");
+  EXPECT_EQ(r.headers["x-seen-target"], "/p/q?x=1&y=2");
+  EXPECT_EQ(r.headers["x-seen-host"], "b.local:8080");
+  c.Send("GET HTTP://A.local?z=3 HTTP/1.1\r\nHost: b.local\r\n\r\n");  // scheme and host case-insensitive, no path
+  r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "a");
+  EXPECT_EQ(r.headers["x-seen-target"], "/?z=3");
+  EXPECT_EQ(r.headers["x-seen-host"], "A.local");
+  c.Send("GET http://b.local/p HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");  // no Host field at all
+  r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "b");
+  EXPECT_EQ(r.headers["x-seen-target"], "/p");
+  EXPECT_EQ(r.headers["x-seen-host"], "b.local");
+  c.Send("GET http://c.local/p HTTP/1.1\r\nHost: b.local\r\n\r\n");
+  r = c.Read();
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(r.body, "no service is routed at c.local/p\n");
+  c.Send("GET ftp://a.local/x HTTP/1.1\r\nHost: a.local\r\n\r\n");
+  r = c.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.body, "an absolute-form request target must be an http or https URI\n");
+  EXPECT_EQ(a.served(), 1);
+  EXPECT_EQ(b.served(), 2);
 }
 
 }  // namespace

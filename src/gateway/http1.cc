@@ -41,6 +41,7 @@ template <bool kRequest>
 class MessageFramer<kRequest>::Parser : public beast_http::basic_parser<kRequest> {
  public:
   Parser(MessageHead* head, uint64_t* body_bytes) : head_(head), body_bytes_(body_bytes) {}
+  void set_payload(std::string* payload) { payload_ = payload; }
 
  private:
   void on_request_impl(beast_http::verb, boost::beast::string_view method, boost::beast::string_view target,
@@ -62,17 +63,20 @@ class MessageFramer<kRequest>::Parser : public beast_http::basic_parser<kRequest
   void on_body_init_impl(const boost::optional<std::uint64_t>&, error_code&) override {}
   size_t on_body_impl(boost::beast::string_view body, error_code&) override {
     *body_bytes_ += body.size();
+    if (payload_) payload_->append(body.data(), body.size());
     return body.size();
   }
   void on_chunk_header_impl(std::uint64_t, boost::beast::string_view, error_code&) override {}
   size_t on_chunk_body_impl(std::uint64_t, boost::beast::string_view body, error_code&) override {
     *body_bytes_ += body.size();
+    if (payload_) payload_->append(body.data(), body.size());
     return body.size();
   }
   void on_finish_impl(error_code&) override {}
 
   MessageHead* head_;
   uint64_t* body_bytes_;
+  std::string* payload_ = nullptr;  // set for one ParseBody call
 };
 
 namespace {
@@ -132,12 +136,14 @@ absl::StatusOr<size_t> MessageFramer<kRequest>::ParseHead(std::string_view in) {
 }
 
 template <bool kRequest>
-absl::StatusOr<size_t> MessageFramer<kRequest>::ParseBody(std::string_view in) {
+absl::StatusOr<size_t> MessageFramer<kRequest>::ParseBody(std::string_view in, std::string* payload) {
   if (!parser_->is_header_done()) return absl::FailedPreconditionError("the head is not parsed yet");
   if (parser_->is_done() || in.empty()) return size_t{0};
   error_code ec;
   parser_->eager(true);
+  parser_->set_payload(payload);
   size_t used = parser_->put(boost::asio::const_buffer(in.data(), in.size()), ec);
+  parser_->set_payload(nullptr);
   if (ec == beast_http::error::need_more) return used;
   if (ec) return FramingError(ec, false);
   return used;

@@ -75,8 +75,10 @@ class MessageFramer {
   // message with no body is done() at once.
   absl::StatusOr<size_t> ParseHead(std::string_view in);
   // Bytes of `in` (the head already parsed) that belong to the body, as they are on the wire. May be less than
-  // `in` when the body ends inside it; 0 with !done() means it needs more bytes.
-  absl::StatusOr<size_t> ParseBody(std::string_view in);
+  // `in` when the body ends inside it; 0 with !done() means it needs more bytes. `payload`, when given, gets the
+  // body's payload appended as it is decoded (chunk sizes, extensions and trailers left out): what an HTTP/1.0 peer,
+  // which cannot read chunked framing, is sent instead.
+  absl::StatusOr<size_t> ParseBody(std::string_view in, std::string* payload = nullptr);
   // The peer closed: ends a body that runs until the end of the connection; InvalidArgument when the message was
   // cut short.
   absl::Status Eof();

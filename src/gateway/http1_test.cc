@@ -90,6 +90,27 @@ TEST(Http1Framer, ResponsesToHeadAndUntilEof) {
   EXPECT_FALSE(f.Eof().ok()) << "a body cut short is an error";
 }
 
+TEST(Http1Framer, ChunkedResponsePayloadDecodedInPiecesForHttp10Peers) {
+  ResponseFramer f;
+  const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string body = "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer-X: 1\r\n\r\n";
+  auto n = f.ParseHead(head);
+  ASSERT_TRUE(n.ok()) << n.status();
+  ASSERT_TRUE(f.head().chunked);
+  std::string payload;
+  size_t used = 0;
+  // Cut inside a chunk size, inside a chunk's data and inside the trailer.
+  for (size_t cut : {size_t{1}, size_t{6}, size_t{22}, body.size()}) {
+    auto m = f.ParseBody(std::string_view(body).substr(used, cut - used), &payload);
+    ASSERT_TRUE(m.ok()) << m.status();
+    used += *m;
+  }
+  EXPECT_EQ(used, body.size());
+  EXPECT_TRUE(f.done());
+  EXPECT_EQ(payload, "hello world");
+  EXPECT_EQ(f.body_bytes(), 11u);
+}
+
 TEST(Http1Framer, HopByHopAndIdempotent) {
   EXPECT_TRUE(IsHopByHop("Connection"));
   EXPECT_TRUE(IsHopByHop("keep-alive"));

@@ -24,6 +24,9 @@ namespace gpugeek::gateway::detail {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
+// A lingering close (Proxy::StartLinger) discards at most this long and this much of what a client still sends.
+constexpr Duration kLingerTime = std::chrono::seconds(1);
+constexpr size_t kLingerBytes = 4 * 1024 * 1024;
 
 MonoTime Now() { return MonoTime(std::chrono::steady_clock::now().time_since_epoch()); }
 
@@ -105,6 +108,45 @@ std::optional<std::string_view> CookieValue(const MessageHead& h, std::string_vi
   return std::nullopt;
 }
 
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// RFC 9112 3.2.2: a request target in absolute-form ("http://host:port/path?q", as sent to proxies) names its host
+// itself: `*authority` gets "host:port" (which replaces Host) and `*origin_form` "/path?q" ("/" for an empty path),
+// the target a replica gets. False when `target` is in another form; `*error` is set when it is in absolute-form
+// but cannot be served (a scheme other than http or https, no host, userinfo).
+bool SplitAbsoluteForm(std::string_view target, std::string* authority, std::string* origin_form,
+                       std::string_view* error) {
+  if (target.empty() || target.front() == '/' || target == "*") return false;
+  const size_t colon = target.find("://");
+  if (colon == std::string_view::npos || colon == 0) return false;
+  const std::string_view scheme = target.substr(0, colon);
+  for (char ch : scheme) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) && ch != '+' && ch != '-' && ch != '.') return false;
+  }
+  if (!absl::EqualsIgnoreCase(AV(scheme), "http") && !absl::EqualsIgnoreCase(AV(scheme), "https")) {
+    *error = "an absolute-form request target must be an http or https URI";
+    return true;
+  }
+  const std::string_view rest = target.substr(colon + 3);
+  const size_t end = std::min(rest.find_first_of("/?#"), rest.size());
+  const std::string_view host = rest.substr(0, end);
+  if (host.empty()) {
+    *error = "an absolute-form request target must name a host";
+    return true;
+  }
+  if (host.find('@') != std::string_view::npos) {
+    *error = "an absolute-form request target must not carry userinfo";
+    return true;
+  }
+  std::string_view path = rest.substr(end);
+  if (const size_t hash = path.find('#'); hash != std::string_view::npos) path = path.substr(0, hash);
+  authority->assign(host.data(), host.size());
+  origin_form->clear();
+  if (path.empty() || path.front() != '/') origin_form->push_back('/');
+  origin_form->append(path.data(), path.size());
+  return true;
+}
+
 }  // namespace
 
 void Buffer::Consume(size_t n) {
@@ -122,8 +164,12 @@ void ClientConn::OnEvents(uint32_t events) {
   if (dead) return;
   proxy->Touch();
   last_activity = proxy->now();
+  if (lingering) {
+    proxy->LingerRead(this);  // nothing left to write; every event is bytes to discard or the end
+    return;
+  }
   if (events & EPOLLOUT) proxy->ClientFlush(this);
-  if (dead) return;
+  if (dead || lingering) return;  // (the flush may have started the lingering close, which read what was there)
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     proxy->ClientRead(this);
     if (!dead) proxy->ClientProcess(this);
@@ -252,6 +298,7 @@ std::map<std::string, ServiceLoad> Proxy::Load() const {
     l.requests = s->requests.load();
     std::lock_guard version_lock(s->mu);
     l.by_version = s->by_version;
+    l.tokens_by_version = s->tokens_by_version;
   }
   return out;
 }
@@ -423,8 +470,20 @@ void Proxy::ClientProcess(ClientConn* c) {
 void Proxy::StartExchange(ClientConn* c) {
   const MessageHead& h = c->framer.head();
   c->keep_alive = h.keep_alive;
-  const std::string* host = h.Find("host");
-  const int route = MatchRoute(table_, host ? *host : std::string_view(), h.target);
+  c->http10 = h.version < 11;
+  const std::string* host_field = h.Find("host");
+  std::string_view host = host_field ? std::string_view(*host_field) : std::string_view();
+  std::string_view target = h.target;
+  // Absolute-form (RFC 9112 3.2.2): the target's host replaces Host, for the route and for the replica, which gets
+  // the origin-form.
+  std::string absolute_host, origin_form;
+  std::string_view target_error;
+  const bool absolute = SplitAbsoluteForm(h.target, &absolute_host, &origin_form, &target_error);
+  if (absolute && target_error.empty()) {
+    host = absolute_host;
+    target = origin_form;
+  }
+  const int route = MatchRoute(table_, host, target);
   const bool has_body = h.chunked || (h.content_length && *h.content_length > 0);
   int hosts = 0, codings = 0;
   for (const HeaderField& f : h.headers) {
@@ -438,6 +497,7 @@ void Proxy::StartExchange(ClientConn* c) {
   if (codings > 1) refusal = "Transfer-Encoding must be one field";
   if (codings > 0 && !h.chunked) refusal = "Transfer-Encoding must end in chunked";
   if (codings > 0 && h.version < 11) refusal = "Transfer-Encoding needs HTTP/1.1";
+  if (!target_error.empty()) refusal = target_error;
   if (!refusal.empty()) {
     c->keep_alive = false;
     Respond(c, 400, StatusText(400), refusal);
@@ -446,7 +506,7 @@ void Proxy::StartExchange(ClientConn* c) {
   }
   if (route < 0) {
     if (has_body) c->keep_alive = false;
-    Respond(c, 404, "Not Found", absl::StrCat("no service is routed at ", host ? *host : "", h.target));
+    Respond(c, 404, "Not Found", absl::StrCat("no service is routed at ", AV(host), AV(target)));
     return;
   }
   const std::shared_ptr<Service>& service = services_[table_.routes[route].service];
@@ -483,8 +543,10 @@ void Proxy::StartExchange(ClientConn* c) {
   if (choice->set_cookie) x->set_cookie = x->version_name;
   // The head as the replica gets it: hop-by-hop fields dropped (RFC 9110 7.6.1), X-Forwarded-For extended.
   std::string& out = x->request;
-  out.reserve(h.target.size() + 64 + h.headers.size() * 48);
-  absl::StrAppend(&out, h.method, " ", h.target, " HTTP/1.1\r\n");
+  out.reserve(target.size() + 64 + h.headers.size() * 48);
+  absl::StrAppend(&out, h.method, " ", AV(target), " HTTP/1.1\r\n");
+  // A proxy that gets an absolute-form target sends the Host it names, not the one received (RFC 9112 3.2.2).
+  if (absolute) absl::StrAppend(&out, "Host: ", AV(host), "\r\n");
   // Fields the client named in Connection are hop-by-hop too (RFC 9110 7.6.1).
   std::vector<std::string> connection_named;
   for (const HeaderField& f : h.headers) {
@@ -511,6 +573,7 @@ void Proxy::StartExchange(ClientConn* c) {
     if (absl::EqualsIgnoreCase(f.name, "content-length") || absl::EqualsIgnoreCase(f.name, "transfer-encoding")) {
       continue;
     }
+    if (absolute && absl::EqualsIgnoreCase(f.name, "host")) continue;
     absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
   }
   if (h.chunked) {
@@ -566,7 +629,7 @@ void Proxy::ForwardBody(ClientConn* c) {
 }
 
 void Proxy::ClientFlush(ClientConn* c) {
-  if (c->dead) return;
+  if (c->dead || c->lingering) return;
   const size_t before = c->out.size();
   if (!WriteFrom(c->fd, c->out)) {
     CloseClient(c);
@@ -575,7 +638,11 @@ void Proxy::ClientFlush(ClientConn* c) {
   if (c->out.empty() || c->out.size() < before) c->write_stalled_since = MonoTime{};
   if (!c->out.empty() && c->write_stalled_since == MonoTime{}) c->write_stalled_since = now_;
   if (c->out.empty() && c->close_after) {
-    CloseClient(c);
+    if (c->linger) {
+      StartLinger(c);
+    } else {
+      CloseClient(c);
+    }
     return;
   }
   if (c->out.size() <= options_.write_high_water / 2) {
@@ -593,10 +660,17 @@ void Proxy::Respond(ClientConn* c, int status, std::string_view reason, std::str
   const bool close = !c->keep_alive || c->reading_body || c->peer_closed;
   absl::StrAppend(&c->out.bytes, "HTTP/1.1 ", status, " ", absl::string_view(reason.data(), reason.size()),
                   "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", body.size() + 1, "\r\n",
-                  retry_after ? "Retry-After: 1\r\n" : "", close ? "Connection: close\r\n" : "", "\r\n");
+                  retry_after ? "Retry-After: 1\r\n" : "",
+                  close       ? "Connection: close\r\n"
+                  : c->http10 ? "Connection: keep-alive\r\n"
+                              : "",
+                  "\r\n");
   c->out.Append(body);
   c->out.Append("\n");
-  if (close) c->close_after = true;
+  if (close) {
+    c->close_after = true;
+    c->linger = true;  // what the client sent after the part answered may still come: not a reason to reset
+  }
   c->reading_body = false;
   MarkDirty(c);
 }
@@ -629,6 +703,36 @@ void Proxy::CloseClient(ClientConn* c) {
     Abandon(x);
   }
   ScheduleFlush();
+}
+
+void Proxy::StartLinger(ClientConn* c) {
+  if (c->dead) return;
+  if (c->active || c->tunnel || c->peer_closed) {  // nothing more can come, or an exchange is still tied to it
+    CloseClient(c);
+    return;
+  }
+  shutdown(c->fd, SHUT_WR);  // the client sees the answer end now
+  c->lingering = true;
+  c->linger_until = now_ + kLingerTime;
+  c->linger_budget = kLingerBytes;
+  c->in.Clear();
+  c->read_blocked = false;
+  c->head_began = MonoTime{};
+  LingerRead(c);  // edge-triggered: bytes already waiting bring no new event
+}
+
+void Proxy::LingerRead(ClientConn* c) {
+  while (!c->dead) {
+    const ReadResult r = ReadInto(c->fd, c->in, kReadChunk);
+    const size_t got = c->in.size();
+    c->in.Clear();
+    if (r == ReadResult::kClosed || got >= c->linger_budget) {
+      CloseClient(c);
+      return;
+    }
+    c->linger_budget -= got;
+    if (r == ReadResult::kDrained) return;
+  }
 }
 
 void Proxy::Abandon(Exchange* x) {
@@ -793,6 +897,7 @@ void Proxy::FailExchange(std::unique_ptr<Exchange> x, int status, std::string_vi
   c->active = nullptr;
   if (x->response_started) {
     c->close_after = true;  // the answer was cut short: only closing tells the client
+    if (c->reading_body) c->linger = true;
     MarkDirty(c);
     return;
   }
@@ -855,7 +960,7 @@ void Proxy::UpstreamRead(UpstreamConn* u) {
   if (r == ReadResult::kClosed) u->peer_closed = true;
 }
 
-std::string Proxy::ResponseHead(const Exchange& x, const MessageHead& h, bool close) {
+std::string Proxy::ResponseHead(const Exchange& x, const MessageHead& h, bool close, bool http10) {
   std::string out;
   out.reserve(128 + h.headers.size() * 48);
   absl::StrAppend(&out, "HTTP/1.1 ", h.status, " ", h.reason, "\r\n");
@@ -869,7 +974,9 @@ std::string Proxy::ResponseHead(const Exchange& x, const MessageHead& h, bool cl
     absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
   }
   if (!keep_length && h.status >= 200 && h.status != 204) {
-    if (h.chunked) {
+    if (h.chunked && http10) {
+      // HTTP/1.0 has no chunked coding (RFC 9112 7): the payload goes decoded, and the close ends it.
+    } else if (h.chunked) {
       absl::StrAppend(&out, "Transfer-Encoding: ", *h.Find("transfer-encoding"), "\r\n");
     } else if (h.content_length) {
       absl::StrAppend(&out, "Content-Length: ", *h.content_length, "\r\n");
@@ -883,6 +990,8 @@ std::string Proxy::ResponseHead(const Exchange& x, const MessageHead& h, bool cl
     out.append("Connection: Upgrade\r\n");
   } else if (close) {
     out.append("Connection: close\r\n");
+  } else if (http10) {
+    out.append("Connection: keep-alive\r\n");  // an HTTP/1.0 client keeps the connection only when told
   }
   out.append("\r\n");
   return out;
@@ -938,11 +1047,14 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       }
       x->status = h.status;
       const bool interim = h.status >= 100 && h.status < 200 && h.status != 101;
-      if (c) {
+      if (c && !(interim && c->http10)) {  // no 1xx for an HTTP/1.0 client (RFC 9110 15.2)
         // An answer before the whole request body: the rest of the body is dropped and the connection closes after
-        // (its bytes must never be read as requests).
-        const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed || !x->request_complete);
-        c->out.Append(ResponseHead(*x, h, close));
+        // (its bytes must never be read as requests). An HTTP/1.0 client keeps its connection only when the
+        // answer's length is known (RFC 9112 9.3): a chunked one goes decoded and ends with the connection.
+        const bool length_known = u->framer.done() || h.content_length.has_value();
+        const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed || !x->request_complete ||
+                                        (c->http10 && !length_known));
+        c->out.Append(ResponseHead(*x, h, close, c->http10));
         if (close) c->keep_alive = false;
         MarkDirty(c);
       }
@@ -960,17 +1072,23 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         uint64_t t = 0;
         if (absl::SimpleAtoi(*tokens, &t)) {
           if (VersionMetrics* m = MetricsFor(*x); m && m->tokens) m->tokens->Inc(static_cast<double>(t));
+          if (!x->version_name.empty()) {
+            std::lock_guard lock(x->service->stats->mu);
+            x->service->stats->tokens_by_version[x->version_name] += t;
+          }
         }
       }
     }
-    auto n = u->framer.ParseBody(u->in.view());
+    // For an HTTP/1.0 client a chunked body goes decoded, straight into its output.
+    const bool dechunk = c && c->http10 && u->framer.head().chunked;
+    auto n = u->framer.ParseBody(u->in.view(), dechunk ? &c->out.bytes : nullptr);
     if (!n.ok()) {
       FailUpstream(u, Outcome::kServerError, 502, "the replica's answer body was malformed");
       return;
     }
     if (*n > 0) {
       if (c) {
-        c->out.Append(u->in.view().substr(0, *n));
+        if (!dechunk) c->out.Append(u->in.view().substr(0, *n));
         MarkDirty(c);
       }
       u->in.Consume(*n);
@@ -1049,6 +1167,7 @@ void Proxy::FinishExchange(UpstreamConn* u, bool keep_upstream) {
       // The rest of its body is dropped, never read as requests; the connection closes once the answer is out.
       c->reading_body = false;
       c->keep_alive = false;
+      c->linger = true;
       c->in.Clear();
     }
     MarkDirty(c);
@@ -1244,6 +1363,10 @@ void Proxy::Tick() {
   for (auto& cp : clients_) {
     ClientConn* c = cp.get();
     if (c->dead) continue;
+    if (c->lingering) {
+      if (now_ >= c->linger_until) CloseClient(c);
+      continue;
+    }
     if (c->write_stalled_since != MonoTime{} && now_ - c->write_stalled_since > options_.write_timeout) {
       CloseClient(c);  // it takes nothing of what it asked for: its connection and what it holds go
       continue;

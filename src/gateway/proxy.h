@@ -47,8 +47,9 @@ struct ServiceStats {
   std::atomic<int64_t> in_flight{0};
   std::atomic<int64_t> queued{0};
   std::atomic<uint64_t> requests{0};
-  std::mutex mu;                               // guards by_version (uncontended: the loop, and Load())
-  std::map<std::string, uint64_t> by_version;  // requests answered per version
+  std::mutex mu;                                      // guards the maps (uncontended: the loop, and Load())
+  std::map<std::string, uint64_t> by_version;         // requests answered per version
+  std::map<std::string, uint64_t> tokens_by_version;  // tokens the replicas reported (Gpugeek-Tokens)
 };
 
 struct VersionMetrics {
@@ -109,6 +110,13 @@ struct ClientConn final : IoHandler {
   bool read_blocked = false;  // `in` is full: read again once it is consumed
   bool dirty = false;
   bool dead = false;
+  bool http10 = false;  // the active (or last) request was HTTP/1.0: no chunked answers, keep-alive said explicitly
+  // The gateway stopped reading a request it answered (an error, or an answer before the body ended): once the
+  // answer is out the connection closes lingering (Proxy::StartLinger), so the unread bytes don't reset it.
+  bool linger = false;
+  bool lingering = false;  // writes shut down; reads discarded until EOF, linger_until or linger_budget
+  MonoTime linger_until{};
+  size_t linger_budget = 0;        // bytes still to discard
   std::string peer_ip;             // for X-Forwarded-For
   UpstreamConn* tunnel = nullptr;  // upgraded: bytes go straight to this upstream connection
   MonoTime head_began{};           // first byte of a head not yet parsed
@@ -166,6 +174,11 @@ class Proxy final : public IoHandler {
   void ClientProcess(ClientConn* c);
   void ClientFlush(ClientConn* c);
   void CloseClient(ClientConn* c);
+  // Lingering close (RFC 9112 9.6; nginx's lingering_close): the answer is out; shuts writes down and discards what
+  // the client still sends, for at most kLingerTime and kLingerBytes, before closing. Closing a socket with unread
+  // bytes sends a reset, which may destroy the answer before the client reads it.
+  void StartLinger(ClientConn* c);
+  void LingerRead(ClientConn* c);
   void Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after = false);
 
   // Upstream side.
@@ -218,7 +231,9 @@ class Proxy final : public IoHandler {
   void FlushAll();
   void ScheduleFlush();
   void UpstreamRead(UpstreamConn* u);
-  std::string ResponseHead(const Exchange& x, const MessageHead& h, bool close);
+  // `http10`: the client speaks HTTP/1.0: a chunked body goes un-chunked (no length, then close), and a connection
+  // kept alive says so.
+  std::string ResponseHead(const Exchange& x, const MessageHead& h, bool close, bool http10);
   std::vector<ClientConn*> resume_;              // clients whose buffered requests can go on
   std::vector<UpstreamConn*> resume_upstreams_;  // upstreams to read again (their client went away)
   void Collect();

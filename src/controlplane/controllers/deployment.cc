@@ -673,6 +673,7 @@ absl::Status DeploymentController::Autoscale(store::ServiceRecord& service, cons
     a.autoscaler = std::make_unique<sched::Autoscaler>(as);
     a.spec_yaml = service.spec_yaml;
     a.last = MonoTime{};
+    a.decided = -1;
   }
   if (a.last != MonoTime{} && now - a.last < std::chrono::seconds(1)) return absl::OkStatus();
   a.last = now;
@@ -680,13 +681,21 @@ absl::Status DeploymentController::Autoscale(store::ServiceRecord& service, cons
   sample.value[static_cast<size_t>(sched::ScaleSignal::kConcurrency)] = Load(spec.name);
   a.autoscaler->Record(sample);
   const std::map<std::string, int> desired = ParseDesired(service.desired);
-  const sched::ScaleDecision decision = a.autoscaler->Decide(now, ready, Total(desired));
+  // The autoscaler counts the replicas it chose, not the one more per version the split adds when its count
+  // is below the versions taking traffic: else 2 versions at 1 chosen replica run 2, and the scale-down rate
+  // (at most half the ready replicas per decision) would never let it reach 0. A count set by someone else
+  // (POST .../scale, a new spec) is taken as it stands.
+  const bool own = a.decided >= 0 && a.decided_split == service.desired;
+  const int current = own ? a.decided : Total(desired);
+  const sched::ScaleDecision decision = a.autoscaler->Decide(now, std::min(ready, current), current);
   const int total = std::clamp(decision.desired, spec.replicas.min, spec.replicas.max);
+  a.decided = total;
+  a.decided_split = FormatDesired(SplitByWeight(total, Weights(spec)));
   // (Compared as split: a version taking traffic has one even when the count is below the versions.)
-  if (FormatDesired(SplitByWeight(total, Weights(spec))) == FormatDesired(desired)) return absl::OkStatus();
-  const std::string reason = fmt::format("autoscaler: {} -> {} replicas: {}", Total(desired), total, decision.reason);
+  if (a.decided_split == FormatDesired(desired)) return absl::OkStatus();
+  const std::string reason = fmt::format("autoscaler: {} -> {} replicas: {}", current, total, decision.reason);
   store::ServiceRecord next = service;
-  next.desired = FormatDesired(SplitByWeight(total, Weights(spec)));
+  next.desired = a.decided_split;
   next.reason = reason;
   absl::StatusOr<store::ServiceRecord> stored = store_.UpdateService(next);
   if (!stored.ok()) return stored.status();  // moved meanwhile: decided again next second

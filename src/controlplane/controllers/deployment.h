@@ -159,6 +159,8 @@ class DeploymentController {
     std::unique_ptr<sched::Autoscaler> autoscaler;
     std::string spec_yaml;  // the spec it was built from
     MonoTime last;
+    int decided = -1;           // its last decision (-1: none yet)
+    std::string decided_split;  // that decision split by weight, as stored in ServiceRecord::desired
   };
 
   struct DueProbe {

@@ -86,14 +86,47 @@ class PrometheusTest : public ::testing::Test {
     fs::create_directories(*dir_);
     StartPool();
     if (::testing::Test::HasFatalFailure()) return;
+    StartGateway();
+    if (::testing::Test::HasFatalFailure()) return;
     StartPrometheus();
   }
   static void TearDownTestSuite() {
     if (prom_state_ != nullptr)
       subprocess::Run({(kShared / "infra/prometheus-down.sh").string(), *prom_state_}, *dir_ / "down.log");
     agents_->clear();
+    gateway_.reset();
     server_.reset();
     fs::remove_all(*dir_);
+  }
+
+  // A `gpugeek gateway` with one service whose replica is not there (every request fails over to a 502), and
+  // its metrics listener: the gateway's documented metrics (docs/metrics.md "Gateway") come from it.
+  static void StartGateway() {
+    const fs::path routes = *dir_ / "routes.yaml";
+    std::ofstream(routes) << "routes:\n  - service: gpt\n    retries: 1\n    versions:\n      - name: v1\n"
+                             "        weight: 100\n        replicas: [{id: r1, address: 127.0.0.1:9}]\n";
+    gateway_ = std::make_unique<Process>(
+        std::vector<std::string>{GPUGEEK_BINARY, "gateway", "--routes", routes.string(), "--listen", "127.0.0.1:0",
+                                 "--metrics-listen", "127.0.0.1:0"},
+        *dir_ / "gateway.log");
+    const std::regex metrics("metrics on (http://127\\.0\\.0\\.1:[0-9]+)/metrics");
+    const std::regex listening("gateway listening on (http://127\\.0\\.0\\.1:[0-9]+)");
+    std::string proxy_url;
+    for (int i = 0; i < 200 && proxy_url.empty(); ++i) {
+      std::smatch m, l;
+      const std::string out = gateway_->output();
+      if (std::regex_search(out, m, metrics) && std::regex_search(out, l, listening)) {
+        *gateway_metrics_ = m[1];
+        proxy_url = l[1];
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ASSERT_FALSE(proxy_url.empty()) << "gateway did not start: " << gateway_->output();
+    auto client = http::Client::Create({.base_url = proxy_url});
+    ASSERT_TRUE(client.ok()) << client.status();
+    auto reply = (*client)->Send("GET", "/predict");
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->status, 502);
   }
 
   static void StartPool() {
@@ -315,11 +348,13 @@ class PrometheusTest : public ::testing::Test {
   static inline std::string* pending_ = nullptr;
   static inline int specs_ = 0;
   static inline std::unique_ptr<Process> server_;
+  static inline std::unique_ptr<Process> gateway_;
+  static inline std::string* gateway_metrics_ = new std::string();
   static inline std::vector<std::unique_ptr<Process>>* agents_ = new std::vector<std::unique_ptr<Process>>();
 };
 
 TEST_F(PrometheusTest, PromtoolAcceptsTheLiveMetricsOfServerAndAgent) {
-  for (const std::string& url : {*url_, "https://" + *agent_metrics_}) {
+  for (const std::string& url : {*url_, "https://" + *agent_metrics_, *gateway_metrics_}) {
     auto text = Connect(url)->GetText("/metrics");
     ASSERT_TRUE(text.ok()) << url << ": " << text.status();
     const fs::path file = *dir_ / "metrics.txt";
@@ -333,8 +368,9 @@ TEST_F(PrometheusTest, PromtoolAcceptsTheLiveMetricsOfServerAndAgent) {
 }
 
 TEST_F(PrometheusTest, EveryDocumentedMetricIsExported) {
-  const std::string text =
-      *Connect(*url_)->GetText("/metrics") + *Connect("https://" + *agent_metrics_)->GetText("/metrics");
+  const std::string text = *Connect(*url_)->GetText("/metrics") +
+                           *Connect("https://" + *agent_metrics_)->GetText("/metrics") +
+                           *Connect(*gateway_metrics_)->GetText("/metrics");
   const std::string doc = ReadFile(kSource / "docs/metrics.md");
   static const std::regex row("\\| `(gpugeek_[a-z0-9_]+)` \\|");
   int documented = 0;

@@ -40,27 +40,6 @@ constexpr int kGrpcDataLoss = 15;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-void SetNoDelay(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-// Writes as much of `b` as the socket takes; false when the peer is gone.
-bool WriteFrom(int fd, Buffer& b) {
-  while (!b.empty()) {
-    const std::string_view v = b.view();
-    const ssize_t n = send(fd, v.data(), v.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      b.Consume(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    return false;
-  }
-  return true;
-}
-
 nghttp2_nv Nv(std::string_view name, std::string_view value) {
   static char empty[1] = {0};
   auto* n = reinterpret_cast<uint8_t*>(name.empty() ? empty : const_cast<char*>(name.data()));

@@ -30,48 +30,6 @@ constexpr size_t kLingerBytes = 4 * 1024 * 1024;
 
 MonoTime Now() { return MonoTime(std::chrono::steady_clock::now().time_since_epoch()); }
 
-void SetNoDelay(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-enum class ReadResult { kMore, kDrained, kClosed };
-
-// Reads from `fd` into `b` until the socket is drained (a short read or EAGAIN), `limit` bytes are buffered, or
-// the peer closed or failed.
-ReadResult ReadInto(int fd, Buffer& b, size_t limit) {
-  static thread_local char chunk[kReadChunk];
-  while (b.size() < limit) {
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n > 0) {
-      b.Append(std::string_view(chunk, static_cast<size_t>(n)));
-      if (static_cast<size_t>(n) < sizeof chunk) return ReadResult::kDrained;
-      continue;
-    }
-    if (n == 0) return ReadResult::kClosed;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadResult::kDrained;
-    return ReadResult::kClosed;
-  }
-  return ReadResult::kMore;
-}
-
-// Writes as much of `b` as the socket takes; false when the peer is gone.
-bool WriteFrom(int fd, Buffer& b) {
-  while (!b.empty()) {
-    const std::string_view v = b.view();
-    const ssize_t n = send(fd, v.data(), v.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      b.Consume(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    return false;
-  }
-  return true;
-}
-
 std::string_view StatusText(int status) {
   switch (status) {
     case 400:
@@ -148,17 +106,6 @@ bool SplitAbsoluteForm(std::string_view target, std::string* authority, std::str
 }
 
 }  // namespace
-
-void Buffer::Consume(size_t n) {
-  offset += n;
-  if (offset >= bytes.size()) {
-    bytes.clear();
-    offset = 0;
-  } else if (offset > 64 * 1024 && offset * 2 > bytes.size()) {
-    bytes.erase(0, offset);
-    offset = 0;
-  }
-}
 
 void ClientConn::OnEvents(uint32_t events) {
   if (dead) return;

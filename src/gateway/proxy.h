@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gateway/balancer.h"
+#include "gateway/buffer.h"
 #include "gateway/gateway.h"
 #include "gateway/http1.h"
 #include "gateway/reactor.h"
@@ -26,21 +27,6 @@ class Proxy;
 class H2Proxy;
 struct ClientConn;
 struct UpstreamConn;
-
-// Bytes waiting to be read or written: a string with a read offset, compacted when half consumed.
-struct Buffer {
-  std::string bytes;
-  size_t offset = 0;
-  std::string_view view() const { return std::string_view(bytes).substr(offset); }
-  size_t size() const { return bytes.size() - offset; }
-  bool empty() const { return size() == 0; }
-  void Consume(size_t n);
-  void Append(std::string_view s) { bytes.append(s.data(), s.size()); }
-  void Clear() {
-    bytes.clear();
-    offset = 0;
-  }
-};
 
 // Counters shared with other threads (Gateway::Load).
 struct ServiceStats {

@@ -14,7 +14,9 @@ which starts `gpugeek up` and deploys the service:
 """
 
 import argparse
+import functools
 import json
+import ssl
 import statistics
 import subprocess
 import sys
@@ -53,7 +55,7 @@ def routed_replicas(a):
 def predict(a, user, timeout=120):
     req = urllib.request.Request(a.gateway + "/predict", data=json.dumps({"prompt": "The ", "max_tokens": 8}).encode(),
                                  headers={"Content-Type": "application/json", "X-User": user, "Host": a.service})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
+    with urllib.request.urlopen(req, timeout=timeout, context=tls_context(a.cacert)) as r:
         r.read()
         return r.status
 
@@ -138,11 +140,18 @@ def chart(samples, width=60, height=8):
     return "\n".join(lines)
 
 
+@functools.lru_cache(maxsize=None)
+def tls_context(cacert):
+    """One TLS client context for every request (None: the system's CAs, or plain http)."""
+    return ssl.create_default_context(cafile=cacert) if cacert else None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gpugeek", required=True)
     p.add_argument("--server", required=True)
     p.add_argument("--gateway", required=True)
+    p.add_argument("--cacert", default=None, help="the CA the gateway's certificate chains to (https)")
     p.add_argument("--service", default="gpt")
     p.add_argument("--clients", type=int, default=50)
     p.add_argument("--quiet", type=float, default=6.0)

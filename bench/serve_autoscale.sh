@@ -24,4 +24,4 @@ for _ in $(seq 150); do
 done
 "$build/gpugeek" serve examples/gpt-serve.yaml --server "$url" >&2
 /usr/bin/python3 bench/serve_autoscale.py --gpugeek "$build/gpugeek" --server "$url" \
-  --gateway "http://127.0.0.1:$((port + 10))" --cycles "$cycles"
+  --gateway "https://127.0.0.1:$((port + 10))" --cacert "$data/server/tls/ca.crt" --cycles "$cycles"

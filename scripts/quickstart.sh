@@ -62,17 +62,17 @@ echo "$metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fra
 
 # A model service: the GPT example behind the gateway `gpugeek up` runs on 127.0.0.1:8480, two versions in a 90/10
 # A/B split (examples/gpt-serve.yaml). The first request waits in the gateway's activator while a replica starts.
-gateway="http://127.0.0.1:${GPUGEEK_GATEWAY_PORT:-8480}"
+gateway="https://127.0.0.1:${GPUGEEK_GATEWAY_PORT:-8480}"  # TLS 1.3 with the local CA's certificate, as the API
 step build/gpugeek serve examples/gpt-serve.yaml --server "$url"
 for i in $(seq 1 40); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: gpt' -H 'Content-Type: application/json' \
+  code=$(curl -s --cacert "$ca_file" -o /dev/null -w '%{http_code}' -H 'Host: gpt' -H 'Content-Type: application/json' \
     -d '{"prompt": "The ", "max_tokens": 8}' --max-time 120 "$gateway/predict") || true
   [ "$code" = 200 ] && break
   sleep 0.5   # the gateway learns of the new service within a second
 done
-printf '\n\033[1m$ curl -H "Host: gpt" -d {"prompt": "The ", "max_tokens": 8} %s/predict   (x 100)\033[0m\n' "$gateway"
+printf '\n\033[1m$ curl --cacert %s -H "Host: gpt" -d {"prompt": "The ", "max_tokens": 8} %s/predict   (x 100)\033[0m\n' "$ca_file" "$gateway"
 for i in $(seq 1 100); do
-  curl -s --fail -H 'Host: gpt' -H 'Content-Type: application/json' -d '{"prompt": "The ", "max_tokens": 8}' \
+  curl -s --fail --cacert "$ca_file" -H 'Host: gpt' -H 'Content-Type: application/json' -d '{"prompt": "The ", "max_tokens": 8}' \
     "$gateway/predict" >/dev/null
 done
 step build/gpugeek replicas gpt --server "$url"

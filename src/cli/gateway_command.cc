@@ -1,9 +1,11 @@
 // `gpugeek gateway`: the serving gateway on its own (gateway/gateway.h; docs/gateway.md). Routes come either from a
 // YAML file (gateway/route_table.h, read again on SIGHUP) or from a control plane's deployments (--server: GET
 // /v1/endpoints each second, gateway/endpoint_sync.h, with an admin token); metrics are served on --metrics-listen.
+// With --tls-cert and --tls-key clients speak TLS 1.3 to it (ALPN h2 and http/1.1); SIGHUP reads the pair again.
 //
 //   gpugeek gateway --routes routes.yaml --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9480
-//   gpugeek gateway --server https://cp:8470 --token-file admin.token --ca-file ca.crt --listen 0.0.0.0:8080
+//   gpugeek gateway --server https://cp:8470 --token-file admin.token --ca-file ca.crt --listen 0.0.0.0:8443
+//     --tls-cert gateway.crt --tls-key gateway.key
 
 #include <csignal>
 #include <iostream>
@@ -44,6 +46,7 @@ void RegisterGatewayCommand(CLI::App& app) {
     std::string metrics_listen = "127.0.0.1:9480";
     int pipeline_depth = 16;
     std::string server, token_file, ca_file;
+    std::string tls_cert, tls_key;
   };
   auto o = std::make_shared<Options>();
   auto* routes_option =
@@ -56,6 +59,11 @@ void RegisterGatewayCommand(CLI::App& app) {
   sub->add_option("--listen", o->listen, "HOST:PORT to serve on (numeric IPv4; port 0: any free port)")
       ->capture_default_str();
   sub->add_option("--metrics-listen", o->metrics_listen, "HOST:PORT for GET /metrics, or off")->capture_default_str();
+  auto* tls_cert = sub->add_option("--tls-cert", o->tls_cert,
+                                   "TLS: the gateway's certificate chain (PEM, leaf first); read again on SIGHUP");
+  auto* tls_key = sub->add_option("--tls-key", o->tls_key, "TLS: the certificate's private key (unencrypted PEM)");
+  tls_cert->needs(tls_key);
+  tls_key->needs(tls_cert);
   sub->add_option("--pipeline-depth", o->pipeline_depth,
                   "Idempotent requests in flight on one upstream connection (1: no pipelining)")
       ->capture_default_str()
@@ -84,6 +92,11 @@ void RegisterGatewayCommand(CLI::App& app) {
     options.port = static_cast<uint16_t>(port);
     options.pipeline_depth = o->pipeline_depth;
     options.registry = &registry;
+    if (!o->tls_cert.empty()) {
+      auto tls = gateway::TlsServerContext::Load(o->tls_cert, o->tls_key);
+      if (!tls.ok()) Fail(cmd, fmt::format("--tls-cert/--tls-key: {}", tls.status().message()), kExitUsage);
+      options.tls = *std::move(tls);
+    }
     auto gw = gateway::Gateway::Start(options, std::move(routes));
     if (!gw.ok()) Fail(cmd, fmt::format("{}", gw.status().message()));
     std::unique_ptr<agent::MetricsListener> metrics_listener;
@@ -107,10 +120,18 @@ void RegisterGatewayCommand(CLI::App& app) {
       if (!started.ok()) Fail(cmd, fmt::format("--server: {}", started.status().message()), kExitUsage);
       sync = *std::move(started);
     }
-    std::cout << fmt::format("gpugeek gateway listening on http://{}:{}\n", options.listen_host, (*gw)->port())
+    std::cout << fmt::format("gpugeek gateway listening on {}://{}:{}\n", options.tls ? "https" : "http",
+                             options.listen_host, (*gw)->port())
               << std::flush;
     int signal = 0;
     while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+      if (options.tls) {
+        if (absl::Status st = options.tls->Reload(); st.ok()) {
+          spdlog::info("SIGHUP: TLS certificate reloaded from {}", o->tls_cert);
+        } else {
+          spdlog::error("SIGHUP: TLS certificate not reloaded, the previous one stays: {}", st.message());
+        }
+      }
       if (sync) continue;  // routes come from the control plane
       auto table = gateway::ParseRouteTable(ReadFileOrFail(cmd, o->routes, "--routes"));
       absl::Status st = table.ok() ? (*gw)->SetRoutes(*std::move(table)) : table.status();

@@ -6,10 +6,10 @@
 // so the whole job flow works on a machine without a GPU. The agent serves its Prometheus metrics
 // (docs/metrics.md, "Agent") on --agent-metrics-listen, apart from the server's own /metrics. Runs until SIGINT /
 // SIGTERM; then the agent stops its workloads gracefully and the server stops. The serving gateway runs in the
-// same process on --gateway-listen (plain HTTP/1.1, HTTP/2 and WebSocket for the services' clients; routes from
+// same process on --gateway-listen (HTTP/1.1, HTTP/2 and WebSocket for the services' clients; routes from
 // this server's deployments, gateway/endpoint_sync.h), its metrics beside the agent's.
 // TLS 1.3 on every listener with zero configuration: the server's local CA and certificate (DIR/server/tls,
-// made on the first start) serve the API, the agents' listener and the agent's metrics; the agent trusts
+// made on the first start) serve the API, the agents' listener, the agent's metrics and the gateway; the agent trusts
 // that CA, and so does the CLI profile "local" saved here. SIGHUP reloads (and renews) the certificates.
 
 #include <signal.h>
@@ -189,6 +189,7 @@ void RegisterUpCommand(CLI::App& app) {
     // starts before that listener (Registry: families before concurrent use).
     std::unique_ptr<gateway::Gateway> gw;
     std::unique_ptr<gateway::EndpointSync> gw_sync;
+    std::shared_ptr<gateway::TlsServerContext> gateway_tls;
     if (o->gateway_listen != "off" && !o->gateway_listen.empty()) {
       const size_t colon = o->gateway_listen.rfind(':');
       int port = -1;
@@ -200,6 +201,13 @@ void RegisterUpCommand(CLI::App& app) {
       go.listen_host = o->gateway_listen.substr(0, colon);
       go.port = static_cast<uint16_t>(port);
       go.registry = agent_metrics ? &agent_registry : nullptr;
+      if ((*server)->tls()) {  // the server's certificate names this host's addresses: it fits this listener too
+        auto tls =
+            gateway::TlsServerContext::Load((*server)->tls_options().cert_file, (*server)->tls_options().key_file);
+        if (!tls.ok()) Fail(cmd, fmt::format("gateway: {}", tls.status().message()));
+        go.tls = *std::move(tls);
+      }
+      gateway_tls = go.tls;
       auto started = gateway::Gateway::Start(go, {});
       if (!started.ok())
         Fail(cmd, fmt::format("--gateway-listen {}: {}", o->gateway_listen, started.status().message()));
@@ -251,7 +259,8 @@ void RegisterUpCommand(CLI::App& app) {
               << ((*server)->tls() ? fmt::format("gpugeek up: TLS 1.3 on every listener; CA {}\n", (*server)->ca_file())
                                    : std::string("gpugeek up: WARNING: TLS is off (--insecure-no-tls): API tokens and "
                                                  "job data cross the network in clear text. For debugging only\n"))
-              << (gw ? fmt::format("gpugeek up: serving gateway on http://{}:{} (services: gpugeek serve SPEC.yaml)\n",
+              << (gw ? fmt::format("gpugeek up: serving gateway on {}://{}:{} (services: gpugeek serve SPEC.yaml)\n",
+                                   gateway_tls ? "https" : "http",
                                    o->gateway_listen.substr(0, o->gateway_listen.rfind(':')), gw->port())
                      : std::string())
               << "  submit: gpugeek submit examples/llama2-70b-lora.yaml --follow\n"
@@ -265,6 +274,7 @@ void RegisterUpCommand(CLI::App& app) {
       }
       absl::Status st = (*server)->ReloadCertificates();
       if (st.ok() && metrics_listener != nullptr) st = metrics_listener->ReloadCertificates();
+      if (st.ok() && gateway_tls != nullptr) st = gateway_tls->Reload();
       std::cout << (st.ok() ? std::string("gpugeek up: SIGHUP received: certificates reloaded\n")
                             : fmt::format("gpugeek up: SIGHUP received: certificate reload failed, still serving the "
                                           "previous certificate: {}\n",

@@ -2,8 +2,11 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace gpugeek::gateway::detail {
@@ -28,26 +31,49 @@ void SetNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-ReadResult ReadInto(int fd, Buffer& b, size_t limit) {
+long ReadSome(int fd, ssl_st* tls, char* out, size_t cap) {
+  if (tls != nullptr) {
+    const int n = SSL_read(tls, out, static_cast<int>(std::min<size_t>(cap, 1 << 30)));
+    if (n > 0) return n;
+    const int e = SSL_get_error(tls, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return -1;
+    ERR_clear_error();  // a closed peer, a failed handshake, a bad record: the connection ends
+    return 0;
+  }
+  for (;;) {
+    const ssize_t n = recv(fd, out, cap, 0);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0;
+  }
+}
+
+ReadResult ReadInto(int fd, ssl_st* tls, Buffer& b, size_t limit) {
   static thread_local char chunk[kReadChunk];
   while (b.size() < limit) {
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n > 0) {
-      b.Append(std::string_view(chunk, static_cast<size_t>(n)));
-      if (static_cast<size_t>(n) < sizeof chunk) return ReadResult::kDrained;
-      continue;
-    }
+    const long n = ReadSome(fd, tls, chunk, sizeof chunk);
+    if (n < 0) return ReadResult::kDrained;
     if (n == 0) return ReadResult::kClosed;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadResult::kDrained;
-    return ReadResult::kClosed;
+    b.Append(std::string_view(chunk, static_cast<size_t>(n)));
+    if (tls == nullptr && static_cast<size_t>(n) < sizeof chunk) return ReadResult::kDrained;
   }
   return ReadResult::kMore;
 }
 
-bool WriteFrom(int fd, Buffer& b) {
+bool WriteFrom(int fd, ssl_st* tls, Buffer& b) {
   while (!b.empty()) {
     const std::string_view v = b.view();
+    if (tls != nullptr) {
+      const int n = SSL_write(tls, v.data(), static_cast<int>(std::min<size_t>(v.size(), 1 << 30)));
+      if (n > 0) {
+        b.Consume(static_cast<size_t>(n));
+        continue;
+      }
+      const int e = SSL_get_error(tls, n);
+      if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) return true;
+      ERR_clear_error();
+      return false;
+    }
     const ssize_t n = send(fd, v.data(), v.size(), MSG_NOSIGNAL);
     if (n > 0) {
       b.Consume(static_cast<size_t>(n));
@@ -58,6 +84,14 @@ bool WriteFrom(int fd, Buffer& b) {
     return false;
   }
   return true;
+}
+
+void ShutdownWrites(int fd, ssl_st* tls) {
+  if (tls != nullptr && SSL_is_init_finished(tls)) {
+    SSL_shutdown(tls);  // queues and tries to send close_notify; the peer's is not awaited
+    ERR_clear_error();
+  }
+  shutdown(fd, SHUT_WR);
 }
 
 }  // namespace gpugeek::gateway::detail

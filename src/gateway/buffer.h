@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+struct ssl_st;
+
 namespace gpugeek::gateway::detail {
 
 // Bytes waiting to be read or written: a string with a read offset, compacted when half consumed.
@@ -29,10 +31,23 @@ void SetNoDelay(int fd);
 enum class ReadResult { kMore, kDrained, kClosed };
 
 // Reads from non-blocking `fd` into `b` until the socket is drained (a short read or EAGAIN), `limit` bytes are
-// buffered (kMore), or the peer closed or failed (kClosed).
-ReadResult ReadInto(int fd, Buffer& b, size_t limit);
+// buffered (kMore), or the peer closed or failed (kClosed). With `tls` (a session on `fd`, tls.h) the bytes are
+// the decrypted ones and the handshake runs inside; a failed handshake or a forged record is kClosed.
+ReadResult ReadInto(int fd, ssl_st* tls, Buffer& b, size_t limit);
+inline ReadResult ReadInto(int fd, Buffer& b, size_t limit) { return ReadInto(fd, nullptr, b, limit); }
 
-// Writes as much of `b` as non-blocking `fd` takes (consuming it); false when the peer is gone.
-bool WriteFrom(int fd, Buffer& b);
+// One read of at most `cap` bytes into `out`: the count (> 0), 0 when the peer closed or failed, -1 when nothing
+// can be read now (EAGAIN; with `tls`, also a handshake waiting to write). With `tls` a read returns at most one
+// record, so only -1 means drained.
+long ReadSome(int fd, ssl_st* tls, char* out, size_t cap);
+
+// Writes as much of `b` as non-blocking `fd` takes (consuming it); false when the peer is gone. With `tls` the bytes
+// are encrypted first; a write that must wait for the peer's handshake bytes stays in `b`.
+bool WriteFrom(int fd, ssl_st* tls, Buffer& b);
+inline bool WriteFrom(int fd, Buffer& b) { return WriteFrom(fd, nullptr, b); }
+
+// Sends TLS close_notify (RFC 8446 6.1) when `tls` is set, without waiting for the peer's: the sender's side of a
+// clean end, so a client reading to the end of the connection knows nothing was cut off. Then shuts `fd` for writes.
+void ShutdownWrites(int fd, ssl_st* tls);
 
 }  // namespace gpugeek::gateway::detail

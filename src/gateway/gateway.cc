@@ -2,6 +2,8 @@
 
 #include <sys/resource.h>
 
+#include <csignal>
+
 #include <random>
 #include <thread>
 
@@ -38,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options, 
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
+  if (options.tls) std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a signal
   auto impl = std::make_unique<Impl>();
   std::random_device entropy;
   impl->instance = fmt::format("{:08x}{:08x}", entropy(), entropy());

@@ -26,6 +26,7 @@
 #include "gateway/balancer.h"
 #include "gateway/http1.h"
 #include "gateway/route_table.h"
+#include "gateway/tls.h"
 #include "metrics/registry.h"
 
 namespace gpugeek::gateway {
@@ -51,6 +52,10 @@ struct GatewayOptions {
   size_t write_high_water = 1024 * 1024;  // bytes queued for a peer before the other side stops being read
   size_t retry_buffer = 64 * 1024;        // request bytes kept for a retry; larger requests are not retried
   OutlierPolicy outlier;
+  // TLS termination (tls.h): clients speak TLS 1.3 (ALPN h2 or http/1.1) to the gateway; null: plain HTTP. Shared so
+  // the owner can Reload() a renewed certificate. A handshake not done within header_timeout closes the connection.
+  // With TLS the process ignores SIGPIPE (OpenSSL writes to sockets with write(2)).
+  std::shared_ptr<TlsServerContext> tls;
   uint64_t seed = 1;
   metrics::Registry* registry = nullptr;  // may be null
 };

@@ -139,6 +139,7 @@ struct Call {
 struct H2Conn : IoHandler {
   Core* core = nullptr;
   int fd = -1;
+  TlsSession tls;  // client side with GatewayOptions::tls
   nghttp2_session* session = nullptr;
   Buffer out;
   size_t buffered = 0;  // bytes this peer sent that wait in calls to be relayed
@@ -190,7 +191,7 @@ class Core {
   Core(const Core&) = delete;
   Core& operator=(const Core&) = delete;
 
-  void Adopt(int fd, std::string initial, std::string peer_ip);
+  void Adopt(int fd, TlsSession tls, std::string initial, std::string peer_ip);
   void Tick();
   void CloseAll();
 
@@ -315,7 +316,7 @@ Core::~Core() {
 
 // ---------------------------------------------------------------------------------------------- connections
 
-void Core::Adopt(int fd, std::string initial, std::string peer_ip) {
+void Core::Adopt(int fd, TlsSession tls, std::string initial, std::string peer_ip) {
   if (clients_.size() >= proxy_->options().max_client_connections) {
     close(fd);
     return;
@@ -323,6 +324,7 @@ void Core::Adopt(int fd, std::string initial, std::string peer_ip) {
   auto c = std::make_unique<H2ClientConn>();
   c->core = this;
   c->fd = fd;
+  c->tls = std::move(tls);
   c->peer_ip = std::move(peer_ip);
   c->last_activity = now();
   if (nghttp2_session_server_new2(&c->session, server_callbacks_, c.get(), options_) != 0) {
@@ -346,22 +348,21 @@ void Core::Adopt(int fd, std::string initial, std::string peer_ip) {
     ProtocolError(raw);
     return;
   }
+  // Bytes OpenSSL decrypted and holds already bring no socket event: read them now.
+  if (raw->tls) ReadClient(raw);
   MarkDirty(raw);
 }
 
 Core::ReadEnd Core::Feed(H2Conn* k) {
-  static thread_local uint8_t chunk[kReadChunk];
+  static thread_local char chunk[kReadChunk];
   while (!k->paused) {
-    const ssize_t n = recv(k->fd, chunk, sizeof chunk, 0);
-    if (n > 0) {
-      if (nghttp2_session_mem_recv(k->session, chunk, static_cast<size_t>(n)) < 0) return ReadEnd::kError;
-      if (static_cast<size_t>(n) < sizeof chunk) return ReadEnd::kDrained;
-      continue;
-    }
+    const long n = ReadSome(k->fd, k->tls.get(), chunk, sizeof chunk);
+    if (n < 0) return ReadEnd::kDrained;
     if (n == 0) return ReadEnd::kClosed;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return ReadEnd::kDrained;
-    return ReadEnd::kClosed;
+    if (nghttp2_session_mem_recv(k->session, reinterpret_cast<const uint8_t*>(chunk), static_cast<size_t>(n)) < 0) {
+      return ReadEnd::kError;
+    }
+    if (!k->tls && static_cast<size_t>(n) < sizeof chunk) return ReadEnd::kDrained;
   }
   return ReadEnd::kPaused;
 }
@@ -370,9 +371,10 @@ void Core::ClientEvents(H2ClientConn* c, uint32_t events) {
   if (c->dead) return;
   proxy_->Touch();
   c->last_activity = now();
-  if (events & EPOLLOUT) Flush(c);
+  // Over TLS a read may wait for the socket to take handshake bytes and a write for the peer's: try both.
+  if ((events & EPOLLOUT) || (c->tls && !c->out.empty())) Flush(c);
   if (c->dead) return;
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ReadClient(c);
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || c->tls) ReadClient(c);
 }
 
 void Core::ReadClient(H2ClientConn* c) {
@@ -433,7 +435,7 @@ void Core::Flush(H2Conn* k) {
   bool broken = false;
   for (;;) {
     if (!k->out.empty()) {
-      if (!WriteFrom(k->fd, k->out)) {
+      if (!WriteFrom(k->fd, k->tls.get(), k->out)) {
         broken = true;
         break;
       }
@@ -526,6 +528,7 @@ void Core::CloseClient(H2ClientConn* c) {
   if (c->dead) return;
   c->dead = true;
   proxy_->reactor()->Unwatch(c->fd);
+  if (c->tls) ShutdownWrites(c->fd, c->tls.get());
   close(c->fd);
   garbage_ = true;
   std::map<int32_t, std::unique_ptr<Call>> calls;
@@ -1278,8 +1281,8 @@ struct H2Proxy::Impl {
 H2Proxy::H2Proxy(Proxy* proxy) : impl_(std::make_unique<Impl>(proxy)) {}
 H2Proxy::~H2Proxy() = default;
 
-void H2Proxy::Adopt(int fd, std::string initial, std::string peer_ip) {
-  impl_->core.Adopt(fd, std::move(initial), std::move(peer_ip));
+void H2Proxy::Adopt(int fd, TlsSession tls, std::string initial, std::string peer_ip) {
+  impl_->core.Adopt(fd, std::move(tls), std::move(initial), std::move(peer_ip));
 }
 void H2Proxy::Tick() { impl_->core.Tick(); }
 void H2Proxy::CloseAll() { impl_->core.CloseAll(); }

@@ -45,6 +45,8 @@
 #include <memory>
 #include <string>
 
+#include "gateway/tls.h"
+
 namespace gpugeek::gateway::detail {
 
 class Proxy;
@@ -56,10 +58,11 @@ class H2Proxy {
   H2Proxy(const H2Proxy&) = delete;
   H2Proxy& operator=(const H2Proxy&) = delete;
 
-  // Takes over `fd` (non-blocking, no longer watched by the reactor) and `initial`, the bytes read from it so far
-  // (they begin with the preface); `peer_ip` is the client's address for X-Forwarded-For. The connection is closed
-  // at once when max_client_connections HTTP/2 connections are open already, or when `initial` is not HTTP/2.
-  void Adopt(int fd, std::string initial, std::string peer_ip);
+  // Takes over `fd` (non-blocking, no longer watched by the reactor), its TLS session `tls` (null on the plain
+  // listener) and `initial`, the bytes read from it so far (they begin with the preface); `peer_ip` is the client's
+  // address for X-Forwarded-For. The connection is closed at once when max_client_connections HTTP/2 connections are
+  // open already, or when `initial` is not HTTP/2.
+  void Adopt(int fd, TlsSession tls, std::string initial, std::string peer_ip);
   // Deadlines (the Proxy's tick): idle client and replica connections, connect and answer timeouts.
   void Tick();
   // Closes every HTTP/2 connection at once (no GOAWAY); streams in flight are dropped.

@@ -115,9 +115,11 @@ void ClientConn::OnEvents(uint32_t events) {
     proxy->LingerRead(this);  // nothing left to write; every event is bytes to discard or the end
     return;
   }
-  if (events & EPOLLOUT) proxy->ClientFlush(this);
+  // Over TLS a read may wait for the socket to take handshake bytes and a write for the peer's: every event tries
+  // both (an attempt that cannot go on costs one failed system call).
+  if ((events & EPOLLOUT) || (tls && !out.empty())) proxy->ClientFlush(this);
   if (dead || lingering) return;  // (the flush may have started the lingering close, which read what was there)
-  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || tls) {
     proxy->ClientRead(this);
     if (!dead) proxy->ClientProcess(this);
   }
@@ -217,6 +219,14 @@ void Proxy::OnEvents(uint32_t) {
     c->proxy = this;
     c->fd = fd;
     c->last_activity = now_;
+    c->accepted_at = now_;
+    if (options_.tls) {
+      c->tls = options_.tls->NewSession(fd);
+      if (!c->tls) {
+        close(fd);
+        continue;
+      }
+    }
     char ip[INET_ADDRSTRLEN] = {};
     inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
     c->peer_ip = ip;
@@ -322,7 +332,7 @@ void Proxy::ApplyRoutes() {
 
 void Proxy::ClientRead(ClientConn* c) {
   const size_t limit = options_.max_head + 256 * 1024;
-  const ReadResult r = ReadInto(c->fd, c->in, limit);
+  const ReadResult r = ReadInto(c->fd, c->tls.get(), c->in, limit);
   c->read_blocked = r == ReadResult::kMore;
   if (r == ReadResult::kClosed) {
     c->peer_closed = true;
@@ -578,7 +588,7 @@ void Proxy::ForwardBody(ClientConn* c) {
 void Proxy::ClientFlush(ClientConn* c) {
   if (c->dead || c->lingering) return;
   const size_t before = c->out.size();
-  if (!WriteFrom(c->fd, c->out)) {
+  if (!WriteFrom(c->fd, c->tls.get(), c->out)) {
     CloseClient(c);
     return;
   }
@@ -630,13 +640,14 @@ void Proxy::HandOffH2(ClientConn* c) {
   garbage_ = true;
   std::string initial(c->in.view());
   c->in.Clear();
-  h2_->Adopt(fd, std::move(initial), c->peer_ip);
+  h2_->Adopt(fd, std::move(c->tls), std::move(initial), c->peer_ip);
 }
 
 void Proxy::CloseClient(ClientConn* c) {
   if (c->dead) return;
   c->dead = true;
   reactor_->Unwatch(c->fd);
+  if (c->tls && !c->lingering) ShutdownWrites(c->fd, c->tls.get());  // close_notify: the answer ends here
   close(c->fd);
   garbage_ = true;
   if (c->tunnel) {
@@ -658,7 +669,7 @@ void Proxy::StartLinger(ClientConn* c) {
     CloseClient(c);
     return;
   }
-  shutdown(c->fd, SHUT_WR);  // the client sees the answer end now
+  ShutdownWrites(c->fd, c->tls.get());  // the client sees the answer end now
   c->lingering = true;
   c->linger_until = now_ + kLingerTime;
   c->linger_budget = kLingerBytes;
@@ -1320,6 +1331,10 @@ void Proxy::Tick() {
     }
     if (c->tunnel) {
       if (now_ - c->last_activity > options_.tunnel_idle_timeout) CloseClient(c);
+      continue;
+    }
+    if (c->tls && !HandshakeDone(c->tls) && now_ - c->accepted_at > options_.header_timeout) {
+      CloseClient(c);  // a TLS handshake is part of the first request's head: the same deadline
       continue;
     }
     if (c->active == nullptr && c->head_began != MonoTime{} && now_ - c->head_began > options_.header_timeout) {

@@ -86,6 +86,8 @@ struct Exchange {
 struct ClientConn final : IoHandler {
   Proxy* proxy = nullptr;
   int fd = -1;
+  TlsSession tls;  // with GatewayOptions::tls: reads and writes go through it
+  MonoTime accepted_at{};
   Buffer in, out;
   RequestFramer framer;
   Exchange* active = nullptr;  // the request being answered (one at a time; pipelined ones wait in `in`)

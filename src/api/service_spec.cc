@@ -311,7 +311,7 @@ absl::StatusOr<ServiceAutoscaling> ParseAutoscaling(const YAML::Node& n) {
 
 absl::StatusOr<TrafficPolicy> ParseTraffic(const YAML::Node& n) {
   if (!n.IsMap()) return FieldError("traffic", "must be a mapping like {sticky: {header: X-User}, retries: 2}");
-  RETURN_IF_ERROR(CheckKeys(n, "traffic", {"sticky", "activator", "retries"}));
+  RETURN_IF_ERROR(CheckKeys(n, "traffic", {"sticky", "activator", "retries", "auth"}));
   TrafficPolicy t;
   if (const YAML::Node sticky = n["sticky"]) {
     if (!sticky.IsMap()) return FieldError("traffic.sticky", "must be a mapping: {header: NAME} or {cookie: NAME}");
@@ -345,6 +345,14 @@ absl::StatusOr<TrafficPolicy> ParseTraffic(const YAML::Node& n) {
   if (n["retries"]) {
     ASSIGN_OR_RETURN(const int64_t r, Integer(n["retries"], "traffic.retries", 0, 10));
     t.retries = static_cast<int>(r);
+  }
+  if (n["auth"]) {
+    ASSIGN_OR_RETURN(const std::string auth, Scalar(n["auth"], "traffic.auth"));
+    if (auth != "token" && auth != "none") {
+      return FieldError("traffic.auth", fmt::format("= {}: give token (callers send a gpugeek API token) or none",
+                                                    QuoteForMessage(auth)));
+    }
+    t.auth_token = auth == "token";
   }
   return t;
 }
@@ -656,6 +664,7 @@ std::string ServiceSpecToYaml(const ServiceSpec& spec) {
   out << YAML::Key << "timeout" << YAML::Value << FormatDuration(t.activator.timeout);
   out << YAML::EndMap;
   out << YAML::Key << "retries" << YAML::Value << t.retries;
+  out << YAML::Key << "auth" << YAML::Value << (t.auth_token ? "token" : "none");
   out << YAML::EndMap;
 
   out << YAML::Key << "versions" << YAML::Value << YAML::BeginSeq;

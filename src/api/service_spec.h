@@ -127,6 +127,10 @@ struct TrafficPolicy {
   // Retries of an idempotent request (GET, HEAD, OPTIONS, PUT, DELETE) on another replica after a connection
   // failure or a 502/503/504; 0..10. Default 2.
   int retries = 2;
+  // `auth: token`: every request needs `Authorization: Bearer <gpugeek API token>` of a user of the service's
+  // tenant (or an admin); the gateway verifies it (gateway/token_check.h) and names the caller to the replica
+  // (Gpugeek-User, Gpugeek-Tenant). `none` (the default): anyone who reaches the gateway may call.
+  bool auth_token = false;
   bool operator==(const TrafficPolicy&) const = default;
 };
 

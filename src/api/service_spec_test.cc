@@ -186,6 +186,22 @@ TEST(ServiceSpec, VersionRunPartIsAJobsRunPart) {
   EXPECT_EQ(run.priority, 5);
 }
 
+TEST(ServiceSpec, AuthTokenIsReadWrittenAndRefusedWhenUnknown) {
+  auto spec = ParseServiceSpec(WithVersions(kOneVersion, "traffic: {auth: token}\n"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->traffic.auth_token);
+  auto again = ParseServiceSpec(ServiceSpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->traffic, spec->traffic);
+  auto none = ParseServiceSpec(WithVersions(kOneVersion, "traffic: {auth: none}\n"));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->traffic.auth_token);
+  auto bad = ParseServiceSpec(WithVersions(kOneVersion, "traffic: {auth: password}\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "traffic.auth: = 'password': give token (callers send a gpugeek API token) or none");
+}
+
 TEST(ServiceSpec, CookieStickinessAndNumbers) {
   auto spec = ParseServiceSpec(WithVersions(kOneVersion, R"(traffic: {sticky: {cookie: gpugeek-version}, retries: 0}
 autoscaling: {target_concurrency: 0, target_kv_cache_use: 0.8, target_tokens_in_flight: 2e4, panic_threshold: 1.5}

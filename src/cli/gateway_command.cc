@@ -45,7 +45,7 @@ void RegisterGatewayCommand(CLI::App& app) {
     std::string listen = "127.0.0.1:8080";
     std::string metrics_listen = "127.0.0.1:9480";
     int pipeline_depth = 16;
-    std::string server, token_file, ca_file;
+    std::string server, token_file, ca_file, token_server;
     std::string tls_cert, tls_key;
   };
   auto o = std::make_shared<Options>();
@@ -55,7 +55,12 @@ void RegisterGatewayCommand(CLI::App& app) {
                                  "Control plane URL(s): routes from its deployments (GET /v1/endpoints each second)");
   routes_option->excludes(server);
   sub->add_option("--token-file", o->token_file, "With --server: a file holding an admin token")->needs(server);
-  sub->add_option("--ca-file", o->ca_file, "With --server over https: the CA its certificate chains to")->needs(server);
+  auto* token_server = sub->add_option("--token-server", o->token_server,
+                                       "With --routes: the control plane that verifies callers' tokens for routes "
+                                       "with auth (with --server, that one)");
+  token_server->excludes(server);
+  sub->add_option("--ca-file", o->ca_file,
+                  "With --server or --token-server over https: the CA its certificate chains to");
   sub->add_option("--listen", o->listen, "HOST:PORT to serve on (numeric IPv4; port 0: any free port)")
       ->capture_default_str();
   sub->add_option("--metrics-listen", o->metrics_listen, "HOST:PORT for GET /metrics, or off")->capture_default_str();
@@ -96,6 +101,16 @@ void RegisterGatewayCommand(CLI::App& app) {
       auto tls = gateway::TlsServerContext::Load(o->tls_cert, o->tls_key);
       if (!tls.ok()) Fail(cmd, fmt::format("--tls-cert/--tls-key: {}", tls.status().message()), kExitUsage);
       options.tls = *std::move(tls);
+    }
+    if (!o->ca_file.empty() && o->server.empty() && o->token_server.empty()) {
+      Fail(cmd, "--ca-file: give it with --server or --token-server (the control plane it verifies)", kExitUsage);
+    }
+    // Routes with auth (services with `traffic.auth: token`): callers' tokens are verified by the control plane.
+    if (const std::string& verifier = o->server.empty() ? o->token_server : o->server; !verifier.empty()) {
+      gateway::TokenCheckOptions check;
+      check.client.base_url = verifier;
+      check.client.ca_file = o->ca_file;
+      options.token_check = check;
     }
     auto gw = gateway::Gateway::Start(options, std::move(routes));
     if (!gw.ok()) Fail(cmd, fmt::format("{}", gw.status().message()));

@@ -208,6 +208,10 @@ void RegisterUpCommand(CLI::App& app) {
         go.tls = *std::move(tls);
       }
       gateway_tls = go.tls;
+      gateway::TokenCheckOptions check;  // services with `traffic.auth: token`: callers' tokens are verified here
+      check.client.base_url = (*server)->url();
+      check.client.ca_file = (*server)->ca_file();
+      go.token_check = check;
       auto started = gateway::Gateway::Start(go, {});
       if (!started.ok())
         Fail(cmd, fmt::format("--gateway-listen {}: {}", o->gateway_listen, started.status().message()));

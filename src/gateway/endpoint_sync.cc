@@ -38,7 +38,7 @@ absl::StatusOr<ReplicaEndpoint> ReplicaFromJson(const api::JsonReader& r) {
 }
 
 absl::StatusOr<ServiceRoute> RouteFromJson(const api::JsonReader& r) {
-  if (auto s = r.CheckObject({"service", "hosts", "path_prefix", "sticky", "retries", "activator", "versions"});
+  if (auto s = r.CheckObject({"service", "hosts", "path_prefix", "sticky", "retries", "activator", "auth", "versions"});
       !s.ok()) {
     return s;
   }
@@ -58,6 +58,12 @@ absl::StatusOr<ServiceRoute> RouteFromJson(const api::JsonReader& r) {
     if (auto s = sticky.CheckObject({"header", "cookie"}); !s.ok()) return s;
     route.sticky.kind = sticky.Has("header") ? StickyKind::kHeader : StickyKind::kCookie;
     SYNC_ASSIGN(route.sticky.name, sticky.String(sticky.Has("header") ? "header" : "cookie"));
+  }
+  if (r.Has("auth")) {
+    api::JsonReader auth(r.json()["auth"], "auth");
+    if (auto s = auth.CheckObject({"tenant"}); !s.ok()) return s;
+    SYNC_ASSIGN(route.auth_tenant, auth.String("tenant"));
+    if (route.auth_tenant.empty()) return absl::InvalidArgumentError("auth.tenant: must name a tenant");
   }
   int64_t retries = 0;
   SYNC_ASSIGN(retries, r.Int("retries", 2, 0, 5));

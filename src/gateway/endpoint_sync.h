@@ -8,7 +8,7 @@
 // last routes (replicas keep serving while the control plane is away) and is retried at the next period.
 //
 //   {"routes": [{"service": "gpt", "hosts": ["gpt"], "path_prefix": "/", "sticky": {"header": "X-User"},
-//                "retries": 2, "activator": {"queue": 10000, "timeout_ms": 60000},
+//                "retries": 2, "activator": {"queue": 10000, "timeout_ms": 60000}, "auth": {"tenant": "acme"},
 //                "versions": [{"name": "v1", "weight": 90,
 //                              "replicas": [{"id": "job-7", "address": "10.0.0.5:20001", "capacity_milli": 1000}]}]}]}
 //

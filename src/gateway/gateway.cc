@@ -14,8 +14,26 @@
 
 namespace gpugeek::gateway {
 
+namespace {
+
+absl::Status CheckAuthRoutes(const RouteTable& routes, bool can_check) {
+  if (can_check) return absl::OkStatus();
+  for (size_t i = 0; i < routes.routes.size(); ++i) {
+    if (!routes.routes[i].auth_tenant.empty()) {
+      return absl::InvalidArgumentError(
+          fmt::format("routes[{}].auth: this gateway cannot verify tokens; give it the control plane that issues them "
+                      "(gpugeek gateway --server URL, or --token-server URL with --routes)",
+                      i));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 struct Gateway::Impl {
   Reactor reactor;
+  std::unique_ptr<TokenCheck> token_check;  // before the proxy, which borrows it; after the reactor it wakes
   std::unique_ptr<detail::Proxy> proxy;
   std::thread loop;
   bool stopped = false;
@@ -28,6 +46,7 @@ Gateway::~Gateway() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options, RouteTable routes) {
   if (auto s = ValidateRouteTable(routes); !s.ok()) return s;
+  if (auto s = CheckAuthRoutes(routes, options.token_check.has_value()); !s.ok()) return s;
   if (options.pipeline_depth < 1 || options.pipeline_depth > 1024) {
     return absl::InvalidArgumentError("pipeline_depth: must be 1 (off) to 1024");
   }
@@ -45,7 +64,14 @@ absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(GatewayOptions options, 
   std::random_device entropy;
   impl->instance = fmt::format("{:08x}{:08x}", entropy(), entropy());
   if (auto s = impl->reactor.Init(); !s.ok()) return s;
-  impl->proxy = std::make_unique<detail::Proxy>(std::move(options), &impl->reactor);
+  if (options.token_check) {
+    TokenCheckOptions check = *options.token_check;
+    check.on_result = [reactor = &impl->reactor] { reactor->Wake(); };  // requests that waited go on
+    auto started = TokenCheck::Start(std::move(check));
+    if (!started.ok()) return started.status();
+    impl->token_check = *std::move(started);
+  }
+  impl->proxy = std::make_unique<detail::Proxy>(std::move(options), &impl->reactor, impl->token_check.get());
   if (auto s = impl->proxy->Listen(); !s.ok()) return s;
   impl->proxy->StageRoutes(std::move(routes));
   impl->proxy->Tick();  // applies the routes before the first request
@@ -58,6 +84,7 @@ uint16_t Gateway::port() const { return impl_->proxy->port(); }
 
 absl::Status Gateway::SetRoutes(RouteTable routes) {
   if (auto s = ValidateRouteTable(routes); !s.ok()) return s;
+  if (auto s = CheckAuthRoutes(routes, impl_->token_check != nullptr); !s.ok()) return s;
   impl_->proxy->StageRoutes(std::move(routes));
   impl_->reactor.Wake();
   return absl::OkStatus();

@@ -8,10 +8,12 @@
 // 101, and holds requests while a service has no ready replica (the activator: a bounded queue, a timeout, then
 // 503 with Retry-After). Responses stream: a body leaves as it arrives, with backpressure both ways.
 //
-// Errors the gateway answers itself (plain text naming the cause): 400 malformed request, 404 no route, 408 head
+// Errors the gateway answers itself (plain text naming the cause): 400 malformed request, 401 no valid token for a
+// route with `auth` (with WWW-Authenticate: Bearer), 404 no route (or a token of another tenant), 408 head
 // not received within header_timeout, 413 body above max_request_body, 431 head above max_head, 502 replica
-// failed, 503 no replica ready within the activator's timeout or queue full (Retry-After), 504 no answer within
-// upstream_timeout.
+// failed, 503 no replica ready within the activator's timeout or queue full, or a token that could not be verified
+// (Retry-After), 504 no answer within upstream_timeout. A verified caller is named to the replica in Gpugeek-User and
+// Gpugeek-Tenant (any a client sends itself are dropped), and its Authorization field is not passed on.
 //
 // Threads: one event loop (reactor.h) owns every connection; SetRoutes(), Load() and Stop() may be called from any
 // thread. Metrics (docs/metrics.md "Gateway") go to the registry given, labelled by service and version.
@@ -19,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,6 +30,7 @@
 #include "gateway/http1.h"
 #include "gateway/route_table.h"
 #include "gateway/tls.h"
+#include "gateway/token_check.h"
 #include "metrics/registry.h"
 
 namespace gpugeek::gateway {
@@ -56,6 +60,9 @@ struct GatewayOptions {
   // the owner can Reload() a renewed certificate. A handshake not done within header_timeout closes the connection.
   // With TLS the process ignores SIGPIPE (OpenSSL writes to sockets with write(2)).
   std::shared_ptr<TlsServerContext> tls;
+  // Routes with `auth` (route_table.h) need it: where callers' tokens are verified (token_check.h). Unset: such
+  // routes are refused by Start and SetRoutes.
+  std::optional<TokenCheckOptions> token_check;
   uint64_t seed = 1;
   metrics::Registry* registry = nullptr;  // may be null
 };

@@ -37,6 +37,7 @@ constexpr int kGrpcUnimplemented = 12;
 constexpr int kGrpcInternal = 13;
 constexpr int kGrpcUnavailable = 14;
 constexpr int kGrpcDataLoss = 15;
+constexpr int kGrpcUnauthenticated = 16;
 
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
@@ -103,6 +104,12 @@ struct Call {
   bool body_kept = true;  // `body` still holds every request byte (a retry can send them again)
   bool request_ended = false;
   bool discard_request = false;  // the answer does not need the rest of the request: its bytes are dropped
+  // Waiting (Core::parked_): for its caller's token to be verified (`token` set), or for a ready replica (the
+  // activator, `queued`), since `parked_at`.
+  bool parked = false;
+  bool queued = false;
+  std::string token;
+  MonoTime parked_at{};
 
   // Where it goes.
   std::shared_ptr<Service> service;
@@ -221,6 +228,10 @@ class Core {
 
   // Streams.
   void StartCall(Call* x);
+  // After the route: the token (when the route asks for one), then a replica, or a wait for either (parked_).
+  void Advance(Call* x);
+  void Park(Call* x);
+  void Unpark(Call* x);
   bool TryDispatch(Call* x);
   H2UpstreamConn* UpstreamFor(const ReplicaState& r);
   H2UpstreamConn* Connect(const ReplicaState& r);
@@ -270,6 +281,7 @@ class Core {
   std::vector<std::unique_ptr<H2UpstreamConn>> upstreams_;
   std::map<std::string, H2UpstreamConn*> by_replica_;  // the connection new streams to a replica take
   std::vector<H2Conn*> dirty_;
+  std::vector<Call*> parked_;  // calls waiting for a token's verification or a ready replica, oldest first
   std::vector<H2Conn*> resume_;
   bool flush_scheduled_ = false;
   bool garbage_ = false;
@@ -645,6 +657,22 @@ void Core::StartCall(Call* x) {
     return;
   }
   Service& s = *x->service;
+  // Who the caller is comes from the gateway alone (Advance), never from the client.
+  std::erase_if(x->request,
+                [](const Header& h) { return h.name == kCallerUserHeader || h.name == kCallerTenantHeader; });
+  if (!s.route.auth_tenant.empty()) {
+    const std::string* field = FindHeader(x->request, "authorization");
+    x->token = field ? std::string(BearerToken(*field)) : std::string();
+    if (x->token.empty()) {
+      Local(x, 401, kGrpcUnauthenticated,
+            absl::StrCat("service ", s.route.service, " needs a gpugeek API token: authorization: Bearer ggk_..."));
+      return;
+    }
+    if (proxy_->token_check() == nullptr) {
+      Local(x, 503, kGrpcUnavailable, "this gateway cannot verify tokens");
+      return;
+    }
+  }
   std::optional<std::string_view> sticky_value;
   if (s.route.sticky.kind == StickyKind::kHeader) {
     if (const std::string* v = FindHeader(x->request, s.route.sticky.name)) sticky_value = *v;
@@ -656,11 +684,81 @@ void Core::StartCall(Call* x) {
   }
   x->version = choice->version;
   x->version_name = s.balancer.versions()[choice->version].name;
-  if (TryDispatch(x)) return;
+  Advance(x);
+}
+
+void Core::Advance(Call* x) {
+  Service& s = *x->service;
+  if (!x->token.empty()) {
+    TokenVerdict v = proxy_->token_check()->Check(x->token, now());
+    if (v.state == TokenVerdict::kPending) {
+      if (!x->parked) {
+        Park(x);
+      } else if (now() - x->parked_at > kTokenCheckWait) {
+        Local(x, 503, kGrpcUnavailable, "the caller's token could not be verified in time");
+      }
+      return;
+    }
+    if (v.state != TokenVerdict::kValid) {
+      const bool invalid = v.state == TokenVerdict::kInvalid;
+      Local(x, invalid ? 401 : 503, invalid ? kGrpcUnauthenticated : kGrpcUnavailable, v.reason);
+      return;
+    }
+    if (!MayCall(v.caller, s.route.auth_tenant)) {  // another tenant's service reads as absent, as in the API
+      Local(x, 404, kGrpcUnimplemented, "no service is routed here for this token");
+      return;
+    }
+    std::erase_if(x->request, [](const Header& h) { return h.name == "authorization"; });
+    x->request.push_back(Header{std::string(kCallerUserHeader), v.caller.user});
+    x->request.push_back(Header{std::string(kCallerTenantHeader), v.caller.tenant});
+    x->token.clear();
+    if (x->parked) Unpark(x);
+  }
+  if (s.retired) {
+    Local(x, 404, kGrpcUnimplemented, absl::StrCat("service ", s.route.service, " was removed from the gateway"));
+    return;
+  }
+  if (TryDispatch(x)) {
+    if (x->parked) Unpark(x);
+    return;
+  }
   if (x->attempts > 0) {
     Local(x, 502, kGrpcUnavailable, absl::StrCat("cannot connect to a replica of ", s.route.service));
-  } else {
-    Local(x, 503, kGrpcUnavailable, absl::StrCat("no replica of ", s.route.service, " is ready"));
+    return;
+  }
+  // The activator, as on the HTTP/1.1 side: the call waits for a ready replica, counted in the service's queue (the
+  // autoscaler's signal to scale from zero), at most activator_timeout.
+  if (!x->parked) {
+    if (static_cast<size_t>(s.stats->queued.load(std::memory_order_relaxed)) >= s.route.activator_queue) {
+      Local(x, 503, kGrpcUnavailable,
+            absl::StrCat("no replica of ", s.route.service, " is ready and the queue is full"));
+      return;
+    }
+    Park(x);
+  }
+  if (!x->queued) {
+    x->queued = true;
+    x->parked_at = now();
+    s.stats->queued.fetch_add(1, std::memory_order_relaxed);
+  } else if (now() - x->parked_at > s.route.activator_timeout) {
+    Local(x, 503, kGrpcUnavailable,
+          absl::StrCat("no replica of ", s.route.service, " became ready within the activator's timeout"));
+  }
+}
+
+void Core::Park(Call* x) {
+  x->parked = true;
+  x->parked_at = now();
+  parked_.push_back(x);
+}
+
+void Core::Unpark(Call* x) {
+  if (!x->parked) return;
+  x->parked = false;
+  std::erase(parked_, x);
+  if (x->queued) {
+    x->queued = false;
+    x->service->stats->queued.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 
@@ -822,6 +920,7 @@ void Core::FailOrRetry(Call* x, bool processed) {
 }
 
 void Core::Local(Call* x, int status, int grpc_status, std::string_view message) {
+  Unpark(x);
   H2ClientConn* c = x->client;
   x->status = status;
   x->response_submitted = true;
@@ -869,6 +968,7 @@ void Core::SubmitAnswer(Call* x) {
 }
 
 void Core::EndCall(Call* x) {
+  Unpark(x);
   H2ClientConn* c = x->client;
   c->buffered -= x->PendingRequest();
   x->body_sent = x->body.size();
@@ -1211,6 +1311,11 @@ ssize_t Core::ReadRequest(nghttp2_session*, int32_t sid, uint8_t* buf, size_t le
 void Core::Tick() {
   const MonoTime t = now();
   const GatewayOptions& o = proxy_->options();
+  // Waiting calls: a verified token, a ready replica, or a deadline passed (a copy: Advance unparks).
+  const std::vector<Call*> parked = parked_;
+  for (Call* x : parked) {
+    if (x->parked) Advance(x);
+  }
   for (size_t i = 0; i < clients_.size(); ++i) {
     H2ClientConn* c = clients_[i].get();
     if (c->dead) continue;
@@ -1263,6 +1368,7 @@ void Core::CloseAll() {
     proxy_->reactor()->Unwatch(u->fd);
     close(u->fd);
   }
+  parked_.clear();
   // Upstream connections point at calls the client connections own: they go first.
   by_replica_.clear();
   dirty_.clear();

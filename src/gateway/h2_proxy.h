@@ -22,8 +22,11 @@
 // one HEADERS frame with grpc-status and grpc-message; other requests get a text/plain body):
 //   404 + grpc-status 12 (UNIMPLEMENTED)       no route for :authority and :path
 //   431 + grpc-status 8 (RESOURCE_EXHAUSTED)   request head above max_head
-//   503 + grpc-status 14 (UNAVAILABLE)         no replica ready, or no version taking traffic. Unlike HTTP/1.1
-//                                              there is no activator queue here: the stream is answered at once.
+//   401 + grpc-status 16 (UNAUTHENTICATED)     a route with `auth` and no valid `authorization: Bearer` token
+//   503 + grpc-status 14 (UNAVAILABLE)         no version taking traffic; no replica ready within the route's
+//                                              activator timeout (the stream waits meanwhile, counted in the
+//                                              service's queue as HTTP/1.1 requests are, so gRPC traffic scales a
+//                                              service from zero), or the queue is full; a token not verifiable
 //   502 + grpc-status 14 (UNAVAILABLE)         no replica could be connected to
 //   504 + grpc-status 4 (DEADLINE_EXCEEDED)    no answer head within upstream_timeout
 // When the replica cannot have run a stream (its request never left the gateway, the replica refused it with

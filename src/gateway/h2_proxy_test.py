@@ -4,12 +4,15 @@
 Usage: h2_proxy_test.py PATH_TO_GPUGEEK [unittest arguments]
 
 Two replicas (versions v1 and v2, 50/50) answer with their own name; the client calls through the gateway over
-h2c with prior knowledge, as gRPC does. Handlers are generic with bytes in and out (no protoc): Debian's
+h2c with prior knowledge, as gRPC does. A real control plane (`gpugeek server`, plain HTTP, its own data folder)
+verifies the tokens of a route with `auth` (`gpugeek gateway --token-server`); a route with no replica holds calls in
+the activator until one is added (SIGHUP). Handlers are generic with bytes in and out (no protoc): Debian's
 python3-grpcio only. Every RPC has a 10 s deadline; the gateway and the replicas are stopped at the end, also on
 failure.
 """
 
 import hashlib
+import json
 import os
 import queue
 import re
@@ -22,6 +25,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 from concurrent import futures
 
 import grpc
@@ -46,6 +50,10 @@ def start_replica(name):
     def unary(request, context):
         if request == b"abort":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "bad")
+        if request == b"whoami":  # what tells the replica who called
+            seen = sorted(f"{k}={v}" for k, v in context.invocation_metadata()
+                          if k in ("gpugeek-user", "gpugeek-tenant", "authorization"))
+            return name_bytes + b"|" + ",".join(seen).encode()
         return name_bytes + b"|" + request
 
     def stream(request, context):
@@ -126,10 +134,26 @@ routes:
         replicas: [{{id: gone, address: "127.0.0.1:{pdead}"}}, {{id: r1-again, address: "127.0.0.1:{p1}"}}]
   - service: empty
     path_prefix: /empty.Empty
+    activator: {{queue: 10, timeout: 1s}}
     versions:
       - name: v1
         weight: 100
         replicas: []
+  - service: cold
+    hosts: [cold.local]
+    path_prefix: /echo.Echo
+    versions:
+      - name: v1
+        weight: 100
+        replicas: [{cold}]
+  - service: private
+    hosts: [private.local]
+    path_prefix: /echo.Echo
+    auth: {{tenant: team-a}}
+    versions:
+      - name: v1
+        weight: 100
+        replicas: [{{id: r1, address: "127.0.0.1:{p1}"}}]
   - service: dead
     path_prefix: /dead.Dead
     versions:
@@ -158,6 +182,58 @@ def stop_all():
         channel.close()
     for server in STATE.pop("servers", []):
         server.stop(0)
+    cp = STATE.pop("control_plane", None)
+    if cp is not None and cp.poll() is None:
+        cp.send_signal(signal.SIGTERM)
+        try:
+            cp.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            cp.kill()
+            cp.wait(timeout=10)
+    if cp is not None:
+        cp.stdout.close()
+
+
+def wait_for_line(proc, pattern, what):
+    """The first match of `pattern` in `proc`'s stdout within 20 s."""
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
+    deadline = time.monotonic() + 20
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(f"{what} did not say where it listens within 20 s")
+        try:
+            m = re.search(pattern, lines.get(timeout=left))
+        except queue.Empty:
+            continue
+        if m:
+            return m
+
+
+def api(method, path, token, body=None):
+    req = urllib.request.Request(STATE["cp_url"] + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+        return json.loads(r.read())
+
+
+def start_control_plane(d):
+    """`gpugeek server` with tenants team-a and team-b and a member in each: STATE["tokens"][user]."""
+    data = os.path.join(d, "cp")
+    cp = subprocess.Popen([GPUGEEK, "server", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+                           "--data-dir", data, "--insecure-no-tls"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    STATE["control_plane"] = cp
+    STATE["cp_url"] = wait_for_line(cp, r"gpugeek server listening on (http://127\.0\.0\.1:\d+)", "the server").group(1)
+    with open(os.path.join(data, "admin.token")) as f:
+        admin = f.read().strip()
+    STATE["tokens"] = {}
+    for tenant, user in (("team-a", "alice"), ("team-b", "bob")):
+        api("POST", "/v1/tenants", admin, {"name": tenant})
+        api("POST", "/v1/users", admin, {"name": user, "tenant": tenant, "role": "member"})
+        STATE["tokens"][user] = api("POST", "/v1/tokens", admin, {"user": user})["token"]
 
 
 def setUpModule():
@@ -170,13 +246,16 @@ def setUpModule():
     STATE["servers"] = [s1]
     s2, p2 = start_replica("r2")
     STATE["servers"].append(s2)
+    start_control_plane(tmp.name)
     routes = os.path.join(tmp.name, "routes.yaml")
+    STATE["routes"], STATE["ports"] = routes, dict(p1=p1, p2=p2, pdead=free_port())
     with open(routes, "w") as f:
-        f.write(ROUTES.format(p1=p1, p2=p2, pdead=free_port()))
+        f.write(ROUTES.format(cold="", **STATE["ports"]))
     stderr = open(os.path.join(tmp.name, "gateway.stderr"), "w+")
     STATE["stderr"] = stderr
     gw = subprocess.Popen(
-        [GPUGEEK, "gateway", "--routes", routes, "--listen", "127.0.0.1:0", "--metrics-listen", "off"],
+        [GPUGEEK, "gateway", "--routes", routes, "--listen", "127.0.0.1:0", "--metrics-listen", "off",
+         "--token-server", STATE["cp_url"]],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -293,10 +372,52 @@ class H2ProxyTest(unittest.TestCase):
         self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
         self.assertIn("no service is routed", e.exception.details())
 
-    def test_no_ready_replica_is_unavailable(self):
+    def test_no_ready_replica_is_unavailable_after_the_activator_timeout(self):
+        began = time.monotonic()
         with self.assertRaises(grpc.RpcError) as e:
             unary("/empty.Empty/Unary")(b"x", timeout=TIMEOUT)
         self.assertEqual(e.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("within the activator's timeout", e.exception.details())
+        self.assertGreaterEqual(time.monotonic() - began, 0.9)  # held for the route's 1 s first
+
+    def test_call_waits_in_the_activator_until_a_replica_is_ready(self):
+        channel = grpc.insecure_channel(f"127.0.0.1:{STATE['port']}",
+                                        options=[("grpc.enable_http_proxy", 0), ("grpc.default_authority", "cold.local")])
+        try:
+            future = unary(channel=channel).future(b"cold", timeout=TIMEOUT)
+            time.sleep(1.0)
+            self.assertFalse(future.done(), "the call was answered with no replica ready")
+            with open(STATE["routes"], "w") as f:
+                f.write(ROUTES.format(cold=f'{{id: r1-cold, address: "127.0.0.1:{STATE["ports"]["p1"]}"}}',
+                                      **STATE["ports"]))
+            STATE["gateway"].send_signal(signal.SIGHUP)
+            self.assertEqual(future.result(timeout=TIMEOUT), b"r1|cold")
+        finally:
+            channel.close()
+
+    def test_route_with_auth_needs_a_token_of_its_tenant(self):
+        channel = grpc.insecure_channel(f"127.0.0.1:{STATE['port']}", options=[
+            ("grpc.enable_http_proxy", 0), ("grpc.default_authority", "private.local")])
+        try:
+            call = unary(channel=channel)
+            with self.assertRaises(grpc.RpcError) as e:
+                call(b"x", timeout=TIMEOUT)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            with self.assertRaises(grpc.RpcError) as e:
+                call(b"x", timeout=TIMEOUT, metadata=[("authorization", "Bearer ggk_nonsense")])
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            with self.assertRaises(grpc.RpcError) as e:  # another tenant's service reads as absent
+                call(b"x", timeout=TIMEOUT, metadata=[("authorization", "Bearer " + STATE["tokens"]["bob"])])
+            self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            alice = [("authorization", "Bearer " + STATE["tokens"]["alice"])]
+            self.assertEqual(call(b"hi", timeout=TIMEOUT, metadata=alice), b"r1|hi")
+            self.assertEqual(call(b"again", timeout=TIMEOUT, metadata=alice), b"r1|again")  # the remembered answer
+            # The replica learns who called, not the token; an identity the client claims itself is dropped.
+            forged = alice + [("gpugeek-user", "root")]
+            self.assertEqual(call(b"whoami", timeout=TIMEOUT, metadata=forged),
+                             b"r1|gpugeek-tenant=team-a,gpugeek-user=alice")
+        finally:
+            channel.close()
 
     def test_dead_replica_is_unavailable(self):
         with self.assertRaises(grpc.RpcError) as e:

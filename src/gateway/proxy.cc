@@ -28,12 +28,17 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr Duration kLingerTime = std::chrono::seconds(1);
 constexpr size_t kLingerBytes = 4 * 1024 * 1024;
 
+// A 401's challenge (RFC 6750 3).
+constexpr std::string_view kWwwAuthenticate = "WWW-Authenticate: Bearer realm=\"gpugeek\"\r\n";
+
 MonoTime Now() { return MonoTime(std::chrono::steady_clock::now().time_since_epoch()); }
 
 std::string_view StatusText(int status) {
   switch (status) {
     case 400:
       return "Bad Request";
+    case 401:
+      return "Unauthorized";
     case 404:
       return "Not Found";
     case 408:
@@ -131,8 +136,8 @@ void UpstreamConn::OnEvents(uint32_t events) {
   proxy->UpstreamEvents(this, events);
 }
 
-Proxy::Proxy(GatewayOptions options, Reactor* reactor)
-    : options_(std::move(options)), reactor_(reactor), seed_(options_.seed) {
+Proxy::Proxy(GatewayOptions options, Reactor* reactor, TokenCheck* token_check)
+    : options_(std::move(options)), reactor_(reactor), token_check_(token_check), seed_(options_.seed) {
   request_limits_ = FramingLimits{.max_head_bytes = options_.max_head, .max_body_bytes = options_.max_request_body};
   response_limits_ = FramingLimits{.max_head_bytes = options_.max_head, .max_body_bytes = std::nullopt};
   now_ = Now();
@@ -467,6 +472,24 @@ void Proxy::StartExchange(ClientConn* c) {
     return;
   }
   const std::shared_ptr<Service>& service = services_[table_.routes[route].service];
+  const bool auth = !service->route.auth_tenant.empty();
+  std::string_view bearer;
+  if (auth) {
+    const std::string* field = h.Find("authorization");
+    bearer = field ? BearerToken(*field) : std::string_view();
+    if (bearer.empty() || token_check_ == nullptr) {
+      if (has_body) c->keep_alive = false;
+      if (bearer.empty()) {
+        Respond(c, 401, StatusText(401),
+                absl::StrCat("service ", service->route.service,
+                             " needs a gpugeek API token: Authorization: Bearer ggk_... (gpugeek token create)"),
+                false, kWwwAuthenticate);
+      } else {
+        Respond(c, 503, StatusText(503), "this gateway cannot verify tokens", true);
+      }
+      return;
+    }
+  }
   auto x = std::make_unique<Exchange>();
   x->client = c;
   x->service = service;
@@ -531,6 +554,12 @@ void Proxy::StartExchange(ClientConn* c) {
       continue;
     }
     if (absolute && absl::EqualsIgnoreCase(f.name, "host")) continue;
+    // The caller's token stays here; who it is comes from the gateway alone (Authorize).
+    if ((auth && absl::EqualsIgnoreCase(f.name, "authorization")) ||
+        absl::EqualsIgnoreCase(f.name, AV(kCallerUserHeader)) ||
+        absl::EqualsIgnoreCase(f.name, AV(kCallerTenantHeader))) {
+      continue;
+    }
     absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
   }
   if (h.chunked) {
@@ -543,7 +572,68 @@ void Proxy::StartExchange(ClientConn* c) {
   out.append("\r\n");
   c->active = x.get();
   c->reading_body = has_body;
+  if (auth) {
+    x->token = std::string(bearer);
+    AuthStep step = Authorize(*x);
+    if (step.kind == AuthStep::kRefuse) {
+      FailExchange(std::move(x), step.status, step.why);
+      return;
+    }
+    if (step.kind == AuthStep::kWait) {
+      x->awaiting_auth = true;
+      x->sent_at = now_;
+      auth_wait_.push_back(std::move(x));
+      return;
+    }
+  }
   Dispatch(std::move(x));
+}
+
+Proxy::AuthStep Proxy::Authorize(Exchange& x) {
+  TokenVerdict v = token_check_->Check(x.token, now_);
+  switch (v.state) {
+    case TokenVerdict::kPending:
+      return {.kind = AuthStep::kWait};
+    case TokenVerdict::kInvalid:
+      return {.kind = AuthStep::kRefuse, .status = 401, .why = std::move(v.reason)};
+    case TokenVerdict::kUnverifiable:
+      return {.kind = AuthStep::kRefuse, .status = 503, .why = std::move(v.reason)};
+    case TokenVerdict::kValid:
+      break;
+  }
+  // Another tenant's service reads as absent, as in the API.
+  if (!MayCall(v.caller, x.service->route.auth_tenant)) {
+    return {.kind = AuthStep::kRefuse, .status = 404, .why = "no service is routed here for this token"};
+  }
+  x.request.insert(x.request.size() - 2,
+                   absl::StrCat("Gpugeek-User: ", v.caller.user, "\r\nGpugeek-Tenant: ", v.caller.tenant, "\r\n"));
+  x.token.clear();
+  x.awaiting_auth = false;
+  return {.kind = AuthStep::kGo};
+}
+
+void Proxy::ResumeAuthWaits() {
+  if (auth_wait_.empty()) return;
+  // Taken out whole: answering one may close clients whose exchanges wait here (Abandon then finds them gone).
+  std::deque<std::unique_ptr<Exchange>> waiting;
+  waiting.swap(auth_wait_);
+  for (auto& x : waiting) {
+    if (x->client == nullptr) continue;  // the client went away
+    AuthStep step = Authorize(*x);
+    if (step.kind == AuthStep::kWait) {
+      if (now_ - x->sent_at <= kTokenCheckWait) {
+        auth_wait_.push_back(std::move(x));
+      } else {
+        FailExchange(std::move(x), 503, "the caller's token could not be verified in time");
+      }
+    } else if (step.kind == AuthStep::kRefuse) {
+      FailExchange(std::move(x), step.status, step.why);
+    } else {
+      ClientConn* c = x->client;
+      Dispatch(std::move(x));
+      if (c && !c->dead && c->reading_body) resume_.push_back(c), ScheduleFlush();
+    }
+  }
 }
 
 void Proxy::ForwardBody(ClientConn* c) {
@@ -613,11 +703,12 @@ void Proxy::ClientFlush(ClientConn* c) {
   }
 }
 
-void Proxy::Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after) {
+void Proxy::Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after,
+                    std::string_view extra) {
   const bool close = !c->keep_alive || c->reading_body || c->peer_closed;
   absl::StrAppend(&c->out.bytes, "HTTP/1.1 ", status, " ", absl::string_view(reason.data(), reason.size()),
                   "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", body.size() + 1, "\r\n",
-                  retry_after ? "Retry-After: 1\r\n" : "",
+                  retry_after ? "Retry-After: 1\r\n" : "", AV(extra),
                   close       ? "Connection: close\r\n"
                   : c->http10 ? "Connection: keep-alive\r\n"
                               : "",
@@ -695,6 +786,11 @@ void Proxy::LingerRead(ClientConn* c) {
 
 void Proxy::Abandon(Exchange* x) {
   x->client = nullptr;
+  if (x->awaiting_auth) {
+    auto it = std::find_if(auth_wait_.begin(), auth_wait_.end(), [x](const auto& q) { return q.get() == x; });
+    if (it != auth_wait_.end()) auth_wait_.erase(it);  // frees `x`
+    return;
+  }
   UpstreamConn* u = x->upstream;
   if (u == nullptr) {
     // Waiting in the activator: its place goes, so the queue's bound and the autoscaler count live clients only.
@@ -859,7 +955,7 @@ void Proxy::FailExchange(std::unique_ptr<Exchange> x, int status, std::string_vi
     MarkDirty(c);
     return;
   }
-  Respond(c, status, StatusText(status), why, status == 503);
+  Respond(c, status, StatusText(status), why, status == 503, status == 401 ? kWwwAuthenticate : std::string_view());
   if (!c->close_after) resume_.push_back(c), ScheduleFlush();
 }
 
@@ -1318,6 +1414,7 @@ void Proxy::Collect() {
 void Proxy::Tick() {
   Touch();
   ApplyRoutes();
+  ResumeAuthWaits();
   for (auto& cp : clients_) {
     ClientConn* c = cp.get();
     if (c->dead) continue;
@@ -1423,6 +1520,7 @@ void Proxy::CloseAll() {
       close(u->fd);
     }
   }
+  auth_wait_.clear();
   clients_.clear();
   upstreams_.clear();
   pools_.clear();

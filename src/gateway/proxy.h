@@ -81,6 +81,9 @@ struct Exchange {
   std::string set_cookie;  // a version to pin with the sticky cookie
   MonoTime began{};        // the request head parsed
   MonoTime sent_at{};      // dispatched to the current upstream
+  // The route asks for tokens (ServiceRoute::auth_tenant) and this one is being verified (Proxy::auth_wait_).
+  bool awaiting_auth = false;
+  std::string token;  // the caller's bearer token until it is verified
 };
 
 struct ClientConn final : IoHandler {
@@ -144,7 +147,8 @@ struct UpstreamConn final : IoHandler {
 
 class Proxy final : public IoHandler {
  public:
-  Proxy(GatewayOptions options, Reactor* reactor);
+  // `token_check` (may be null: no route asks for tokens) is borrowed.
+  Proxy(GatewayOptions options, Reactor* reactor, TokenCheck* token_check);
   ~Proxy() override;
 
   absl::Status Listen();
@@ -167,7 +171,9 @@ class Proxy final : public IoHandler {
   // bytes sends a reset, which may destroy the answer before the client reads it.
   void StartLinger(ClientConn* c);
   void LingerRead(ClientConn* c);
-  void Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after = false);
+  // `extra`: more header fields, each ending in CRLF.
+  void Respond(ClientConn* c, int status, std::string_view reason, std::string_view body, bool retry_after = false,
+               std::string_view extra = {});
 
   // Upstream side.
   void UpstreamEvents(UpstreamConn* u, uint32_t events);
@@ -192,6 +198,7 @@ class Proxy final : public IoHandler {
     return it == services_.end() ? nullptr : it->second;
   }
   Reactor* reactor() const { return reactor_; }
+  TokenCheck* token_check() const { return token_check_; }
   const GatewayOptions& options() const { return options_; }
   void Record(Exchange& x);
   VersionMetrics* MetricsFor(const Exchange& x);
@@ -216,6 +223,15 @@ class Proxy final : public IoHandler {
   void Abandon(Exchange* x);
   void FailExchange(std::unique_ptr<Exchange> x, int status, std::string_view why);
   void DrainActivators();
+  // Exchanges whose caller's token is being verified: on to Dispatch once it is, else answered (401, 404, 503).
+  void ResumeAuthWaits();
+  struct AuthStep {
+    enum Kind { kGo, kWait, kRefuse } kind = kGo;
+    int status = 0;  // kRefuse: 401, 404 or 503
+    std::string why;
+  };
+  // What `x`'s caller may do now; with kGo the head `x` sends names the caller.
+  AuthStep Authorize(Exchange& x);
   void FlushAll();
   void ScheduleFlush();
   void UpstreamRead(UpstreamConn* u);
@@ -232,6 +248,8 @@ class Proxy final : public IoHandler {
 
   GatewayOptions options_;
   Reactor* reactor_;
+  TokenCheck* token_check_;
+  std::deque<std::unique_ptr<Exchange>> auth_wait_;
   int listen_fd_ = -1;
   int spare_fd_ = -1;  // closed to accept-and-close a client when out of descriptors (EMFILE)
   uint16_t port_ = 0;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -63,6 +64,10 @@ absl::Status ValidateRouteTable(const RouteTable& table) {
     if (r.activator_queue > 1'000'000) return Field(p + ".activator.queue", "must be 0 to 1000000 requests");
     if (r.activator_timeout < std::chrono::seconds(1) || r.activator_timeout > std::chrono::hours(1)) {
       return Field(p + ".activator.timeout", "must be 1s to 1h");
+    }
+    if (r.auth_tenant.size() > 64 ||
+        std::any_of(r.auth_tenant.begin(), r.auth_tenant.end(), [](char ch) { return ch < 0x21 || ch == 0x7f; })) {
+      return Field(p + ".auth.tenant", "must be a tenant name: 1 to 64 characters, no spaces or control characters");
     }
     if (r.sticky.kind != StickyKind::kNone && !IsHttpToken(r.sticky.name)) {
       return Field(p + ".sticky",
@@ -153,7 +158,8 @@ absl::StatusOr<ReplicaEndpoint> ParseReplica(const YAML::Node& n, const std::str
 
 absl::StatusOr<ServiceRoute> ParseRoute(const YAML::Node& n, const std::string& p) {
   if (auto s = OnlyKeys(
-          n, p, {"service", "hosts", "path_prefix", "sticky", "retries", "activator", "pipelining", "versions"});
+          n, p,
+          {"service", "hosts", "path_prefix", "sticky", "retries", "activator", "pipelining", "auth", "versions"});
       !s.ok()) {
     return s;
   }
@@ -195,6 +201,11 @@ absl::StatusOr<ServiceRoute> ParseRoute(const YAML::Node& n, const std::string& 
       if (!d.ok()) return Field(p + ".activator.timeout", std::string(d.status().message()));
       r.activator_timeout = *d;
     }
+  }
+  if (const YAML::Node auth = n["auth"]) {
+    if (auto s = OnlyKeys(auth, p + ".auth", {"tenant"}); !s.ok()) return s;
+    GW_ASSIGN(r.auth_tenant, Scalar(auth["tenant"], p + ".auth.tenant"));
+    if (r.auth_tenant.empty()) return Field(p + ".auth.tenant", "must name the tenant whose tokens may call");
   }
   if (n["pipelining"]) {
     std::string b;

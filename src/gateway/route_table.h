@@ -12,6 +12,7 @@
 //       retries: 2                          # idempotent requests, on another replica
 //       activator: {queue: 10000, timeout: 60s}
 //       pipelining: true                    # idempotent requests without a body may share upstream connections
+//       auth: {tenant: acme}                # callers send a gpugeek API token of this tenant (token_check.h)
 //       versions:
 //         - name: v1
 //           weight: 90
@@ -41,6 +42,9 @@ struct ServiceRoute {
   size_t activator_queue = 10000;
   Duration activator_timeout = std::chrono::seconds(60);
   bool pipelining = true;
+  // Not empty: every request needs `Authorization: Bearer TOKEN` of a user of this tenant, or of an admin
+  // (token_check.h); the gateway answers 401 without a valid one, and 404 for another tenant's (as the API does).
+  std::string auth_tenant;
   bool operator==(const ServiceRoute&) const = default;
 };
 
@@ -53,7 +57,7 @@ struct RouteTable {
 // not [a-z0-9-]{1,63}, two routes share a service name, a path prefix does not start with '/', weights are outside
 // 0..100 or do not sum to 100 (over a route with any version), a replica address is not a numeric IPv4 host:port,
 // capacity_milli <= 0, retries outside 0..5, an activator queue outside 0..1,000,000 or timeout outside 1 s..1 h,
-// a sticky header or cookie name not an HTTP token.
+// a sticky header or cookie name not an HTTP token, an auth tenant above 64 characters or with a control character.
 absl::Status ValidateRouteTable(const RouteTable& table);
 
 // Parses the YAML above (bounded as every outside document: api/bounded_yaml.h) and validates it.

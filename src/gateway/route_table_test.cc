@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "gateway/gateway.h"
+
 namespace gpugeek::gateway {
 namespace {
 
@@ -52,6 +54,9 @@ TEST(RouteTable, ErrorsNameTheField) {
        "routes[0].versions[0].replicas[0].address"},
       {"routes: [{service: a, bogus: 1}]", "routes[0]: unknown field \"bogus\""},
       {"routes: [{service: a, activator: {timeout: 2h}}]", "routes[0].activator.timeout"},
+      {"routes: [{service: a, auth: {tenant: ''}}]", "routes[0].auth.tenant: must name the tenant"},
+      {"routes: [{service: a, auth: {tenant: 'team a'}}]", "routes[0].auth.tenant: must be a tenant name"},
+      {"routes: [{service: a, auth: {user: x}}]", "routes[0].auth: unknown field \"user\""},
   };
   for (const auto& [yaml, prefix] : cases) {
     auto t = ParseRouteTable(yaml);
@@ -59,6 +64,20 @@ TEST(RouteTable, ErrorsNameTheField) {
     EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << t.status();
     EXPECT_EQ(t.status().message().substr(0, std::string_view(prefix).size()), prefix) << t.status();
   }
+}
+
+TEST(RouteTable, AuthNamesTheTenantAndNeedsAGatewayThatVerifiesTokens) {
+  auto t = ParseRouteTable("routes: [{service: a, auth: {tenant: team-a}, versions: [{name: v1, weight: 100}]}]");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->routes[0].auth_tenant, "team-a");
+  auto refused = Gateway::Start(GatewayOptions{}, *t);  // no token_check: nobody could verify a token
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(),
+            "routes[0].auth: this gateway cannot verify tokens; give it the control plane that issues them (gpugeek "
+            "gateway --server URL, or --token-server URL with --routes)");
+  auto open = Gateway::Start(GatewayOptions{}, RouteTable{});
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_FALSE((*open)->SetRoutes(*t).ok());
 }
 
 TEST(RouteTable, MatchByHostThenLongestPrefixAtSegmentBoundary) {

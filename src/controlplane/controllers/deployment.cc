@@ -837,6 +837,7 @@ absl::StatusOr<nlohmann::json> DeploymentController::Routes() {
         route["sticky"] = {{std::string(api::StickyKeyName(spec->traffic.sticky->key)), spec->traffic.sticky->name}};
       }
       route["retries"] = std::min(spec->traffic.retries, 5);  // the gateway's bound
+      if (spec->traffic.auth_token) route["auth"] = {{"tenant", s.tenant}};
       route["activator"] = {
           {"queue", spec->traffic.activator.queue},
           {"timeout_ms",

@@ -9,12 +9,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+#include "http/client.h"
 #include "http/server.h"
+#include "pki/pki.h"
 
 namespace gpugeek::gateway {
 namespace {
@@ -663,6 +667,57 @@ TEST(Gateway, AbsoluteFormTargetsRouteByTheirHostAndGoUpstreamInOriginForm) {
   EXPECT_EQ(r.body, "an absolute-form request target must be an http or https URI\n");
   EXPECT_EQ(a.served(), 1);
   EXPECT_EQ(b.served(), 2);
+}
+
+}  // namespace
+}  // namespace gpugeek::gateway
+
+namespace gpugeek::gateway {
+namespace {
+
+// TLS termination in process (the sanitizer lanes run it; tls_test.py checks curl, openssl s_client and gRPC): a
+// local CA, the gateway's certificate, http::Client's TLS 1.3 verifying it; many clients at once, an 8 MiB answer
+// byte for byte, a plain-text client refused while the others go on.
+TEST(GatewayTls, ServesHttpsToVerifyingClientsAndNothingToPlainText) {
+  const std::string dir = ::testing::TempDir() + "gateway_tls_" + std::to_string(getpid());
+  auto pki = pki::EnsureLocalPki({.dir = dir, .add_hostname = false});
+  ASSERT_TRUE(pki.ok()) << pki.status();
+  Replica v1("v1");
+  GatewayOptions o;
+  auto tls = TlsServerContext::Load(pki->server_cert_file, pki->server_key_file);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  o.tls = *std::move(tls);
+  auto gw = StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {v1.Endpoint()}}}), nullptr, o);
+  const http::ClientOptions co{.base_url = "https://127.0.0.1:" + std::to_string(gw->port()),
+                               .ca_file = pki->ca_cert_file};
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&] {
+      auto c = http::Client::Create(co);
+      if (!c.ok()) return;
+      for (int i = 0; i < 25; ++i) ok += (*c)->GetText("/x").value_or("") == "v1" ? 1 : 0;
+    });
+  }
+  {
+    Conn plain(gw->port());  // plain text on the TLS port: no HTTP answer, and the others are not held up
+    plain.Send(Get("/x"));
+    EXPECT_EQ(plain.Read().status, 0);
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 200);
+  auto c = http::Client::Create(co);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto big = (*c)->GetText("/big");
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(*big, std::string(8 << 20, 'b'));
+  // A certificate that does not belong to its key is refused naming both files.
+  auto mismatched = TlsServerContext::Load(pki->server_cert_file, pki->ca_key_file);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_EQ(std::string(mismatched.status().message()),
+            absl::StrCat("TLS key ", pki->ca_key_file, " does not belong to certificate ", pki->server_cert_file,
+                         "; give the pair together"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

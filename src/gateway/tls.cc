@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <cstring>
 #include <string_view>
@@ -59,10 +60,12 @@ absl::StatusOr<SSL_CTX*> MakeContext(const std::string& cert_file, const std::st
     return fail(
         fmt::format("TLS certificate {}: not a readable PEM certificate chain ({})", cert_file, OpenSslError()));
   }
-  if (SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+  const bool key_read = SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) == 1;
+  const bool mismatch = !key_read && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH;
+  if (!key_read && !mismatch) {
     return fail(fmt::format("TLS key {}: not a readable unencrypted PEM private key ({})", key_file, OpenSslError()));
   }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
+  if (mismatch || SSL_CTX_check_private_key(ctx) != 1) {
     return fail(
         fmt::format("TLS key {} does not belong to certificate {}; give the pair together", key_file, cert_file));
   }

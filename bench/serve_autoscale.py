@@ -1,5 +1,5 @@
 """Autoscaling of a served model, end to end: gpugeek up's gateway, deployment controller and agent with
-examples/gpt-serve.yaml (examples/gpt/serve.py replicas), driven by real HTTP clients. Measures:
+bench/serve_autoscale.yaml (examples/gpt/serve.py replicas, seeded weights), driven by real HTTP clients. Measures:
 
   1. burst: 1 client, then 50 at once: seconds from the burst to the first scale-up decision (the service's desired
      replicas rising) and to the new replicas being READY; the panic window is 10 % of the spec's stable window;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Autoscaling of a served model end to end (bench/serve_autoscale.py says what is measured): starts `gpugeek up`
-# in a fresh data folder (emulated 8 x A100 when the host has no GPU), deploys examples/gpt-serve.yaml, drives it
-# through the gateway, and stops everything.
+# in a fresh data folder (emulated 8 x A100 when the host has no GPU), deploys bench/serve_autoscale.yaml (the
+# quickstart's examples/gpt-serve.yaml on serve.py's seeded weights: no registry needed), drives it through the
+# gateway, and stops everything.
 #
 #   bash bench/serve_autoscale.sh [BUILD_DIR] [CYCLES]     # CYCLES cold starts (default 20; about 20 s each)
 set -euo pipefail
@@ -22,6 +23,6 @@ for _ in $(seq 150); do
   kill -0 "$up_pid" 2>/dev/null || { cat "$log"; echo "gpugeek up exited" >&2; exit 1; }
   sleep 0.2
 done
-"$build/gpugeek" serve examples/gpt-serve.yaml --server "$url" >&2
+"$build/gpugeek" serve bench/serve_autoscale.yaml --server "$url" >&2
 /usr/bin/python3 bench/serve_autoscale.py --gpugeek "$build/gpugeek" --server "$url" \
   --gateway "https://127.0.0.1:$((port + 10))" --cacert "$data/server/tls/ca.crt" --cycles "$cycles"

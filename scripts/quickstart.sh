@@ -5,7 +5,9 @@
 # example, which the planner sizes and the scheduler places, follows it to completion, prints
 # where each step happened; then the main job for real: examples/gpt/ from its workdir, trained with
 # PyTorch DDP (2 ranks through `launcher: torch`, about 20 s on 2 CPU cores), its loss falling in the
-# followed log; shows the pool in `gpugeek top` and as Prometheus metrics, and stops.
+# followed log; shows the pool in `gpugeek top` and as Prometheus metrics; pushes the trained model to the
+# server's model registry as safetensors, float32 and int8 (`gpugeek quantize`), and serves it behind the
+# gateway as an A/B split of the two (examples/gpt-serve.yaml); and stops.
 # Everything runs over TLS 1.3: `gpugeek up` makes a local CA and certificates on its first start and
 # saves the CLI profile "local" (server, admin token, CA), so no command below needs a flag for them.
 set -euo pipefail
@@ -42,8 +44,11 @@ out=$(mktemp -t gpugeek-submit.XXXXXX.log)
 step build/gpugeek submit examples/llama2-70b-lora.yaml --follow --server "$url" | tee "$out"
 id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$out" | head -1)
 step build/gpugeek events --job "$id" --server "$url"
-# The main job for real: a GPT trained with DDP from its workdir (examples/gpt-train.yaml).
-step build/gpugeek submit examples/gpt-train.yaml --follow --server "$url"
+# The main job for real: a GPT trained with DDP from its workdir (examples/gpt-train.yaml). At the end rank 0
+# exports the trained weights to out/model/ (model.safetensors + config.json) in the job's working folder.
+train_out=$(mktemp -t gpugeek-train.XXXXXX.log)
+step build/gpugeek submit examples/gpt-train.yaml --follow --server "$url" | tee "$train_out"
+train_id=$(sed -n 's/^submitted \(j-[0-9]*\).*/\1/p' "$train_out" | head -1)
 # The same training from a dataset version on the server (examples/gpt-train-dataset.yaml): the texts
 # pushed once as a version (content-defined chunks; a later push sends only what changed), the job names
 # `dataset: licenses@main`, and the node fetches the version by digest and checks it out read-only.
@@ -60,9 +65,32 @@ printf '\n\033[1m$ curl -s --cacert %s -H "Authorization: Bearer $(cat %s)" %s/m
 metrics=$(curl -s --fail --cacert "$ca_file" -H "Authorization: Bearer $(cat "$token_file")" "$url/metrics")
 echo "$metrics" | grep -E '^gpugeek_(pool_gpus|pool_allocated_milligpus|pool_fragmentation_ratio|jobs|job_transitions_total)[{ ]' || true
 
-# A model service: the GPT example behind the gateway `gpugeek up` runs on 127.0.0.1:8480, two versions in a 90/10
-# A/B split (examples/gpt-serve.yaml). The first request waits in the gateway's activator while a replica starts.
+# The trained model into the server's registry (docs/models.md): the folder train.py exported is in the job's
+# working folder on this node, <agent data dir>/work/JOB-0 (docs/job-spec.md; the agent keeps it after the job
+# ends; as root it is the tenant user's, 0700, and root reads it). Branch fp32 gets it as trained, branch int8
+# the same weights quantised per output row (`--skip embeddings`: the token embedding is also the output head);
+# each version is also tagged with the job that trained it (tags never move; a rerun trains in a new job, so new
+# tags, and moves the branches to its weights; identical weights push nothing: "already this folder").
+trained="$data_dir/agent/work/$train_id-0/out/model"
+step build/gpugeek model push "$trained" --name gpt --branch fp32 --tag "$train_id-fp32" \
+  -m "examples/gpt trained by $train_id" --server "$url"
+int8_dir=$(mktemp -d -t gpugeek-gpt-int8.XXXXXX)
+step build/gpugeek quantize "$trained/model.safetensors" --to int8 --skip embeddings --out "$int8_dir/model.safetensors"
+cp "$trained/config.json" "$int8_dir/"
+step build/gpugeek model push "$int8_dir" --name gpt --branch int8 --tag "$train_id-int8" \
+  -m "examples/gpt trained by $train_id, int8 (gpugeek quantize --skip embeddings)" --server "$url"
+rm -rf "$int8_dir"
+step build/gpugeek model ls --server "$url"
+
+# A model service: that model behind the gateway `gpugeek up` runs on 127.0.0.1:8480, two versions in a 90/10 A/B
+# split (examples/gpt-serve.yaml): v1 the trained weights (weights: gpt@fp32), v2 the int8 ones (gpt@int8), each
+# replica reading its version's checkout in $GPUGEEK_MODEL_DIR. A replica resolves its branch when it starts, so a
+# rerun first deletes the service an earlier run left (its replicas would come back on that run's weights). The
+# first request waits in the gateway's activator while a replica starts (and its node fetches the model).
 gateway="https://127.0.0.1:${GPUGEEK_GATEWAY_PORT:-8480}"  # TLS 1.3 with the local CA's certificate, as the API
+if build/gpugeek services --server "$url" | grep -q '^gpt '; then
+  step build/gpugeek service delete gpt --server "$url"
+fi
 step build/gpugeek serve examples/gpt-serve.yaml --server "$url"
 for i in $(seq 1 40); do
   code=$(curl -s --cacert "$ca_file" -o /dev/null -w '%{http_code}' -H 'Host: gpt' -H 'Content-Type: application/json' \
@@ -70,11 +98,15 @@ for i in $(seq 1 40); do
   [ "$code" = 200 ] && break
   sleep 0.5   # the gateway learns of the new service within a second
 done
-printf '\n\033[1m$ curl --cacert %s -H "Host: gpt" -d {"prompt": "The ", "max_tokens": 8} %s/predict   (x 100)\033[0m\n' "$ca_file" "$gateway"
+printf '\n\033[1m$ curl --cacert %s -H "Host: gpt" -d {"prompt": "The ", "max_tokens": 8} %s/predict   (x 100; each answer once, with its count)\033[0m\n' "$ca_file" "$gateway"
+answers=$(mktemp -t gpugeek-answers.XXXXXX.jsonl)
 for i in $(seq 1 100); do
   curl -s --fail --cacert "$ca_file" -H 'Host: gpt' -H 'Content-Type: application/json' -d '{"prompt": "The ", "max_tokens": 8}' \
-    "$gateway/predict" >/dev/null
+    "$gateway/predict" >>"$answers"
+  echo >>"$answers"
 done
+sort "$answers" | uniq -c   # the trained model's continuation, from v1 (fp32) and v2 (int8)
+rm -f "$answers"
 step build/gpugeek replicas gpt --server "$url"
 sleep 1.5   # the gateway reports what it served each second
 step build/gpugeek top --once --server "$url"

@@ -18,6 +18,9 @@ With --eval-every N (a trial of a gpugeek experiment, docs/hpo.md) it also evalu
 trial it stops as on SIGTERM. The final validation loss is reported at the last step.
 Every rank appends `step epoch position i1 i2 ...` (the windows it trained on at that step) to
 samples-rank{R}.txt in --out. On start every rank resumes from --out/checkpoint.pt when there is one.
+At the end (not on SIGTERM) rank 0 exports the trained model to --out/model/: model.safetensors (the float32
+weights, no optimizer, nothing pickled) and the config.json they fit, a folder `gpugeek model push` takes
+and serve.py --model-dir loads (export_model).
 Exit status: 0 done; 2 bad arguments, layout or a checkpoint of other arguments in --out.
 """
 
@@ -42,6 +45,7 @@ import dataset_version
 import dist_env
 import gpugeek_checkpoint
 import gpugeek_hpo
+import safetensors_io
 from model import build_model, count_parameters
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -196,6 +200,25 @@ def resume(args, env, model, optimizer, device):
     return progress
 
 
+def export_model(args, model):
+    """Writes the trained model as a model folder, --out/model/: model.safetensors ({name: float32 tensor} as
+    model.state_dict() names them, metadata {"format": "pt"}) and config.json (--config with --n-embd applied,
+    so the file fits the weights). Each file goes to a temporary name and is renamed into place: a reader sees
+    the previous file or the new one, whole. Returns the folder."""
+    folder = os.path.join(args.out, "model")
+    os.makedirs(folder, exist_ok=True)
+    safetensors_io.save_file(model.state_dict(), os.path.join(folder, "model.safetensors"), {"format": "pt"})
+    with open(args.config, encoding="utf-8") as f:
+        config = json.load(f)
+    if args.n_embd:
+        config["n_embd"] = args.n_embd
+    tmp = os.path.join(folder, "config.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2)
+    os.replace(tmp, os.path.join(folder, "config.json"))
+    return folder
+
+
 def evaluate(model, val_tokens, args, env, device):
     """Mean validation loss (nats per byte) over the first --eval-windows windows, shared by the ranks."""
     n = min(args.eval_windows, data.num_windows(val_tokens, args.seq_len))
@@ -308,6 +331,7 @@ def train(args, env, stop_request):
             json.dump(summary, f, indent=2)
         print(f"done steps={summary['steps']} last_loss={summary['last_loss']:.4f} val_loss={val_loss:.4f}",
               flush=True)
+        print(f"exported model={export_model(args, model.module)}", flush=True)
         if args.eval_every:
             gpugeek_hpo.report(progress["step"], val_loss)  # the trial's final value
     dist.barrier()

@@ -25,11 +25,13 @@ std::string OpenSslError() {
   return text;
 }
 
-// ALPN (RFC 7301 3.2): the server's choice among the client's protocols; "h2" first, then "http/1.1". A client that
-// offers neither gets no ALPN answer (the handshake goes on; the bytes that follow tell the protocol).
+// ALPN (RFC 7301 3.2): the server's choice among the client's protocols: "http/1.1" when offered, else "h2". The
+// HTTP/2 side relays streams to replicas as HTTP/2 (gRPC servers), while REST and WebSocket replicas speak HTTP/1.1:
+// a client that can speak both (curl, browsers) is kept on HTTP/1.1, and one that offers only h2 (gRPC) gets it. A
+// client that offers neither gets no ALPN answer (the handshake goes on; the bytes that follow tell the protocol).
 int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
                void*) {
-  for (std::string_view want : {kH2, kHttp11}) {
+  for (std::string_view want : {kHttp11, kH2}) {
     for (unsigned int i = 0; i < inlen;) {
       const unsigned int n = in[i];
       if (i + 1 + n > inlen) break;

@@ -4,9 +4,9 @@
 // writes through (buffer.h's ReadInto / WriteFrom with a session). Replicas are reached in plain text: they listen
 // on the node's loopback or the cluster network, and the gateway is the edge.
 //
-// ALPN (RFC 7301): a client offering "h2" gets it (gRPC, HTTP/2); otherwise "http/1.1". Either way the protocol is
-// told by the first bytes after the handshake, as on the plain listener (the HTTP/2 preface), so a client without
-// ALPN works too.
+// ALPN (RFC 7301): a client offering "http/1.1" gets it (curl, browsers: REST and WebSocket replicas speak HTTP/1.1);
+// one offering only "h2" gets h2 (gRPC clients). Either way the protocol is told by the first bytes after the
+// handshake, as on the plain listener (the HTTP/2 preface), so a client without ALPN works too.
 //
 // Thread-safety: NewSession() and Reload() may be called from any thread; a session belongs to its connection's
 // thread. Reload() affects connections accepted afterwards; those open keep their session.

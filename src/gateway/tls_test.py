@@ -203,13 +203,19 @@ class GatewayTlsTest(unittest.TestCase):
             self.assertEqual(call(b"over tls", timeout=TIMEOUT), b"g1|over tls")
 
     def test_alpn_and_version(self):
+        # A client that speaks both stays on HTTP/1.1 (what REST replicas speak); only-h2 clients (gRPC) get h2.
         code, out = s_client("-alpn", "h2,http/1.1")
         self.assertEqual(code, 0, out)
-        self.assertIn("ALPN protocol: h2", out)
+        self.assertIn("ALPN protocol: http/1.1", out)
         self.assertIn("TLSv1.3", out)
         self.assertIn("Verify return code: 0 (ok)", out)
-        code, out = s_client("-alpn", "http/1.1")
-        self.assertIn("ALPN protocol: http/1.1", out)
+        code, out = s_client("-alpn", "h2")
+        self.assertIn("ALPN protocol: h2", out)
+
+    def test_curl_by_default_gets_http11(self):
+        r = curl("-w", "\n%{http_code} %{http_version}", f"https://127.0.0.1:{STATE['port']}/hello")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.decode().rpartition("\n")[2], "200 1.1")
 
     def test_tls12_is_refused(self):
         code, out = s_client("-tls1_2")

@@ -23,14 +23,18 @@ def launcher_command(out, nnodes, nproc_per_node, max_restarts, train_args):
             PYTHON, os.path.join(GPT_DIR, "train.py"), "--out", out, *map(str, train_args)]
 
 
+def free_port():
+    """A TCP port on 127.0.0.1 the kernel just handed out (free now; nothing holds it for the caller)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def solo_env(**extra):
     """os.environ plus `extra` and a rendezvous of its own for a train.py run alone: MASTER_ADDR=127.0.0.1 and a
     MASTER_PORT the kernel just handed out. Alone, train.py's rendezvous defaults to torch's 29500, which another
     test, or a job the control plane placed on this machine, may hold at the same moment (EADDRINUSE)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), **extra)
+    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), **extra)
 
 
 class LaunchedRun:

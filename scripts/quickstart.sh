@@ -86,23 +86,27 @@ step build/gpugeek model ls --server "$url"
 # split (examples/gpt-serve.yaml): v1 the trained weights (weights: gpt@fp32), v2 the int8 ones (gpt@int8), each
 # replica reading its version's checkout in $GPUGEEK_MODEL_DIR. A replica resolves its branch when it starts, so a
 # rerun first deletes the service an earlier run left (its replicas would come back on that run's weights). The
-# first request waits in the gateway's activator while a replica starts (and its node fetches the model).
+# first request waits in the gateway's activator while a replica starts (and its node fetches the model). The
+# service takes callers' gpugeek API tokens (`traffic.auth: token`): here the admin's; without one, 401.
 gateway="https://127.0.0.1:${GPUGEEK_GATEWAY_PORT:-8480}"  # TLS 1.3 with the local CA's certificate, as the API
 if build/gpugeek services --server "$url" | grep -q '^gpt '; then
   step build/gpugeek service delete gpt --server "$url"
 fi
 step build/gpugeek serve examples/gpt-serve.yaml --server "$url"
 for i in $(seq 1 40); do
-  code=$(curl -s --cacert "$ca_file" -o /dev/null -w '%{http_code}' -H 'Host: gpt' -H 'Content-Type: application/json' \
+  code=$(curl -s --cacert "$ca_file" -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$token_file")" \
+    -H 'Host: gpt' -H 'Content-Type: application/json' \
     -d '{"prompt": "The ", "max_tokens": 8}' --max-time 120 "$gateway/predict") || true
   [ "$code" = 200 ] && break
   sleep 0.5   # the gateway learns of the new service within a second
 done
-printf '\n\033[1m$ curl --cacert %s -H "Host: gpt" -d {"prompt": "The ", "max_tokens": 8} %s/predict   (x 100; each answer once, with its count)\033[0m\n' "$ca_file" "$gateway"
+printf '\n\033[1m$ curl --cacert %s -H "Host: gpt" %s/predict   (no token)\033[0m\n' "$ca_file" "$gateway"
+curl -s --cacert "$ca_file" -H 'Host: gpt' -w '%{http_code}\n' "$gateway/predict" || true
+printf '\n\033[1m$ curl --cacert %s -H "Authorization: Bearer $(cat %s)" -H "Host: gpt" -d {"prompt": "The ", "max_tokens": 8} %s/predict   (x 100; each answer once, with its count)\033[0m\n' "$ca_file" "$token_file" "$gateway"
 answers=$(mktemp -t gpugeek-answers.XXXXXX.jsonl)
 for i in $(seq 1 100); do
-  curl -s --fail --cacert "$ca_file" -H 'Host: gpt' -H 'Content-Type: application/json' -d '{"prompt": "The ", "max_tokens": 8}' \
-    "$gateway/predict" >>"$answers"
+  curl -s --fail --cacert "$ca_file" -H "Authorization: Bearer $(cat "$token_file")" -H 'Host: gpt' \
+    -H 'Content-Type: application/json' -d '{"prompt": "The ", "max_tokens": 8}' "$gateway/predict" >>"$answers"
   echo >>"$answers"
 done
 sort "$answers" | uniq -c   # the trained model's continuation, from v1 (fp32) and v2 (int8)

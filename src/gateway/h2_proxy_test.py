@@ -14,8 +14,6 @@ failure.
 import hashlib
 import json
 import os
-import queue
-import re
 import signal
 import socket
 import struct
@@ -29,6 +27,8 @@ import urllib.request
 from concurrent import futures
 
 import grpc
+
+import proc_util  # beside this file
 
 GPUGEEK = None  # argv[1]
 TIMEOUT = 10  # seconds, every RPC
@@ -164,16 +164,7 @@ routes:
 
 
 def stop_all():
-    gw = STATE.pop("gateway", None)
-    if gw is not None and gw.poll() is None:
-        gw.send_signal(signal.SIGTERM)
-        try:
-            gw.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-            gw.wait(timeout=10)
-    if gw is not None:
-        gw.stdout.close()
+    proc_util.stop(STATE.pop("gateway", None))
     stderr = STATE.pop("stderr", None)
     if stderr is not None:
         stderr.close()
@@ -182,33 +173,7 @@ def stop_all():
         channel.close()
     for server in STATE.pop("servers", []):
         server.stop(0)
-    cp = STATE.pop("control_plane", None)
-    if cp is not None and cp.poll() is None:
-        cp.send_signal(signal.SIGTERM)
-        try:
-            cp.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            cp.kill()
-            cp.wait(timeout=10)
-    if cp is not None:
-        cp.stdout.close()
-
-
-def wait_for_line(proc, pattern, what):
-    """The first match of `pattern` in `proc`'s stdout within 20 s."""
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in proc.stdout], daemon=True).start()
-    deadline = time.monotonic() + 20
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RuntimeError(f"{what} did not say where it listens within 20 s")
-        try:
-            m = re.search(pattern, lines.get(timeout=left))
-        except queue.Empty:
-            continue
-        if m:
-            return m
+    proc_util.stop(STATE.pop("control_plane", None), grace=20)
 
 
 def api(method, path, token, body=None):
@@ -226,7 +191,7 @@ def start_control_plane(d):
                            "--data-dir", data, "--insecure-no-tls"],
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     STATE["control_plane"] = cp
-    STATE["cp_url"] = wait_for_line(cp, r"gpugeek server listening on (http://127\.0\.0\.1:\d+)", "the server").group(1)
+    STATE["cp_url"] = proc_util.wait_for_line(cp, r"gpugeek server listening on (http://127\.0\.0\.1:\d+)", "the server").group(1)
     with open(os.path.join(data, "admin.token")) as f:
         admin = f.read().strip()
     STATE["tokens"] = {}
@@ -261,21 +226,7 @@ def setUpModule():
         text=True,
     )
     STATE["gateway"] = gw
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in gw.stdout], daemon=True).start()
-    deadline = time.monotonic() + 20
-    port = None
-    while port is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RuntimeError("the gateway did not say where it listens within 20 s")
-        try:
-            line = lines.get(timeout=left)
-        except queue.Empty:
-            continue
-        m = re.search(r"gpugeek gateway listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            port = int(m.group(1))
+    port = int(proc_util.wait_for_line(gw, r"gpugeek gateway listening on http://127\.0\.0\.1:(\d+)", "the gateway").group(1))
     STATE["port"] = port
     STATE["channel"] = grpc.insecure_channel(
         f"127.0.0.1:{port}",

@@ -13,8 +13,6 @@ while the gateway keeps serving, and SIGHUP serving a renewed certificate to new
 import hashlib
 import http.server
 import os
-import queue
-import re
 import signal
 import subprocess
 import sys
@@ -25,6 +23,8 @@ import unittest
 from concurrent import futures
 
 import grpc
+
+import proc_util  # beside this file
 
 GPUGEEK = None  # argv[1]
 TIMEOUT = 10  # seconds
@@ -99,16 +99,7 @@ def curl(*args):
 
 
 def stop_all():
-    gw = STATE.pop("gateway", None)
-    if gw is not None and gw.poll() is None:
-        gw.send_signal(signal.SIGTERM)
-        try:
-            gw.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            gw.kill()
-            gw.wait(timeout=10)
-    if gw is not None:
-        gw.stdout.close()
+    proc_util.stop(STATE.pop("gateway", None))
     if "stderr" in STATE:
         STATE.pop("stderr").close()
     if "channel" in STATE:
@@ -152,19 +143,8 @@ def setUpModule():
          "--tls-cert", STATE["crt"], "--tls-key", STATE["key"]],
         stdout=subprocess.PIPE, stderr=stderr, text=True)
     STATE["gateway"] = gw
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in gw.stdout], daemon=True).start()
-    deadline = time.monotonic() + 20
-    while "port" not in STATE:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RuntimeError("the gateway did not say where it listens within 20 s")
-        try:
-            m = re.search(r"gpugeek gateway listening on https://127\.0\.0\.1:(\d+)", lines.get(timeout=left))
-        except queue.Empty:
-            continue
-        if m:
-            STATE["port"] = int(m.group(1))
+    STATE["port"] = int(proc_util.wait_for_line(gw, r"gpugeek gateway listening on https://127\.0\.0\.1:(\d+)",
+                                                "the gateway").group(1))
 
 
 class GatewayTlsTest(unittest.TestCase):

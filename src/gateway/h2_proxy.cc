@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/absl_view.h"
 #include "gateway/proxy.h"
 
 namespace gpugeek::gateway::detail {
@@ -38,8 +39,6 @@ constexpr int kGrpcInternal = 13;
 constexpr int kGrpcUnavailable = 14;
 constexpr int kGrpcDataLoss = 15;
 constexpr int kGrpcUnauthenticated = 16;
-
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
 nghttp2_nv Nv(std::string_view name, std::string_view value) {
   static char empty[1] = {0};
@@ -78,7 +77,7 @@ struct Header {
 
 const std::string* FindHeader(const std::vector<Header>& headers, std::string_view name) {
   for (const Header& h : headers) {
-    if (absl::EqualsIgnoreCase(AV(h.name), AV(name))) return &h.value;
+    if (absl::EqualsIgnoreCase(AbslView(h.name), AbslView(name))) return &h.value;
   }
   return nullptr;
 }
@@ -639,7 +638,7 @@ H2UpstreamConn* Core::Connect(const ReplicaState& r) {
 
 void Core::StartCall(Call* x) {
   if (const std::string* ct = FindHeader(x->request, "content-type")) {
-    x->grpc = absl::StartsWith(AV(*ct), "application/grpc");
+    x->grpc = absl::StartsWith(AbslView(*ct), "application/grpc");
   }
   if (x->head_too_large) {
     Local(x, 431, kGrpcResourceExhausted,
@@ -937,7 +936,7 @@ void Core::Local(Call* x, int status, int grpc_status, std::string_view message)
     nv.push_back(Nv("grpc-message", text));
     nghttp2_submit_response(c->session, x->sid, nv.data(), nv.size(), nullptr);
   } else {
-    x->answer = absl::StrCat(AV(message), "\n");
+    x->answer = absl::StrCat(AbslView(message), "\n");
     x->answer_sent = 0;
     x->answer_ended = true;
     const std::string length = absl::StrCat(x->answer.size());
@@ -1178,7 +1177,7 @@ int Core::OnUpstreamHeader(nghttp2_session*, const nghttp2_frame* frame, const u
   const std::string_view n(reinterpret_cast<const char*>(name), namelen);
   const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
   if (n == ":status") {
-    if (!absl::SimpleAtoi(AV(v), &x->head_status)) x->head_status = 502;
+    if (!absl::SimpleAtoi(AbslView(v), &x->head_status)) x->head_status = 502;
   } else if (n.empty() || n[0] != ':') {
     x->head_tmp.push_back(Header{std::string(n), std::string(v)});
   }

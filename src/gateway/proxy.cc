@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/absl_view.h"
 #include "gateway/h2_proxy.h"
 
 namespace gpugeek::gateway::detail {
@@ -71,8 +72,6 @@ std::optional<std::string_view> CookieValue(const MessageHead& h, std::string_vi
   return std::nullopt;
 }
 
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 // RFC 9112 3.2.2: a request target in absolute-form ("http://host:port/path?q", as sent to proxies) names its host
 // itself: `*authority` gets "host:port" (which replaces Host) and `*origin_form` "/path?q" ("/" for an empty path),
 // the target a replica gets. False when `target` is in another form; `*error` is set when it is in absolute-form
@@ -86,7 +85,7 @@ bool SplitAbsoluteForm(std::string_view target, std::string* authority, std::str
   for (char ch : scheme) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(ch)) && ch != '+' && ch != '-' && ch != '.') return false;
   }
-  if (!absl::EqualsIgnoreCase(AV(scheme), "http") && !absl::EqualsIgnoreCase(AV(scheme), "https")) {
+  if (!absl::EqualsIgnoreCase(AbslView(scheme), "http") && !absl::EqualsIgnoreCase(AbslView(scheme), "https")) {
     *error = "an absolute-form request target must be an http or https URI";
     return true;
   }
@@ -468,7 +467,7 @@ void Proxy::StartExchange(ClientConn* c) {
   }
   if (route < 0) {
     if (has_body) c->keep_alive = false;
-    Respond(c, 404, "Not Found", absl::StrCat("no service is routed at ", AV(host), AV(target)));
+    Respond(c, 404, "Not Found", absl::StrCat("no service is routed at ", AbslView(host), AbslView(target)));
     return;
   }
   const std::shared_ptr<Service>& service = services_[table_.routes[route].service];
@@ -524,9 +523,9 @@ void Proxy::StartExchange(ClientConn* c) {
   // The head as the replica gets it: hop-by-hop fields dropped (RFC 9110 7.6.1), X-Forwarded-For extended.
   std::string& out = x->request;
   out.reserve(target.size() + 64 + h.headers.size() * 48);
-  absl::StrAppend(&out, h.method, " ", AV(target), " HTTP/1.1\r\n");
+  absl::StrAppend(&out, h.method, " ", AbslView(target), " HTTP/1.1\r\n");
   // A proxy that gets an absolute-form target sends the Host it names, not the one received (RFC 9112 3.2.2).
-  if (absolute) absl::StrAppend(&out, "Host: ", AV(host), "\r\n");
+  if (absolute) absl::StrAppend(&out, "Host: ", AbslView(host), "\r\n");
   // Fields the client named in Connection are hop-by-hop too (RFC 9110 7.6.1).
   std::vector<std::string> connection_named;
   for (const HeaderField& f : h.headers) {
@@ -556,8 +555,8 @@ void Proxy::StartExchange(ClientConn* c) {
     if (absolute && absl::EqualsIgnoreCase(f.name, "host")) continue;
     // The caller's token stays here; who it is comes from the gateway alone (Authorize).
     if ((auth && absl::EqualsIgnoreCase(f.name, "authorization")) ||
-        absl::EqualsIgnoreCase(f.name, AV(kCallerUserHeader)) ||
-        absl::EqualsIgnoreCase(f.name, AV(kCallerTenantHeader))) {
+        absl::EqualsIgnoreCase(f.name, AbslView(kCallerUserHeader)) ||
+        absl::EqualsIgnoreCase(f.name, AbslView(kCallerTenantHeader))) {
       continue;
     }
     absl::StrAppend(&out, f.name, ": ", f.value, "\r\n");
@@ -708,7 +707,7 @@ void Proxy::Respond(ClientConn* c, int status, std::string_view reason, std::str
   const bool close = !c->keep_alive || c->reading_body || c->peer_closed;
   absl::StrAppend(&c->out.bytes, "HTTP/1.1 ", status, " ", absl::string_view(reason.data(), reason.size()),
                   "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ", body.size() + 1, "\r\n",
-                  retry_after ? "Retry-After: 1\r\n" : "", AV(extra),
+                  retry_after ? "Retry-After: 1\r\n" : "", AbslView(extra),
                   close       ? "Connection: close\r\n"
                   : c->http10 ? "Connection: keep-alive\r\n"
                               : "",

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/bounded_yaml.h"
 #include "api/quantity.h"
+#include "common/absl_view.h"
 
 namespace gpugeek::gateway {
 
@@ -24,10 +25,8 @@ bool IsLabel(std::string_view s) {
   return true;
 }
 
-absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
 absl::Status Field(std::string_view path, std::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(AV(path), ": ", AV(message)));
+  return absl::InvalidArgumentError(absl::StrCat(AbslView(path), ": ", AbslView(message)));
 }
 
 }  // namespace
@@ -272,10 +271,10 @@ int MatchRoute(const RouteTable& table, std::string_view host, std::string_view 
     const ServiceRoute& r = table.routes[i];
     if (!r.hosts.empty()) {
       bool match = false;
-      for (const std::string& h : r.hosts) match = match || absl::EqualsIgnoreCase(h, AV(host));
+      for (const std::string& h : r.hosts) match = match || absl::EqualsIgnoreCase(h, AbslView(host));
       if (!match) continue;
     }
-    if (!absl::StartsWith(AV(target), r.path_prefix)) continue;
+    if (!absl::StartsWith(AbslView(target), r.path_prefix)) continue;
     // A prefix matches at a segment boundary: "/gpt" takes "/gpt" and "/gpt/x", not "/gpt2".
     if (r.path_prefix.back() != '/' && target.size() > r.path_prefix.size()) {
       const char next = target[r.path_prefix.size()];

@@ -4,17 +4,14 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <cstring>
-#include <string_view>
-
 #include <fmt/format.h>
 
 namespace gpugeek::gateway {
 
 namespace {
 
-constexpr std::string_view kH2 = "h2";
-constexpr std::string_view kHttp11 = "http/1.1";
+// The server's ALPN preference (RFC 7301 3.1 wire format: length-prefixed names), in order.
+constexpr unsigned char kAlpnPreference[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1', 2, 'h', '2'};
 
 std::string OpenSslError() {
   const unsigned long e = ERR_get_error();
@@ -31,19 +28,13 @@ std::string OpenSslError() {
 // client that offers neither gets no ALPN answer (the handshake goes on; the bytes that follow tell the protocol).
 int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
                void*) {
-  for (std::string_view want : {kHttp11, kH2}) {
-    for (unsigned int i = 0; i < inlen;) {
-      const unsigned int n = in[i];
-      if (i + 1 + n > inlen) break;
-      if (std::string_view(reinterpret_cast<const char*>(in + i + 1), n) == want) {
-        *out = in + i + 1;
-        *outlen = static_cast<unsigned char>(n);
-        return SSL_TLSEXT_ERR_OK;
-      }
-      i += 1 + n;
-    }
+  unsigned char* chosen = nullptr;
+  if (SSL_select_next_proto(&chosen, outlen, kAlpnPreference, sizeof kAlpnPreference, in, inlen) !=
+      OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
   }
-  return SSL_TLSEXT_ERR_NOACK;
+  *out = chosen;
+  return SSL_TLSEXT_ERR_OK;
 }
 
 absl::StatusOr<SSL_CTX*> MakeContext(const std::string& cert_file, const std::string& key_file) {

@@ -302,7 +302,8 @@ void RegisterPlanCommand(CLI::App& app) {
                   "Serving weight format: bf16 fp16 fp8 int8 int4 nf4 (default: the checkpoint's)");
   sub->add_option("--kv-dtype", o->kv_dtype, "KV cache format: bf16 fp8")->capture_default_str();
   sub->add_option("--recipe", o->recipe,
-                  "Training defaults of a tool: auto (Megatron-LM or DeepSpeed) megatron deepspeed hf peft torchtune")
+                  "Training defaults of a tool: auto (Megatron-LM or DeepSpeed) megatron megatron-2021 (as SC'21 ran "
+                  "it) deepspeed hf peft torchtune")
       ->capture_default_str();
   sub->add_option("--framework", o->framework, "auto megatron deepspeed hf (default: the recipe's)");
   sub->add_option("--precision", o->precision,
@@ -312,7 +313,8 @@ void RegisterPlanCommand(CLI::App& app) {
   sub->add_option("--features", o->features,
                   "Memory levers of the eager recipes, ';'-separated: paged-optimizer optimizer-in-backward "
                   "fused-optimizer chunked-loss activation-offload compile; and serial-grad-reduce (the data-parallel "
-                  "gradient reduce after the backward, not behind it: Megatron-LM of 2021) (default: none)");
+                  "gradient reduce after the backward, not behind it: Megatron-LM of 2021) and unfused-attention (no "
+                  "FlashAttention: the scores through memory) (default: none)");
   sub->add_option("--recompute", o->recompute,
                   "Activation recompute: auto (the plan chooses none or full) none selective full")
       ->capture_default_str();

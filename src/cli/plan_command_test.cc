@@ -150,28 +150,24 @@ TEST(PlanCommandTest, CompareMeasuredPrintsTheErrorPerRunAndHonoursTheLimit) {
   EXPECT_NE(r.out.find("model: not with --compare-measured"), std::string::npos) << r.out;
 }
 
-// Narayanan et al. SC'21 (arXiv:2104.04473) Table 1 (anchors/planner.md §4.1) through the CLI at the
-// recipe the paper ran: Megatron-LM of 2021 (no distributed optimizer: --zero 0), full recomputation,
-// A100-80GB, seq 2048, vocabulary 51,200. A row passes when the best plan is the paper's TP x PP, or the
-// paper's is among the three runners-up and at most 5% slower. Rows 2 and 3 (3.6B, 7.5B) are not: the
-// time model prefers a smaller TP (less all-reduce traffic) by 5.4% and 8.4%; the paper chose the
-// smallest model-parallel size its memory needed.
-TEST(PlanCommandTest, MegatronSc21Table1LayoutsRankFirstOrWithinFivePercent) {
-  struct Row {
-    int heads, hidden, layers, tp, pp, gpus, batch;
-    bool passes;
-  };
-  const Row rows[] = {
-      {24, 2304, 24, 1, 1, 32, 512, true},        {32, 3072, 30, 2, 1, 64, 512, false},
-      {32, 4096, 36, 4, 1, 128, 512, false},      {48, 6144, 40, 8, 1, 256, 1024, true},
-      {64, 8192, 48, 8, 2, 512, 1536, true},      {80, 10240, 60, 8, 4, 1024, 1792, true},
-      {96, 12288, 80, 8, 8, 1536, 2304, true},    {128, 16384, 96, 8, 16, 1920, 2160, true},
-      {128, 20480, 105, 8, 35, 2520, 2520, true}, {160, 25600, 128, 8, 64, 3072, 3072, true},
-  };
+// Narayanan et al. SC'21 (arXiv:2104.04473) Table 1 (anchors/planner.md §4.1) through the CLI, A100-80GB,
+// seq 2048, vocabulary 51,200. A row passes when the best plan is the paper's TP x PP, or the paper's is
+// among the three runners-up and at most 5% slower.
+struct Sc21Row {
+  int heads, hidden, layers, tp, pp, gpus, batch;
+};
+constexpr Sc21Row kSc21Rows[] = {
+    {24, 2304, 24, 1, 1, 32, 512},        {32, 3072, 30, 2, 1, 64, 512},       {32, 4096, 36, 4, 1, 128, 512},
+    {48, 6144, 40, 8, 1, 256, 1024},      {64, 8192, 48, 8, 2, 512, 1536},     {80, 10240, 60, 8, 4, 1024, 1792},
+    {96, 12288, 80, 8, 8, 1536, 2304},    {128, 16384, 96, 8, 16, 1920, 2160}, {128, 20480, 105, 8, 35, 2520, 2520},
+    {160, 25600, 128, 8, 64, 3072, 3072},
+};
+
+// The rows whose published layout the plan reproduces (first, or a runner-up within 5%) with `flags`.
+std::vector<int> Sc21RowsReproduced(const std::string& flags) {
   const std::string dir = ::testing::TempDir();
-  int passed = 0;
-  for (const Row& r : rows) {
-    SCOPED_TRACE(r.hidden);
+  std::vector<int> hidden;
+  for (const Sc21Row& r : kSc21Rows) {
     const std::string config = dir + "sc21_" + std::to_string(r.hidden) + ".json";
     std::ofstream(config) << nlohmann::json({{"model_type", "gpt2"},
                                              {"n_embd", r.hidden},
@@ -181,23 +177,66 @@ TEST(PlanCommandTest, MegatronSc21Table1LayoutsRankFirstOrWithinFivePercent) {
                                              {"vocab_size", 51200},
                                              {"tie_word_embeddings", true}})
                                  .dump();
-    const Result res = RunGpugeek(
-        fmt::format("plan {} --task pretrain --seq 2048 --batch {} --gpus A100-SXM-80GB:{} --recipe megatron --zero 0 "
-                    "--recompute full --top 1 --json",
-                    config, r.batch, r.gpus));
-    ASSERT_EQ(res.exit_code, 0) << res.out;
+    const Result res =
+        RunGpugeek(fmt::format("plan {} --task pretrain --seq 2048 --batch {} --gpus A100-SXM-80GB:{} "
+                               "--top 1 --json {}",
+                               config, r.batch, r.gpus, flags));
+    EXPECT_EQ(res.exit_code, 0) << res.out;
+    if (res.exit_code != 0) continue;
     const nlohmann::json best = nlohmann::json::parse(res.out)["candidates"][0];
-    ASSERT_EQ(best["gpus"], r.gpus);
+    EXPECT_EQ(best["gpus"], r.gpus);
     const std::string paper = fmt::format(" TP{} PP{} ", r.tp, r.pp);
     bool ok = best["tp"] == r.tp && best["pp"] == r.pp;
     for (const nlohmann::json& other : best["other_layouts"]) {
       const std::string summary = other["summary"].get<std::string>() + " ";
       if (summary.find(paper) != std::string::npos) ok |= other["slower"].get<double>() <= 0.05;
     }
-    EXPECT_EQ(ok, r.passes) << best.dump();
-    passed += ok ? 1 : 0;
+    if (ok) hidden.push_back(r.hidden);
   }
-  EXPECT_EQ(passed, 8);
+  return hidden;
+}
+
+// At the software the paper ran (`--recipe megatron-2021`: no distributed optimizer, full recomputation,
+// attention without FlashAttention, the data-parallel all-reduce after the pipeline flush, no sequence
+// parallelism) 9 of 10 rows. 7.5B misses: its TP4 is predicted 7.5% slower than TP2, which fits in 80 GB
+// (the paper did not choose the smallest model-parallel size that fits there).
+TEST(PlanCommandTest, MegatronSc21Table1LayoutsRankFirstOrWithinFivePercent) {
+  const std::vector<int> reproduced = Sc21RowsReproduced("--recipe megatron-2021");
+  EXPECT_EQ(reproduced, (std::vector<int>{2304, 3072, 6144, 8192, 10240, 12288, 16384, 20480, 25600}));
+}
+
+// The megatron-2021 plan's launch says what the plan assumed: no distributed optimizer, no sequence parallelism,
+// no overlapped reduce, materialised attention scores, full recomputation.
+TEST(PlanCommandTest, Megatron2021RecipeLaunchesWhatItPlans) {
+  const std::string config = ::testing::TempDir() + "sc21_launch.json";
+  std::ofstream(config) << R"({"model_type":"gpt2","n_embd":4096,"n_layer":36,"n_head":32,"n_positions":2048,)"
+                        << R"("vocab_size":51200,"tie_word_embeddings":true})";
+  const Result r = RunGpugeek("plan " + config +
+                              " --task pretrain --seq 2048 --batch 512 --gpus A100-SXM-80GB:128 --recipe megatron-2021 "
+                              "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["recipe"]["features"], "serial-grad-reduce;unfused-attention");
+  const nlohmann::json& best = j["candidates"][0];
+  EXPECT_EQ(best["zero_stage"], 0);
+  EXPECT_EQ(best["recompute"], "full");
+  EXPECT_EQ(best["sequence_parallel"], false);
+  std::string line;
+  for (const nlohmann::json& arg : j["launch"]["megatron"]) line += arg.get<std::string>() + " ";
+  EXPECT_NE(line.find("--attention-backend unfused "), std::string::npos) << line;
+  EXPECT_NE(line.find("--recompute-granularity full "), std::string::npos) << line;
+  for (const char* absent : {"--use-distributed-optimizer", "--sequence-parallel", "--overlap-grad-reduce"}) {
+    EXPECT_EQ(line.find(absent), std::string::npos) << absent << " in " << line;
+  }
+}
+
+// With no recipe flag the planner plans for current software (distributed optimizer or ZeRO-2/3, FlashAttention,
+// the reduce behind the backward): 3.6B-39B then run fastest at TP1 with sharded states, layouts Megatron-LM of
+// 2021 could not run; the same time model predicts MosaicML's measured FSDP runs at TP1 within 11%
+// (StepTimeTest.MosaicMptFsdpOnA100). docs/planner.md, "Ranking against published layout tables".
+TEST(PlanCommandTest, MegatronSc21Table1WithoutRecipeFlagsPlansCurrentSoftware) {
+  const std::vector<int> reproduced = Sc21RowsReproduced("");
+  EXPECT_EQ(reproduced, (std::vector<int>{2304, 10240, 12288, 16384, 20480, 25600}));
 }
 
 // Issue 13's example: a Llama-3.1-8B full fine-tune that torchtune runs in 18.9 GiB on one RTX 4090

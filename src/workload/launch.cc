@@ -171,7 +171,8 @@ absl::StatusOr<std::vector<std::string>> MegatronArgs(const ModelConfig& c, cons
                {"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"});
       break;
   }
-  a.insert(a.end(), {"--attention-backend", "flash"});
+  // Megatron-Core's attention backends: FlashAttention, or the scores materialised (`unfused`).
+  a.insert(a.end(), {"--attention-backend", task.recipe.features.unfused_attention ? "unfused" : "flash"});
   return a;
 }
 

@@ -208,7 +208,7 @@ class Planner {
     o.micro_batch = mb;
     o.micro_batches = std::max<int64_t>(1, task_.batch / (mb * l.dp));
     o.recompute = r;
-    o.flash_attention = true;
+    o.flash_attention = !task_.recipe.features.unfused_attention;
     o.dropout_masks = false;  // LLM fine-tuning and pre-training recipes run without dropout
     o.features = task_.recipe.features;
     return o;
@@ -418,7 +418,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
         for (int ep : eps) {
           const GpuShard& shard = Shard(tp, pp, ep);
           for (int v : vs) {
-            ParallelLayout l{tp, pp, dp, ep, v, tp > 1};
+            ParallelLayout l{tp, pp, dp, ep, v, tp > 1 && task_.recipe.sequence_parallel};
             l.cp = cp;
             if (task_.kind == TaskKind::kInference) {
               l.sequence_parallel = false;
@@ -465,7 +465,10 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
               zeros.insert(zeros.end(), {2, 3});  // ZeRO-Offload on one GPU (ZeRO-Offload paper: 13B on one V100)
             }
             for (int zero : zeros) {
-              if (!Allowed(opt_.zero_stages, zero) || zero > MaxZeroStage(task_.recipe.framework)) continue;
+              if (!Allowed(opt_.zero_stages, zero) ||
+                  zero > std::min(MaxZeroStage(task_.recipe.framework), task_.recipe.max_zero_stage)) {
+                continue;
+              }
               for (int64_t mb : opt_.micro_batches) {
                 if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
                 for (Recompute r : recompute_modes_) {

@@ -58,7 +58,16 @@ TEST(RecipeTest, NamesParseAndBadNamesListTheChoices) {
   EXPECT_EQ(preset->framework, Framework::kHuggingFace);
   EXPECT_EQ(preset->precision, Precision::kPureBf16);
   EXPECT_EQ(preset->recompute, Recompute::kFull);
-  EXPECT_THAT(std::string(RecipePreset("sky").status().message()), HasSubstr("one of: auto, megatron, deepspeed"));
+  // Megatron-LM as SC'21 ran it (arXiv:2104.04473 Sec. 5; docs/planner.md "Recipes").
+  auto y2021 = RecipePreset("megatron-2021");
+  ASSERT_TRUE(y2021.ok());
+  EXPECT_EQ(y2021->framework, Framework::kMegatron);
+  EXPECT_EQ(y2021->recompute, Recompute::kFull);
+  EXPECT_EQ(y2021->max_zero_stage, 0);
+  EXPECT_FALSE(y2021->sequence_parallel);
+  EXPECT_EQ(RecipeFeaturesName(y2021->features), "serial-grad-reduce;unfused-attention");
+  EXPECT_THAT(std::string(RecipePreset("sky").status().message()),
+              HasSubstr("one of: auto, megatron, megatron-2021, deepspeed"));
 }
 
 // Measured on one NVIDIA H200 (141 GB) by scripts/device-check.sh, 2026-12-04 (docs/device-check.md),

@@ -143,6 +143,7 @@ constexpr FeatureName kFeatures[] = {
     {"activation-offload", &RecipeFeatures::activation_offload},
     {"compile", &RecipeFeatures::compile},
     {"serial-grad-reduce", &RecipeFeatures::serial_grad_reduce},
+    {"unfused-attention", &RecipeFeatures::unfused_attention},
 };
 
 }  // namespace
@@ -197,6 +198,15 @@ absl::StatusOr<Recipe> RecipePreset(std::string_view name) {
     r.precision = Precision::kAutocast;
     return r;
   }
+  if (name == "megatron-2021") {
+    r.framework = Framework::kMegatron;
+    r.recompute = Recompute::kFull;
+    r.features.unfused_attention = true;
+    r.features.serial_grad_reduce = true;
+    r.max_zero_stage = 0;
+    r.sequence_parallel = false;
+    return r;
+  }
   if (name == "torchtune") {
     r.framework = Framework::kHuggingFace;
     r.precision = Precision::kPureBf16;
@@ -204,7 +214,7 @@ absl::StatusOr<Recipe> RecipePreset(std::string_view name) {
     return r;
   }
   return absl::InvalidArgumentError(
-      fmt::format("unknown recipe '{}' (one of: auto, megatron, deepspeed, hf, peft, torchtune)", name));
+      fmt::format("unknown recipe '{}' (one of: auto, megatron, megatron-2021, deepspeed, hf, peft, torchtune)", name));
 }
 
 StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads) {

@@ -122,8 +122,14 @@ struct RecipeFeatures {
   // reduce overlaps that backward, and the launch says so (--overlap-grad-reduce, with the distributed
   // optimizer --overlap-param-gather; DeepSpeed overlap_comm; PyTorch DDP's gradient buckets).
   bool serial_grad_reduce = false;
+  // Attention without FlashAttention (Dao et al. 2022, arXiv:2205.14135): each head's s x s scores go through
+  // HBM (flops.h: 13 B per score forward, 17 backward) and, without recompute, stay in memory (Korthikanti et
+  // al. 2022 Table 2's 5·a·s²·b term). Megatron-LM before FlashAttention (the SC'21 runs: a fused
+  // scale-mask-softmax kernel over materialised scores); Megatron-Core `--attention-backend unfused`.
+  bool unfused_attention = false;
 };
-// "paged-optimizer;optimizer-in-backward;fused-optimizer;chunked-loss;activation-offload;compile;serial-grad-reduce"
+// "paged-optimizer;optimizer-in-backward;fused-optimizer;chunked-loss;activation-offload;compile;serial-grad-reduce;
+// unfused-attention"
 // (any subset, any order, ';'-separated; empty: none). InvalidArgument names an unknown feature and lists the known
 // ones.
 absl::StatusOr<RecipeFeatures> ParseRecipeFeatures(std::string_view list);
@@ -141,13 +147,23 @@ struct Recipe {
   // catalog: the plan reports it, `cpu_offload_bytes` per GPU).
   std::optional<Offload> offload = Offload::kNone;
   RecipeFeatures features;
+  // The highest ZeRO stage the tool's version has (below the framework's own: Megatron-LM before its
+  // distributed optimizer shards nothing, 0).
+  int max_zero_stage = 3;
+  // Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022, arXiv:2205.05198: the LayerNorm and
+  // dropout activations split over the TP ranks); off for software older than it.
+  bool sequence_parallel = true;
 };
 // The defaults of the tools users name (`gpugeek plan --recipe NAME`):
 //   auto (the default), megatron, deepspeed: mixed precision (bf16 with an fp32 master), AdamW, recompute chosen;
 //   hf: Hugging Face Trainer with `bf16=True` (autocast over fp32 weights), AdamW (adamw_torch);
 //   peft: the same with LoRA adapters (PEFT); recompute chosen;
 //   torchtune: its full fine-tune configs: bf16 weights and AdamW states (`dtype: bf16`), activation
-//   checkpointing on (`enable_activation_checkpointing: True`).
+//   checkpointing on (`enable_activation_checkpointing: True`);
+//   megatron-2021: Megatron-LM as Narayanan et al. ran it for SC'21 (arXiv:2104.04473, Sec. 5): no distributed
+//   optimizer (ZeRO 0, 18 B/param of states), full activation recomputation (`--checkpoint-activations`),
+//   attention without FlashAttention (unfused-attention) and the data-parallel all-reduce after the pipeline
+//   flush (its local DDP's `allreduce_gradients()`: serial-grad-reduce); no sequence parallelism (2022).
 // InvalidArgument for any other name, listing these.
 absl::StatusOr<Recipe> RecipePreset(std::string_view name);
 

@@ -124,6 +124,14 @@ TEST(PlanCommandTest, BadRecipeFlagsNameTheFlagAndTheChoices) {
   EXPECT_NE(c.out.find("--recompute: unknown recompute 'sometimes' (one of: none, selective, full) (or auto)"),
             std::string::npos)
       << c.out;
+  // A ZeRO stage the recipe's tool does not run is named, not reported as "no plan fits".
+  const Result z = Plan(
+      "llama/Llama-3.2-1B-Instruct.json --task pretrain --seq 2048 --batch 8 --gpus A100-SXM-80GB:8 "
+      "--recipe megatron-2021 --zero 1");
+  EXPECT_EQ(z.exit_code, 2) << z.out;
+  EXPECT_NE(z.out.find("--zero 1: recipe megatron-2021 (framework megatron) runs ZeRO stages up to 0"),
+            std::string::npos)
+      << z.out;
 }
 
 TEST(PlanCommandTest, CompareMeasuredPrintsTheErrorPerRunAndHonoursTheLimit) {

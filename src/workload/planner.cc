@@ -263,10 +263,6 @@ class Planner {
     if (tps.empty()) tps.push_back(1);
     return tps;
   }
-  // Megatron-LM's distributed optimizer is ZeRO-1; Hugging Face on DDP shards nothing.
-  static int MaxZeroStage(Framework f) {
-    return f == Framework::kDeepSpeed || f == Framework::kAuto ? 3 : f == Framework::kMegatron ? 1 : 0;
-  }
   // DeepSpeed's config has no pipeline (its pipeline engine needs model changes); Hugging Face on DDP
   // has neither tensor nor pipeline parallelism.
   static bool FrameworkRuns(Framework f, int tp, int pp) {
@@ -465,8 +461,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
               zeros.insert(zeros.end(), {2, 3});  // ZeRO-Offload on one GPU (ZeRO-Offload paper: 13B on one V100)
             }
             for (int zero : zeros) {
-              if (!Allowed(opt_.zero_stages, zero) ||
-                  zero > std::min(MaxZeroStage(task_.recipe.framework), task_.recipe.max_zero_stage)) {
+              if (!Allowed(opt_.zero_stages, zero) || zero > RecipeMaxZeroStage(task_.recipe)) {
                 continue;
               }
               for (int64_t mb : opt_.micro_batches) {

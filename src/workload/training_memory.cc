@@ -217,6 +217,12 @@ absl::StatusOr<Recipe> RecipePreset(std::string_view name) {
       fmt::format("unknown recipe '{}' (one of: auto, megatron, megatron-2021, deepspeed, hf, peft, torchtune)", name));
 }
 
+int RecipeMaxZeroStage(const Recipe& r) {
+  const Framework f = r.framework;
+  const int framework_max = f == Framework::kDeepSpeed || f == Framework::kAuto ? 3 : f == Framework::kMegatron ? 1 : 0;
+  return std::min(framework_max, r.max_zero_stage);
+}
+
 StateBytes MixedPrecisionStates(Optimizer optimizer, bool fp32_grads) {
   return RecipeStates(optimizer, Precision::kMixed, fp32_grads);
 }

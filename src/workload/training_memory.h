@@ -166,6 +166,9 @@ struct Recipe {
 //   flush (its local DDP's `allreduce_gradients()`: serial-grad-reduce); no sequence parallelism (2022).
 // InvalidArgument for any other name, listing these.
 absl::StatusOr<Recipe> RecipePreset(std::string_view name);
+// The highest ZeRO stage the recipe's tool runs: DeepSpeed (and auto) 3, Megatron-LM 1 (its distributed
+// optimizer), the Hugging Face Trainer on DDP 0; never above `max_zero_stage` (megatron-2021: 0).
+int RecipeMaxZeroStage(const Recipe& r);
 
 // The states of any precision: moments are fp32 except under kPureBf16 (bf16); 8-bit AdamW keeps
 // 1 + 1 B whatever the precision; Adafactor (no momentum, factored second moment: O(rows + cols)

@@ -413,12 +413,11 @@ void RegisterPlanCommand(CLI::App& app) {
     if (o->pp > 0) po.allowed_pp = {o->pp};
     if (o->cp > 0) po.allowed_cp = {o->cp};
     if (o->zero > 3 || o->zero < -1) Fail(fmt::format("--zero {}: a ZeRO stage is 0, 1, 2 or 3", o->zero));
-    if (o->zero > workload::RecipeMaxZeroStage(task.recipe)) {
+    if (const int max_zero = workload::RecipeMaxZeroStage(task.recipe); o->zero > max_zero) {
       Fail(
           fmt::format("--zero {}: recipe {} (framework {}) runs ZeRO stages up to {}; pick one of those or another "
                       "--recipe / --framework",
-                      o->zero, o->recipe, workload::FrameworkName(task.recipe.framework),
-                      workload::RecipeMaxZeroStage(task.recipe)));
+                      o->zero, o->recipe, workload::FrameworkName(task.recipe.framework), max_zero));
     }
     if (o->zero >= 0) po.zero_stages = {o->zero};
     auto plan = workload::MakePlan(*config, task, pool, po);

@@ -166,7 +166,7 @@ StepTime EstimateStepTime(const ModelConfig& config, const TrainingOptions& o, i
   // Memory-bound, at the catalog's HBM bandwidth.
   double attention_memory_mb = 0;
   const double hbm = static_cast<double>(gpu.memory_bandwidth_bytes_per_second) * kHbmEfficiency;
-  if (!o.flash_attention && hbm > 0) {
+  if (o.features.unfused_attention && hbm > 0) {
     const double bytes_per_score =
         kUnfusedAttentionForwardBytes * (o.recompute != Recompute::kNone ? 2 : 1) + kUnfusedAttentionBackwardBytes;
     const double scores = std::ceil(static_cast<double>(config.num_heads) / l.tp) * static_cast<double>(seq) *

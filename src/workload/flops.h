@@ -13,7 +13,7 @@
 // (small GEMMs run further from peak); TP all-reduces are not overlapped, as in Megatron's 2021
 // schedule; a pipeline runs at the pace of its slowest stage (the most layers, or the last stage's
 // layers plus the LM head: 2·V·h per token, 0.30 of a layer for SC'21's 76B) and adds (p−1)/v bubble
-// slots of one micro-batch of that stage; without FlashAttention (TrainingOptions::flash_attention false:
+// slots of one micro-batch of that stage; without FlashAttention (RecipeFeatures::unfused_attention:
 // Megatron-LM of 2021) each head's s x s scores also pass through HBM (kUnfusedAttention*Bytes per score at
 // kHbmEfficiency of the catalog's bandwidth); the data-parallel gradient
 // all-reduce (over DP x CP) overlaps the last micro-batch's backward (or follows it: the recipe feature
@@ -84,7 +84,7 @@ inline constexpr double kCpuAdamBytesPerParam = 30;
 // checks all ten SC'21 rows within 6 % and all eight MPT rows within 11 %.
 inline constexpr double kMaxMatmulEfficiency = 0.70;
 inline constexpr double kHalfEfficiencyHidden = 400;
-// Unfused attention (TrainingOptions::flash_attention = false): HBM bytes per attention score element in
+// Unfused attention (RecipeFeatures::unfused_attention): HBM bytes per attention score element in
 // the forward and the backward (derived in EstimateStepTime from the kernels Megatron-LM ran in 2021), and
 // the fraction of the catalog's HBM bandwidth a streaming kernel reaches (an assumption: STREAM-like copies
 // reach most of the line rate).

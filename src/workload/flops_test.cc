@@ -87,7 +87,7 @@ TEST(StepTimeTest, MegatronTable1AtPaperLayouts) {
     o.recompute = Recompute::kFull;
     o.zero_stage = 0;
     o.fp32_grads = true;  // Megatron-LM all-reduced its fp32 main gradients
-    o.flash_attention = false;
+    o.features.unfused_attention = true;
     const StepTime t = EstimateStepTime(c, o, r.batch, a100);
     EXPECT_NEAR(t.hardware_flops_per_gpu / 1e12, r.tflops, 0.06 * r.tflops);
     // Parameters: the paper's P = 12lh²(1 + 13/(12h) + (V + s)/(12lh)) exactly (within 0.01 %,
@@ -148,7 +148,7 @@ TEST(StepTimeTest, UnfusedAttentionMovesTheScoresThroughHbm) {
   o.micro_batch = 1;
   o.recompute = Recompute::kFull;
   const StepTime flash = EstimateStepTime(c, o, 512, a100);
-  o.flash_attention = false;
+  o.features.unfused_attention = true;
   const StepTime unfused = EstimateStepTime(c, o, 512, a100);
   const double per_micro_batch = 43.0 * 24 * 2048 * 2048 * 24 / (0.9 * 2039e9);
   EXPECT_NEAR(per_micro_batch, 0.0566, 0.0001);

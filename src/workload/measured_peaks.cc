@@ -81,7 +81,6 @@ TrainingOptions OwnLayoutOptions(const MeasuredRun& run) {
   o.micro_batch = run.micro_batch;
   o.micro_batches = std::max<int64_t>(1, run.task.batch / (run.micro_batch * o.layout.dp));
   o.recompute = r.recompute.value_or(Recompute::kNone);
-  o.flash_attention = true;
   o.dropout_masks = false;
   o.features = r.features;
   return o;

@@ -208,7 +208,6 @@ class Planner {
     o.micro_batch = mb;
     o.micro_batches = std::max<int64_t>(1, task_.batch / (mb * l.dp));
     o.recompute = r;
-    o.flash_attention = !task_.recipe.features.unfused_attention;
     o.dropout_masks = false;  // LLM fine-tuning and pre-training recipes run without dropout
     o.features = task_.recipe.features;
     return o;
@@ -461,9 +460,7 @@ Outcome Planner::Evaluate(const PoolEntry& e, int n, int replica, int64_t& evalu
               zeros.insert(zeros.end(), {2, 3});  // ZeRO-Offload on one GPU (ZeRO-Offload paper: 13B on one V100)
             }
             for (int zero : zeros) {
-              if (!Allowed(opt_.zero_stages, zero) || zero > RecipeMaxZeroStage(task_.recipe)) {
-                continue;
-              }
+              if (!Allowed(opt_.zero_stages, zero) || zero > RecipeMaxZeroStage(task_.recipe)) continue;
               for (int64_t mb : opt_.micro_batches) {
                 if (mb * dp > task_.batch || task_.batch % (mb * dp) != 0) continue;
                 for (Recompute r : recompute_modes_) {

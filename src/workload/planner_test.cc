@@ -357,7 +357,7 @@ TEST(PlannerTest, MegatronTable1Layouts) {
     chosen.seq = 2048;
     chosen.micro_batch = published.micro_batch;
     chosen.recompute = Recompute::kFull;
-    chosen.flash_attention = false;  // 2021: FlashAttention came in 2022
+    chosen.features.unfused_attention = true;  // 2021: FlashAttention came in 2022
     const StepTime ours = EstimateStepTime(c, chosen, r.batch, a100);
     EXPECT_NEAR(ours.hardware_flops_per_gpu / 1e12, r.tflops, 0.10 * r.tflops) << published.Summary();
     EXPECT_GE(published.tokens_per_second, 0.9 * best.tokens_per_second) << best.Summary();

@@ -507,8 +507,9 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
           F("2 gathered units x 2 B x {:.4g} params (the largest layer or tensor)", unit));
   }
   // Each context-parallel rank holds seq / cp tokens of every activation.
-  ActivationOptions a{CeilDiv(o.seq, cp), o.micro_batch,     l.tp,           l.sequence_parallel,
-                      o.recompute,        o.flash_attention, o.dropout_masks};
+  ActivationOptions a{CeilDiv(o.seq, cp),  o.micro_batch, l.tp,
+                      l.sequence_parallel, o.recompute,   !o.features.unfused_attention,
+                      o.dropout_masks};
   if (config.kind == ArchitectureKind::kVisionEncoder) a.seq = config.VisionSequenceLength();
   const double per_layer = ActivationBytesPerLayer(config, a);
   double layers = LayersOfActivationsInFlight(config.TotalLayers(), l.pp, o.micro_batches, l.virtual_stages);
@@ -518,7 +519,8 @@ absl::StatusOr<TrainingMemory> EstimateTrainingMemory(const ModelConfig& config,
   m.Add("activations", per_layer * layers,
         F("{:.4g} B/layer (s={} b={} t={}{} recompute={}{}) x {:.4g} layers in flight{}", per_layer, a.seq,
           a.micro_batch, l.tp, l.sequence_parallel ? " SP" : "", RecomputeName(o.recompute),
-          o.flash_attention ? " flash" : "", layers, o.features.activation_offload ? " (rest offloaded)" : ""));
+          o.features.unfused_attention ? "" : " flash", layers,
+          o.features.activation_offload ? " (rest offloaded)" : ""));
   if (o.recompute == Recompute::kFull) {
     ActivationOptions one = a;
     one.recompute = Recompute::kNone;

@@ -229,7 +229,6 @@ struct TrainingOptions {
   int64_t micro_batch = 1;
   int64_t micro_batches = 1;  // per pipeline per iteration (gradient accumulation steps)
   Recompute recompute = Recompute::kNone;
-  bool flash_attention = true;
   bool dropout_masks = true;
   RecipeFeatures features;
 };

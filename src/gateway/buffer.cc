@@ -4,6 +4,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -48,17 +49,19 @@ long ReadSome(int fd, ssl_st* tls, char* out, size_t cap) {
   }
 }
 
-ReadResult ReadInto(int fd, ssl_st* tls, Buffer& b, size_t limit) {
+ReadResult ReadInto(int fd, ssl_st* tls, Buffer& b, size_t limit, bool hung_up) {
   static thread_local char chunk[kReadChunk];
   while (b.size() < limit) {
     const long n = ReadSome(fd, tls, chunk, sizeof chunk);
     if (n < 0) return ReadResult::kDrained;
     if (n == 0) return ReadResult::kClosed;
     b.Append(std::string_view(chunk, static_cast<size_t>(n)));
-    if (tls == nullptr && static_cast<size_t>(n) < sizeof chunk) return ReadResult::kDrained;
+    if (tls == nullptr && !hung_up && static_cast<size_t>(n) < sizeof chunk) return ReadResult::kDrained;
   }
   return ReadResult::kMore;
 }
+
+bool HungUp(uint32_t events) { return (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0; }
 
 bool WriteFrom(int fd, ssl_st* tls, Buffer& b) {
   while (!b.empty()) {

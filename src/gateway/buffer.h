@@ -33,8 +33,16 @@ enum class ReadResult { kMore, kDrained, kClosed };
 // Reads from non-blocking `fd` into `b` until the socket is drained (a short read or EAGAIN), `limit` bytes are
 // buffered (kMore), or the peer closed or failed (kClosed). With `tls` (a session on `fd`, tls.h) the bytes are
 // the decrypted ones and the handshake runs inside; a failed handshake or a forged record is kClosed.
-ReadResult ReadInto(int fd, ssl_st* tls, Buffer& b, size_t limit);
-inline ReadResult ReadInto(int fd, Buffer& b, size_t limit) { return ReadInto(fd, nullptr, b, limit); }
+// A short read counts as drained (edge-triggered epoll brings a new event for new bytes) unless `hung_up`: an
+// event said the peer shut its side (EPOLLRDHUP), and that end, which brings no further event, is read now
+// (nginx's pending_eof does the same).
+ReadResult ReadInto(int fd, ssl_st* tls, Buffer& b, size_t limit, bool hung_up = false);
+inline ReadResult ReadInto(int fd, Buffer& b, size_t limit, bool hung_up = false) {
+  return ReadInto(fd, nullptr, b, limit, hung_up);
+}
+
+// Whether epoll `events` say the peer shut its side or the connection failed: its end waits to be read.
+bool HungUp(uint32_t events);
 
 // One read of at most `cap` bytes into `out`: the count (> 0), 0 when the peer closed or failed, -1 when nothing
 // can be read now (EAGAIN; with `tls`, also a handshake waiting to write). With `tls` a read returns at most one

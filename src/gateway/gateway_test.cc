@@ -443,6 +443,82 @@ TEST(Gateway, ReplicaKilledMidLoadLosesNoIdempotentRequest) {
   EXPECT_GT(b.served(), 0);
 }
 
+// A replica that dies mid-answer: reads a request, sends a head promising 10 bytes and 4 of them, then closes.
+class HalfAnsweringReplica {
+ public:
+  HalfAnsweringReplica() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(fd_, 64), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int c = accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        std::string got;
+        char buf[4096];
+        while (got.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t r = recv(c, buf, sizeof buf, 0);
+          if (r <= 0) break;
+          got.append(buf, static_cast<size_t>(r));
+        }
+        ++answered_;
+        const std::string half = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf";
+        (void)send(c, half.data(), half.size(), MSG_NOSIGNAL);
+        close(c);
+      }
+    });
+  }
+  ~HalfAnsweringReplica() {
+    shutdown(fd_, SHUT_RDWR);
+    close(fd_);
+    thread_.join();
+  }
+  ReplicaEndpoint Endpoint() const { return ReplicaEndpoint{.id = "half", .host = "127.0.0.1", .port = port_}; }
+  int answered() const { return answered_.load(); }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::atomic<int> answered_{0};
+};
+
+TEST(Gateway, AReplicaThatDiesMidAnswerIsRetriedAndTheClientSeesNoneOfIt) {
+  HalfAnsweringReplica half;
+  {
+    // Alone: every try is cut short, so the client gets a clean 502 on a connection that stays usable, never the
+    // 200 head and 4 bytes of an answer it cannot finish.
+    auto gw = StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {half.Endpoint()}}}));
+    Conn c(gw->port());
+    for (int i = 0; i < 2; ++i) {
+      c.Send(Get("/x"));
+      const Conn::Answer r = c.Read();
+      EXPECT_EQ(r.status, 502) << i;
+      EXPECT_FALSE(r.closed) << i;
+    }
+  }
+  const int alone = half.answered();
+  EXPECT_GE(alone, 2);
+  Replica live("live");
+  auto gw =
+      StartGateway(Table({{.name = "v1", .weight_percent = 100, .replicas = {half.Endpoint(), live.Endpoint()}}}));
+  Conn c(gw->port());
+  for (int i = 0; i < 40; ++i) {
+    c.Send(Get("/x"));
+    const Conn::Answer r = c.Read();
+    ASSERT_EQ(r.status, 200) << i;
+    ASSERT_EQ(r.body, "live") << i;
+  }
+  EXPECT_GT(half.answered(), alone);  // it was tried, and its half answers went nowhere
+  EXPECT_EQ(live.served(), 40);
+}
+
 TEST(Gateway, RetriesGetOnAnotherReplicaButNeverAPost) {
   Replica live("live");
   // A replica that refuses connections: a port bound and closed.

@@ -148,8 +148,9 @@ struct H2Conn : IoHandler {
   TlsSession tls;  // client side with GatewayOptions::tls
   nghttp2_session* session = nullptr;
   Buffer out;
-  size_t buffered = 0;  // bytes this peer sent that wait in calls to be relayed
-  bool paused = false;  // not read while `buffered` is above the high water
+  size_t buffered = 0;   // bytes this peer sent that wait in calls to be relayed
+  bool paused = false;   // not read while `buffered` is above the high water
+  bool hung_up = false;  // an event said the peer shut its side: reads go on to its end (buffer.h ReadInto)
   bool dirty = false;
   bool dead = false;
   bool closing = false;  // GOAWAY submitted: closes once written (or after kCloseGrace)
@@ -373,7 +374,7 @@ Core::ReadEnd Core::Feed(H2Conn* k) {
     if (nghttp2_session_mem_recv(k->session, reinterpret_cast<const uint8_t*>(chunk), static_cast<size_t>(n)) < 0) {
       return ReadEnd::kError;
     }
-    if (!k->tls && static_cast<size_t>(n) < sizeof chunk) return ReadEnd::kDrained;
+    if (!k->tls && !k->hung_up && static_cast<size_t>(n) < sizeof chunk) return ReadEnd::kDrained;
   }
   return ReadEnd::kPaused;
 }
@@ -385,6 +386,7 @@ void Core::ClientEvents(H2ClientConn* c, uint32_t events) {
   // Over TLS a read may wait for the socket to take handshake bytes and a write for the peer's: try both.
   if ((events & EPOLLOUT) || (c->tls && !c->out.empty())) Flush(c);
   if (c->dead) return;
+  if (HungUp(events)) c->hung_up = true;
   if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) || c->tls) ReadClient(c);
 }
 
@@ -419,6 +421,7 @@ void Core::UpstreamEvents(H2UpstreamConn* u, uint32_t events) {
     u->connecting = false;
     u->established = true;
   }
+  if (HungUp(events)) u->hung_up = true;
   if (events & EPOLLOUT) Flush(u);
   if (u->dead) return;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ReadUpstream(u);

@@ -115,6 +115,7 @@ void ClientConn::OnEvents(uint32_t events) {
   if (dead) return;
   proxy->Touch();
   last_activity = proxy->now();
+  if (HungUp(events)) hung_up = true;
   if (lingering) {
     proxy->LingerRead(this);  // nothing left to write; every event is bytes to discard or the end
     return;
@@ -336,7 +337,7 @@ void Proxy::ApplyRoutes() {
 
 void Proxy::ClientRead(ClientConn* c) {
   const size_t limit = options_.max_head + 256 * 1024;
-  const ReadResult r = ReadInto(c->fd, c->tls.get(), c->in, limit);
+  const ReadResult r = ReadInto(c->fd, c->tls.get(), c->in, limit, c->hung_up);
   c->read_blocked = r == ReadResult::kMore;
   if (r == ReadResult::kClosed) {
     c->peer_closed = true;
@@ -771,7 +772,7 @@ void Proxy::StartLinger(ClientConn* c) {
 
 void Proxy::LingerRead(ClientConn* c) {
   while (!c->dead) {
-    const ReadResult r = ReadInto(c->fd, c->in, kReadChunk);
+    const ReadResult r = ReadInto(c->fd, c->in, kReadChunk, c->hung_up);
     const size_t got = c->in.size();
     c->in.Clear();
     if (r == ReadResult::kClosed || got >= c->linger_budget) {
@@ -996,6 +997,7 @@ void Proxy::UpstreamEvents(UpstreamConn* u, uint32_t events) {
     }
     u->connecting = false;
   }
+  if (HungUp(events)) u->hung_up = true;
   if (events & EPOLLOUT) UpstreamFlush(u);
   if (u->dead) return;
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -1007,7 +1009,7 @@ void Proxy::UpstreamEvents(UpstreamConn* u, uint32_t events) {
 void Proxy::UpstreamRead(UpstreamConn* u) {
   if (u->read_blocked || u->dead) return;
   const size_t before = u->in.size();
-  const ReadResult r = ReadInto(u->fd, u->in, options_.write_high_water);
+  const ReadResult r = ReadInto(u->fd, u->in, options_.write_high_water, u->hung_up);
   if (u->in.size() > before) u->last_progress = now_;
   u->more_to_read = r == ReadResult::kMore;
   if (r == ReadResult::kClosed) u->peer_closed = true;
@@ -1100,6 +1102,9 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       }
       x->status = h.status;
       const bool interim = h.status >= 100 && h.status < 200 && h.status != 101;
+      x->holding = c && !interim && h.status != 101 && x->retryable && x->request_complete &&
+                   x->attempts <= x->service->route.retries && h.content_length.has_value() &&
+                   *h.content_length <= options_.retry_buffer;
       if (c && !(interim && c->http10)) {  // no 1xx for an HTTP/1.0 client (RFC 9110 15.2)
         // An answer before the whole request body: the rest of the body is dropped and the connection closes after
         // (its bytes must never be read as requests). An HTTP/1.0 client keeps its connection only when the
@@ -1107,11 +1112,15 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         const bool length_known = u->framer.done() || h.content_length.has_value();
         const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed || !x->request_complete ||
                                         (c->http10 && !length_known));
-        c->out.Append(ResponseHead(*x, h, close, c->http10));
+        if (x->holding) {
+          x->held = ResponseHead(*x, h, close, c->http10);
+        } else {
+          c->out.Append(ResponseHead(*x, h, close, c->http10));
+          MarkDirty(c);
+        }
         if (close) c->keep_alive = false;
-        MarkDirty(c);
       }
-      x->response_started = true;
+      x->response_started = !x->holding;
       if (!interim && (!h.keep_alive || h.version < 11) && x->replica) x->replica->closes_connections = true;
       if (h.status == 101 && c) {
         StartTunnel(u, c);
@@ -1121,16 +1130,7 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         u->framer.Reset(x->head_request);
         continue;
       }
-      if (const std::string* tokens = h.Find("gpugeek-tokens")) {
-        uint64_t t = 0;
-        if (absl::SimpleAtoi(*tokens, &t)) {
-          if (VersionMetrics* m = MetricsFor(*x); m && m->tokens) m->tokens->Inc(static_cast<double>(t));
-          if (!x->version_name.empty()) {
-            std::lock_guard lock(x->service->stats->mu);
-            x->service->stats->tokens_by_version[x->version_name] += t;
-          }
-        }
-      }
+      if (!x->holding) CountTokens(*x, h);
     }
     // For an HTTP/1.0 client a chunked body goes decoded, straight into its output.
     const bool dechunk = c && c->http10 && u->framer.head().chunked;
@@ -1140,7 +1140,9 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       return;
     }
     if (*n > 0) {
-      if (c) {
+      if (x->holding) {
+        x->held.append(u->in.view().substr(0, *n));
+      } else if (c) {
         if (!dechunk) c->out.Append(u->in.view().substr(0, *n));
         MarkDirty(c);
       }
@@ -1152,6 +1154,16 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       } else {
         break;
       }
+    }
+    if (x->holding) {  // the whole answer came: now it goes out
+      x->holding = false;
+      x->response_started = true;
+      CountTokens(*x, u->framer.head());
+      if (c) {
+        c->out.Append(x->held);
+        MarkDirty(c);
+      }
+      std::string().swap(x->held);
     }
     // A request with a body on a method whose body servers may ignore (GET, HEAD, DELETE, OPTIONS, TRACE): such a
     // server reads that body as a request of its own and answers it, so the connection is not used again.
@@ -1175,6 +1187,17 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
     return;
   }
   if (u->more_to_read && !u->read_blocked) resume_upstreams_.push_back(u), ScheduleFlush();
+}
+
+void Proxy::CountTokens(const Exchange& x, const MessageHead& h) {
+  const std::string* tokens = h.Find("gpugeek-tokens");
+  uint64_t t = 0;
+  if (tokens == nullptr || !absl::SimpleAtoi(*tokens, &t)) return;
+  if (VersionMetrics* m = MetricsFor(x); m && m->tokens) m->tokens->Inc(static_cast<double>(t));
+  if (!x.version_name.empty()) {
+    std::lock_guard lock(x.service->stats->mu);
+    x.service->stats->tokens_by_version[x.version_name] += t;
+  }
 }
 
 void Proxy::Unpipeline(UpstreamConn* u) {
@@ -1330,6 +1353,8 @@ void Proxy::FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::stri
     x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
     x->upstream = nullptr;
     x->replica = nullptr;
+    x->holding = false;  // an answer cut short is dropped whole; the client saw none of it
+    std::string().swap(x->held);
     if (x->client == nullptr) continue;
     if (replica_closed && !x->response_started) {
       --x->attempts;  // never taken by the replica: not an attempt, and the replica may serve it again
@@ -1480,6 +1505,7 @@ void Proxy::Tick() {
     }
     if (!u->fifo.empty() && u->framer.head_done() && !u->read_blocked &&
         now_ - u->last_progress > options_.upstream_timeout) {
+      u->fifo.front()->retryable = false;  // a held answer that stalled: 504, not another long wait
       FailUpstream(u, Outcome::kServerError, 504,
                    absl::StrCat("replica ", u->replica_id, "'s answer stopped arriving"));
       continue;

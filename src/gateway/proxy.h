@@ -76,6 +76,11 @@ struct Exchange {
   int attempts = 0;
   std::vector<const ReplicaState*> tried;
   bool response_started = false;  // bytes of the answer went to the client
+  // A retryable answer of known length that fits retry_buffer is kept here whole, head and body, and goes to the
+  // client only once its last byte came: a replica that dies mid-answer is then retried like one that never
+  // answered (nginx retries only before the head; proxy_next_upstream). Empty and false otherwise.
+  bool holding = false;
+  std::string held;
   int status = 0;
   std::string version_name;
   std::string set_cookie;  // a version to pin with the sticky cookie
@@ -98,6 +103,7 @@ struct ClientConn final : IoHandler {
   bool keep_alive = true;      // the active request allows another after it
   bool close_after = false;    // close once `out` is written
   bool peer_closed = false;
+  bool hung_up = false;       // an event said the peer shut its side: reads go on to its end (ReadInto)
   bool read_blocked = false;  // `in` is full: read again once it is consumed
   bool dirty = false;
   bool dead = false;
@@ -132,6 +138,7 @@ struct UpstreamConn final : IoHandler {
   bool dead = false;
   bool read_blocked = false;  // a client's output is full: resume when it drains
   bool peer_closed = false;
+  bool hung_up = false;          // an event said the replica shut its side: reads go on to its end (ReadInto)
   bool closing = false;          // the replica said Connection: close: no new exchanges
   ClientConn* tunnel = nullptr;  // upgraded
   MonoTime connect_began{};
@@ -213,6 +220,7 @@ class Proxy final : public IoHandler {
   UpstreamConn* AcquireUpstream(ReplicaState* r, const Exchange& x, const Service& s, bool* local);
   // nullptr with `*local` true when this process is out of descriptors (not the replica's fault).
   UpstreamConn* Connect(const ReplicaState& r, bool* local);
+  void CountTokens(const Exchange& x, const MessageHead& h);  // the answer's gpugeek-tokens into the metrics
   // Exchanges queued behind the head of a connection whose head is stalled: sent again on other connections.
   void Unpipeline(UpstreamConn* u);
   void FinishExchange(UpstreamConn* u, bool keep_upstream);

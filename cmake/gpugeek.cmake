@@ -101,7 +101,9 @@ function(gpugeek_test name)
 endfunction()
 
 # gpugeek_fuzz(NAME SOURCES ... DEPS ... CORPUS DIR): a libFuzzer target, built only with GPUGEEK_FUZZ.
-# CTest runs it briefly over its seed corpus (label "fuzz").
+# CTest runs it over its seed corpus, then mutates for GPUGEEK_FUZZ_SECONDS (label "fuzz"); scripts/test.sh
+# gives each 5 s, a longer hunt is -DGPUGEEK_FUZZ_SECONDS=3600 and `ctest -L fuzz -R NAME`.
+set(GPUGEEK_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz target mutates its corpus under CTest")
 function(gpugeek_fuzz name)
   cmake_parse_arguments(ARG "" "CORPUS" "SOURCES;DEPS" ${ARGN})
   if(NOT GPUGEEK_FUZZ)
@@ -116,7 +118,7 @@ function(gpugeek_fuzz name)
   set(scratch ${CMAKE_CURRENT_BINARY_DIR}/${name}_corpus)
   file(MAKE_DIRECTORY ${scratch})
   add_test(NAME ${name}
-    COMMAND ${name} -max_total_time=20 -timeout=5 -rss_limit_mb=2048 ${scratch} ${ARG_CORPUS})
+    COMMAND ${name} -max_total_time=${GPUGEEK_FUZZ_SECONDS} -timeout=5 -rss_limit_mb=2048 ${scratch} ${ARG_CORPUS})
   set_tests_properties(${name} PROPERTIES LABELS fuzz)
 endfunction()
 

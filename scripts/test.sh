@@ -8,7 +8,7 @@
 #      OpenAPI document (`gpugeek openapi`) linted by Redocly CLI's recommended rules (tools/openapi,
 #      pinned; an error fails the run); those tests run;
 #   4. clang build (-O0) with AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer: every other
-#      unit and integration test, then each fuzz target briefly over its seed corpus;
+#      unit and integration test, then each fuzz target over its seed corpus and 5 s of mutations;
 #   5. clang build with ThreadSanitizer of the store, HTTP and control-plane tests, run (scripts/tsan.sh).
 # Every test runs once. Usage: scripts/test.sh [--quick]   (--quick: steps 1-3, with every test built and
 # run in step 3)
@@ -82,7 +82,7 @@ if [ "$quick" -eq 0 ]; then
   # a file compiles in half the time (src/api/job_spec.cc with ASan + UBSan + coverage: 17 s at -O1, 8 s at
   # -O0); the gcc lane above keeps the optimised build and its warnings.
   CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DGPUGEEK_WERROR=ON -DGPUGEEK_SANITIZE=ON \
-    -DGPUGEEK_FUZZ=ON -DGPUGEEK_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O0 -g1" \
+    -DGPUGEEK_FUZZ=ON -DGPUGEEK_FUZZ_SECONDS=5 -DGPUGEEK_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-O0 -g1" \
     -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g1" >/dev/null
   ninja -C build-asan -j"$jobs"
   echo "== tests under ASan + UBSan (all but the Python, soak and CPU-heavy ones), then fuzz targets"

@@ -1102,9 +1102,9 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       }
       x->status = h.status;
       const bool interim = h.status >= 100 && h.status < 200 && h.status != 101;
-      x->holding = c && !interim && h.status != 101 && x->retryable && x->request_complete &&
-                   x->attempts <= x->service->route.retries && h.content_length.has_value() &&
-                   *h.content_length <= options_.retry_buffer;
+      const bool hold = c && !interim && h.status != 101 && x->retryable && x->request_complete &&
+                        x->attempts <= x->service->route.retries && h.content_length.has_value() &&
+                        *h.content_length <= options_.retry_buffer;
       if (c && !(interim && c->http10)) {  // no 1xx for an HTTP/1.0 client (RFC 9110 15.2)
         // An answer before the whole request body: the rest of the body is dropped and the connection closes after
         // (its bytes must never be read as requests). An HTTP/1.0 client keeps its connection only when the
@@ -1112,7 +1112,7 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         const bool length_known = u->framer.done() || h.content_length.has_value();
         const bool close = !interim && (h.body_until_eof || !c->keep_alive || c->peer_closed || !x->request_complete ||
                                         (c->http10 && !length_known));
-        if (x->holding) {
+        if (hold) {
           x->held = ResponseHead(*x, h, close, c->http10);
         } else {
           c->out.Append(ResponseHead(*x, h, close, c->http10));
@@ -1120,7 +1120,7 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         }
         if (close) c->keep_alive = false;
       }
-      x->response_started = !x->holding;
+      x->response_started = !hold;
       if (!interim && (!h.keep_alive || h.version < 11) && x->replica) x->replica->closes_connections = true;
       if (h.status == 101 && c) {
         StartTunnel(u, c);
@@ -1130,7 +1130,7 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         u->framer.Reset(x->head_request);
         continue;
       }
-      if (!x->holding) CountTokens(*x, h);
+      if (!hold) CountTokens(*x, h);
     }
     // For an HTTP/1.0 client a chunked body goes decoded, straight into its output.
     const bool dechunk = c && c->http10 && u->framer.head().chunked;
@@ -1140,7 +1140,7 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
       return;
     }
     if (*n > 0) {
-      if (x->holding) {
+      if (!x->held.empty()) {
         x->held.append(u->in.view().substr(0, *n));
       } else if (c) {
         if (!dechunk) c->out.Append(u->in.view().substr(0, *n));
@@ -1155,15 +1155,13 @@ void Proxy::UpstreamProcess(UpstreamConn* u) {
         break;
       }
     }
-    if (x->holding) {  // the whole answer came: now it goes out
-      x->holding = false;
+    if (!x->held.empty()) {  // the whole answer came: now it goes out (the exchange ends just below)
       x->response_started = true;
       CountTokens(*x, u->framer.head());
       if (c) {
         c->out.Append(x->held);
         MarkDirty(c);
       }
-      std::string().swap(x->held);
     }
     // A request with a body on a method whose body servers may ignore (GET, HEAD, DELETE, OPTIONS, TRACE): such a
     // server reads that body as a request of its own and answers it, so the connection is not used again.
@@ -1353,8 +1351,7 @@ void Proxy::FailUpstream(UpstreamConn* u, Outcome outcome, int status, std::stri
     x->service->stats->in_flight.fetch_sub(1, std::memory_order_relaxed);
     x->upstream = nullptr;
     x->replica = nullptr;
-    x->holding = false;  // an answer cut short is dropped whole; the client saw none of it
-    std::string().swap(x->held);
+    x->held.clear();  // an answer cut short is dropped whole; the client saw none of it
     if (x->client == nullptr) continue;
     if (replica_closed && !x->response_started) {
       --x->attempts;  // never taken by the replica: not an attempt, and the replica may serve it again

@@ -78,8 +78,7 @@ struct Exchange {
   bool response_started = false;  // bytes of the answer went to the client
   // A retryable answer of known length that fits retry_buffer is kept here whole, head and body, and goes to the
   // client only once its last byte came: a replica that dies mid-answer is then retried like one that never
-  // answered (nginx retries only before the head; proxy_next_upstream). Empty and false otherwise.
-  bool holding = false;
+  // answered (nginx retries only before the head; proxy_next_upstream). Empty for every other answer.
   std::string held;
   int status = 0;
   std::string version_name;
